@@ -1,0 +1,77 @@
+// Executable: a compiled graph. Nodes are scheduled once, every intermediate value gets an
+// offset in one arena (liveness-based reuse), kernels are built once; run() then executes the
+// step with no heap allocation.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lockstep/graph/graph.h"
+#include "lockstep/graph/op_registry.h"
+
+namespace lockstep {
+
+struct CompileOptions {
+  std::string backend = "cpu";  // "cpu" (falls back to "reference" per op) or "reference"
+  bool eager = false;           // op by op, fresh buffers each step (debug path, test oracle)
+  bool fuse = true;             // run the fusion pass
+  uint64_t seed = 0;
+  uint32_t replica = 0;
+};
+
+class Executable {
+ public:
+  // inputs: placeholder values fed per step; outputs: values fetched after each step.
+  Executable(const Graph& graph, std::vector<Value> inputs, std::vector<Value> outputs,
+             CompileOptions options = {});
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  // Buffers to write inputs into before run() (views into the arena).
+  Tensor& input(int i) { return input_tensors_[i]; }
+  int num_inputs() const { return int(input_tensors_.size()); }
+  const Tensor& output(int i) const { return output_tensors_[i]; }
+  int num_outputs() const { return int(output_tensors_.size()); }
+
+  void run();  // one step; advances the step counter
+  void set_step(uint64_t step) { step_.step = step; }
+  uint64_t step() const { return step_.step; }
+
+  size_t arena_bytes() const { return arena_bytes_; }
+  size_t unplanned_bytes() const { return unplanned_bytes_; }  // sum of sizes without reuse
+  double compile_seconds() const { return compile_seconds_; }
+  int num_scheduled() const { return int(schedule_.size()); }
+  const Graph& graph() const { return graph_; }
+  // One line per pass result (fusions, fallbacks, memory) for --verbose.
+  const std::vector<std::string>& report() const { return report_; }
+
+ private:
+  struct Step;
+  void plan_memory();
+  void build_kernels();
+  void run_eager();
+
+  Graph graph_;
+  CompileOptions options_;
+  std::vector<Value> inputs_, outputs_;
+  std::vector<int> schedule_;
+  std::vector<std::vector<Tensor>> values_;  // per node, per output: views
+  std::vector<std::unique_ptr<Step>> steps_;
+  std::vector<Tensor> input_tensors_, output_tensors_;
+  void* arena_ = nullptr;
+  size_t arena_bytes_ = 0, unplanned_bytes_ = 0, workspace_bytes_ = 0;
+  void* workspace_ = nullptr;
+  double compile_seconds_ = 0;
+  StepInfo step_;
+  std::vector<std::string> report_;
+};
+
+// Graph passes (run by Executable; exposed for tests).
+// Dead-code elimination + scheduling: pure nodes reachable from `outputs` in index order,
+// then side-effect nodes in index order.
+std::vector<int> schedule_nodes(const Graph& g, const std::vector<Value>& outputs);
+// Rewrites conv2d -> bias_add -> relu chains into one fused conv2d node; returns a report.
+std::vector<std::string> fuse_graph(Graph& g, std::vector<Value>& outputs);
+
+}  // namespace lockstep

@@ -1,0 +1,291 @@
+// Compiles a graph into a static program: schedule, fuse, plan one arena, build kernels once.
+#include "lockstep/graph/executable.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+
+#include "lockstep/core/allocator.h"
+
+namespace lockstep {
+
+struct Executable::Step {
+  int node = -1;
+  std::unique_ptr<Kernel> kernel;
+  std::vector<Tensor> in, out;
+  KernelArgs args;
+};
+
+static bool is_source(const std::string& op) { return op == "input" || op == "variable"; }
+
+std::vector<int> schedule_nodes(const Graph& g, const std::vector<Value>& outputs) {
+  std::vector<char> live(g.size(), 0);
+  for (Value v : outputs) live[v.node] = 1;
+  for (int i = 0; i < g.size(); ++i)
+    if (OpRegistry::get().op(g.node(i).op).side_effects) live[i] = 1;
+  for (int i = g.size() - 1; i >= 0; --i) {
+    if (!live[i]) continue;
+    for (Value v : g.node(i).inputs) live[v.node] = 1;
+  }
+  std::vector<int> pure, effects;
+  for (int i = 0; i < g.size(); ++i) {
+    if (!live[i]) continue;
+    (OpRegistry::get().op(g.node(i).op).side_effects ? effects : pure).push_back(i);
+  }
+  pure.insert(pure.end(), effects.begin(), effects.end());
+  return pure;
+}
+
+std::vector<std::string> fuse_graph(Graph& g, std::vector<Value>& outputs) {
+  std::vector<std::string> report;
+  auto sched = schedule_nodes(g, outputs);
+  std::vector<int> uses(g.size(), 0);
+  for (int i : sched)
+    for (Value v : g.node(i).inputs) uses[v.node]++;
+  for (Value v : outputs) uses[v.node]++;
+  auto turn_into_identity = [&](Node& n, Value src) {
+    n.op = "identity";
+    n.inputs = {src};
+    n.attrs = {};
+  };
+  for (int i : sched) {
+    Node& conv = g.node(i);
+    if (conv.op != "conv2d" || conv.attrs.b("fused_bias") || conv.attrs.s("activation", "linear") != "linear")
+      continue;
+    if (uses[i] != 1) continue;
+    // Find the single consumer.
+    int consumer = -1;
+    for (int j : sched)
+      for (Value v : g.node(j).inputs)
+        if (v.node == i) consumer = j;
+    if (consumer < 0 || g.node(consumer).op != "bias_add" || g.node(consumer).inputs[0].node != i)
+      continue;
+    Node& bias = g.node(consumer);
+    conv.inputs.push_back(bias.inputs[1]);
+    conv.attrs.set("fused_bias", true);
+    turn_into_identity(bias, Value{i, 0});
+    std::string what = "conv2d+bias";
+    // Then an activation that consumes only the bias output.
+    if (uses[consumer] == 1) {
+      for (int j : sched) {
+        Node& act = g.node(j);
+        if (act.op == "relu" && act.inputs[0].node == consumer) {
+          conv.attrs.set("activation", "relu");
+          turn_into_identity(act, Value{consumer, 0});
+          what += "+relu";
+          break;
+        }
+      }
+    }
+    report.push_back("fused " + what + " '" + conv.name + "'");
+  }
+  return report;
+}
+
+Executable::Executable(const Graph& graph, std::vector<Value> inputs, std::vector<Value> outputs,
+                       CompileOptions options)
+    : graph_(graph), options_(options), inputs_(std::move(inputs)), outputs_(std::move(outputs)) {
+  auto t0 = std::chrono::steady_clock::now();
+  step_.seed = options.seed;
+  step_.replica = options.replica;
+  for (Value v : inputs_)
+    LS_CHECK(graph_.node(v.node).op == "input", "Executable: input ", v.node, " is not a placeholder");
+  for (Value v : outputs_)
+    LS_CHECK(v.valid() && v.node < graph_.size(), "Executable: invalid output value");
+  if (options_.fuse && !options_.eager) report_ = fuse_graph(graph_, outputs_);
+  schedule_ = schedule_nodes(graph_, outputs_);
+  for (int i : schedule_)
+    for (auto& t : graph_.node(i).outputs)
+      LS_CHECK(t.shape.is_known(), graph_.node(i).op, " '", graph_.node(i).name,
+               "': output shape ", t.shape.str(), " is not known at compile time");
+  if (options_.eager) {
+    for (Value v : inputs_) input_tensors_.push_back(Tensor::zeros(graph_.type(v).shape, graph_.type(v).dtype));
+  } else {
+    plan_memory();
+    build_kernels();
+  }
+  compile_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Executable::~Executable() {
+  steps_.clear();
+  if (arena_) aligned_free(arena_);
+  if (workspace_) aligned_free(workspace_);
+}
+
+void Executable::plan_memory() {
+  const int n = graph_.size();
+  values_.assign(n, {});
+  std::vector<int> pos(n, -1);
+  for (int k = 0; k < int(schedule_.size()); ++k) pos[schedule_[k]] = k;
+  const int end = int(schedule_.size());
+
+  // Root buffer of each value (aliases share their input's root).
+  struct Buf { int node, index; size_t bytes; int first, last; size_t offset = 0; bool arena; };
+  std::map<std::pair<int, int>, int> buf_of;
+  std::vector<Buf> bufs;
+  for (int i : schedule_) {
+    const Node& nd = graph_.node(i);
+    const OpDef& def = OpRegistry::get().op(nd.op);
+    for (int k = 0; k < int(nd.outputs.size()); ++k) {
+      if (k == 0 && def.alias_input >= 0) {
+        Value src = nd.inputs[def.alias_input];
+        buf_of[{i, 0}] = buf_of.at({src.node, src.index});
+        continue;
+      }
+      size_t bytes = size_t(nd.outputs[k].shape.numel()) * dtype_size(nd.outputs[k].dtype);
+      bool arena = nd.op != "variable";
+      int first = nd.op == "input" ? 0 : pos[i];
+      buf_of[{i, k}] = int(bufs.size());
+      bufs.push_back({i, k, bytes, first, first, 0, arena});
+    }
+  }
+  for (int i : schedule_)
+    for (Value v : graph_.node(i).inputs) {
+      Buf& b = bufs[buf_of.at({v.node, v.index})];
+      b.last = std::max(b.last, pos[i]);
+    }
+  for (Value v : outputs_) bufs[buf_of.at({v.node, v.index})].last = end;
+  for (Value v : inputs_) bufs[buf_of.at({v.node, v.index})].last = end;  // user-written
+
+  // Place biggest first at the lowest offset not overlapping any live-overlapping buffer.
+  std::vector<int> order;
+  for (int b = 0; b < int(bufs.size()); ++b)
+    if (bufs[b].arena) order.push_back(b);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return bufs[a].bytes > bufs[b].bytes; });
+  std::vector<int> placed;
+  auto align = [](size_t x) { return (x + kAlignment - 1) / kAlignment * kAlignment; };
+  for (int b : order) {
+    Buf& B = bufs[b];
+    unplanned_bytes_ += align(B.bytes);
+    std::vector<std::pair<size_t, size_t>> busy;
+    for (int p : placed) {
+      const Buf& P = bufs[p];
+      if (P.first <= B.last && B.first <= P.last) busy.push_back({P.offset, P.offset + align(P.bytes)});
+    }
+    std::sort(busy.begin(), busy.end());
+    size_t off = 0;
+    for (auto [lo, hi] : busy) {
+      if (off + align(B.bytes) <= lo) break;
+      off = std::max(off, hi);
+    }
+    B.offset = off;
+    arena_bytes_ = std::max(arena_bytes_, off + align(B.bytes));
+    placed.push_back(b);
+  }
+  arena_ = aligned_alloc_bytes(std::max<size_t>(arena_bytes_, kAlignment));
+  std::memset(arena_, 0, arena_bytes_);
+
+  for (int i : schedule_) {
+    const Node& nd = graph_.node(i);
+    const OpDef& def = OpRegistry::get().op(nd.op);
+    values_[i].resize(nd.outputs.size());
+    for (int k = 0; k < int(nd.outputs.size()); ++k) {
+      const TensorType& t = nd.outputs[k];
+      if (k == 0 && def.alias_input >= 0) {
+        Value src = nd.inputs[def.alias_input];
+        values_[i][0] = values_[src.node][src.index].reshape(t.shape);
+      } else if (nd.op == "variable") {
+        LS_CHECK(nd.variable && nd.variable->value.defined(), "variable '", nd.name, "' has no value");
+        values_[i][k] = nd.variable->value;
+      } else {
+        const Buf& B = bufs[buf_of.at({i, k})];
+        values_[i][k] = Tensor::borrow(static_cast<char*>(arena_) + B.offset, t.shape, t.dtype);
+      }
+    }
+  }
+  for (Value v : inputs_) input_tensors_.push_back(values_[v.node][v.index]);
+  for (Value v : outputs_) output_tensors_.push_back(values_[v.node][v.index]);
+  report_.push_back("memory: arena " + std::to_string(arena_bytes_ >> 10) + " KiB (" +
+                    std::to_string(unplanned_bytes_ >> 10) + " KiB without reuse), " +
+                    std::to_string(schedule_.size()) + " nodes");
+}
+
+static const KernelFactory* find_kernel(const Node& nd, const std::string& backend,
+                                        std::vector<std::string>* report) {
+  const KernelFactory* f = OpRegistry::get().kernel(nd.op, backend);
+  if (!f && backend != "reference") {
+    f = OpRegistry::get().kernel(nd.op, "reference");
+    if (f && report) report->push_back("fallback: " + nd.op + " runs on the reference backend");
+  }
+  LS_CHECK(f, "op '", nd.op, "' (", nd.name, ") has no kernel for backend '", backend, "'");
+  return f;
+}
+
+void Executable::build_kernels() {
+  std::vector<std::string> fallbacks;
+  for (int i : schedule_) {
+    const Node& nd = graph_.node(i);
+    const OpDef& def = OpRegistry::get().op(nd.op);
+    if (is_source(nd.op) || def.alias_input >= 0) continue;
+    auto st = std::make_unique<Step>();
+    st->node = i;
+    std::vector<TensorType> in_types;
+    for (Value v : nd.inputs) {
+      st->in.push_back(values_[v.node][v.index]);
+      in_types.push_back(graph_.type(v));
+    }
+    st->out = values_[i];
+    st->kernel = (*find_kernel(nd, options_.backend, &fallbacks))(nd, in_types);
+    workspace_bytes_ = std::max(workspace_bytes_, st->kernel->workspace_bytes());
+    steps_.push_back(std::move(st));
+  }
+  std::sort(fallbacks.begin(), fallbacks.end());
+  fallbacks.erase(std::unique(fallbacks.begin(), fallbacks.end()), fallbacks.end());
+  report_.insert(report_.end(), fallbacks.begin(), fallbacks.end());
+  if (workspace_bytes_) workspace_ = aligned_alloc_bytes(workspace_bytes_);
+  for (auto& st : steps_) {
+    st->args = KernelArgs{st->in.data(), int(st->in.size()), st->out.data(), int(st->out.size()),
+                          workspace_, &step_};
+  }
+}
+
+void Executable::run() {
+  if (options_.eager) {
+    run_eager();
+  } else {
+    for (auto& st : steps_) st->kernel->run(st->args);
+  }
+  ++step_.step;
+}
+
+void Executable::run_eager() {
+  std::map<std::pair<int, int>, Tensor> vals;
+  for (size_t k = 0; k < inputs_.size(); ++k) vals[{inputs_[k].node, inputs_[k].index}] = input_tensors_[k];
+  for (int i : schedule_) {
+    const Node& nd = graph_.node(i);
+    const OpDef& def = OpRegistry::get().op(nd.op);
+    if (nd.op == "input") {
+      LS_CHECK(vals.count({i, 0}), "eager: input '", nd.name, "' was not fed");
+      continue;
+    }
+    if (nd.op == "variable") {
+      vals[{i, 0}] = nd.variable->value;
+      continue;
+    }
+    std::vector<Tensor> in, out;
+    std::vector<TensorType> in_types;
+    for (Value v : nd.inputs) {
+      in.push_back(vals.at({v.node, v.index}));
+      in_types.push_back(graph_.type(v));
+    }
+    if (def.alias_input >= 0) {
+      vals[{i, 0}] = in[def.alias_input].reshape(nd.outputs[0].shape);
+      continue;
+    }
+    for (auto& t : nd.outputs) out.push_back(Tensor::zeros(t.shape, t.dtype));
+    auto kernel = (*find_kernel(nd, options_.backend, nullptr))(nd, in_types);
+    std::vector<char> ws(kernel->workspace_bytes() + kAlignment);
+    void* wsp = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + kAlignment - 1) &
+                                        ~uintptr_t(kAlignment - 1));
+    KernelArgs args{in.data(), int(in.size()), out.data(), int(out.size()), wsp, &step_};
+    kernel->run(args);
+    for (int k = 0; k < int(out.size()); ++k) vals[{i, k}] = out[k];
+  }
+  output_tensors_.clear();
+  for (Value v : outputs_) output_tensors_.push_back(vals.at({v.node, v.index}));
+}
+
+}  // namespace lockstep

@@ -1,0 +1,191 @@
+// Implementation of the table-driven op test (see op_harness.h) and the parameterised gtest.
+#include "ops/op_harness.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "lockstep/core/rng.h"
+#include "lockstep/graph/autodiff.h"
+
+namespace lockstep::testing {
+
+std::vector<OpCase>& op_cases() {
+  static std::vector<OpCase> cases;
+  return cases;
+}
+
+static Tensor make_input(const OpInput& in, uint64_t seed) {
+  Tensor t = Tensor::empty(in.shape, in.dtype);
+  Philox rng(seed);
+  int64_t n = t.numel();
+  if (!in.values.empty()) {
+    LS_CHECK(int64_t(in.values.size()) == n, "case input values size mismatch");
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    float v = in.values.empty() ? rng.uniform(in.lo, in.hi) : in.values[i];
+    switch (in.dtype) {
+      case DType::f32: t.data<float>()[i] = v; break;
+      case DType::i32: t.data<int32_t>()[i] = int32_t(std::floor(v)); break;
+      case DType::i64: t.data<int64_t>()[i] = int64_t(std::floor(v)); break;
+      case DType::u8: t.data<uint8_t>()[i] = uint8_t(std::floor(v)); break;
+      default: LS_FAIL("unsupported dtype in op case");
+    }
+  }
+  return t;
+}
+
+struct Built {
+  Graph g;
+  std::vector<Value> inputs;
+  Value out;
+  std::vector<Value> all_outs;
+};
+
+static Built build(const OpCase& c) {
+  Built b;
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    b.inputs.push_back(b.g.input({c.inputs[i].dtype, c.inputs[i].shape}, "in" + std::to_string(i)));
+  if (c.build) {
+    b.out = c.build(b.g, b.inputs);
+    b.all_outs = {b.out};
+  } else {
+    b.all_outs = b.g.add_multi(c.op, b.inputs, c.attrs, c.name);
+    b.out = b.all_outs.at(c.grad_output);
+  }
+  return b;
+}
+
+static std::vector<std::vector<float>> run(Built& b, const std::vector<Tensor>& ins,
+                                           const std::string& backend, const std::vector<Value>& outs) {
+  CompileOptions o;
+  o.backend = backend;
+  Executable exe(b.g, b.inputs, outs, o);
+  for (size_t i = 0; i < ins.size(); ++i) exe.input(int(i)).copy_from(ins[i]);
+  exe.run();
+  std::vector<std::vector<float>> r;
+  for (int i = 0; i < exe.num_outputs(); ++i) r.push_back(exe.output(i).to_vector());
+  return r;
+}
+
+static std::string compare(const std::vector<float>& got, const std::vector<float>& want, float tol,
+                           const std::string& what) {
+  if (got.size() != want.size()) return what + ": size mismatch";
+  for (size_t i = 0; i < got.size(); ++i) {
+    float d = std::fabs(got[i] - want[i]);
+    if (!(d <= tol * (1.f + std::fabs(want[i])))) {
+      std::ostringstream os;
+      os << what << ": element " << i << " got " << got[i] << " want " << want[i];
+      return os.str();
+    }
+  }
+  return "";
+}
+
+std::string run_op_case(const OpCase& c, const std::string& backend) {
+  Built b = build(c);
+  std::vector<Tensor> ins;
+  for (size_t i = 0; i < c.inputs.size(); ++i) ins.push_back(make_input(c.inputs[i], 1000 + i));
+  auto ref = run(b, ins, "reference", b.all_outs);
+  auto got = run(b, ins, backend, b.all_outs);
+  for (size_t k = 0; k < ref.size(); ++k) {
+    auto err = compare(got[k], ref[k], c.fwd_tol, backend + " output " + std::to_string(k));
+    if (!err.empty()) return err;
+  }
+  return "";
+}
+
+std::string run_grad_check(const OpCase& c) {
+  Built b = build(c);
+  std::vector<Tensor> ins;
+  for (size_t i = 0; i < c.inputs.size(); ++i) ins.push_back(make_input(c.inputs[i], 1000 + i));
+  // L = sum(w * out) with w a fixed random input.
+  const TensorType& ot = b.g.type(b.out);
+  Value w = b.g.input(ot, "w");
+  Value prod = b.g.add("mul", {b.out, w});
+  std::vector<int64_t> all;
+  for (int i = 0; i < ot.shape.rank(); ++i) all.push_back(i);
+  Value loss = ot.shape.rank() ? b.g.add("reduce_sum", {prod}, Attrs{{"axes", all}, {"keepdims", false}}) : prod;
+  std::vector<Value> wrt;
+  std::vector<int> wrt_idx;
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    if (c.inputs[i].differentiable && c.inputs[i].dtype == DType::f32) {
+      wrt.push_back(b.inputs[i]);
+      wrt_idx.push_back(int(i));
+    }
+  auto grads = gradients(b.g, loss, wrt);
+  Tensor wt = make_input({ot.shape, DType::f32, -1.f, 1.f}, 77);
+  auto feed = b.inputs;
+  feed.push_back(w);
+  auto all_ins = ins;
+  all_ins.push_back(wt);
+  for (const std::string backend : {"reference", "cpu"}) {
+    CompileOptions o;
+    o.backend = backend;
+    Executable gexe(b.g, feed, grads, o);
+    Executable lexe(b.g, feed, {loss}, CompileOptions{.backend = "reference"});
+    for (size_t i = 0; i < all_ins.size(); ++i) {
+      gexe.input(int(i)).copy_from(all_ins[i]);
+      lexe.input(int(i)).copy_from(all_ins[i]);
+    }
+    gexe.run();
+    for (size_t k = 0; k < wrt.size(); ++k) {
+      auto analytic = gexe.output(int(k)).to_vector();
+      Tensor& x = lexe.input(wrt_idx[k]);
+      float* xp = x.data<float>();
+      double max_err = 0, max_ref = 0;
+      std::vector<float> numeric(analytic.size());
+      for (int64_t e = 0; e < x.numel(); ++e) {
+        float orig = xp[e];
+        xp[e] = orig + c.fd_eps;
+        lexe.run();
+        double lp = lexe.output(0).item();
+        xp[e] = orig - c.fd_eps;
+        lexe.run();
+        double lm = lexe.output(0).item();
+        xp[e] = orig;
+        numeric[e] = float((lp - lm) / (2 * c.fd_eps));
+        max_err = std::max(max_err, std::fabs(double(numeric[e]) - analytic[e]));
+        max_ref = std::max(max_ref, std::fabs(double(numeric[e])));
+      }
+      if (max_err > c.grad_tol * std::max(1.0, max_ref)) {
+        std::ostringstream os;
+        os << backend << ": gradient of input " << wrt_idx[k] << " off by " << max_err
+           << " (max |numeric| " << max_ref << ")";
+        for (size_t e = 0; e < std::min<size_t>(analytic.size(), 6); ++e)
+          os << "\n  [" << e << "] analytic " << analytic[e] << " numeric " << numeric[e];
+        return os.str();
+      }
+    }
+  }
+  return "";
+}
+
+class OpTable : public ::testing::TestWithParam<int> {};
+
+TEST_P(OpTable, BackendsMatchReference) {
+  const OpCase& c = op_cases()[GetParam()];
+  for (const char* backend : {"cpu"}) {
+    std::string err = run_op_case(c, backend);
+    EXPECT_EQ(err, "") << c.name;
+  }
+}
+
+TEST_P(OpTable, GradientMatchesFiniteDifferences) {
+  const OpCase& c = op_cases()[GetParam()];
+  if (!c.check_grad) GTEST_SKIP() << c.op << " has no gradient to check";
+  std::string err = run_grad_check(c);
+  EXPECT_EQ(err, "") << c.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, OpTable, ::testing::Range(0, int(op_cases().size())),
+    [](const ::testing::TestParamInfo<int>& info) {
+      std::string n = op_cases()[info.param].name;
+      for (char& ch : n)
+        if (!isalnum(ch)) ch = '_';
+      return n;
+    });
+
+}  // namespace lockstep::testing

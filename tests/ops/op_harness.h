@@ -1,0 +1,53 @@
+// The table-driven op test: each case builds one op node and checks
+//   1. every backend that has a kernel against the reference backend (forward outputs), and
+//   2. the op's gradient (through autodiff, run on the reference and cpu backends) against
+//      central finite differences of L = sum(w * out0) with fixed random w.
+// Cases register themselves with LS_OP_CASE in any tests/ops/*_cases.cpp file.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lockstep/graph/executable.h"
+
+namespace lockstep::testing {
+
+struct OpInput {
+  Shape shape;
+  DType dtype = DType::f32;
+  float lo = -1.f, hi = 1.f;  // uniform init range (ints: [lo, hi) integers)
+  bool differentiable = true;  // checked by finite differences (f32 only)
+  std::vector<float> values;   // explicit values instead of random (optional)
+};
+
+struct OpCase {
+  std::string name;  // unique test-case name
+  std::string op;
+  Attrs attrs;
+  std::vector<OpInput> inputs;
+  bool check_grad = true;
+  float fwd_tol = 1e-4f;   // relative+absolute tolerance backend vs reference
+  float grad_tol = 2e-2f;  // relative tolerance of FD check
+  float fd_eps = 1e-2f;    // finite-difference step (float32: keep ~1e-2..1e-3)
+  int grad_output = 0;     // which output L is built from
+  // Optional: builds the node(s) itself from the placeholders and returns the output value.
+  std::function<Value(Graph&, const std::vector<Value>&)> build;
+};
+
+std::vector<OpCase>& op_cases();
+struct OpCaseRegistrar {
+  explicit OpCaseRegistrar(std::function<std::vector<OpCase>()> f) {
+    for (auto& c : f()) op_cases().push_back(std::move(c));
+  }
+};
+
+#define LS_OP_CASES(id) \
+  static std::vector<::lockstep::testing::OpCase> ls_cases_##id(); \
+  static ::lockstep::testing::OpCaseRegistrar ls_case_reg_##id(ls_cases_##id); \
+  static std::vector<::lockstep::testing::OpCase> ls_cases_##id()
+
+// Runs one case; returns "" on success, else a description of the mismatch.
+std::string run_op_case(const OpCase& c, const std::string& backend);
+std::string run_grad_check(const OpCase& c);
+
+}  // namespace lockstep::testing

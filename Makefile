@@ -1,0 +1,30 @@
+# Thin wrapper over the CMake presets. `make demo` and `make test` install what is missing,
+# build, and run; both are fast when nothing changed.
+JOBS ?= $(shell nproc)
+.PHONY: setup build demo test test-release test-asan bench clean
+
+setup:
+	@./scripts/setup.sh
+
+build: setup
+	@cmake --preset release >/dev/null
+	@cmake --build build -j $(JOBS)
+
+demo: build
+	./build/bin/fashion_mnist $(ARGS)
+
+test-release: build
+	ctest --preset release -j $(JOBS)
+
+test-asan: setup
+	@cmake --preset asan >/dev/null
+	@cmake --build build-asan -j $(JOBS) --target lockstep_tests
+	ctest --preset asan -j $(JOBS) -LE slow
+
+test: test-release test-asan
+
+bench: build
+	./bench/run_train_bench.sh
+
+clean:
+	rm -rf build build-asan build-tsan build-debug

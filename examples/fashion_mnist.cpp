@@ -1,0 +1,129 @@
+// The reference job: train the reference CNN on Fashion-MNIST, print the summary, per-epoch
+// progress and test accuracy, and end with one JSON line of results.
+//   build/bin/fashion_mnist [--epochs N] [--batch-size N] [--threads N] [--data-dir DIR] [--seed N]
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "lockstep/lockstep.h"
+
+namespace ls = lockstep;
+
+struct Args {
+  int epochs = 5, batch_size = 128, threads = 0;
+  std::string data_dir;
+  uint64_t seed = 42;
+  int steps_per_execution = 1;
+  bool verbose_compile = false;
+};
+
+static void usage() {
+  std::fprintf(stderr,
+               "usage: fashion_mnist [--epochs N] [--batch-size N] [--threads N] [--data-dir DIR] "
+               "[--seed N] [--steps-per-execution N] [--verbose-compile]\n");
+}
+
+static Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "fashion_mnist: %s needs a value\n", k.c_str());
+        usage();
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    auto num = [&](const std::string& v) {
+      char* end = nullptr;
+      long long x = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end || x < 0) {
+        std::fprintf(stderr, "fashion_mnist: %s expects a non-negative integer, got '%s'\n", k.c_str(), v.c_str());
+        std::exit(2);
+      }
+      return x;
+    };
+    if (k == "--epochs") a.epochs = int(num(next()));
+    else if (k == "--batch-size") a.batch_size = int(num(next()));
+    else if (k == "--threads") a.threads = int(num(next()));
+    else if (k == "--data-dir") a.data_dir = next();
+    else if (k == "--seed") a.seed = uint64_t(num(next()));
+    else if (k == "--steps-per-execution") a.steps_per_execution = int(num(next()));
+    else if (k == "--verbose-compile") a.verbose_compile = true;
+    else if (k == "--help" || k == "-h") usage(), std::exit(0);
+    else {
+      std::fprintf(stderr, "fashion_mnist: unknown argument '%s'\n", k.c_str());
+      usage();
+      std::exit(2);
+    }
+  }
+  if (a.batch_size < 1) std::fprintf(stderr, "fashion_mnist: --batch-size must be >= 1\n"), std::exit(2);
+  return a;
+}
+
+static double peak_rss_mb() {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_maxrss) / 1024.0;
+}
+
+// The reference CNN (shared with bench/train_bench.cpp).
+ls::Model reference_cnn() {
+  using namespace ls::layers;
+  return ls::Sequential({
+      Input({28, 28, 1}),
+      Conv2D(32, 3, {.activation = "relu"}),
+      Conv2D(64, 3, {.activation = "relu"}),
+      MaxPooling2D({2, 2}),
+      Dropout(0.25),
+      Flatten(),
+      Dense(128, {.activation = "relu"}),
+      Dropout(0.5),
+      Dense(10),
+  });
+}
+
+int main(int argc, char** argv) {
+  Args args = parse(argc, argv);
+  try {
+    if (args.threads > 0) ls::set_num_threads(args.threads);
+    ls::set_random_seed(args.seed);
+    auto data = ls::data::load_fashion_mnist(args.data_dir);
+    std::printf("Fashion-MNIST: %lld training and %lld test images from %s\n",
+                (long long)data.x_train.dim(0), (long long)data.x_test.dim(0),
+                ls::data::fashion_mnist_dir(args.data_dir).c_str());
+    ls::Model model = reference_cnn();
+    model.summary();
+    model.compile({.optimizer = ls::optimizers::Adam(1e-3),
+                   .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
+                   .metrics = {"accuracy"},
+                   .steps_per_execution = args.steps_per_execution,
+                   .verbose_compile = args.verbose_compile});
+    double test_acc = 0;
+    auto test_cb = ls::callbacks::LambdaCallback([&](int epoch, const ls::Logs&) {
+      auto r = model.evaluate(data.x_test, data.y_test, {.batch_size = 512, .verbose = 0});
+      test_acc = r["accuracy"];
+      std::printf("epoch %d: test_loss %.4f - test_accuracy %.4f\n", epoch + 1, r["loss"], test_acc);
+      std::fflush(stdout);
+    });
+    auto hist = model.fit(data.x_train, data.y_train,
+                          {.batch_size = args.batch_size, .epochs = args.epochs,
+                           .callbacks = {test_cb}, .seed = args.seed});
+    if (hist.stopped_on_nan) {
+      std::fprintf(stderr, "fashion_mnist: %s\n", hist.stop_reason.c_str());
+      return 1;
+    }
+    std::printf("{\"test_accuracy\": %.4f, \"epochs\": %d, \"train_images_per_sec\": %.1f, "
+                "\"compile_seconds\": %.3f, \"peak_rss_mb\": %.1f}\n",
+                test_acc, args.epochs, hist.images_per_second, hist.compile_seconds, peak_rss_mb());
+    return 0;
+  } catch (const ls::Error& e) {
+    std::fprintf(stderr, "fashion_mnist: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,120 @@
+// Layer: the Keras building block. A layer owns its weights (Variables), knows its Keras
+// config, and adds its ops to a graph when called. Models record which layer was called on
+// which symbolic tensor (KTensor) and replay those calls into a fresh graph whenever they
+// compile a program (train / evaluate / predict, per batch size).
+#pragma once
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "lockstep/graph/graph.h"
+
+namespace lockstep {
+
+using json = nlohmann::json;
+
+// Handed to Layer::call: the graph being built and how.
+struct CallContext {
+  Graph& graph;
+  bool training = false;
+  uint64_t seed = 0;
+  std::vector<Value> losses;  // extra losses (regularizers) added by layers in this call
+  // Reads a variable into this graph.
+  Value read(const VariablePtr& v) { return graph.variable(v); }
+};
+
+class Layer;
+struct LayerCall;
+
+// A symbolic tensor: output `index` of one layer call. Shapes carry -1 for the batch.
+struct KTensor {
+  std::shared_ptr<LayerCall> call;
+  int index = 0;
+  const Shape& shape() const;
+  DType dtype() const;
+};
+
+// One application of a layer to symbolic inputs (a node of the model's layer graph).
+struct LayerCall {
+  std::shared_ptr<Layer> layer;
+  std::vector<KTensor> inputs;
+  std::vector<TensorType> outputs;
+};
+
+class Layer : public std::enable_shared_from_this<Layer> {
+ public:
+  explicit Layer(std::string name = "");
+  virtual ~Layer() = default;
+
+  // Keras class name, e.g. "Conv2D".
+  virtual std::string class_name() const = 0;
+  // Keras config (without name/trainable/dtype, which config() adds).
+  virtual json layer_config() const { return json::object(); }
+  json config() const;
+
+  // Creates the weights for these input shapes (dim 0 is the batch, -1). Called once.
+  virtual void build(const std::vector<Shape>& input_shapes) {}
+  // Adds the layer's computation to ctx.graph and returns its outputs.
+  virtual std::vector<Value> call(CallContext& ctx, const std::vector<Value>& inputs) = 0;
+
+  // Functional API: applies the layer to symbolic tensors (builds on first call).
+  KTensor operator()(const KTensor& x);
+  std::vector<KTensor> operator()(const std::vector<KTensor>& xs);
+
+  const std::string& name() const { return name_; }
+  void set_name(const std::string& n) { name_ = n; }
+  bool built() const { return built_; }
+  bool trainable = true;
+
+  // Keras weight order: the order weights were added (e.g. kernel, bias; gamma, beta,
+  // moving_mean, moving_variance).
+  const std::vector<VariablePtr>& weights() const { return weights_; }
+  std::vector<VariablePtr> trainable_weights() const;
+  std::vector<VariablePtr> non_trainable_weights() const;
+  int64_t count_params() const;
+
+  // Used by Model::compile to replay; also by summary().
+  void ensure_built(const std::vector<Shape>& input_shapes);
+
+ protected:
+  // Adds a weight named "<layer>/<name>" initialised by `initializer` (see initializers.h).
+  VariablePtr add_weight(const std::string& name, const Shape& shape,
+                         const std::string& initializer, bool trainable = true);
+  // Appends an L2 penalty on `w` to ctx.losses when l2 > 0.
+  void add_l2(CallContext& ctx, const VariablePtr& w, double l2);
+  uint64_t seed_ = 0;  // initializer seed, derived from the global seed and the layer name
+
+ private:
+  std::string name_;
+  bool built_ = false;
+  std::vector<VariablePtr> weights_;
+};
+
+using LayerPtr = std::shared_ptr<Layer>;
+
+// A layer handle with Keras's call syntax: `auto y = layers::Dense(10)(x);`.
+class LayerHandle {
+ public:
+  LayerHandle() = default;
+  LayerHandle(LayerPtr p) : p_(std::move(p)) {}  // NOLINT: implicit on purpose
+  KTensor operator()(const KTensor& x) const { return (*p_)(x); }
+  std::vector<KTensor> operator()(const std::vector<KTensor>& xs) const { return (*p_)(xs); }
+  Layer* operator->() const { return p_.get(); }
+  Layer& operator*() const { return *p_; }
+  const LayerPtr& ptr() const { return p_; }
+  operator LayerPtr() const { return p_; }  // NOLINT
+  template <typename T> std::shared_ptr<T> as() const { return std::dynamic_pointer_cast<T>(p_); }
+
+ private:
+  LayerPtr p_;
+};
+
+// Global seed for weight initialisation (keras.utils.set_random_seed).
+void set_random_seed(uint64_t seed);
+uint64_t random_seed();
+// Unique Keras-style default names: "conv2d", "conv2d_1", ...
+std::string unique_layer_name(const std::string& base);
+void reset_layer_names();
+
+}  // namespace lockstep

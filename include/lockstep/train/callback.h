@@ -1,0 +1,51 @@
+// Callbacks (Keras hooks) and History. Logs are name -> value maps ("loss", "accuracy",
+// "val_loss", ...).
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace lockstep {
+
+class Model;
+using Logs = std::map<std::string, double>;
+
+class Callback {
+ public:
+  virtual ~Callback() = default;
+  void set_model(Model* m) { model = m; }
+  virtual void on_train_begin(const Logs&) {}
+  virtual void on_train_end(const Logs&) {}
+  virtual void on_epoch_begin(int epoch, const Logs&) {}
+  virtual void on_epoch_end(int epoch, const Logs&) {}
+  virtual void on_train_batch_begin(int batch, const Logs&) {}
+  virtual void on_train_batch_end(int batch, const Logs&) {}
+  Model* model = nullptr;
+};
+using CallbackPtr = std::shared_ptr<Callback>;
+
+// What fit() returns: per-epoch logs.
+struct History {
+  std::map<std::string, std::vector<double>> history;
+  std::vector<int> epoch;
+  double compile_seconds = 0;
+  double train_seconds = 0;           // time in fit's epochs (excludes compile)
+  double images_per_second = 0;       // training samples / train_seconds
+  bool stopped_on_nan = false;
+  std::string stop_reason;
+};
+
+namespace callbacks {
+// Stops when `monitor` has not improved by min_delta for `patience` epochs.
+CallbackPtr EarlyStopping(const std::string& monitor = "val_loss", int patience = 0,
+                          double min_delta = 0.0, bool restore_best_weights = false);
+// Calls the given functions (any may be empty).
+CallbackPtr LambdaCallback(std::function<void(int, const Logs&)> on_epoch_end,
+                           std::function<void(int, const Logs&)> on_batch_end = {});
+// Stops training (with a message) when the loss becomes NaN or inf. fit() also checks.
+CallbackPtr TerminateOnNaN();
+}  // namespace callbacks
+
+}  // namespace lockstep

@@ -1,0 +1,32 @@
+// Keras-style progress bar: "12/469 [>.....] - ETA: 8s - loss: 0.5123 - accuracy: 0.81".
+// On a TTY it redraws one line; otherwise it prints one line per epoch.
+#pragma once
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "lockstep/train/callback.h"
+
+namespace lockstep {
+
+class ProgressBar {
+ public:
+  // target: steps in the epoch (0 = unknown). verbose: 0 silent, 1 bar, 2 one line per epoch.
+  ProgressBar(int target, int verbose, FILE* out = stdout);
+  void update(int step, const Logs& logs);    // after `step` steps (1-based)
+  void finish(const Logs& logs);              // end of epoch: final line with time per step
+  static bool is_tty(FILE* f);
+
+ private:
+  std::string format_logs(const Logs& logs) const;
+  int target_, verbose_;
+  FILE* out_;
+  bool tty_;
+  std::chrono::steady_clock::time_point start_, last_draw_;
+  int last_step_ = 0;
+};
+
+// "1s 4ms/step" style durations.
+std::string format_duration(double seconds);
+
+}  // namespace lockstep

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Lockstep needs, only those that are missing (idempotent, fast
+# when everything is present). Run as root or with sudo available.
+set -euo pipefail
+PACKAGES=(cmake make g++ pkg-config zlib1g-dev libdnnl-dev libgtest-dev googletest
+          nlohmann-json3-dev dataset-fashion-mnist)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "setup: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq || echo "setup: apt-get update failed; trying the cached package lists"
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,129 @@
+// Layer base: naming, weights, config, and the functional call that records LayerCalls.
+#include "lockstep/nn/layer.h"
+
+#include <functional>
+#include <map>
+#include <mutex>
+
+#include "lockstep/nn/initializers.h"
+
+namespace lockstep {
+
+static uint64_t g_seed = 1337;
+static std::map<std::string, int> g_names;
+static std::mutex g_names_mu;
+
+void set_random_seed(uint64_t seed) { g_seed = seed; }
+uint64_t random_seed() { return g_seed; }
+
+std::string unique_layer_name(const std::string& base) {
+  std::lock_guard<std::mutex> lock(g_names_mu);
+  int n = g_names[base]++;
+  return n == 0 ? base : base + "_" + std::to_string(n);
+}
+
+void reset_layer_names() {
+  std::lock_guard<std::mutex> lock(g_names_mu);
+  g_names.clear();
+}
+
+const Shape& KTensor::shape() const { return call->outputs.at(index).shape; }
+DType KTensor::dtype() const { return call->outputs.at(index).dtype; }
+
+Layer::Layer(std::string name) : name_(std::move(name)) {}
+
+json Layer::config() const {
+  json c = layer_config();
+  c["name"] = name_;
+  c["trainable"] = trainable;
+  c["dtype"] = "float32";
+  return c;
+}
+
+std::vector<VariablePtr> Layer::trainable_weights() const {
+  std::vector<VariablePtr> v;
+  if (!trainable) return v;
+  for (auto& w : weights_)
+    if (w->trainable) v.push_back(w);
+  return v;
+}
+
+std::vector<VariablePtr> Layer::non_trainable_weights() const {
+  std::vector<VariablePtr> v;
+  for (auto& w : weights_)
+    if (!w->trainable || !trainable) v.push_back(w);
+  return v;
+}
+
+int64_t Layer::count_params() const {
+  int64_t n = 0;
+  for (auto& w : weights_) n += w->value.numel();
+  return n;
+}
+
+void Layer::ensure_built(const std::vector<Shape>& input_shapes) {
+  if (built_) return;
+  seed_ = g_seed * 0x9E3779B97F4A7C15ull ^ std::hash<std::string>{}(name_);
+  try {
+    build(input_shapes);
+  } catch (const Error& e) {
+    LS_FAIL(class_name(), " '", name_, "': ", e.what());
+  }
+  built_ = true;
+}
+
+VariablePtr Layer::add_weight(const std::string& name, const Shape& shape,
+                              const std::string& initializer, bool trainable_weight) {
+  auto v = std::make_shared<Variable>();
+  v->name = name_ + "/" + name;
+  v->value = Tensor::zeros(shape);
+  v->trainable = trainable_weight;
+  initialize(v->value, initializer, seed_ + weights_.size() * 7919);
+  weights_.push_back(v);
+  return v;
+}
+
+void Layer::add_l2(CallContext& ctx, const VariablePtr& w, double l2) {
+  if (l2 <= 0 || !ctx.training) return;
+  Graph& g = ctx.graph;
+  Value x = ctx.read(w);
+  Value sq = g.add("square", {x});
+  std::vector<int64_t> axes;
+  for (int i = 0; i < w->value.rank(); ++i) axes.push_back(i);
+  Value s = g.add("reduce_sum", {sq}, Attrs{{"axes", axes}, {"keepdims", false}});
+  ctx.losses.push_back(g.add("scale_shift", {s}, Attrs{{"scale", l2}, {"shift", 0.0}}));
+}
+
+std::vector<KTensor> Layer::operator()(const std::vector<KTensor>& xs) {
+  LS_CHECK(!xs.empty(), class_name(), " '", name_, "': called with no inputs");
+  std::vector<Shape> shapes;
+  for (auto& x : xs) {
+    LS_CHECK(x.call, class_name(), " '", name_, "': input is not a symbolic tensor (use layers::Input)");
+    shapes.push_back(x.shape());
+  }
+  ensure_built(shapes);
+  // Shape inference (and early errors) by calling the layer on a throwaway symbolic graph.
+  Graph g;
+  std::vector<Value> ins;
+  for (size_t i = 0; i < xs.size(); ++i) ins.push_back(g.input({xs[i].dtype(), xs[i].shape()}, "x"));
+  CallContext ctx{g, false, 0, {}};
+  std::vector<Value> outs;
+  try {
+    outs = call(ctx, ins);
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    if (msg.find(name_) == std::string::npos) LS_FAIL(class_name(), " '", name_, "': ", msg);
+    throw;
+  }
+  auto lc = std::make_shared<LayerCall>();
+  lc->layer = shared_from_this();
+  lc->inputs = xs;
+  for (Value v : outs) lc->outputs.push_back(g.type(v));
+  std::vector<KTensor> r;
+  for (int i = 0; i < int(outs.size()); ++i) r.push_back({lc, i});
+  return r;
+}
+
+KTensor Layer::operator()(const KTensor& x) { return (*this)(std::vector<KTensor>{x})[0]; }
+
+}  // namespace lockstep

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "lockstep/lockstep.h"
+#include "reference_cnn.h"
 
 namespace ls = lockstep;
 
@@ -70,22 +71,6 @@ static double peak_rss_mb() {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   return double(ru.ru_maxrss) / 1024.0;
-}
-
-// The reference CNN (shared with bench/train_bench.cpp).
-ls::Model reference_cnn() {
-  using namespace ls::layers;
-  return ls::Sequential({
-      Input({28, 28, 1}),
-      Conv2D(32, 3, {.activation = "relu"}),
-      Conv2D(64, 3, {.activation = "relu"}),
-      MaxPooling2D({2, 2}),
-      Dropout(0.25),
-      Flatten(),
-      Dense(128, {.activation = "relu"}),
-      Dropout(0.5),
-      Dense(10),
-  });
 }
 
 int main(int argc, char** argv) {

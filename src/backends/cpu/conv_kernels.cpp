@@ -1,0 +1,176 @@
+// cpu backend: conv2d forward (fused bias + relu post-op), backward-data and backward-weights
+// on oneDNN. Primitives and reorders are created once per node; run() only rebinds pointers.
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "backends/cpu/dnnl_common.h"
+#include "ops/nn_geometry.h"
+
+namespace lockstep::cpu {
+namespace {
+
+using ops::ConvGeom;
+using dnnl::algorithm;
+using dnnl::prop_kind;
+
+// Activation layout the convs ask for: "nhwc" (user layout, no reorders) or "any" (let oneDNN
+// choose, reorder in and out). Overridable for experiments with LOCKSTEP_CONV_ACT.
+bool act_any() {
+  static const bool any = [] {
+    const char* e = std::getenv("LOCKSTEP_CONV_ACT");
+    return e && std::string(e) == "any";
+  }();
+  return any;
+}
+
+memory::desc with_any(const memory::desc& md) { return memory::desc(md.dims(), md.data_type(), tag::any); }
+
+struct Mds {
+  memory::desc x, w, b, y;
+  memory::dims strides, dil, pl, pr;
+  memory::desc act(const memory::desc& md) const { return act_any() ? with_any(md) : md; }
+};
+
+Mds user_mds(const ConvGeom& g) {
+  Mds m;
+  m.x = memory::desc(dims4(g.N, g.C, g.H, g.W), dt::f32, tag::nhwc);
+  m.y = memory::desc(dims4(g.N, g.O, g.OH, g.OW), dt::f32, tag::nhwc);
+  if (g.G == 1) m.w = memory::desc(dims4(g.O, g.C, g.KH, g.KW), dt::f32, tag::hwio);
+  else m.w = memory::desc({g.G, g.Og(), g.Cg(), g.KH, g.KW}, dt::f32, tag::hwigo);
+  m.b = memory::desc({g.O}, dt::f32, tag::a);
+  m.strides = {g.SH, g.SW};
+  m.dil = {g.DH - 1, g.DW - 1};
+  m.pl = {g.PT, g.PL};
+  m.pr = {g.PB, g.PR};
+  return m;
+}
+
+dnnl::convolution_forward::primitive_desc fwd_pd(const ConvGeom& g, const Mds& m, bool bias,
+                                                 const dnnl::primitive_attr& attr) {
+  auto x = m.act(m.x), y = m.act(m.y), w = with_any(m.w);
+  auto d = bias ? dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
+                                                  x, w, m.b, y, m.strides, m.dil, m.pl, m.pr)
+                : dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
+                                                  x, w, y, m.strides, m.dil, m.pl, m.pr);
+  return {d, attr, engine()};
+}
+
+// Common shape of the three conv kernels: three tensor Args, one primitive, one scratchpad.
+class ConvKernel : public Kernel {
+ public:
+  size_t workspace_bytes() const override { return scratch_.aligned() + ws_.bytes; }
+  void run(const KernelArgs& a) override {
+    char* ws = static_cast<char*>(a.workspace);
+    scratch_.bind(ws);
+    char* bufs = ws + scratch_.aligned();
+    for (int i = 0; i < n_args_; ++i) args_[i].bind(a.in(i).raw(), bufs);
+    out_.bind(a.out(0).raw(), bufs);
+    for (int i = 0; i < n_args_; ++i) args_[i].before();
+    exec_.run();
+    out_.after();
+  }
+
+ protected:
+  // Call after the Args and exec_ are set up: creates the scratchpad and wires it.
+  void finish(const memory::desc& prim_scratch) {
+    scratch_.bytes = std::max(scratch_.bytes, prim_scratch.get_size());
+    scratch_.init();
+    for (int i = 0; i < n_args_; ++i) args_[i].add_scratch(scratch_.mem);
+    out_.add_scratch(scratch_.mem);
+    exec_.arg(DNNL_ARG_SCRATCHPAD, scratch_.mem);
+  }
+  Arg args_[3], out_;
+  int n_args_ = 0;
+  Exec exec_;
+  WsPlan ws_;
+  Scratch scratch_;
+};
+
+class ConvFwd final : public ConvKernel {
+ public:
+  explicit ConvFwd(const ConvGeom& g) {
+    Mds m = user_mds(g);
+    auto attr = user_scratchpad_attr();
+    if (g.relu) {
+      dnnl::post_ops po;
+      po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
+      attr.set_post_ops(po);
+    }
+    auto pd = fwd_pd(g, m, g.fused_bias, attr);
+    n_args_ = g.fused_bias ? 3 : 2;
+    args_[0].init(m.x, pd.src_desc(), false, ws_, &scratch_.bytes);
+    args_[1].init(m.w, pd.weights_desc(), false, ws_, &scratch_.bytes);
+    if (g.fused_bias) args_[2].init(m.b, pd.bias_desc(), false, ws_, &scratch_.bytes);
+    out_.init(m.y, pd.dst_desc(), true, ws_, &scratch_.bytes);
+    exec_.prim = dnnl::convolution_forward(pd);
+    exec_.arg(DNNL_ARG_SRC, args_[0].prim);
+    exec_.arg(DNNL_ARG_WEIGHTS, args_[1].prim);
+    if (g.fused_bias) exec_.arg(DNNL_ARG_BIAS, args_[2].prim);
+    exec_.arg(DNNL_ARG_DST, out_.prim);
+    finish(pd.scratchpad_desc());
+  }
+};
+
+// (dy, w) -> dx
+class ConvBwdData final : public ConvKernel {
+ public:
+  explicit ConvBwdData(const ConvGeom& g) {
+    Mds m = user_mds(g);
+    auto hint = fwd_pd(g, m, false, dnnl::primitive_attr());
+    dnnl::convolution_backward_data::desc d(algorithm::convolution_direct, m.act(m.x), with_any(m.w),
+                                            m.act(m.y), m.strides, m.dil, m.pl, m.pr);
+    dnnl::convolution_backward_data::primitive_desc pd(d, user_scratchpad_attr(), engine(), hint);
+    n_args_ = 2;
+    args_[0].init(m.y, pd.diff_dst_desc(), false, ws_, &scratch_.bytes);
+    args_[1].init(m.w, pd.weights_desc(), false, ws_, &scratch_.bytes);
+    out_.init(m.x, pd.diff_src_desc(), true, ws_, &scratch_.bytes);
+    exec_.prim = dnnl::convolution_backward_data(pd);
+    exec_.arg(DNNL_ARG_DIFF_DST, args_[0].prim);
+    exec_.arg(DNNL_ARG_WEIGHTS, args_[1].prim);
+    exec_.arg(DNNL_ARG_DIFF_SRC, out_.prim);
+    finish(pd.scratchpad_desc());
+  }
+};
+
+// (dy, x) -> dw
+class ConvBwdWeights final : public ConvKernel {
+ public:
+  explicit ConvBwdWeights(const ConvGeom& g) {
+    Mds m = user_mds(g);
+    auto hint = fwd_pd(g, m, false, dnnl::primitive_attr());
+    dnnl::convolution_backward_weights::desc d(algorithm::convolution_direct, m.act(m.x), with_any(m.w),
+                                               m.act(m.y), m.strides, m.dil, m.pl, m.pr);
+    dnnl::convolution_backward_weights::primitive_desc pd(d, user_scratchpad_attr(), engine(), hint);
+    n_args_ = 2;
+    args_[0].init(m.y, pd.diff_dst_desc(), false, ws_, &scratch_.bytes);
+    args_[1].init(m.x, pd.src_desc(), false, ws_, &scratch_.bytes);
+    out_.init(m.w, pd.diff_weights_desc(), true, ws_, &scratch_.bytes);
+    exec_.prim = dnnl::convolution_backward_weights(pd);
+    exec_.arg(DNNL_ARG_DIFF_DST, args_[0].prim);
+    exec_.arg(DNNL_ARG_SRC, args_[1].prim);
+    exec_.arg(DNNL_ARG_DIFF_WEIGHTS, out_.prim);
+    finish(pd.scratchpad_desc());
+  }
+};
+
+LOCKSTEP_REGISTER(cpu_conv_kernels) {
+  auto& R = OpRegistry::get();
+  R.add_kernel("conv2d", "cpu", [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
+    return std::make_unique<ConvFwd>(ops::conv_geometry(in[0].shape, in[1].shape, n.attrs));
+  });
+  R.add_kernel("conv2d_backward_input", "cpu",
+               [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
+                 Shape xs(n.attrs.ints("input_shape"));
+                 xs[0] = in[0].shape[0];
+                 return std::make_unique<ConvBwdData>(ops::conv_geometry(xs, in[1].shape, n.attrs));
+               });
+  R.add_kernel("conv2d_backward_filter", "cpu",
+               [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
+                 Shape ws(n.attrs.ints("filter_shape"));
+                 return std::make_unique<ConvBwdWeights>(ops::conv_geometry(in[1].shape, ws, n.attrs));
+               });
+}
+
+}  // namespace
+}  // namespace lockstep::cpu

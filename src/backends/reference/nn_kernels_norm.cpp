@@ -1,0 +1,149 @@
+// Reference (naive, double-precision) kernels: batch_norm train/infer (+grads), layer_norm (+grad).
+#include <cmath>
+#include <vector>
+
+#include "backends/kernel_util.h"
+
+namespace lockstep {
+namespace {
+
+struct Dims { int64_t R, C; double eps; };
+
+Dims dims_of(const Node& n, const Shape& x) {
+  int64_t C = x[-1];
+  return {x.numel() / C, C, n.attrs.f("epsilon", 1e-3)};
+}
+
+void bn_train(Dims d, const KernelArgs& a) {
+  const float *x = in_f(a, 0), *gm = in_f(a, 1), *bt = in_f(a, 2);
+  float *y = out_f(a, 0), *mean = out_f(a, 1), *var = out_f(a, 2);
+  for (int64_t c = 0; c < d.C; ++c) {
+    double s = 0, ss = 0;
+    for (int64_t r = 0; r < d.R; ++r) s += x[r * d.C + c];
+    const double m = s / d.R;
+    for (int64_t r = 0; r < d.R; ++r) ss += (x[r * d.C + c] - m) * (x[r * d.C + c] - m);
+    const double v = ss / d.R, rstd = 1.0 / std::sqrt(v + d.eps);
+    for (int64_t r = 0; r < d.R; ++r) y[r * d.C + c] = float(gm[c] * (x[r * d.C + c] - m) * rstd + bt[c]);
+    mean[c] = float(m);
+    var[c] = float(v);
+  }
+}
+
+// (dy, x, gamma, mean, var[, dmean, dvar]) -> (dx, dgamma, dbeta)
+void bn_train_grad(Dims d, const KernelArgs& a) {
+  const float *dy = in_f(a, 0), *x = in_f(a, 1), *gm = in_f(a, 2), *mean = in_f(a, 3), *var = in_f(a, 4);
+  const float* dmean = a.num_inputs > 5 ? in_f(a, 5) : nullptr;
+  const float* dvar = a.num_inputs > 5 ? in_f(a, 6) : nullptr;
+  float *dx = out_f(a, 0), *dg = out_f(a, 1), *db = out_f(a, 2);
+  for (int64_t c = 0; c < d.C; ++c) {
+    const double m = mean[c], rstd = 1.0 / std::sqrt(double(var[c]) + d.eps);
+    double sdy = 0, sdyx = 0;
+    for (int64_t r = 0; r < d.R; ++r) {
+      sdy += dy[r * d.C + c];
+      sdyx += dy[r * d.C + c] * (x[r * d.C + c] - m) * rstd;
+    }
+    for (int64_t r = 0; r < d.R; ++r) {
+      const int64_t i = r * d.C + c;
+      const double xh = (x[i] - m) * rstd;
+      double v = gm[c] * rstd / d.R * (d.R * dy[i] - sdy - xh * sdyx);
+      if (dmean) v += dmean[c] / d.R + dvar[c] * 2.0 * (x[i] - m) / d.R;
+      dx[i] = float(v);
+    }
+    dg[c] = float(sdyx);
+    db[c] = float(sdy);
+  }
+}
+
+void bn_infer(Dims d, const KernelArgs& a) {
+  const float *x = in_f(a, 0), *gm = in_f(a, 1), *bt = in_f(a, 2), *mean = in_f(a, 3), *var = in_f(a, 4);
+  float* y = out_f(a, 0);
+  for (int64_t r = 0; r < d.R; ++r)
+    for (int64_t c = 0; c < d.C; ++c) {
+      const double rstd = 1.0 / std::sqrt(double(var[c]) + d.eps);
+      y[r * d.C + c] = float(gm[c] * (x[r * d.C + c] - mean[c]) * rstd + bt[c]);
+    }
+}
+
+// (dy, x, gamma, mean, var) -> (dx, dgamma, dbeta, dmean, dvar)
+void bn_infer_grad(Dims d, const KernelArgs& a) {
+  const float *dy = in_f(a, 0), *x = in_f(a, 1), *gm = in_f(a, 2), *mean = in_f(a, 3), *var = in_f(a, 4);
+  float *dx = out_f(a, 0), *dg = out_f(a, 1), *db = out_f(a, 2), *dm = out_f(a, 3), *dv = out_f(a, 4);
+  for (int64_t c = 0; c < d.C; ++c) {
+    const double rstd = 1.0 / std::sqrt(double(var[c]) + d.eps);
+    double sdy = 0, sdyxc = 0;
+    for (int64_t r = 0; r < d.R; ++r) {
+      const int64_t i = r * d.C + c;
+      sdy += dy[i];
+      sdyxc += dy[i] * (x[i] - mean[c]);
+      dx[i] = float(dy[i] * gm[c] * rstd);
+    }
+    dg[c] = float(sdyxc * rstd);
+    db[c] = float(sdy);
+    dm[c] = float(-sdy * gm[c] * rstd);
+    dv[c] = float(sdyxc * gm[c] * -0.5 * rstd * rstd * rstd);
+  }
+}
+
+void ln(Dims d, const KernelArgs& a) {
+  const float *x = in_f(a, 0), *gm = in_f(a, 1), *bt = in_f(a, 2);
+  float *y = out_f(a, 0), *mean = out_f(a, 1), *rs = out_f(a, 2);
+  for (int64_t r = 0; r < d.R; ++r) {
+    const float* xr = x + r * d.C;
+    double s = 0, ss = 0;
+    for (int64_t c = 0; c < d.C; ++c) s += xr[c];
+    const double m = s / d.C;
+    for (int64_t c = 0; c < d.C; ++c) ss += (xr[c] - m) * (xr[c] - m);
+    const double rstd = 1.0 / std::sqrt(ss / d.C + d.eps);
+    for (int64_t c = 0; c < d.C; ++c) y[r * d.C + c] = float(gm[c] * (xr[c] - m) * rstd + bt[c]);
+    mean[r] = float(m);
+    rs[r] = float(rstd);
+  }
+}
+
+// (dy, x, gamma, mean, rstd[, dmean, drstd]) -> (dx, dgamma, dbeta)
+void ln_grad(Dims d, const KernelArgs& a) {
+  const float *dy = in_f(a, 0), *x = in_f(a, 1), *gm = in_f(a, 2), *mean = in_f(a, 3), *rs = in_f(a, 4);
+  const float* dmean = a.num_inputs > 5 ? in_f(a, 5) : nullptr;
+  const float* drstd = a.num_inputs > 5 ? in_f(a, 6) : nullptr;
+  float *dx = out_f(a, 0), *dg = out_f(a, 1), *db = out_f(a, 2);
+  for (int64_t c = 0; c < d.C; ++c) dg[c] = db[c] = 0;
+  for (int64_t r = 0; r < d.R; ++r) {
+    const int64_t o = r * d.C;
+    const double m = mean[r], rstd = rs[r];
+    double sg = 0, sgx = 0;
+    for (int64_t c = 0; c < d.C; ++c) {
+      const double xh = (x[o + c] - m) * rstd, gi = double(dy[o + c]) * gm[c];
+      sg += gi;
+      sgx += gi * xh;
+      dg[c] += float(dy[o + c] * xh);
+      db[c] += dy[o + c];
+    }
+    for (int64_t c = 0; c < d.C; ++c) {
+      const double xh = (x[o + c] - m) * rstd, gi = double(dy[o + c]) * gm[c];
+      double v = rstd * (gi - sg / d.C - xh * sgx / d.C);
+      if (dmean) v += dmean[r] / d.C - drstd[r] * rstd * rstd * rstd * (x[o + c] - m) / d.C;
+      dx[o + c] = float(v);
+    }
+  }
+}
+
+template <void (*F)(Dims, const KernelArgs&)>
+KernelFactory factory(int x_input) {
+  return [x_input](const Node& n, const std::vector<TensorType>& in) {
+    Dims d = dims_of(n, in[x_input].shape);
+    return make_kernel([d](const KernelArgs& a) { F(d, a); });
+  };
+}
+
+LOCKSTEP_REGISTER(reference_norm_kernels) {
+  auto& R = OpRegistry::get();
+  R.add_kernel("batch_norm_train", "reference", factory<bn_train>(0));
+  R.add_kernel("batch_norm_train_grad", "reference", factory<bn_train_grad>(1));
+  R.add_kernel("batch_norm_infer", "reference", factory<bn_infer>(0));
+  R.add_kernel("batch_norm_infer_grad", "reference", factory<bn_infer_grad>(1));
+  R.add_kernel("layer_norm", "reference", factory<ln>(0));
+  R.add_kernel("layer_norm_grad", "reference", factory<ln_grad>(1));
+}
+
+}  // namespace
+}  // namespace lockstep

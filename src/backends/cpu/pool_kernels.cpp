@@ -1,0 +1,141 @@
+// cpu backend: vectorised NHWC max/avg pooling (forward and backward), parallel over images.
+// max_pool2d_grad recomputes the first argmax of each window from x and y (no saved indices).
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "backends/kernel_util.h"
+#include "ops/nn_geometry.h"
+
+namespace lockstep::cpu {
+namespace {
+
+using ops::ConvGeom;
+
+struct Window { int64_t h0, h1, w0, w1; };  // valid input rows [h0, h1), cols [w0, w1)
+
+inline Window window(const ConvGeom& g, int64_t oh, int64_t ow) {
+  const int64_t h = oh * g.SH - g.PT, w = ow * g.SW - g.PL;
+  return {std::max<int64_t>(h, 0), std::min(h + g.KH, g.H), std::max<int64_t>(w, 0), std::min(w + g.KW, g.W)};
+}
+
+void max_fwd(const ConvGeom& g, const float* x, float* y) {
+  const int64_t C = g.C;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t oh = 0; oh < g.OH; ++oh)
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        float* __restrict yp = y + ((n * g.OH + oh) * g.OW + ow) * C;
+        const Window wd = window(g, oh, ow);
+        for (int64_t c = 0; c < C; ++c) yp[c] = -std::numeric_limits<float>::infinity();
+        for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
+          for (int64_t iw = wd.w0; iw < wd.w1; ++iw) {
+            const float* __restrict xp = x + ((n * g.H + ih) * g.W + iw) * C;
+            for (int64_t c = 0; c < C; ++c) yp[c] = std::max(yp[c], xp[c]);
+          }
+      }
+}
+
+// idx_ws: per thread C int32 (offset of the chosen x element within the image).
+void max_bwd(const ConvGeom& g, const float* dy, const float* x, const float* y, float* dx,
+             int32_t* idx_ws, int threads) {
+  const int64_t C = g.C, img = g.H * g.W * C;
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t n = 0; n < g.N; ++n) {
+    int32_t* __restrict idx = idx_ws + omp_get_thread_num() * C;
+    float* __restrict dxi = dx + n * img;
+    const float* __restrict xi = x + n * img;
+    std::memset(dxi, 0, sizeof(float) * img);
+    for (int64_t oh = 0; oh < g.OH; ++oh)
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        const int64_t yo = ((n * g.OH + oh) * g.OW + ow) * C;
+        const float* __restrict yp = y + yo;
+        const float* __restrict dyp = dy + yo;
+        const Window wd = window(g, oh, ow);
+        for (int64_t c = 0; c < C; ++c) idx[c] = -1;
+        // Reverse window order, so the last write is the first maximum.
+        for (int64_t ih = wd.h1 - 1; ih >= wd.h0; --ih)
+          for (int64_t iw = wd.w1 - 1; iw >= wd.w0; --iw) {
+            const int32_t off = int32_t((ih * g.W + iw) * C);
+            const float* __restrict xp = xi + off;
+            for (int64_t c = 0; c < C; ++c) idx[c] = xp[c] == yp[c] ? off + int32_t(c) : idx[c];
+          }
+        for (int64_t c = 0; c < C; ++c)
+          if (idx[c] >= 0) dxi[idx[c]] += dyp[c];
+      }
+  }
+}
+
+void avg_fwd(const ConvGeom& g, const float* x, float* y) {
+  const int64_t C = g.C;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t oh = 0; oh < g.OH; ++oh)
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        float* __restrict yp = y + ((n * g.OH + oh) * g.OW + ow) * C;
+        const Window wd = window(g, oh, ow);
+        const float inv = 1.f / float((wd.h1 - wd.h0) * (wd.w1 - wd.w0));
+        for (int64_t c = 0; c < C; ++c) yp[c] = 0.f;
+        for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
+          for (int64_t iw = wd.w0; iw < wd.w1; ++iw) {
+            const float* __restrict xp = x + ((n * g.H + ih) * g.W + iw) * C;
+            for (int64_t c = 0; c < C; ++c) yp[c] += xp[c];
+          }
+        for (int64_t c = 0; c < C; ++c) yp[c] *= inv;
+      }
+}
+
+void avg_bwd(const ConvGeom& g, const float* dy, float* dx) {
+  const int64_t C = g.C, img = g.H * g.W * C;
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < g.N; ++n) {
+    float* __restrict dxi = dx + n * img;
+    std::memset(dxi, 0, sizeof(float) * img);
+    for (int64_t oh = 0; oh < g.OH; ++oh)
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        const float* __restrict dyp = dy + ((n * g.OH + oh) * g.OW + ow) * C;
+        const Window wd = window(g, oh, ow);
+        const float inv = 1.f / float((wd.h1 - wd.h0) * (wd.w1 - wd.w0));
+        for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
+          for (int64_t iw = wd.w0; iw < wd.w1; ++iw) {
+            float* __restrict xp = dxi + (ih * g.W + iw) * C;
+            for (int64_t c = 0; c < C; ++c) xp[c] += dyp[c] * inv;
+          }
+      }
+  }
+}
+
+ConvGeom grad_geom(const Node& n, const Shape& dy) {
+  Shape xs(n.attrs.ints("input_shape"));
+  xs[0] = dy[0];
+  return ops::pool_geometry(xs, n.attrs);
+}
+
+LOCKSTEP_REGISTER(cpu_pool_kernels) {
+  auto& R = OpRegistry::get();
+  R.add_kernel("max_pool2d", "cpu", [](const Node& n, const std::vector<TensorType>& in) {
+    ConvGeom g = ops::pool_geometry(in[0].shape, n.attrs);
+    return make_kernel([g](const KernelArgs& a) { max_fwd(g, in_f(a, 0), out_f(a, 0)); });
+  });
+  R.add_kernel("max_pool2d_grad", "cpu", [](const Node& n, const std::vector<TensorType>& in) {
+    ConvGeom g = ops::pool_geometry(in[1].shape, n.attrs);
+    LS_CHECK(g.H * g.W * g.C < (int64_t(1) << 31), "max_pool2d_grad: image too large");
+    const int threads = omp_get_max_threads();
+    return make_kernel([g, threads](const KernelArgs& a) {
+      max_bwd(g, in_f(a, 0), in_f(a, 1), in_f(a, 2), out_f(a, 0), static_cast<int32_t*>(a.workspace), threads);
+    }, sizeof(int32_t) * threads * g.C);
+  });
+  R.add_kernel("avg_pool2d", "cpu", [](const Node& n, const std::vector<TensorType>& in) {
+    ConvGeom g = ops::pool_geometry(in[0].shape, n.attrs);
+    return make_kernel([g](const KernelArgs& a) { avg_fwd(g, in_f(a, 0), out_f(a, 0)); });
+  });
+  R.add_kernel("avg_pool2d_grad", "cpu", [](const Node& n, const std::vector<TensorType>& in) {
+    ConvGeom g = grad_geom(n, in[0].shape);
+    return make_kernel([g](const KernelArgs& a) { avg_bwd(g, in_f(a, 0), out_f(a, 0)); });
+  });
+}
+
+}  // namespace
+}  // namespace lockstep::cpu

@@ -79,6 +79,8 @@ LS_OP_CASES(nn_pool) {
     c.push_back(pool(op, "valid2", {2, 4, 4, 3}, Attrs{{"pool_size", I{2, 2}}}));
     c.push_back(pool(op, "same3_s2", {1, 5, 5, 2}, Attrs{{"pool_size", I{3, 3}}, {"strides", I{2, 2}}, {"padding", "same"}}));
     c.push_back(pool(op, "same2_even", {1, 6, 6, 2}, Attrs{{"pool_size", I{2, 2}}, {"padding", "same"}, {"strides", I{1, 1}}}));
+    c.push_back(pool(op, "valid2_odd_tail", {1, 5, 5, 3}, Attrs{{"pool_size", I{2, 2}}}));
+    c.push_back(pool(op, "same2_s2_odd", {1, 5, 5, 3}, Attrs{{"pool_size", I{2, 2}}, {"padding", "same"}}));
     c.push_back(pool(op, "valid3_s1x2", {1, 6, 7, 2}, Attrs{{"pool_size", I{3, 2}}, {"strides", I{1, 2}}}));
   }
   // max_pool2d_grad on a consistent (x, y = max_pool(x)) pair.

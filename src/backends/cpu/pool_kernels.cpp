@@ -47,7 +47,17 @@ void max_bwd(const ConvGeom& g, const float* dy, const float* x, const float* y,
     int32_t* __restrict idx = idx_ws + omp_get_thread_num() * C;
     float* __restrict dxi = dx + n * img;
     const float* __restrict xi = x + n * img;
-    std::memset(dxi, 0, sizeof(float) * img);
+    // Non-overlapping windows without leading padding (the usual 2x2/2): every covered dx
+    // element is written exactly once below, so only the uncovered tail needs zeroing.
+    const bool tiled = g.SH == g.KH && g.SW == g.KW && g.PT == 0 && g.PL == 0;
+    if (tiled) {
+      const int64_t ch = std::min(g.H, g.OH * g.KH), cw = std::min(g.W, g.OW * g.KW);
+      for (int64_t ih = 0; ih < ch; ++ih)
+        std::memset(dxi + (ih * g.W + cw) * C, 0, sizeof(float) * (g.W - cw) * C);
+      std::memset(dxi + ch * g.W * C, 0, sizeof(float) * (g.H - ch) * g.W * C);
+    } else {
+      std::memset(dxi, 0, sizeof(float) * img);
+    }
     for (int64_t oh = 0; oh < g.OH; ++oh)
       for (int64_t ow = 0; ow < g.OW; ++ow) {
         const int64_t yo = ((n * g.OH + oh) * g.OW + ow) * C;
@@ -62,8 +72,17 @@ void max_bwd(const ConvGeom& g, const float* dy, const float* x, const float* y,
             const float* __restrict xp = xi + off;
             for (int64_t c = 0; c < C; ++c) idx[c] = xp[c] == yp[c] ? off + int32_t(c) : idx[c];
           }
-        for (int64_t c = 0; c < C; ++c)
-          if (idx[c] >= 0) dxi[idx[c]] += dyp[c];
+        if (tiled) {
+          for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
+            for (int64_t iw = wd.w0; iw < wd.w1; ++iw) {
+              const int32_t off = int32_t((ih * g.W + iw) * C);
+              float* __restrict dp = dxi + off;
+              for (int64_t c = 0; c < C; ++c) dp[c] = idx[c] == off + int32_t(c) ? dyp[c] : 0.f;
+            }
+        } else {
+          for (int64_t c = 0; c < C; ++c)
+            if (idx[c] >= 0) dxi[idx[c]] += dyp[c];
+        }
       }
   }
 }

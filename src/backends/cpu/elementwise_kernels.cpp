@@ -1,0 +1,153 @@
+// CPU (OpenMP) kernels for elementwise ops: binaries with same-shape/scalar/row broadcasting,
+// unary math and activation grads, bias_add and dropout. Other shapes use the reference kernel.
+#include <memory>
+
+#include "backends/reference/ew_util.h"
+
+namespace lockstep {
+
+namespace {
+
+const char* kCpu = "cpu";
+constexpr int64_t kParallelMin = 1 << 15;  // elements below which a loop stays serial
+
+std::unique_ptr<Kernel> reference_kernel(const Node& n, const std::vector<TensorType>& in) {
+  const KernelFactory* f = OpRegistry::get().kernel(n.op, "reference");
+  LS_CHECK(f, "no reference kernel for '", n.op, "'");
+  return (*f)(n, in);
+}
+
+// True when `small` (right-aligned) equals the trailing dims of `big` after dropping its
+// leading 1s, i.e. big is [rows, small.numel()] and small repeats per row.
+bool is_row_of(const Shape& small, const Shape& big) {
+  int k = small.rank();
+  while (k > 0 && small[small.rank() - k] == 1) --k;  // skip leading 1s of small
+  if (k > big.rank()) return false;
+  for (int i = 1; i <= k; ++i)
+    if (small[-i] != big[-i]) return false;
+  return true;
+}
+
+enum class Mode { same, b_scalar, a_scalar, b_row, a_row };
+
+template <class F>
+struct BinaryKernel : Kernel {
+  F f;
+  Mode mode;
+  int64_t inner;
+  BinaryKernel(F f, Mode m, int64_t inner) : f(f), mode(m), inner(inner) {}
+  void run(const KernelArgs& k) override {
+    const float* a = k.in(0).data<float>();
+    const float* b = k.in(1).data<float>();
+    float* y = k.out(0).data<float>();
+    const int64_t n = k.out(0).numel();
+    switch (mode) {
+      case Mode::same:
+#pragma omp parallel for simd if (n > kParallelMin) schedule(static)
+        for (int64_t i = 0; i < n; ++i) y[i] = f(a[i], b[i]);
+        break;
+      case Mode::b_scalar: {
+        const float s = b[0];
+#pragma omp parallel for simd if (n > kParallelMin) schedule(static)
+        for (int64_t i = 0; i < n; ++i) y[i] = f(a[i], s);
+        break;
+      }
+      case Mode::a_scalar: {
+        const float s = a[0];
+#pragma omp parallel for simd if (n > kParallelMin) schedule(static)
+        for (int64_t i = 0; i < n; ++i) y[i] = f(s, b[i]);
+        break;
+      }
+      case Mode::b_row:
+      case Mode::a_row: {
+        const int64_t rows = n / inner, in = inner;
+        const bool brow = mode == Mode::b_row;
+#pragma omp parallel for if (n > kParallelMin) schedule(static)
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* full = (brow ? a : b) + r * in;
+          const float* row = brow ? b : a;
+          float* yr = y + r * in;
+          if (brow) {
+#pragma omp simd
+            for (int64_t j = 0; j < in; ++j) yr[j] = f(full[j], row[j]);
+          } else {
+#pragma omp simd
+            for (int64_t j = 0; j < in; ++j) yr[j] = f(row[j], full[j]);
+          }
+        }
+        break;
+      }
+    }
+  }
+};
+
+template <class F>
+KernelFactory binary_factory(F f) {
+  return [f](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
+    const Shape &a = in[0].shape, &b = in[1].shape;
+    Shape out = ops::broadcast_shapes(a, b);
+    if (a == out && b == out) return std::make_unique<BinaryKernel<F>>(f, Mode::same, 1);
+    if (a == out && b.numel() == 1) return std::make_unique<BinaryKernel<F>>(f, Mode::b_scalar, 1);
+    if (b == out && a.numel() == 1) return std::make_unique<BinaryKernel<F>>(f, Mode::a_scalar, 1);
+    if (a == out && is_row_of(b, a) && b.numel() > 0)
+      return std::make_unique<BinaryKernel<F>>(f, Mode::b_row, b.numel());
+    if (b == out && is_row_of(a, b) && a.numel() > 0)
+      return std::make_unique<BinaryKernel<F>>(f, Mode::a_row, a.numel());
+    return reference_kernel(n, in);
+  };
+}
+
+}  // namespace
+
+LOCKSTEP_REGISTER(cpu_elementwise_kernels) {
+  auto& R = OpRegistry::get();
+  ew::binary_ops([&](const char* op, auto f) { R.add_kernel(op, kCpu, binary_factory(f)); });
+  ew::unary_ops([&](const char* op, auto make) {
+    R.add_kernel(op, kCpu, simple_kernel([make](const Node& n, const KernelArgs& a) {
+                   auto f = make(n);
+                   const float* x = a.in(0).data<float>();
+                   float* y = a.out(0).data<float>();
+                   const int64_t e = a.out(0).numel();
+#pragma omp parallel for simd if (e > kParallelMin) schedule(static)
+                   for (int64_t i = 0; i < e; ++i) y[i] = f(x[i]);
+                 }));
+  });
+  ew::unary_grad_ops([&](const char* op, auto make) {
+    R.add_kernel(op, kCpu, simple_kernel([make](const Node& n, const KernelArgs& a) {
+                   auto f = make(n);
+                   const float* dy = a.in(0).data<float>();
+                   const float* v = a.in(1).data<float>();
+                   float* dx = a.out(0).data<float>();
+                   const int64_t e = a.out(0).numel();
+#pragma omp parallel for simd if (e > kParallelMin) schedule(static)
+                   for (int64_t i = 0; i < e; ++i) dx[i] = f(dy[i], v[i]);
+                 }));
+  });
+  R.add_kernel("bias_add", kCpu, simple_kernel([](const Node&, const KernelArgs& a) {
+                 const float* x = a.in(0).data<float>();
+                 const float* b = a.in(1).data<float>();
+                 float* y = a.out(0).data<float>();
+                 const int64_t C = a.in(1).numel(), e = a.out(0).numel(), rows = C ? e / C : 0;
+#pragma omp parallel for if (e > kParallelMin) schedule(static)
+                 for (int64_t r = 0; r < rows; ++r) {
+#pragma omp simd
+                   for (int64_t c = 0; c < C; ++c) y[r * C + c] = x[r * C + c] + b[c];
+                 }
+               }));
+  // Same values as the reference kernel: each block of 4 elements is one Philox draw.
+  R.add_kernel("dropout", kCpu, simple_kernel([](const Node& n, const KernelArgs& a) {
+                 const double rate = n.attrs.f("rate", 0.5);
+                 const uint64_t key = ew::dropout_key(n, a.step);
+                 const uint64_t step = a.step ? a.step->step : 0;
+                 const int64_t e = a.in(0).numel(), blocks = (e + 3) / 4;
+                 const float* x = a.in(0).data<float>();
+                 float* y = a.out(0).data<float>();
+                 float* mask = a.out(1).data<float>();
+                 const float r = float(rate), scale = float(1.0 / (1.0 - rate));
+#pragma omp parallel for if (e > kParallelMin) schedule(static)
+                 for (int64_t blk = 0; blk < blocks; ++blk)
+                   ew::dropout_block(key, step, blk, x, y, mask, e, r, scale);
+               }));
+}
+
+}  // namespace lockstep

@@ -1,0 +1,193 @@
+// CPU (OpenMP) kernels for reductions over leading or trailing axes (deterministic: the
+// summation order does not depend on the thread count), softmax along the last axis, sparse
+// softmax cross-entropy (+ grad) and sparse categorical accuracy. Other cases use reference.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "backends/reference/ew_util.h"
+
+namespace lockstep {
+
+namespace {
+
+const char* kCpu = "cpu";
+constexpr int64_t kParallelMin = 1 << 15;
+constexpr int64_t kChunks = 64;  // fixed row chunks for reductions with few columns
+
+std::unique_ptr<Kernel> reference_kernel(const Node& n, const std::vector<TensorType>& in) {
+  const KernelFactory* f = OpRegistry::get().kernel(n.op, "reference");
+  LS_CHECK(f, "no reference kernel for '", n.op, "'");
+  return (*f)(n, in);
+}
+
+// x viewed as [outer, inner]; reduced over dim 0 (leading) or dim 1 (trailing).
+struct ReduceSplit {
+  bool ok = false, leading = false;
+  int64_t outer = 1, inner = 1;
+};
+ReduceSplit split_reduce(const Node& n, const Shape& x) {
+  auto axes = ew::reduce_axes(n, x.rank());
+  ReduceSplit s;
+  int k = int(axes.size());
+  bool lead = true, trail = true;
+  for (int i = 0; i < k; ++i) {
+    lead &= axes[i] == i;
+    trail &= axes[i] == x.rank() - k + i;
+  }
+  if (!lead && !trail) return s;
+  s.ok = true;
+  s.leading = lead;
+  int cut = lead ? k : x.rank() - k;
+  for (int i = 0; i < x.rank(); ++i) (i < cut ? s.outer : s.inner) *= x[i];
+  return s;
+}
+
+struct ReduceSumKernel : Kernel {
+  ReduceSplit s;
+  bool mean;
+  ReduceSumKernel(ReduceSplit s, bool mean) : s(s), mean(mean) {}
+  size_t workspace_bytes() const override {
+    return s.leading ? size_t(kChunks * s.inner) * sizeof(float) : 0;
+  }
+  void run(const KernelArgs& a) override {
+    const float* x = a.in(0).data<float>();
+    float* y = a.out(0).data<float>();
+    const int64_t R = s.outer, C = s.inner;
+    const bool big = R * C > kParallelMin;
+    if (!s.leading) {  // sum each row of C
+      const float scale = mean && C ? 1.f / float(C) : 1.f;
+#pragma omp parallel for if (big) schedule(static)
+      for (int64_t r = 0; r < R; ++r) {
+        float acc = 0;
+#pragma omp simd reduction(+ : acc)
+        for (int64_t c = 0; c < C; ++c) acc += x[r * C + c];
+        y[r] = acc * scale;
+      }
+      return;
+    }
+    const float scale = mean && R ? 1.f / float(R) : 1.f;
+    // Partial sums over fixed row chunks, then a fixed-order sum of the partials.
+    float* part = static_cast<float*>(a.workspace);
+    const int64_t chunks = std::min<int64_t>(kChunks, std::max<int64_t>(R, 1));
+    const int64_t per = (R + chunks - 1) / chunks;
+#pragma omp parallel for if (big) schedule(static)
+    for (int64_t p = 0; p < chunks; ++p) {
+      float* acc = part + p * C;
+      std::memset(acc, 0, size_t(C) * sizeof(float));
+      for (int64_t r = p * per, end = std::min(R, (p + 1) * per); r < end; ++r) {
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) acc[c] += x[r * C + c];
+      }
+    }
+#pragma omp parallel for if (big && C > 256) schedule(static)
+    for (int64_t c = 0; c < C; ++c) {
+      float acc = 0;
+      for (int64_t p = 0; p < chunks; ++p) acc += part[p * C + c];
+      y[c] = acc * scale;
+    }
+  }
+};
+
+// dx[outer, inner] = dy broadcast back (times 1/count for mean).
+struct ReduceSumGradKernel : Kernel {
+  ReduceSplit s;
+  bool mean;
+  ReduceSumGradKernel(ReduceSplit s, bool mean) : s(s), mean(mean) {}
+  void run(const KernelArgs& a) override {
+    const float* dy = a.in(0).data<float>();
+    float* dx = a.out(0).data<float>();
+    const int64_t R = s.outer, C = s.inner;
+    const int64_t count = s.leading ? R : C;
+    const float scale = mean && count ? 1.f / float(count) : 1.f;
+    const bool lead = s.leading;
+#pragma omp parallel for if (R * C > kParallelMin) schedule(static)
+    for (int64_t r = 0; r < R; ++r) {
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) dx[r * C + c] = (lead ? dy[c] : dy[r]) * scale;
+    }
+  }
+};
+
+template <class K>
+KernelFactory reduce_factory(bool mean, int shape_input) {
+  return [mean, shape_input](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
+    ReduceSplit s = split_reduce(n, in[shape_input].shape);
+    if (!s.ok) return reference_kernel(n, in);
+    return std::make_unique<K>(s, mean);
+  };
+}
+
+// Row-wise ops along the last axis: rows run in parallel, each with the shared row function.
+template <class F>
+KernelFactory last_axis_factory(F body) {
+  return [body](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
+    int r = in[0].shape.rank();
+    int64_t axis = n.attrs.i("axis", -1);
+    if (axis != -1 && axis != r - 1) return reference_kernel(n, in);
+    return simple_kernel([body](const Node&, const KernelArgs& a) {
+      const int64_t C = a.in(0).dim(-1), e = a.in(0).numel(), R = C ? e / C : 0;
+#pragma omp parallel for if (e > kParallelMin / 4) schedule(static)
+      for (int64_t i = 0; i < R; ++i) body(a, i * C, C);
+    })(n, in);
+  };
+}
+
+}  // namespace
+
+LOCKSTEP_REGISTER(cpu_reduce_kernels) {
+  auto& R = OpRegistry::get();
+  R.add_kernel("reduce_sum", kCpu, reduce_factory<ReduceSumKernel>(false, 0));
+  R.add_kernel("reduce_mean", kCpu, reduce_factory<ReduceSumKernel>(true, 0));
+  R.add_kernel("reduce_sum_grad", kCpu, reduce_factory<ReduceSumGradKernel>(false, 1));
+  R.add_kernel("reduce_mean_grad", kCpu, reduce_factory<ReduceSumGradKernel>(true, 1));
+
+  R.add_kernel("softmax", kCpu, last_axis_factory([](const KernelArgs& a, int64_t off, int64_t C) {
+                 ew::softmax_row(a.in(0).data<float>() + off, a.out(0).data<float>() + off, C, 1);
+               }));
+  R.add_kernel("log_softmax", kCpu, last_axis_factory([](const KernelArgs& a, int64_t off, int64_t C) {
+                 ew::log_softmax_row(a.in(0).data<float>() + off, a.out(0).data<float>() + off, C, 1);
+               }));
+  R.add_kernel("softmax_grad", kCpu, last_axis_factory([](const KernelArgs& a, int64_t off, int64_t C) {
+                 ew::softmax_grad_row(a.in(0).data<float>() + off, a.in(1).data<float>() + off,
+                                      a.out(0).data<float>() + off, C, 1);
+               }));
+  R.add_kernel("log_softmax_grad", kCpu, last_axis_factory([](const KernelArgs& a, int64_t off, int64_t C) {
+                 ew::log_softmax_grad_row(a.in(0).data<float>() + off, a.in(1).data<float>() + off,
+                                          a.out(0).data<float>() + off, C, 1);
+               }));
+
+  // Labels are validated serially before the parallel loop (no throwing inside OpenMP).
+  R.add_kernel("sparse_softmax_cross_entropy", kCpu, simple_kernel([](const Node& n, const KernelArgs& a) {
+                 const int64_t C = a.in(0).dim(-1), N = C ? a.in(0).numel() / C : 0;
+                 const auto lab = ew::labels_of(a.in(1));
+                 ew::check_labels(n, lab, N, C);
+                 const float ls = float(n.attrs.f("label_smoothing", 0.0));
+                 const float* z = a.in(0).data<float>();
+                 float* loss = a.out(0).data<float>();
+#pragma omp parallel for if (N * C > kParallelMin / 4) schedule(static)
+                 for (int64_t r = 0; r < N; ++r) loss[r] = ew::sparse_xent_row(z + r * C, C, lab[r], ls);
+               }));
+  R.add_kernel("sparse_softmax_cross_entropy_grad", kCpu, simple_kernel([](const Node& n, const KernelArgs& a) {
+                 const int64_t C = a.in(1).dim(-1), N = C ? a.in(1).numel() / C : 0;
+                 const auto lab = ew::labels_of(a.in(2));
+                 ew::check_labels(n, lab, N, C);
+                 const float ls = float(n.attrs.f("label_smoothing", 0.0));
+                 const float* dy = a.in(0).data<float>();
+                 const float* z = a.in(1).data<float>();
+                 float* dz = a.out(0).data<float>();
+#pragma omp parallel for if (N * C > kParallelMin / 4) schedule(static)
+                 for (int64_t r = 0; r < N; ++r)
+                   ew::sparse_xent_grad_row(z + r * C, C, lab[r], ls, dy[r], dz + r * C);
+               }));
+  R.add_kernel("sparse_categorical_accuracy", kCpu, simple_kernel([](const Node&, const KernelArgs& a) {
+                 const int64_t C = a.in(0).dim(-1), N = C ? a.in(0).numel() / C : 0;
+                 const auto lab = ew::labels_of(a.in(1));
+                 const float* p = a.in(0).data<float>();
+                 float* acc = a.out(0).data<float>();
+#pragma omp parallel for if (N * C > kParallelMin / 4) schedule(static)
+                 for (int64_t r = 0; r < N; ++r) acc[r] = ew::argmax_row(p + r * C, C) == lab[r] ? 1.f : 0.f;
+               }));
+}
+
+}  // namespace lockstep

@@ -1,0 +1,103 @@
+// Reference kernels for cast, concat, slice (+ slice_grad) and dropout.
+#include <cstring>
+
+#include "backends/reference/ew_util.h"
+
+namespace lockstep {
+
+namespace {
+
+const char* kRef = "reference";
+
+double load(const void* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::f32: return static_cast<const float*>(p)[i];
+    case DType::i32: return static_cast<const int32_t*>(p)[i];
+    case DType::i64: return double(static_cast<const int64_t*>(p)[i]);
+    case DType::u8: return static_cast<const uint8_t*>(p)[i];
+    default: LS_FAIL("cast: dtype ", dtype_name(t), " not supported");
+  }
+}
+
+void store(void* p, DType t, int64_t i, double v) {
+  switch (t) {
+    case DType::f32: static_cast<float*>(p)[i] = float(v); break;
+    case DType::i32: static_cast<int32_t*>(p)[i] = int32_t(v); break;
+    case DType::i64: static_cast<int64_t*>(p)[i] = int64_t(v); break;
+    case DType::u8: static_cast<uint8_t*>(p)[i] = uint8_t(int64_t(v)); break;
+    default: LS_FAIL("cast: dtype ", dtype_name(t), " not supported");
+  }
+}
+
+// Offset in the sliced input of element i of the slice output.
+struct SliceMap {
+  int r = 0;
+  int64_t begin[Shape::kMaxRank], out[Shape::kMaxRank], stride[Shape::kMaxRank];
+  SliceMap(const Node& n, const Shape& in, const Shape& o) {
+    auto b = n.attrs.ints("begin");
+    r = in.rank();
+    Shape st = in.contiguous_strides();
+    for (int d = 0; d < r; ++d) begin[d] = b[d], out[d] = o[d], stride[d] = st[d];
+  }
+  int64_t operator()(int64_t i) const {
+    int64_t off = 0;
+    for (int d = r - 1; d >= 0; --d) {
+      off += (i % out[d] + begin[d]) * stride[d];
+      i /= out[d];
+    }
+    return off;
+  }
+};
+
+}  // namespace
+
+LOCKSTEP_REGISTER(reference_array_kernels) {
+  auto& R = OpRegistry::get();
+  R.add_kernel("cast", kRef, simple_kernel([](const Node&, const KernelArgs& a) {
+                 DType ti = a.in(0).dtype(), to = a.out(0).dtype();
+                 for (int64_t i = 0, n = a.in(0).numel(); i < n; ++i)
+                   store(a.out(0).raw(), to, i, load(a.in(0).raw(), ti, i));
+               }));
+  R.add_kernel("concat", kRef, simple_kernel([](const Node& n, const KernelArgs& a) {
+                 const Shape& os = a.out(0).shape();
+                 int64_t axis = n.attrs.i("axis", -1);
+                 if (axis < 0) axis += os.rank();
+                 int64_t outer = 1, inner = 1;
+                 for (int i = 0; i < axis; ++i) outer *= os[i];
+                 for (int i = int(axis) + 1; i < os.rank(); ++i) inner *= os[i];
+                 size_t es = dtype_size(a.out(0).dtype());
+                 char* y = static_cast<char*>(a.out(0).raw());
+                 for (int64_t o = 0; o < outer; ++o)
+                   for (int k = 0; k < a.num_inputs; ++k) {
+                     size_t bytes = size_t(a.in(k).dim(int(axis)) * inner) * es;
+                     std::memcpy(y, static_cast<const char*>(a.in(k).raw()) + o * bytes, bytes);
+                     y += bytes;
+                   }
+               }));
+  R.add_kernel("slice", kRef, simple_kernel([](const Node& n, const KernelArgs& a) {
+                 SliceMap map(n, a.in(0).shape(), a.out(0).shape());
+                 size_t es = dtype_size(a.in(0).dtype());
+                 const char* x = static_cast<const char*>(a.in(0).raw());
+                 char* y = static_cast<char*>(a.out(0).raw());
+                 for (int64_t i = 0, e = a.out(0).numel(); i < e; ++i)
+                   std::memcpy(y + i * es, x + map(i) * es, es);
+               }));
+  R.add_kernel("slice_grad", kRef, simple_kernel([](const Node& n, const KernelArgs& a) {
+                 SliceMap map(n, a.out(0).shape(), a.in(0).shape());
+                 const float* dy = a.in(0).data<float>();
+                 float* dx = a.out(0).data<float>();
+                 std::memset(dx, 0, a.out(0).nbytes());
+                 for (int64_t i = 0, e = a.in(0).numel(); i < e; ++i) dx[map(i)] = dy[i];
+               }));
+  R.add_kernel("dropout", kRef, simple_kernel([](const Node& n, const KernelArgs& a) {
+                 double rate = n.attrs.f("rate", 0.5);
+                 uint64_t key = ew::dropout_key(n, a.step);
+                 uint64_t step = a.step ? a.step->step : 0;
+                 int64_t e = a.in(0).numel();
+                 for (int64_t blk = 0; blk < (e + 3) / 4; ++blk)
+                   ew::dropout_block(key, step, blk, a.in(0).data<float>(), a.out(0).data<float>(),
+                                     a.out(1).data<float>(), e, float(rate), float(1.0 / (1.0 - rate)));
+               }));
+}
+
+}  // namespace lockstep

@@ -1,0 +1,266 @@
+// Math shared by the reference and cpu elementwise/reduction/loss kernels, so that both
+// backends compute exactly the same per-element and per-row formulas.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "lockstep/core/rng.h"
+#include "lockstep/graph/op_registry.h"
+#include "ops/op_util.h"
+
+namespace lockstep::ew {
+
+// ---- scalar activations ----
+inline float sigmoid(float x) {
+  if (x >= 0) return 1.f / (1.f + std::exp(-x));
+  float e = std::exp(x);
+  return e / (1.f + e);
+}
+constexpr float kSqrtHalf = 0.70710678118654752f, kInvSqrt2Pi = 0.39894228040143268f;
+constexpr float kGeluC = 0.79788456080286536f, kGeluA = 0.044715f;
+inline float gelu(float x, bool approx) {
+  if (!approx) return 0.5f * x * (1.f + std::erf(x * kSqrtHalf));
+  return 0.5f * x * (1.f + std::tanh(kGeluC * (x + kGeluA * x * x * x)));
+}
+inline float gelu_grad(float x, bool approx) {
+  if (!approx) return 0.5f * (1.f + std::erf(x * kSqrtHalf)) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x);
+  float t = std::tanh(kGeluC * (x + kGeluA * x * x * x));
+  return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * kGeluC * (1.f + 3.f * kGeluA * x * x);
+}
+inline float softplus(float x) { return std::log1p(std::exp(-std::fabs(x))) + (x > 0 ? x : 0.f); }
+
+// Calls reg(op, make) for each f32 -> f32 unary op; make(node) returns the scalar function.
+template <class Reg> void unary_ops(Reg&& reg) {
+  reg("neg", [](const Node&) { return [](float x) { return -x; }; });
+  reg("exp", [](const Node&) { return [](float x) { return std::exp(x); }; });
+  reg("log", [](const Node&) { return [](float x) { return std::log(x); }; });
+  reg("sqrt", [](const Node&) { return [](float x) { return std::sqrt(x); }; });
+  reg("square", [](const Node&) { return [](float x) { return x * x; }; });
+  reg("abs", [](const Node&) { return [](float x) { return std::fabs(x); }; });
+  reg("scale_shift", [](const Node& n) {
+    float s = float(n.attrs.f("scale", 1.0)), t = float(n.attrs.f("shift", 0.0));
+    return [s, t](float x) { return x * s + t; };
+  });
+  reg("relu", [](const Node&) { return [](float x) { return x > 0 ? x : 0.f; }; });
+  reg("relu6", [](const Node&) { return [](float x) { return x > 0 ? (x < 6 ? x : 6.f) : 0.f; }; });
+  reg("sigmoid", [](const Node&) { return [](float x) { return sigmoid(x); }; });
+  reg("tanh", [](const Node&) { return [](float x) { return std::tanh(x); }; });
+  reg("gelu", [](const Node& n) {
+    bool a = n.attrs.b("approximate", false);
+    return [a](float x) { return gelu(x, a); };
+  });
+  reg("swish", [](const Node&) { return [](float x) { return x * sigmoid(x); }; });
+  reg("leaky_relu", [](const Node& n) {
+    float al = float(n.attrs.f("alpha", 0.2));
+    return [al](float x) { return x > 0 ? x : al * x; };
+  });
+  reg("softplus", [](const Node&) { return [](float x) { return softplus(x); }; });
+}
+
+// Gradient ops (dy, v) -> dx, where v is the op's output (relu, relu6, sigmoid, tanh) or input.
+template <class Reg> void unary_grad_ops(Reg&& reg) {
+  reg("relu_grad", [](const Node&) { return [](float dy, float y) { return y > 0 ? dy : 0.f; }; });
+  reg("relu6_grad", [](const Node&) {
+    return [](float dy, float y) { return (y > 0 && y < 6) ? dy : 0.f; };
+  });
+  reg("sigmoid_grad", [](const Node&) { return [](float dy, float y) { return dy * y * (1.f - y); }; });
+  reg("tanh_grad", [](const Node&) { return [](float dy, float y) { return dy * (1.f - y * y); }; });
+  reg("gelu_grad", [](const Node& n) {
+    bool a = n.attrs.b("approximate", false);
+    return [a](float dy, float x) { return dy * gelu_grad(x, a); };
+  });
+  reg("swish_grad", [](const Node&) {
+    return [](float dy, float x) {
+      float s = sigmoid(x);
+      return dy * (s + x * s * (1.f - s));
+    };
+  });
+  reg("leaky_relu_grad", [](const Node& n) {
+    float al = float(n.attrs.f("alpha", 0.2));
+    return [al](float dy, float x) { return x > 0 ? dy : al * dy; };
+  });
+  reg("softplus_grad", [](const Node&) { return [](float dy, float x) { return dy * sigmoid(x); }; });
+  reg("abs_grad", [](const Node&) {
+    return [](float dy, float x) { return x > 0 ? dy : (x < 0 ? -dy : 0.f); };
+  });
+}
+
+// Broadcasting binary ops.
+template <class Reg> void binary_ops(Reg&& reg) {
+  reg("add", [](float a, float b) { return a + b; });
+  reg("sub", [](float a, float b) { return a - b; });
+  reg("mul", [](float a, float b) { return a * b; });
+  reg("div", [](float a, float b) { return a / b; });
+  reg("maximum", [](float a, float b) { return a > b ? a : b; });
+  reg("minimum", [](float a, float b) { return a < b ? a : b; });
+}
+
+// Visits every element of `out` in row-major order as f(i, offset_in_a, offset_in_b), with a and
+// b right-aligned against out and size-1 dims repeated (numpy broadcasting).
+template <class F>
+void broadcast_loop(const Shape& out, const Shape& a, const Shape& b, F f) {
+  const int r = out.rank();
+  int64_t n = out.numel();
+  if (n <= 0) return;
+  int64_t sa[Shape::kMaxRank], sb[Shape::kMaxRank], idx[Shape::kMaxRank] = {};
+  auto strides = [&](const Shape& s, int64_t* st) {
+    int lead = r - s.rank();
+    int64_t acc = 1;
+    for (int i = r - 1; i >= 0; --i) {
+      int64_t d = i >= lead ? s[i - lead] : 1;
+      st[i] = d == 1 ? 0 : acc;
+      acc *= d;
+    }
+  };
+  strides(a, sa);
+  strides(b, sb);
+  int64_t oa = 0, ob = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    f(i, oa, ob);
+    for (int d = r - 1; d >= 0; --d) {
+      oa += sa[d];
+      ob += sb[d];
+      if (++idx[d] < out[d]) break;
+      oa -= sa[d] * out[d];
+      ob -= sb[d] * out[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+// Reduction axes of a reduce_* node (missing/empty = all) and x's shape with them set to 1.
+inline std::vector<int64_t> reduce_axes(const Node& n, int rank) {
+  std::vector<int64_t> axes = n.attrs.ints("axes", {});
+  if (axes.empty())
+    for (int i = 0; i < rank; ++i) axes.push_back(i);
+  return ops::normalise_axes(axes, rank);
+}
+inline Shape keep_shape(const Shape& x, const std::vector<int64_t>& axes) {
+  Shape s = x;
+  for (int64_t a : axes) s[int(a)] = 1;
+  return s;
+}
+
+// ---- softmax rows: C elements `st` apart ----
+inline void softmax_row(const float* x, float* y, int64_t C, int64_t st) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < C; ++j) m = std::max(m, x[j * st]);
+  float s = 0;
+  for (int64_t j = 0; j < C; ++j) s += (y[j * st] = std::exp(x[j * st] - m));
+  float inv = 1.f / s;
+  for (int64_t j = 0; j < C; ++j) y[j * st] *= inv;
+}
+inline float logsumexp_row(const float* x, int64_t C, int64_t st = 1) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < C; ++j) m = std::max(m, x[j * st]);
+  float s = 0;
+  for (int64_t j = 0; j < C; ++j) s += std::exp(x[j * st] - m);
+  return m + std::log(s);
+}
+inline void log_softmax_row(const float* x, float* y, int64_t C, int64_t st) {
+  float lse = logsumexp_row(x, C, st);
+  for (int64_t j = 0; j < C; ++j) y[j * st] = x[j * st] - lse;
+}
+inline void softmax_grad_row(const float* dy, const float* y, float* dx, int64_t C, int64_t st) {
+  float dot = 0;
+  for (int64_t j = 0; j < C; ++j) dot += dy[j * st] * y[j * st];
+  for (int64_t j = 0; j < C; ++j) dx[j * st] = y[j * st] * (dy[j * st] - dot);
+}
+inline void log_softmax_grad_row(const float* dy, const float* y, float* dx, int64_t C, int64_t st) {
+  float s = 0;
+  for (int64_t j = 0; j < C; ++j) s += dy[j * st];
+  for (int64_t j = 0; j < C; ++j) dx[j * st] = dy[j * st] - std::exp(y[j * st]) * s;
+}
+
+// ---- losses (one row of C logits) ----
+// Smoothed target of class j: onehot * (1 - ls) + ls / C (Keras).
+inline float sparse_xent_row(const float* z, int64_t C, int64_t label, float ls) {
+  float lse = logsumexp_row(z, C), zsum = 0;
+  for (int64_t j = 0; j < C; ++j) zsum += z[j];
+  return lse - (1.f - ls) * z[label] - (ls / float(C)) * zsum;
+}
+inline void sparse_xent_grad_row(const float* z, int64_t C, int64_t label, float ls, float dy,
+                                 float* dz) {
+  softmax_row(z, dz, C, 1);
+  float u = ls / float(C);
+  for (int64_t j = 0; j < C; ++j) dz[j] = dy * (dz[j] - u);
+  dz[label] -= dy * (1.f - ls);
+}
+inline float xent_row(const float* z, const float* t, int64_t C, float ls) {
+  float lse = logsumexp_row(z, C), loss = 0, u = ls / float(C);
+  for (int64_t j = 0; j < C; ++j) loss += (t[j] * (1.f - ls) + u) * (lse - z[j]);
+  return loss;
+}
+inline void xent_grad_row(const float* z, const float* t, int64_t C, float ls, float dy, float* dz,
+                          float* dt) {
+  float lse = logsumexp_row(z, C), tsum = 0, u = ls / float(C);
+  for (int64_t j = 0; j < C; ++j) tsum += t[j] * (1.f - ls) + u;
+  for (int64_t j = 0; j < C; ++j) {
+    dz[j] = dy * (std::exp(z[j] - lse) * tsum - (t[j] * (1.f - ls) + u));
+    dt[j] = dy * (1.f - ls) * (lse - z[j]);
+  }
+}
+inline float sigmoid_xent(float z, float t) {
+  return (z > 0 ? z : 0.f) - z * t + std::log1p(std::exp(-std::fabs(z)));
+}
+inline int64_t argmax_row(const float* p, int64_t C) {
+  int64_t best = 0;
+  for (int64_t j = 1; j < C; ++j)
+    if (p[j] > p[best]) best = j;
+  return best;
+}
+
+// Sparse labels stored as int32 or float32.
+struct Labels {
+  const int32_t* i = nullptr;
+  const float* f = nullptr;
+  int64_t operator[](int64_t r) const { return i ? int64_t(i[r]) : int64_t(std::floor(f[r])); }
+};
+inline Labels labels_of(const Tensor& t) {
+  Labels l;
+  if (t.dtype() == DType::i32) l.i = t.data<int32_t>();
+  else l.f = t.data<float>();
+  return l;
+}
+// Throws (call serially, before any parallel loop) when a label lies outside [0, C).
+inline void check_labels(const Node& n, const Labels& l, int64_t rows, int64_t C) {
+  for (int64_t r = 0; r < rows; ++r) {
+    bool ok = l.i ? (l.i[r] >= 0 && l.i[r] < C) : (l.f[r] >= 0 && l.f[r] < float(C));
+    if (!ok) {
+      std::string label = l.i ? std::to_string(l.i[r]) : detail::concat(l.f[r]);
+      LS_FAIL(n.op, (n.name.empty() ? "" : " '" + n.name + "'"),
+              ": labels out of range for ", C, " classes (label ", label, " at row ", r,
+              ", expected [0, ", C, "))");
+    }
+  }
+}
+
+// ---- dropout: Philox keyed by (attr seed, node id, replica, model seed), counter = step ----
+inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+inline uint64_t dropout_key(const Node& n, const StepInfo* s) {
+  uint64_t k = splitmix64(uint64_t(n.attrs.i("seed", 0)));
+  k = splitmix64(k ^ uint64_t(n.id));
+  k = splitmix64(k ^ uint64_t(s ? s->replica : 0));
+  return splitmix64(k ^ (s ? s->seed : 0));
+}
+// Elements [4*blk, 4*blk + 4) of y and mask (clipped to n).
+inline void dropout_block(uint64_t key, uint64_t step, int64_t blk, const float* x, float* y,
+                          float* mask, int64_t n, float rate, float scale) {
+  auto r = philox4x32(key, step, uint64_t(blk));
+  for (int k = 0; k < 4; ++k) {
+    int64_t i = 4 * blk + k;
+    if (i >= n) break;
+    float m = uint_to_unit_float(r[k]) >= rate ? scale : 0.f;
+    mask[i] = m;
+    y[i] = x[i] * m;
+  }
+}
+
+}  // namespace lockstep::ew

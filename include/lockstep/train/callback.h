@@ -37,6 +37,16 @@ struct History {
   std::string stop_reason;
 };
 
+// EarlyStopping's state (Keras attributes stopped_epoch, best_epoch, best); wait counts
+// epochs without improvement. callbacks::EarlyStopping returns one of these.
+class EarlyStoppingCallback : public Callback {
+ public:
+  virtual int stopped_epoch() const = 0;  // 0 when training was not stopped
+  virtual int best_epoch() const = 0;
+  virtual double best() const = 0;
+  virtual int wait() const = 0;
+};
+
 namespace callbacks {
 // Stops when `monitor` has not improved by min_delta for `patience` epochs.
 CallbackPtr EarlyStopping(const std::string& monitor = "val_loss", int patience = 0,

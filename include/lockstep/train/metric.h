@@ -42,6 +42,8 @@ MetricPtr SparseTopKCategoricalAccuracy(int k = 5,
                                         const std::string& name = "sparse_top_k_categorical_accuracy");
 // Mean of a per-sample value; update() takes y_pred as the value (y_true ignored).
 MetricPtr Mean(const std::string& name = "mean");
+// Mean over samples of mean((y_pred - y_true)^2, axis=-1).
+MetricPtr MeanSquaredError(const std::string& name = "mean_squared_error");
 // Resolves a Keras metric string given the loss's label dtype and the prediction width.
 MetricPtr get(const std::string& name, const std::string& loss_name);
 }  // namespace metrics

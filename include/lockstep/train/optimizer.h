@@ -57,6 +57,9 @@ OptimizerPtr AdamW(double learning_rate = 0.001, double weight_decay = 0.004, do
 OptimizerPtr RMSprop(double learning_rate = 0.001, double rho = 0.9, double momentum = 0.0,
                      double epsilon = 1e-7, OptimizerOptions o = {});
 OptimizerPtr get(const std::string& name);  // "adam", "sgd", ...
+// Scalar graph value min(1, clipnorm / global_norm(grads)), global_norm = sqrt(sum of all
+// squared gradient entries) (Keras clip_by_global_norm; 1 when the norm is 0).
+Value global_norm_scale(Graph& g, const std::vector<Value>& grads, double clipnorm);
 }  // namespace optimizers
 
 }  // namespace lockstep

@@ -22,11 +22,15 @@ class ProgressBar {
   int target_, verbose_;
   FILE* out_;
   bool tty_;
-  std::chrono::steady_clock::time_point start_, last_draw_;
+  std::string line(int step, bool final) const;  // one full bar line (no \r / \n)
+  double step_seconds(int step, std::chrono::steady_clock::time_point now) const;
+  std::chrono::steady_clock::time_point start_, last_draw_, after_first_step_;
+  bool have_first_step_ = false;
   int last_step_ = 0;
+  size_t prev_width_ = 0;
 };
 
-// "1s 4ms/step" style durations.
+// Keras's per-unit time: "3s" (>= 1 s or 0), "25ms", "40us"; callers append "/step".
 std::string format_duration(double seconds);
 
 }  // namespace lockstep

@@ -1,0 +1,162 @@
+// Progress bar formatting (non-TTY output to a temp file) and callback logic.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <regex>
+
+#include "lockstep/nn/layers.h"
+#include "lockstep/nn/model.h"
+#include "lockstep/train/progress.h"
+
+using namespace lockstep;
+
+namespace {
+
+// Runs `fn` with a ProgressBar writing to a temp file and returns what was written.
+template <typename Fn>
+std::string capture(int target, int verbose, Fn fn) {
+  FILE* f = std::tmpfile();
+  {
+    ProgressBar bar(target, verbose, f);
+    fn(bar);
+  }
+  std::fflush(f);
+  std::rewind(f);
+  std::string s;
+  char buf[512];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+  std::fclose(f);
+  return s;
+}
+
+const Logs kLogs = {{"accuracy", 0.8452}, {"loss", 0.4321}};
+
+}  // namespace
+
+TEST(Progress, FormatDuration) {
+  EXPECT_EQ(format_duration(0), "0s");
+  EXPECT_EQ(format_duration(12.3), "12s");
+  EXPECT_EQ(format_duration(0.025), "25ms");
+  EXPECT_EQ(format_duration(4e-5), "40us");
+}
+
+TEST(Progress, NonTtyVerbose1PrintsOnlyFinalLine) {
+  std::string out = capture(469, 1, [](ProgressBar& b) {
+    for (int s = 1; s <= 469; ++s) b.update(s, kLogs);
+    b.finish(kLogs);
+  });
+  std::regex want(R"(469/469 \[==============================\] - \d+s \d+(us|ms|s)/step - loss: 0\.4321 - accuracy: 0\.8452\n)");
+  EXPECT_TRUE(std::regex_match(out, want)) << out;
+}
+
+TEST(Progress, PartialBarAndPadding) {
+  std::string out = capture(10, 1, [](ProgressBar& b) {
+    b.update(3, kLogs);
+    b.finish(kLogs);  // stopped early: shows 3/10
+  });
+  std::regex want(R"( 3/10 \[========>\.{21}\] - \d+s \d+(us|ms|s)/step - loss: 0\.4321 - accuracy: 0\.8452\n)");
+  EXPECT_TRUE(std::regex_match(out, want)) << out;
+}
+
+TEST(Progress, Verbose2OneLinePerEpoch) {
+  Logs logs = {{"accuracy", 0.8452}, {"loss", 0.4321}, {"val_accuracy", 0.9}, {"val_loss", 0.0001}};
+  std::string out = capture(469, 2, [&](ProgressBar& b) {
+    for (int s = 1; s <= 469; ++s) b.update(s, logs);
+    b.finish(logs);
+  });
+  std::regex want(R"(469/469 - \d+s - loss: 0\.4321 - accuracy: 0\.8452 - val_loss: 1\.0000e-04 - val_accuracy: 0\.9000 - \d+(us|ms|s)/epoch - \d+(us|ms|s)/step\n)");
+  EXPECT_TRUE(std::regex_match(out, want)) << out;
+}
+
+TEST(Progress, Verbose0Silent) {
+  EXPECT_EQ(capture(5, 0, [](ProgressBar& b) { b.update(5, kLogs); b.finish(kLogs); }), "");
+}
+
+TEST(Progress, UnknownTarget) {
+  std::string out = capture(0, 1, [](ProgressBar& b) { b.update(42, kLogs); b.finish(kLogs); });
+  EXPECT_TRUE(std::regex_match(out, std::regex(R"(\s+42/Unknown - \d+s \d+(us|ms|s)/step - loss: 0\.4321 - accuracy: 0\.8452\n)")))
+      << out;
+}
+
+TEST(Callback, EarlyStoppingPatienceOnLoss) {
+  auto cb = callbacks::EarlyStopping("val_loss", 2);
+  auto es = std::dynamic_pointer_cast<EarlyStoppingCallback>(cb);
+  ASSERT_TRUE(es);
+  cb->on_train_begin({});
+  std::vector<double> losses = {1.0, 0.9, 0.95, 0.92, 0.91};
+  int stopped = -1;
+  for (int e = 0; e < int(losses.size()); ++e) {
+    cb->on_epoch_end(e, {{"val_loss", losses[e]}});
+    if (es->stopped_epoch() > 0) { stopped = e; break; }
+  }
+  EXPECT_EQ(stopped, 3);  // no improvement at epochs 2 and 3
+  EXPECT_EQ(es->best_epoch(), 1);
+  EXPECT_DOUBLE_EQ(es->best(), 0.9);
+}
+
+TEST(Callback, EarlyStoppingMinDeltaAndAccuracyMode) {
+  auto cb = callbacks::EarlyStopping("val_loss", 1, 0.05);
+  auto es = std::dynamic_pointer_cast<EarlyStoppingCallback>(cb);
+  cb->on_train_begin({});
+  cb->on_epoch_end(0, {{"val_loss", 1.0}});
+  cb->on_epoch_end(1, {{"val_loss", 0.96}});  // improved by less than min_delta
+  EXPECT_EQ(es->stopped_epoch(), 1);
+
+  auto acc = callbacks::EarlyStopping("val_accuracy", 1);
+  auto ea = std::dynamic_pointer_cast<EarlyStoppingCallback>(acc);
+  acc->on_train_begin({});
+  acc->on_epoch_end(0, {{"val_accuracy", 0.5}});
+  acc->on_epoch_end(1, {{"val_accuracy", 0.6}});
+  EXPECT_EQ(ea->stopped_epoch(), 0);
+  acc->on_epoch_end(2, {{"val_accuracy", 0.55}});
+  EXPECT_EQ(ea->stopped_epoch(), 2);
+  EXPECT_DOUBLE_EQ(ea->best(), 0.6);
+
+  // patience 0 stops at the first epoch without improvement, never at epoch 0.
+  auto p0 = callbacks::EarlyStopping("loss", 0);
+  auto e0 = std::dynamic_pointer_cast<EarlyStoppingCallback>(p0);
+  p0->on_train_begin({});
+  p0->on_epoch_end(0, {{"loss", 1.0}});
+  EXPECT_EQ(e0->stopped_epoch(), 0);
+  p0->on_epoch_end(1, {{"loss", 1.0}});
+  EXPECT_EQ(e0->stopped_epoch(), 1);
+}
+
+TEST(Callback, EarlyStoppingRestoresBestWeightsAndStopsModel) {
+  Model m = Sequential({layers::Input({3}), layers::Dense(2)});
+  auto cb = callbacks::EarlyStopping("val_loss", 1, 0.0, true);
+  cb->set_model(&m);
+  cb->on_train_begin({});
+  auto w0 = m.get_weights();
+  cb->on_epoch_end(0, {{"val_loss", 1.0}});
+  auto changed = m.get_weights();
+  for (auto& t : changed) t.fill(7.f);
+  m.set_weights(changed);
+  cb->on_epoch_end(1, {{"val_loss", 2.0}});
+  EXPECT_TRUE(m.stop_training);
+  cb->on_train_end({});
+  auto w = m.get_weights();
+  ASSERT_EQ(w.size(), w0.size());
+  for (size_t i = 0; i < w.size(); ++i) EXPECT_EQ(w[i].to_vector(), w0[i].to_vector()) << i;
+}
+
+TEST(Callback, LambdaAndTerminateOnNaN) {
+  int epochs = 0, batches = 0;
+  auto l = callbacks::LambdaCallback([&](int, const Logs&) { ++epochs; },
+                                     [&](int, const Logs&) { ++batches; });
+  l->on_epoch_end(0, {});
+  l->on_train_batch_end(0, {});
+  l->on_train_batch_end(1, {});
+  EXPECT_EQ(epochs, 1);
+  EXPECT_EQ(batches, 2);
+  callbacks::LambdaCallback({})->on_epoch_end(0, {});  // empty functions are fine
+
+  Model m = Sequential({layers::Input({3}), layers::Dense(2)});
+  auto t = callbacks::TerminateOnNaN();
+  t->set_model(&m);
+  t->on_train_batch_end(0, {{"loss", 0.5}});
+  EXPECT_FALSE(m.stop_training);
+  t->on_train_batch_end(1, {{"loss", std::nan("")}});
+  EXPECT_TRUE(m.stop_training);
+}

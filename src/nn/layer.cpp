@@ -94,7 +94,13 @@ void Layer::add_l2(CallContext& ctx, const VariablePtr& w, double l2) {
   ctx.losses.push_back(g.add("scale_shift", {s}, Attrs{{"scale", l2}, {"shift", 0.0}}));
 }
 
-std::vector<KTensor> Layer::operator()(const std::vector<KTensor>& xs) {
+KTensors::operator KTensor() const {
+  LS_CHECK(size() == 1, "this layer call has ", size(),
+           " outputs; index them (outputs[i]) instead of converting to one KTensor");
+  return front();
+}
+
+KTensors Layer::operator()(const std::vector<KTensor>& xs) {
   LS_CHECK(!xs.empty(), class_name(), " '", name_, "': called with no inputs");
   std::vector<Shape> shapes;
   for (auto& x : xs) {
@@ -112,7 +118,10 @@ std::vector<KTensor> Layer::operator()(const std::vector<KTensor>& xs) {
     outs = call(ctx, ins);
   } catch (const Error& e) {
     std::string msg = e.what();
-    if (msg.find(name_) == std::string::npos) LS_FAIL(class_name(), " '", name_, "': ", msg);
+    // Prefix unless an op error already names this layer (quoted, so "cat" in "concat" or
+    // "dense" in "dense_1" does not count).
+    if (msg.find("'" + name_ + "'") == std::string::npos)
+      LS_FAIL(class_name(), " '", name_, "': ", msg);
     throw;
   }
   auto lc = std::make_shared<LayerCall>();

@@ -35,6 +35,14 @@ struct KTensor {
   DType dtype() const;
 };
 
+// The outputs of a multi-input call. Converts to a KTensor when there is exactly one, so
+// `KTensor s = layers::Add()({a, b});` reads like Keras's `Add()([a, b])`.
+struct KTensors : std::vector<KTensor> {
+  using std::vector<KTensor>::vector;
+  KTensors(std::vector<KTensor> v) : std::vector<KTensor>(std::move(v)) {}  // NOLINT
+  operator KTensor() const;  // NOLINT: throws unless size() == 1
+};
+
 // One application of a layer to symbolic inputs (a node of the model's layer graph).
 struct LayerCall {
   std::shared_ptr<Layer> layer;
@@ -60,7 +68,7 @@ class Layer : public std::enable_shared_from_this<Layer> {
 
   // Functional API: applies the layer to symbolic tensors (builds on first call).
   KTensor operator()(const KTensor& x);
-  std::vector<KTensor> operator()(const std::vector<KTensor>& xs);
+  KTensors operator()(const std::vector<KTensor>& xs);
 
   const std::string& name() const { return name_; }
   void set_name(const std::string& n) { name_ = n; }
@@ -99,7 +107,7 @@ class LayerHandle {
   LayerHandle() = default;
   LayerHandle(LayerPtr p) : p_(std::move(p)) {}  // NOLINT: implicit on purpose
   KTensor operator()(const KTensor& x) const { return (*p_)(x); }
-  std::vector<KTensor> operator()(const std::vector<KTensor>& xs) const { return (*p_)(xs); }
+  KTensors operator()(const std::vector<KTensor>& xs) const { return (*p_)(xs); }
   Layer* operator->() const { return p_.get(); }
   Layer& operator*() const { return *p_; }
   const LayerPtr& ptr() const { return p_; }

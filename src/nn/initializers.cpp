@@ -1,0 +1,139 @@
+// Keras initializers (keras.initializers) filled with Philox streams keyed by the layer seed.
+#include "lockstep/nn/initializers.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "lockstep/core/rng.h"
+
+namespace lockstep {
+
+static const char* kValidNames =
+    "glorot_uniform, glorot_normal, he_normal, he_uniform, lecun_normal, lecun_uniform, "
+    "zeros, ones, random_normal, random_uniform, truncated_normal, constant:<value>";
+
+void compute_fans(const Shape& s, double* fan_in, double* fan_out) {
+  if (s.rank() == 0) {
+    *fan_in = *fan_out = 1;
+  } else if (s.rank() == 1) {
+    *fan_in = *fan_out = double(s[0]);
+  } else if (s.rank() == 2) {
+    *fan_in = double(s[0]);
+    *fan_out = double(s[1]);
+  } else {
+    double rf = 1;
+    for (int i = 0; i < s.rank() - 2; ++i) rf *= double(s[i]);
+    *fan_in = double(s[-2]) * rf;
+    *fan_out = double(s[-1]) * rf;
+  }
+}
+
+namespace {
+
+enum class Dist { kUniform, kTruncatedNormal, kNormal };
+
+struct Spec {
+  enum Kind { kVarianceScaling, kConstant, kRandom } kind = kConstant;
+  double scale = 1.0;                 // variance scaling
+  std::string mode = "fan_in";       // fan_in | fan_out | fan_avg
+  Dist dist = Dist::kUniform;
+  double a = 0, b = 0;                // constant: a; random: uniform [a, b] or normal(a, b)
+};
+
+// Accepts Keras snake_case names and class names (GlorotUniform, HeNormal, ...).
+std::string canonical(const std::string& name) {
+  std::string s;
+  for (size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    if (c >= 'A' && c <= 'Z') {
+      if (i > 0 && name[i - 1] != '_') s.push_back('_');
+      s.push_back(char(c - 'A' + 'a'));
+    } else {
+      s.push_back(c);
+    }
+  }
+  if (s == "zero") s = "zeros";
+  if (s == "one") s = "ones";
+  return s;
+}
+
+bool parse(const std::string& raw, Spec* out) {
+  Spec sp;
+  std::string n = raw.rfind("constant:", 0) == 0 ? raw : canonical(raw);
+  auto vs = [&](double scale, const char* mode, Dist d) {
+    sp.kind = Spec::kVarianceScaling;
+    sp.scale = scale;
+    sp.mode = mode;
+    sp.dist = d;
+  };
+  if (n == "glorot_uniform") vs(1.0, "fan_avg", Dist::kUniform);
+  else if (n == "glorot_normal") vs(1.0, "fan_avg", Dist::kTruncatedNormal);
+  else if (n == "he_normal") vs(2.0, "fan_in", Dist::kTruncatedNormal);
+  else if (n == "he_uniform") vs(2.0, "fan_in", Dist::kUniform);
+  else if (n == "lecun_normal") vs(1.0, "fan_in", Dist::kTruncatedNormal);
+  else if (n == "lecun_uniform") vs(1.0, "fan_in", Dist::kUniform);
+  else if (n == "zeros") sp.a = 0;
+  else if (n == "ones") sp.a = 1;
+  else if (n == "random_normal") { sp.kind = Spec::kRandom; sp.dist = Dist::kNormal; sp.a = 0; sp.b = 0.05; }
+  else if (n == "truncated_normal") { sp.kind = Spec::kRandom; sp.dist = Dist::kTruncatedNormal; sp.a = 0; sp.b = 0.05; }
+  else if (n == "random_uniform") { sp.kind = Spec::kRandom; sp.dist = Dist::kUniform; sp.a = -0.05; sp.b = 0.05; }
+  else if (n.rfind("constant:", 0) == 0) {
+    std::string v = n.substr(9);
+    char* end = nullptr;
+    sp.a = std::strtod(v.c_str(), &end);
+    if (v.empty() || end == nullptr || *end != '\0') return false;
+  } else {
+    return false;
+  }
+  *out = sp;
+  return true;
+}
+
+}  // namespace
+
+void check_initializer(const std::string& initializer) {
+  Spec sp;
+  LS_CHECK(parse(initializer, &sp), "unknown initializer '", initializer, "'; valid names: ",
+           kValidNames);
+}
+
+void initialize(Tensor& t, const std::string& initializer, uint64_t seed) {
+  Spec sp;
+  LS_CHECK(parse(initializer, &sp), "unknown initializer '", initializer, "'; valid names: ",
+           kValidNames);
+  LS_CHECK(t.dtype() == DType::f32 && t.is_contiguous(),
+           "initialize: expects a contiguous float32 tensor, got ", dtype_name(t.dtype()));
+  float* p = t.data<float>();
+  const int64_t n = t.numel();
+  if (sp.kind == Spec::kConstant) {
+    for (int64_t i = 0; i < n; ++i) p[i] = float(sp.a);
+    return;
+  }
+  Philox rng(seed);
+  if (sp.kind == Spec::kRandom) {
+    for (int64_t i = 0; i < n; ++i) {
+      switch (sp.dist) {
+        case Dist::kUniform: p[i] = rng.uniform(float(sp.a), float(sp.b)); break;
+        case Dist::kNormal: p[i] = float(sp.a + sp.b * rng.normal()); break;
+        case Dist::kTruncatedNormal: p[i] = float(sp.a + sp.b * rng.truncated_normal()); break;
+      }
+    }
+    return;
+  }
+  // keras.initializers.VarianceScaling.
+  double fan_in, fan_out;
+  compute_fans(t.shape(), &fan_in, &fan_out);
+  double denom = sp.mode == "fan_in" ? fan_in : sp.mode == "fan_out" ? fan_out
+                                                                     : (fan_in + fan_out) / 2;
+  double scale = sp.scale / std::max(1.0, denom);
+  if (sp.dist == Dist::kUniform) {
+    float limit = float(std::sqrt(3.0 * scale));
+    for (int64_t i = 0; i < n; ++i) p[i] = rng.uniform(-limit, limit);
+  } else {
+    // Std of a unit normal truncated at +-2 is 0.8796...; Keras divides it out.
+    double stddev = std::sqrt(scale) / 0.87962566103423978;
+    for (int64_t i = 0; i < n; ++i) p[i] = float(stddev * rng.truncated_normal());
+  }
+}
+
+}  // namespace lockstep

@@ -1,0 +1,141 @@
+// BatchNormalization (Keras 3 moving-statistics update) and LayerNormalization.
+#include "nn/layers/layer_util.h"
+
+namespace lockstep {
+namespace {
+
+using layer_util::initializer_json;
+
+class BatchNormLayer : public Layer {
+ public:
+  BatchNormLayer(layers::BatchNormOptions o, std::string name)
+      : Layer(std::move(name)), o_(std::move(o)) {
+    LS_CHECK(o_.axis == -1, "BatchNormalization '", this->name(),
+             "': only axis=-1 (channels_last) is supported, got axis=", o_.axis);
+    LS_CHECK(o_.epsilon > 0, "BatchNormalization '", this->name(),
+             "': epsilon must be positive, got ", o_.epsilon);
+  }
+  std::string class_name() const override { return "BatchNormalization"; }
+  json layer_config() const override {
+    return {{"axis", o_.axis},
+            {"momentum", o_.momentum},
+            {"epsilon", o_.epsilon},
+            {"center", o_.center},
+            {"scale", o_.scale},
+            {"beta_initializer", initializer_json("zeros")},
+            {"gamma_initializer", initializer_json("ones")},
+            {"moving_mean_initializer", initializer_json("zeros")},
+            {"moving_variance_initializer", initializer_json("ones")},
+            {"beta_regularizer", nullptr},
+            {"gamma_regularizer", nullptr},
+            {"beta_constraint", nullptr},
+            {"gamma_constraint", nullptr},
+            {"synchronized", o_.synchronized}};
+  }
+  void build(const std::vector<Shape>& in) override {
+    const Shape& s = in.at(0);
+    LS_CHECK(s.rank() >= 2, "expected input of rank >= 2, got ", s.str());
+    C_ = s[-1];
+    LS_CHECK(C_ > 0, "the channel (last) dimension must be known, got ", s.str());
+    if (o_.scale) gamma_ = add_weight("gamma", Shape{C_}, "ones");
+    if (o_.center) beta_ = add_weight("beta", Shape{C_}, "zeros");
+    moving_mean_ = add_weight("moving_mean", Shape{C_}, "zeros", false);
+    moving_var_ = add_weight("moving_variance", Shape{C_}, "ones", false);
+  }
+  std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
+    Graph& g = ctx.graph;
+    Value x = in.at(0);
+    const Shape s = g.type(x).shape;
+    LS_CHECK(s.rank() >= 2 && s[-1] == C_, "expected ", C_, " channels on the last axis, got ",
+             s.str());
+    Value gamma = gamma_ ? ctx.read(gamma_) : layer_util::constant_vector(g, C_, 1.f);
+    Value beta = beta_ ? ctx.read(beta_) : layer_util::constant_vector(g, C_, 0.f);
+    Attrs eps{{"epsilon", o_.epsilon}};
+    // Inference, or layer frozen (Keras: a non-trainable BN runs in inference mode).
+    if (!ctx.training || !trainable) {
+      return {g.add("batch_norm_infer",
+                    {x, gamma, beta, ctx.read(moving_mean_), ctx.read(moving_var_)}, eps, name())};
+    }
+    auto outs = g.add_multi("batch_norm_train", {x, gamma, beta}, eps, name());
+    update(g, ctx.read(moving_mean_), outs.at(1), moving_mean_);
+    update(g, ctx.read(moving_var_), outs.at(2), moving_var_);
+    return {outs[0]};
+  }
+
+ private:
+  // moving = moving * momentum + batch * (1 - momentum)  (Keras 3, biased batch variance).
+  void update(Graph& g, Value moving, Value batch, const VariablePtr& var) {
+    const double m = o_.momentum;
+    Value a = g.add("scale_shift", {moving}, Attrs{{"scale", m}, {"shift", 0.0}}, name());
+    Value b = g.add("scale_shift", {batch}, Attrs{{"scale", 1.0 - m}, {"shift", 0.0}}, name());
+    Value nv = g.add("add", {a, b}, {}, name());
+    g.add_multi("assign", {moving, nv}, {}, name(), var);
+  }
+
+  layers::BatchNormOptions o_;
+  int64_t C_ = 0;
+  VariablePtr gamma_, beta_, moving_mean_, moving_var_;
+};
+
+class LayerNormLayer : public Layer {
+ public:
+  LayerNormLayer(layers::LayerNormOptions o, std::string name)
+      : Layer(std::move(name)), o_(std::move(o)) {
+    LS_CHECK(o_.axis == -1, "LayerNormalization '", this->name(),
+             "': only axis=-1 is supported, got axis=", o_.axis);
+    LS_CHECK(o_.epsilon > 0, "LayerNormalization '", this->name(),
+             "': epsilon must be positive, got ", o_.epsilon);
+  }
+  std::string class_name() const override { return "LayerNormalization"; }
+  json layer_config() const override {
+    return {{"axis", o_.axis},
+            {"epsilon", o_.epsilon},
+            {"center", o_.center},
+            {"scale", o_.scale},
+            {"rms_scaling", false},
+            {"beta_initializer", initializer_json("zeros")},
+            {"gamma_initializer", initializer_json("ones")},
+            {"beta_regularizer", nullptr},
+            {"gamma_regularizer", nullptr},
+            {"beta_constraint", nullptr},
+            {"gamma_constraint", nullptr}};
+  }
+  void build(const std::vector<Shape>& in) override {
+    const Shape& s = in.at(0);
+    LS_CHECK(s.rank() >= 2, "expected input of rank >= 2, got ", s.str());
+    C_ = s[-1];
+    LS_CHECK(C_ > 0, "the last dimension must be known, got ", s.str());
+    if (o_.scale) gamma_ = add_weight("gamma", Shape{C_}, "ones");
+    if (o_.center) beta_ = add_weight("beta", Shape{C_}, "zeros");
+  }
+  std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
+    Graph& g = ctx.graph;
+    Value gamma = gamma_ ? ctx.read(gamma_) : layer_util::constant_vector(g, C_, 1.f);
+    Value beta = beta_ ? ctx.read(beta_) : layer_util::constant_vector(g, C_, 0.f);
+    auto outs = g.add_multi("layer_norm", {in.at(0), gamma, beta},
+                            Attrs{{"epsilon", o_.epsilon}}, name());
+    return {outs.at(0)};
+  }
+
+ private:
+  layers::LayerNormOptions o_;
+  int64_t C_ = 0;
+  VariablePtr gamma_, beta_;
+};
+
+}  // namespace
+
+namespace layers {
+
+LayerHandle BatchNormalization(BatchNormOptions o) {
+  std::string n = layer_util::default_name(o.name, "batch_normalization");
+  return LayerPtr(std::make_shared<BatchNormLayer>(std::move(o), n));
+}
+
+LayerHandle LayerNormalization(LayerNormOptions o) {
+  std::string n = layer_util::default_name(o.name, "layer_normalization");
+  return LayerPtr(std::make_shared<LayerNormLayer>(std::move(o), n));
+}
+
+}  // namespace layers
+}  // namespace lockstep

@@ -1,0 +1,85 @@
+// Reshaping layers: Flatten and Reshape (batch dimension kept symbolic as -1).
+#include "nn/layers/layer_util.h"
+
+namespace lockstep {
+namespace {
+
+class FlattenLayer : public Layer {
+ public:
+  using Layer::Layer;
+  std::string class_name() const override { return "Flatten"; }
+  json layer_config() const override { return {{"data_format", "channels_last"}}; }
+  std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
+    const Shape s = ctx.graph.type(in.at(0)).shape;
+    LS_CHECK(s.rank() >= 1, "expected an input with a batch dimension, got ", s.str());
+    int64_t prod = 1;
+    for (int i = 1; i < s.rank(); ++i) {
+      LS_CHECK(s[i] > 0, "all non-batch dimensions must be known, got ", s.str());
+      prod *= s[i];
+    }
+    return {ctx.graph.add("reshape", {in[0]}, Attrs{{"shape", std::vector<int64_t>{-1, prod}}},
+                          name())};
+  }
+};
+
+class ReshapeLayer : public Layer {
+ public:
+  ReshapeLayer(std::vector<int64_t> target, std::string name)
+      : Layer(std::move(name)), target_(std::move(target)) {
+    int unknown = 0;
+    for (int64_t d : target_) {
+      LS_CHECK(d > 0 || d == -1, "Reshape '", this->name(),
+               "': target_shape dimensions must be positive or -1, got ", Shape(target_).str());
+      unknown += d == -1;
+    }
+    LS_CHECK(unknown <= 1, "Reshape '", this->name(), "': at most one -1 in target_shape, got ",
+             Shape(target_).str());
+  }
+  std::string class_name() const override { return "Reshape"; }
+  json layer_config() const override { return {{"target_shape", target_}}; }
+  std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
+    const Shape s = ctx.graph.type(in.at(0)).shape;
+    int64_t numel = 1;
+    for (int i = 1; i < s.rank(); ++i) {
+      LS_CHECK(s[i] > 0, "all non-batch input dimensions must be known, got ", s.str());
+      numel *= s[i];
+    }
+    int64_t known = 1;
+    for (int64_t d : target_) known *= d > 0 ? d : 1;
+    std::vector<int64_t> out{-1};
+    for (int64_t d : target_) {
+      if (d == -1) {
+        LS_CHECK(numel % known == 0, "total size of the new array must be unchanged; input ",
+                 s.str(), " cannot be reshaped to target_shape ", Shape(target_).str());
+        out.push_back(numel / known);
+      } else {
+        out.push_back(d);
+      }
+    }
+    int64_t total = 1;
+    for (size_t i = 1; i < out.size(); ++i) total *= out[i];
+    LS_CHECK(total == numel, "total size of the new array must be unchanged; input ", s.str(),
+             " has ", numel, " elements per example, target_shape ", Shape(target_).str(),
+             " has ", total);
+    return {ctx.graph.add("reshape", {in[0]}, Attrs{{"shape", out}}, name())};
+  }
+
+ private:
+  std::vector<int64_t> target_;
+};
+
+}  // namespace
+
+namespace layers {
+
+LayerHandle Flatten(std::string name) {
+  return LayerPtr(std::make_shared<FlattenLayer>(layer_util::default_name(name, "flatten")));
+}
+
+LayerHandle Reshape(std::vector<int64_t> target_shape, std::string name) {
+  return LayerPtr(std::make_shared<ReshapeLayer>(std::move(target_shape),
+                                                 layer_util::default_name(name, "reshape")));
+}
+
+}  // namespace layers
+}  // namespace lockstep

@@ -1,11 +1,16 @@
-// Progress bar formatting (non-TTY output to a temp file) and callback logic.
+// Progress bar formatting (temp file and pty) and callbacks, incl. one Model::fit run.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <regex>
+#include <thread>
 
 #include "lockstep/nn/layers.h"
 #include "lockstep/nn/model.h"
+#include "lockstep/train/loss.h"
+#include "lockstep/train/optimizer.h"
 #include "lockstep/train/progress.h"
 
 using namespace lockstep;
@@ -159,4 +164,65 @@ TEST(Callback, LambdaAndTerminateOnNaN) {
   EXPECT_FALSE(m.stop_training);
   t->on_train_batch_end(1, {{"loss", std::nan("")}});
   EXPECT_TRUE(m.stop_training);
+}
+
+TEST(Progress, TtyRedrawsWithCarriageReturnAndEta) {
+  int master = posix_openpt(O_RDWR | O_NOCTTY);
+  if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) GTEST_SKIP() << "no pty";
+  int slave = open(ptsname(master), O_RDWR | O_NOCTTY);
+  ASSERT_GE(slave, 0);
+  FILE* f = fdopen(slave, "w");
+  ASSERT_TRUE(ProgressBar::is_tty(f));
+  {
+    ProgressBar bar(5, 1, f);
+    bar.update(1, kLogs);  // within 0.1 s of the start: not drawn
+    std::this_thread::sleep_for(std::chrono::milliseconds(120));
+    bar.update(2, kLogs);
+    bar.update(3, kLogs);  // throttled
+    bar.update(5, kLogs);  // the last step is left to finish()
+    bar.finish(kLogs);
+  }
+  std::fflush(f);
+  std::string out;
+  char buf[1024];
+  fcntl(master, F_SETFL, O_NONBLOCK);
+  for (ssize_t n; (n = read(master, buf, sizeof buf)) > 0;) out.append(buf, size_t(n));
+  std::fclose(f);
+  close(master);
+  std::regex want(
+      R"(\r2/5 \[===========>\.{18}\] - ETA: 0s - loss: 0\.4321 - accuracy: 0\.8452)"
+      R"(\r5/5 \[={30}\] - \d+s \d+(us|ms|s)/step - loss: 0\.4321 - accuracy: 0\.8452 *\r?\n)");
+  EXPECT_TRUE(std::regex_match(out, want)) << out;
+}
+
+TEST(Callback, FitWithOptimizerLossMetricAndEarlyStopping) {
+  // A linear 3-class problem through Model::fit: the loss falls and accuracy is reported.
+  Model m = Sequential({layers::Input({4}), layers::Dense(3)});
+  m.compile({.optimizer = optimizers::Adam(0.05),
+             .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}),
+             .metrics = {"accuracy"}});
+  int64_t n = 96;
+  Tensor x = Tensor::empty(Shape{n, 4});
+  Tensor y = Tensor::empty(Shape{n}, DType::i32);
+  for (int64_t i = 0; i < n; ++i) {
+    int c = int(i % 3);
+    y.data<int32_t>()[i] = c;
+    for (int j = 0; j < 4; ++j) x.data<float>()[i * 4 + j] = (j == c ? 1.f : 0.f) + 0.1f * std::sin(float(i * 4 + j));
+  }
+  int epochs_seen = 0;
+  History h = m.fit(x, y, {.batch_size = 16, .epochs = 8, .verbose = 0,
+                           .callbacks = {callbacks::LambdaCallback([&](int, const Logs&) { ++epochs_seen; }),
+                                         callbacks::EarlyStopping("loss", 0, 10.0)}});
+  // min_delta 10 means nothing ever improves enough: stops after epoch 2 (index 1).
+  EXPECT_EQ(epochs_seen, 2);
+  ASSERT_EQ(h.history["loss"].size(), 2u);
+  ASSERT_EQ(h.history["accuracy"].size(), 2u);
+  EXPECT_LT(h.history["loss"][1], h.history["loss"][0]);
+  Model m2 = Sequential({layers::Input({4}), layers::Dense(3)});
+  m2.compile({.optimizer = optimizers::get("adam"), .loss = losses::get("sparse_categorical_crossentropy"),
+              .metrics = {"accuracy"}});
+  History h2 = m2.fit(x, y, {.batch_size = 16, .epochs = 1, .verbose = 0});
+  EXPECT_GT(h2.history["loss"][0], 0.0);
+  EXPECT_EQ(m.compile_config().optimizer->variables().size(), 5u);  // iterations + m, v for 2 weights
+  EXPECT_FLOAT_EQ(m.compile_config().optimizer->iterations()->value.item(), 12.f);
 }

@@ -210,3 +210,25 @@ TEST(DropoutOp, GradientIsMask) {
     EXPECT_EQ(exe.output(0).to_vector(), exe.output(1).to_vector());
   }
 }
+
+// The ops on a CNN training step's hot path have cpu kernels (no fallback to reference).
+TEST(CpuKernels, HotPathHasNoReferenceFallback) {
+  Graph g;
+  Value x = g.input({DType::f32, Shape{8, 4, 4, 3}}, "x");
+  Value labels = g.input({DType::i32, Shape{8}}, "labels");
+  auto bias = std::make_shared<Variable>(Variable{"b", Tensor::zeros(Shape{3}), true});
+  Value h = g.add("relu", {g.add("bias_add", {g.add("scale_shift", {x}, Attrs{{"scale", 0.5}}), g.variable(bias)})});
+  Value d = g.add_multi("dropout", {h}, Attrs{{"rate", 0.25}})[0];
+  Value logits = g.add("reshape", {d}, Attrs{{"shape", std::vector<int64_t>{8, 48}}});
+  Value loss = g.add("reduce_mean", {g.add("sparse_softmax_cross_entropy", {logits, labels})});
+  Value acc = g.add("sparse_categorical_accuracy", {logits, labels});
+  Value probs = g.add("softmax", {logits});
+  auto grads = gradients(g, loss, {x, g.variable(bias)});
+  Value upd = g.add("sub", {g.variable(bias), g.add("mul", {grads[1], g.scalar(0.1f)})});
+  Executable exe(g, {x, labels}, {loss, acc, probs, grads[0], upd});
+  // (constant / ones_like are source ops of the skeleton, allowed to run on reference.)
+  for (const std::string& line : exe.report())
+    if (line.find("fallback") != std::string::npos)
+      EXPECT_TRUE(line.find(" constant ") != std::string::npos || line.find(" ones_like ") != std::string::npos)
+          << line;
+}

@@ -1,5 +1,6 @@
 // Reference kernels for reductions, broadcast_to, bias_add and softmax/log_softmax (+ grads).
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "backends/reference/ew_util.h"
@@ -10,29 +11,67 @@ namespace {
 
 const char* kRef = "reference";
 
-// Maps each element of x (row-major) to its output element: f(i_x, i_out).
-template <class F>
-void reduce_loop(const Node& n, const Shape& x, F f) {
-  Shape keep = ew::keep_shape(x, ew::reduce_axes(n, x.rank()));
-  ew::broadcast_loop(x, keep, keep, [&](int64_t i, int64_t o, int64_t) { f(i, o); });
-}
+// Reduction kernels: the kept shape is worked out once; per-output scratch (double sums, tie
+// counts) lives in the workspace, so run() does not allocate.
+struct ReduceKernel : Kernel {
+  enum Kind { sum, mean, max, sum_grad, mean_grad, max_grad } kind;
+  Shape x, keep;
+  int64_t m = 0;  // number of output elements
+  ReduceKernel(Kind k, const Node& n, const Shape& xs) : kind(k), x(xs) {
+    keep = ew::keep_shape(x, ew::reduce_axes(n, x.rank()));
+    m = keep.numel();
+  }
+  size_t workspace_bytes() const override { return size_t(m) * sizeof(double); }
+  // f(i_x, i_out) for each element of x.
+  template <class F> void each(F f) const {
+    ew::broadcast_loop(x, keep, keep, [&](int64_t i, int64_t o, int64_t) { f(i, o); });
+  }
+  void run(const KernelArgs& a) override {
+    double* acc = static_cast<double*>(a.workspace);
+    const double count = m ? double(x.numel()) / double(m) : 1.0;
+    switch (kind) {
+      case sum:
+      case mean: {
+        const float* xs = a.in(0).data<float>();
+        float* y = a.out(0).data<float>();
+        for (int64_t o = 0; o < m; ++o) acc[o] = 0;
+        each([&](int64_t i, int64_t o) { acc[o] += xs[i]; });
+        for (int64_t o = 0; o < m; ++o) y[o] = float(kind == mean ? acc[o] / count : acc[o]);
+        break;
+      }
+      case max: {
+        const float* xs = a.in(0).data<float>();
+        float* y = a.out(0).data<float>();
+        for (int64_t o = 0; o < m; ++o) y[o] = -std::numeric_limits<float>::infinity();
+        each([&](int64_t i, int64_t o) { y[o] = std::max(y[o], xs[i]); });
+        break;
+      }
+      case sum_grad:
+      case mean_grad: {
+        const float* dy = a.in(0).data<float>();
+        float* dx = a.out(0).data<float>();
+        const float scale = kind == mean_grad ? float(1.0 / count) : 1.f;
+        each([&](int64_t i, int64_t o) { dx[i] = dy[o] * scale; });
+        break;
+      }
+      case max_grad: {  // dy goes to the maxima, split evenly between ties
+        const float* dy = a.in(0).data<float>();
+        const float* xs = a.in(1).data<float>();
+        const float* y = a.in(2).data<float>();
+        float* dx = a.out(0).data<float>();
+        for (int64_t o = 0; o < m; ++o) acc[o] = 0;
+        each([&](int64_t i, int64_t o) { acc[o] += xs[i] == y[o] ? 1.0 : 0.0; });
+        each([&](int64_t i, int64_t o) { dx[i] = xs[i] == y[o] ? dy[o] / float(acc[o]) : 0.f; });
+        break;
+      }
+    }
+  }
+};
 
-void reduce_sum_kernel(const Node& n, const KernelArgs& a, bool mean) {
-  const float* x = a.in(0).data<float>();
-  float* y = a.out(0).data<float>();
-  int64_t m = a.out(0).numel();
-  std::vector<double> acc(size_t(m), 0.0);
-  reduce_loop(n, a.in(0).shape(), [&](int64_t i, int64_t o) { acc[o] += x[i]; });
-  double count = m ? double(a.in(0).numel()) / double(m) : 1.0;
-  for (int64_t o = 0; o < m; ++o) y[o] = float(mean ? acc[o] / count : acc[o]);
-}
-
-void reduce_sum_grad_kernel(const Node& n, const KernelArgs& a, bool mean) {
-  const float* dy = a.in(0).data<float>();
-  float* dx = a.out(0).data<float>();
-  int64_t m = a.in(0).numel();
-  float scale = mean && m ? float(double(m) / double(a.out(0).numel())) : 1.f;
-  reduce_loop(n, a.out(0).shape(), [&](int64_t i, int64_t o) { dx[i] = dy[o] * scale; });
+KernelFactory reduce_factory(ReduceKernel::Kind k, int x_input) {
+  return [k, x_input](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
+    return std::make_unique<ReduceKernel>(k, n, in[x_input].shape);
+  };
 }
 
 // Splits a tensor around `axis` into outer x C x inner.
@@ -72,37 +111,13 @@ void softmax_grad_kernel(const Node& n, const KernelArgs& a, F row) {
 
 LOCKSTEP_REGISTER(reference_reduce_kernels) {
   auto& R = OpRegistry::get();
-  R.add_kernel("reduce_sum", kRef, simple_kernel([](const Node& n, const KernelArgs& a) {
-                 reduce_sum_kernel(n, a, false);
-               }));
-  R.add_kernel("reduce_mean", kRef, simple_kernel([](const Node& n, const KernelArgs& a) {
-                 reduce_sum_kernel(n, a, true);
-               }));
-  R.add_kernel("reduce_sum_grad", kRef, simple_kernel([](const Node& n, const KernelArgs& a) {
-                 reduce_sum_grad_kernel(n, a, false);
-               }));
-  R.add_kernel("reduce_mean_grad", kRef, simple_kernel([](const Node& n, const KernelArgs& a) {
-                 reduce_sum_grad_kernel(n, a, true);
-               }));
-  R.add_kernel("reduce_max", kRef, simple_kernel([](const Node& n, const KernelArgs& a) {
-                 const float* x = a.in(0).data<float>();
-                 float* y = a.out(0).data<float>();
-                 for (int64_t o = 0, m = a.out(0).numel(); o < m; ++o)
-                   y[o] = -std::numeric_limits<float>::infinity();
-                 reduce_loop(n, a.in(0).shape(), [&](int64_t i, int64_t o) { y[o] = std::max(y[o], x[i]); });
-               }));
-  // dx = dy where x equals the max, split evenly between ties.
-  R.add_kernel("reduce_max_grad", kRef, simple_kernel([](const Node& n, const KernelArgs& a) {
-                 const float* dy = a.in(0).data<float>();
-                 const float* x = a.in(1).data<float>();
-                 const float* y = a.in(2).data<float>();
-                 float* dx = a.out(0).data<float>();
-                 std::vector<int64_t> count(size_t(a.in(0).numel()), 0);
-                 reduce_loop(n, a.in(1).shape(), [&](int64_t i, int64_t o) { count[o] += x[i] == y[o]; });
-                 reduce_loop(n, a.in(1).shape(), [&](int64_t i, int64_t o) {
-                   dx[i] = x[i] == y[o] ? dy[o] / float(count[o]) : 0.f;
-                 });
-               }));
+  using RK = ReduceKernel;
+  R.add_kernel("reduce_sum", kRef, reduce_factory(RK::sum, 0));
+  R.add_kernel("reduce_mean", kRef, reduce_factory(RK::mean, 0));
+  R.add_kernel("reduce_max", kRef, reduce_factory(RK::max, 0));
+  R.add_kernel("reduce_sum_grad", kRef, reduce_factory(RK::sum_grad, 1));
+  R.add_kernel("reduce_mean_grad", kRef, reduce_factory(RK::mean_grad, 1));
+  R.add_kernel("reduce_max_grad", kRef, reduce_factory(RK::max_grad, 1));
   R.add_kernel("broadcast_to", kRef, simple_kernel([](const Node&, const KernelArgs& a) {
                  size_t es = dtype_size(a.in(0).dtype());
                  const char* x = static_cast<const char*>(a.in(0).raw());

@@ -144,9 +144,25 @@ LOCKSTEP_REGISTER(cpu_elementwise_kernels) {
                  float* y = a.out(0).data<float>();
                  float* mask = a.out(1).data<float>();
                  const float r = float(rate), scale = float(1.0 / (1.0 - rate));
+                 const int64_t groups = (blocks + 15) / 16;  // 16 Philox blocks = 64 elements
 #pragma omp parallel for if (e > kParallelMin) schedule(static)
-                 for (int64_t blk = 0; blk < blocks; ++blk)
-                   ew::dropout_block(key, step, blk, x, y, mask, e, r, scale);
+                 for (int64_t g = 0; g < groups; ++g) {
+                   const int64_t b0 = g * 16;
+                   if ((b0 + 16) * 4 > e) {  // ragged tail
+                     for (int64_t blk = b0; blk < blocks; ++blk)
+                       ew::dropout_block(key, step, blk, x, y, mask, e, r, scale);
+                     continue;
+                   }
+                   uint32_t w[4][16];
+                   ew::philox4x32_x16(key, step, uint64_t(b0), w);
+                   for (int l = 0; l < 16; ++l)
+                     for (int k = 0; k < 4; ++k) {
+                       const int64_t i = (b0 + l) * 4 + k;
+                       const float m = uint_to_unit_float(w[k][l]) >= r ? scale : 0.f;
+                       mask[i] = m;
+                       y[i] = x[i] * m;
+                     }
+                 }
                }));
 }
 

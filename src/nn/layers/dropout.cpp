@@ -18,7 +18,9 @@ class DropoutLayer : public Layer {
   }
   std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
     if (!ctx.training || rate_ == 0.0) return {in.at(0)};
-    uint64_t seed = seed_arg_ != 0 ? seed_arg_ : seed_;
+    // Without an explicit seed the kernel keys the mask by (model seed, node id, replica),
+    // so identically built models draw identical masks whatever their layer names.
+    uint64_t seed = seed_arg_;
     auto outs = ctx.graph.add_multi(
         "dropout", {in.at(0)}, Attrs{{"rate", rate_}, {"seed", int64_t(seed)}}, name());
     return {outs.at(0)};

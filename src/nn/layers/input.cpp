@@ -15,7 +15,7 @@ class InputLayer : public Layer {
       if (batch_shape_[i] < 0) shape.push_back(nullptr);
       else shape.push_back(batch_shape_[i]);
     }
-    return {{"batch_shape", shape}, {"sparse", false}, {"input_dtype", dtype_name(dtype_)}};
+    return {{"batch_shape", shape}, {"sparse", false}, {"ragged", false}};
   }
   // The model feeds its graph inputs straight through.
   std::vector<Value> call(CallContext&, const std::vector<Value>& in) override { return in; }

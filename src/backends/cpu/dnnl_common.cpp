@@ -10,8 +10,9 @@ dnnl::engine& engine() {
   return e;
 }
 
+// Per thread: a stream is not safe to share between threads running executables concurrently.
 dnnl::stream& stream() {
-  static dnnl::stream s(engine());
+  thread_local dnnl::stream s(engine());
   return s;
 }
 

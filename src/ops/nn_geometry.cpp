@@ -17,6 +17,13 @@ std::vector<int64_t> pair_attr(const Attrs& a, const std::string& key, std::vect
   return v;
 }
 
+bool flag_attr(const Attrs& a, const std::string& key) {
+  if (!a.has(key)) return false;
+  const AttrValue& v = a.map().at(key);
+  if (std::holds_alternative<int64_t>(v)) return std::get<int64_t>(v) != 0;
+  return a.b(key);
+}
+
 void axis_geometry(int64_t in, int64_t k, int64_t stride, int64_t dil, const std::string& padding,
                    int64_t* out, int64_t* pad_lo, int64_t* pad_hi) {
   const int64_t eff = (k - 1) * dil + 1;
@@ -72,7 +79,7 @@ ConvGeom conv_geometry(const Shape& x, const Shape& w, const Attrs& a) {
            (g.G > 1 ? " (" + std::to_string(w[2]) + " per group x " + std::to_string(g.G) + " groups)" : ""),
            " (check Input shape)");
   LS_CHECK(g.O % g.G == 0, "filters (", g.O, ") must be divisible by groups (", g.G, ")");
-  g.fused_bias = a.b("fused_bias", false);
+  g.fused_bias = flag_attr(a, "fused_bias");
   std::string act = a.s("activation", "linear");
   LS_CHECK(act == "linear" || act == "relu", "conv2d activation must be linear or relu, got ", act);
   g.relu = act == "relu";

@@ -35,6 +35,10 @@ ConvGeom pool_geometry(const Shape& x, const Attrs& a);
 void axis_geometry(int64_t in, int64_t k, int64_t stride, int64_t dil, const std::string& padding,
                    int64_t* out, int64_t* pad_lo, int64_t* pad_hi);
 
+// A boolean attr that may also be stored as an int (Attrs::set(key, true) picks the int
+// overload, as the fusion pass's fused_bias does).
+bool flag_attr(const Attrs& a, const std::string& key);
+
 // Reads a 2-element int list attr that may also be given as one int or a 1-element list.
 std::vector<int64_t> pair_attr(const Attrs& a, const std::string& key, std::vector<int64_t> dflt);
 

@@ -31,7 +31,7 @@ static std::vector<TensorType> infer_matmul(const Node& n, const std::vector<Ten
   expect_f32(in[1], "b");
   LS_CHECK(in[0].shape.rank() == 2 && in[1].shape.rank() == 2, "expects 2-D operands, got ",
            in[0].shape.str(), " and ", in[1].shape.str(), " (flatten the input first)");
-  bool ta = n.attrs.b("transpose_a"), tb = n.attrs.b("transpose_b");
+  bool ta = flag_attr(n.attrs, "transpose_a"), tb = flag_attr(n.attrs, "transpose_b");
   int64_t M = in[0].shape[ta ? 1 : 0], Ka = in[0].shape[ta ? 0 : 1];
   int64_t Kb = in[1].shape[tb ? 1 : 0], N = in[1].shape[tb ? 0 : 1];
   LS_CHECK(Ka < 0 || Kb < 0 || Ka == Kb, "inner dimensions differ: a ", in[0].shape.str(),
@@ -41,7 +41,7 @@ static std::vector<TensorType> infer_matmul(const Node& n, const std::vector<Ten
 }
 
 static std::vector<Value> grad_matmul(GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
-  bool ta = n.attrs.b("transpose_a"), tb = n.attrs.b("transpose_b");
+  bool ta = flag_attr(n.attrs, "transpose_a"), tb = flag_attr(n.attrs, "transpose_b");
   Value A = n.inputs[0], B = n.inputs[1], G = dy[0];
   auto mm = [&](Value x, Value y, bool t1, bool t2) {
     return b.add("matmul", {x, y}, Attrs{{"transpose_a", t1}, {"transpose_b", t2}});

@@ -68,7 +68,7 @@ void conv_bwd_filter(const ConvGeom& g, const float* dy, const float* x, float* 
 }
 
 std::unique_ptr<Kernel> make_matmul(const Node& n, const std::vector<TensorType>& in) {
-  const bool ta = n.attrs.b("transpose_a"), tb = n.attrs.b("transpose_b");
+  const bool ta = ops::flag_attr(n.attrs, "transpose_a"), tb = ops::flag_attr(n.attrs, "transpose_b");
   const int64_t M = in[0].shape[ta ? 1 : 0], K = in[0].shape[ta ? 0 : 1], N = in[1].shape[tb ? 0 : 1];
   return make_kernel([=](const KernelArgs& a) {
     const float *A = in_f(a, 0), *B = in_f(a, 1);

@@ -1,6 +1,7 @@
 // Kernel benchmark: conv2d fwd / bwd-input / bwd-filter, matmul and pooling on the reference
 // CNN's shapes (batch 128), through the same compiled-kernel path training uses. Prints GFLOP/s
-// (median of repeats) and a 2-thread FMA health probe. Usage: kernels_bench [threads] [reps]
+// (median of repeats) and its share of an FMA-loop peak probe (run before and after, to spot a
+// disturbed run). Usage: kernels_bench [threads] [reps]
 #include <immintrin.h>
 #include <omp.h>
 
@@ -83,7 +84,10 @@ int main(int argc, char** argv) {
   set_num_threads(threads);
   const char* act = std::getenv("LOCKSTEP_CONV_ACT");
   std::printf("threads %d, reps %d, conv activation layout %s\n", threads, reps, act ? act : "nhwc");
-  std::printf("health: FMA probe %.0f GFLOP/s (expect ~470-530 on 2 healthy threads)\n", fma_probe());
+  const double peak = fma_probe();
+  std::printf("health: FMA probe %.0f GFLOP/s = this machine's fp32 peak on %d threads (a Zen4-class\n"
+              "core does one zmm FMA per cycle, ~116 GFLOP/s; DEPENDENCIES.md's Zen5 does ~250)\n",
+              peak, threads);
   const int64_t N = 128;
   Attrs fused{{"fused_bias", true}, {"activation", "relu"}};
   std::vector<Case> cases{
@@ -120,10 +124,10 @@ int main(int argc, char** argv) {
       }
       double ms = median_ms([&] { exe.run(); }, reps);
       if (c.flops > 0)
-        std::printf("%-38s %8.3f ms %7.1f GFLOP/s | cpu/thread %8.3f ms %7.1f GFLOP/s\n",
-                    c.name.c_str(), ms, c.flops / ms / 1e6, g_cpu_ms, c.flops / g_cpu_ms / 1e6);
+        std::printf("%-38s %8.3f ms %7.1f GFLOP/s %4.0f%% of peak | cpu/thread %8.3f ms\n",
+                    c.name.c_str(), ms, c.flops / ms / 1e6, 100 * c.flops / ms / 1e6 / peak, g_cpu_ms);
       else
-        std::printf("%-38s %8.3f ms                 | cpu/thread %8.3f ms\n", c.name.c_str(), ms, g_cpu_ms);
+        std::printf("%-38s %8.3f ms                               | cpu/thread %8.3f ms\n", c.name.c_str(), ms, g_cpu_ms);
     }
   }
   // The max_pool2d backward needs a consistent y: run it as part of a small graph.
@@ -136,7 +140,7 @@ int main(int argc, char** argv) {
     Value dx = g.add("max_pool2d_grad", {dy, x, y}, pa);
     Executable exe(g, {x, dy}, {dx});
     double ms = median_ms([&] { exe.run(); }, reps);
-    std::printf("%-38s %8.3f ms                 | cpu/thread %8.3f ms\n", "maxpool fwd+bwd 24x24x64", ms, g_cpu_ms);
+    std::printf("%-38s %8.3f ms                               | cpu/thread %8.3f ms\n", "maxpool fwd+bwd 24x24x64", ms, g_cpu_ms);
   }
   std::printf("health: FMA probe %.0f GFLOP/s (after)\n", fma_probe());
   return 0;

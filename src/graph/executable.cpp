@@ -95,6 +95,10 @@ Executable::Executable(const Graph& graph, std::vector<Value> inputs, std::vecto
     LS_CHECK(v.valid() && v.node < graph_.size(), "Executable: invalid output value");
   if (options_.fuse && !options_.eager) report_ = fuse_graph(graph_, outputs_);
   schedule_ = schedule_nodes(graph_, outputs_);
+  // Inputs the live graph does not read still get a buffer the caller can write.
+  for (Value v : inputs_)
+    if (std::find(schedule_.begin(), schedule_.end(), v.node) == schedule_.end())
+      schedule_.insert(schedule_.begin(), v.node);
   for (int i : schedule_)
     for (auto& t : graph_.node(i).outputs)
       LS_CHECK(t.shape.is_known(), graph_.node(i).op, " '", graph_.node(i).name,

@@ -20,6 +20,7 @@ class Attrs {
 
   Attrs& set(const std::string& k, AttrValue v) { map_[k] = std::move(v); return *this; }
   Attrs& set(const std::string& k, int v) { map_[k] = int64_t(v); return *this; }
+  Attrs& set(const std::string& k, bool v) { map_[k] = v; return *this; }
   Attrs& set(const std::string& k, float v) { map_[k] = double(v); return *this; }
   Attrs& set(const std::string& k, const char* v) { map_[k] = std::string(v); return *this; }
   bool has(const std::string& k) const { return map_.count(k) != 0; }

@@ -3,7 +3,8 @@
 # when everything is present). Run as root or with sudo available.
 set -euo pipefail
 PACKAGES=(cmake make g++ pkg-config zlib1g-dev libdnnl-dev libgtest-dev googletest
-          nlohmann-json3-dev dataset-fashion-mnist)
+          nlohmann-json3-dev dataset-fashion-mnist libturbojpeg0-dev libpng-dev
+          libgloo-dev libopenmpi-dev openmpi-bin iproute2)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

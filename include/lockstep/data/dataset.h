@@ -155,9 +155,13 @@ struct MapContext {
   uint64_t seed = 0;  // MapOptions::seed
   int64_t epoch = 0;  // the iterator's epoch (Dataset::iterator(epoch))
   int64_t index = 0;  // position of the element in this map's input, counted from 0 per epoch
-  // A Philox stream unique to (seed, epoch, index).
+  // Distinguishes re-instantiations of this stage within one epoch: 0 for the first pass;
+  // repeat()'s k-th pass and interleave's per-input datasets get distinct values, so a seeded
+  // map before repeat() still draws fresh numbers on every repetition.
+  uint64_t stream = 0;
+  // A Philox stream unique to (seed, epoch, stream, index).
   Philox rng() const;
-  // A 64-bit key unique to (seed, epoch, index), e.g. to derive several streams.
+  // A 64-bit key unique to (seed, epoch, stream, index), e.g. to derive several streams.
   uint64_t key() const;
 };
 
@@ -353,6 +357,7 @@ class Dataset {
   bool valid() const { return node_ != nullptr; }
 
  private:
+  friend struct DatasetAccess;  // internal stages that open nested datasets (interleave)
   explicit Dataset(std::shared_ptr<const DatasetNode> node, Options options = {});
   Dataset wrap(std::shared_ptr<const DatasetNode> node) const;
   const DatasetNode& node() const;

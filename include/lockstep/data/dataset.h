@@ -87,7 +87,7 @@ struct Element {
   const std::string& string(size_t i) const;
   const Strings& strings(size_t i) const;
   bool is_tensor(size_t i) const { return std::holds_alternative<Tensor>(parts.at(i)); }
-  // Short description for messages: (f32[28,28,1], i32[], "a/b.jpg").
+  // Short description for messages: (float32[28,28,1], int32[], "a/b.jpg").
   std::string str() const;
 };
 
@@ -101,7 +101,7 @@ struct ComponentSpec {
   DType dtype = DType::f32;
   Shape shape;
   bool operator==(const ComponentSpec&) const = default;
-  std::string str() const;  // "f32(None, 28, 28, 1)", "string()", "strings(32)"
+  std::string str() const;  // "float32(None, 28, 28, 1)", "string()", "strings(32,)"
 };
 
 struct ElementSpec {

@@ -6,6 +6,7 @@
 #include "lockstep/core/shape.h"
 #include "lockstep/core/tensor.h"
 #include "lockstep/core/thread_pool.h"
+#include "lockstep/data/dataset.h"
 #include "lockstep/data/idx.h"
 #include "lockstep/graph/executable.h"
 #include "lockstep/nn/layer.h"

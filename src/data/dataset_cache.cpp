@@ -346,7 +346,8 @@ std::unique_ptr<IteratorNode> CacheNode::make_iterator(std::shared_ptr<IteratorC
     it->cache = memory_;
     return it;
   }
-  const uint64_t fp = fingerprint();
+  // The input's fingerprint, not this node's: moving the cache file does not invalidate it.
+  const uint64_t fp = input_->fingerprint();
   uint64_t elements = 0;
   const std::string why = check_cache_file(file_, fp, &elements);
   if (why.empty()) {

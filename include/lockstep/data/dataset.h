@@ -310,7 +310,9 @@ class Dataset {
   // an atomic rename), later passes and later runs read it. A file whose fingerprint (hash of
   // the upstream pipeline description: stage names/parameters, source data or the sizes and
   // mtimes of listed files) differs, or which is truncated/incomplete, is rebuilt, with one
-  // line on stderr saying why.
+  // line on stderr saying why. User functions are known by their MapOptions/GeneratorOptions
+  // name only: rename (e.g. "decode_v2") after changing one. A shuffle without a seed upstream
+  // draws a new seed per run and so invalidates the file every run: cache before shuffling.
   Dataset cache(const std::string& filename = "") const;
   // count < 0: forever.
   Dataset repeat(int64_t count = -1) const;

@@ -233,6 +233,19 @@ class GlooCommunicator final : public Communicator {
   void close() override {
     if (closed_) return;
     closed_ = true;
+    // A peer that tears down its connections makes Gloo fail whatever the others still have
+    // pending with it (even a finished barrier's last message), so all ranks first agree,
+    // through the store, that they are closing. Skipped after a failure.
+    if (failed_.empty() && client_) {
+      try {
+        client_->set("lockstep/closing/" + std::to_string(rank_), "1");
+        std::vector<std::string> keys;
+        for (int r = 0; r < size_; ++r) keys.push_back("lockstep/closing/" + std::to_string(r));
+        client_->wait_missing(keys, options_.timeout);
+      } catch (const CollectiveError&) {
+        // The store (worker 0) already closed after everyone arrived, or a peer is gone.
+      }
+    }
     inplace_.clear();
     staged_.clear();
     agreement_.reset();

@@ -100,3 +100,42 @@ inline std::vector<WorkerResult> run_workers(
 }
 
 }  // namespace lockstep::distribute::testing
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace lockstep::distribute::testing {
+
+// Runs a shell command, returns its exit status (-1 if it could not run) and fills `output`
+// with stdout and stderr.
+inline int run_command(const std::string& command, std::string* output = nullptr) {
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return -1;
+  std::string text;
+  char buf[4096];
+  size_t k;
+  while ((k = std::fread(buf, 1, sizeof buf, pipe)) > 0) text.append(buf, k);
+  const int status = ::pclose(pipe);
+  if (output) *output = text;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// The collective_worker example next to the test binary, or "" when it was not built.
+inline std::string collective_worker_path() {
+#ifdef LOCKSTEP_BINARY_DIR
+  const std::string path = std::string(LOCKSTEP_BINARY_DIR) + "/bin/collective_worker";
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) return path;
+#endif
+  return "";
+}
+
+inline int count_occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+  return n;
+}
+
+}  // namespace lockstep::distribute::testing

@@ -75,16 +75,17 @@ ThreadPool& pipeline_pool() {
 }
 
 std::string DatasetNode::describe() const {
+  // Built with append(): GCC 12 -O3 warns falsely (-Wrestrict) on chained operator+ here.
   std::string out;
   auto in = inputs();
   if (in.size() == 1) {
-    out = in[0]->describe() + " -> ";
+    out.append(in[0]->describe()).append(" -> ");
   } else if (in.size() > 1) {
-    out = "[";
-    for (size_t i = 0; i < in.size(); ++i) out += (i ? " | " : "") + in[i]->describe();
-    out += "] -> ";
+    out.append("[");
+    for (size_t i = 0; i < in.size(); ++i) out.append(i ? " | " : "").append(in[i]->describe());
+    out.append("] -> ");
   }
-  return out + label();
+  return out.append(label());
 }
 
 static void hash_tree(const DatasetNode& n, Hasher& h) {

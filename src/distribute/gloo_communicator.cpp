@@ -26,6 +26,7 @@
 #include <mutex>
 
 #include "distribute/backends.h"
+#include "distribute/gloo_connection.h"
 #include "lockstep/distribute/collective.h"
 #include "lockstep/distribute/store.h"
 
@@ -401,15 +402,6 @@ std::string rank_list(const std::vector<int>& ranks, const std::vector<std::stri
 }
 
 }  // namespace
-
-// Connection state shared by connect_gloo and the raw benchmark: store + gloo context.
-struct GlooConnection {
-  std::unique_ptr<StoreServer> server;
-  std::unique_ptr<StoreClient> client;
-  std::shared_ptr<gloo::transport::Device> device;
-  std::shared_ptr<gloo::Context> context;
-  std::vector<std::string> addresses;
-};
 
 GlooConnection connect_gloo_context(const ClusterResolver& resolver,
                                     const CommunicationOptions& options) {

@@ -30,6 +30,8 @@ void finalize_at_exit() {
   if (!finalized) MPI_Finalize();
 }
 
+}  // namespace
+
 // Initialises MPI once per process (if the program did not) and finalises it at exit.
 void ensure_mpi_initialized() {
   static std::once_flag once;
@@ -46,6 +48,8 @@ void ensure_mpi_initialized() {
     std::atexit(finalize_at_exit);
   });
 }
+
+namespace {
 
 class MpiCommunicator final : public Communicator {
  public:

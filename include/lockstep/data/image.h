@@ -1,0 +1,97 @@
+// Images: decode (JPEG via TurboJPEG, PNG via libpng, BMP), encode (PNG, JPEG), colour
+// conversion with Keras semantics, and resizing with tf.image.resize semantics.
+//
+// Decoded images are uint8 tensors [H, W, C] (HWC, like Keras). Resized images are float32
+// [H, W, C] in 0..255, what Keras's image_dataset_from_directory yields.
+// Every error is a lockstep::Error whose message names the file (or the `name` given for an
+// in-memory buffer) and says what is wrong.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lockstep/core/tensor.h"
+
+namespace lockstep::data {
+
+enum class ImageFormat { unknown, jpeg, png, bmp };
+const char* image_format_name(ImageFormat f);
+// By magic bytes, never by extension: JPEG FF D8 FF, PNG 89 'PNG' 0D 0A 1A 0A, BMP 'BM'.
+ImageFormat detect_image_format(const uint8_t* data, size_t size);
+
+// Keras color_mode. `keep` means the file's own channel count (1, 2, 3 or 4).
+enum class ColorMode { keep, grayscale, rgb, rgba };
+ColorMode parse_color_mode(const std::string& s);  // "grayscale" | "rgb" | "rgba" | "keep"
+int color_mode_channels(ColorMode m);              // 1, 3, 4; 0 for keep
+
+// Reads a whole file. Errors: missing, a directory, unreadable (permissions), read failure.
+std::vector<uint8_t> read_file_bytes(const std::string& path);
+
+// Decodes an in-memory image (format by magic bytes) to uint8 [H, W, C]. `name` appears in
+// error messages (pass the path). `mode` converts channels like Keras:
+//   grayscale: luma 0.299 R + 0.587 G + 0.114 B (ITU-R 601, as libjpeg and PIL), alpha dropped;
+//   rgb: gray replicated, alpha dropped;  rgba: gray replicated, alpha 255 when absent.
+Tensor decode_image(const uint8_t* data, size_t size, const std::string& name,
+                    ColorMode mode = ColorMode::keep);
+Tensor decode_image(const std::vector<uint8_t>& bytes, const std::string& name,
+                    ColorMode mode = ColorMode::keep);
+// read_file_bytes + decode_image.
+Tensor read_image(const std::string& path, ColorMode mode = ColorMode::keep);
+
+// Format-specific decoders (same conventions). JPEG: 1 or 3 channels (CMYK becomes RGB);
+// PNG: 8/16-bit gray, gray+alpha, RGB, RGBA and palette (16-bit scaled to 8-bit);
+// BMP: uncompressed 24-bit (3 channels) and 32-bit (4 channels; BI_RGB or BI_BITFIELDS).
+Tensor decode_jpeg(const uint8_t* data, size_t size, const std::string& name,
+                   ColorMode mode = ColorMode::keep);
+Tensor decode_png(const uint8_t* data, size_t size, const std::string& name,
+                  ColorMode mode = ColorMode::keep);
+Tensor decode_bmp(const uint8_t* data, size_t size, const std::string& name,
+                  ColorMode mode = ColorMode::keep);
+
+// Channel conversion of a uint8 [H, W, C] image (C in 1..4) to `channels` (1, 3 or 4),
+// with the rules above. `name` is used in errors. Returns the input when nothing changes.
+Tensor convert_channels(const Tensor& image, int channels, const std::string& name = "image");
+
+// Encoders. The image is [H, W, C] (C = 1, 2, 3 or 4 for PNG; 1 or 3 for JPEG — JPEG drops
+// alpha) of uint8, or float32 in 0..255 (rounded and clamped).
+std::vector<uint8_t> encode_png(const Tensor& image);
+std::vector<uint8_t> encode_jpeg(const Tensor& image, int quality = 95);
+// Writes by the path's extension (.png, .jpg/.jpeg, .bmp); creates no directories.
+void write_image(const std::string& path, const Tensor& image, int jpeg_quality = 95);
+void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
+std::vector<uint8_t> encode_bmp(const Tensor& image);  // 24-bit (C=1,3) or 32-bit (C=4)
+
+// ---- resize -----------------------------------------------------------------------------
+// tf.image.resize semantics (antialias=false): bilinear with half-pixel centres, nearest with
+// half-pixel centres (floor((x + 0.5) * in / out)), area = exact box average (ResizeArea).
+enum class Interpolation { bilinear, nearest, area };
+Interpolation parse_interpolation(const std::string& s);  // "bilinear" | "nearest" | "area"
+
+// Keras crop_to_aspect_ratio: the largest central window of the target aspect ratio.
+struct CropBox {
+  int y = 0, x = 0, height = 0, width = 0;
+};
+CropBox aspect_crop_box(int height, int width, int target_height, int target_width);
+
+// Resizes a uint8 or float32 [H, W, C] image to float32 [height, width, C].
+Tensor resize_image(const Tensor& image, int height, int width,
+                    Interpolation interpolation = Interpolation::bilinear,
+                    bool crop_to_aspect_ratio = false);
+
+// The allocation-free kernel behind resize_image: src is a uint8 image with row stride
+// `src_row_stride` elements (crop windows pass an offset pointer), dst is contiguous
+// [dh, dw, c] float32. `scratch` is reused between calls to avoid allocation.
+void resize_u8_to_f32(const uint8_t* src, int sh, int sw, int c, int64_t src_row_stride, float* dst,
+                      int dh, int dw, Interpolation interpolation,
+                      std::vector<float>* scratch = nullptr);
+void resize_f32_to_f32(const float* src, int sh, int sw, int c, int64_t src_row_stride, float* dst,
+                       int dh, int dw, Interpolation interpolation,
+                       std::vector<float>* scratch = nullptr);
+
+// Decode + (optional central aspect crop) + resize into a float32 [height, width, C]
+// destination, the per-file work of image_dataset_from_directory.
+Tensor load_image(const std::string& path, ColorMode mode, int height, int width,
+                  Interpolation interpolation = Interpolation::bilinear,
+                  bool crop_to_aspect_ratio = false);
+
+}  // namespace lockstep::data

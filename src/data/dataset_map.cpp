@@ -47,9 +47,8 @@ struct SequentialMapIt : IteratorNode {
   bool next(Element& out) override {
     Element e;
     if (!in->next(e)) return false;
+    const MapContext c = mc;
     mc.index++;
-    MapContext c = mc;
-    c.index--;
     try {
       out = (*node->fn_)(std::move(e), c);
     } catch (...) {

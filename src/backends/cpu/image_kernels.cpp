@@ -1,0 +1,12 @@
+// CPU kernels of the image ops: the reference kernels' shared augmentation code
+// (src/data/augment_impl.h) run OpenMP-parallel over the images of the batch, so cpu and
+// reference results are bit-identical.
+#include "backends/reference/image_kernels.h"
+
+#include "lockstep/graph/op_registry.h"
+
+namespace lockstep {
+
+LOCKSTEP_REGISTER(cpu_image_kernels) { register_image_kernels("cpu", true); }
+
+}  // namespace lockstep

@@ -1,0 +1,10 @@
+// Image op kernels (src/ops/image_ops.cpp). Both backends run the shared augmentation code of
+// src/data/augment_impl.h; the cpu backend registers the same kernels parallel over the batch.
+#pragma once
+
+namespace lockstep {
+
+// Registers every image op kernel for `backend`; `parallel`: OpenMP over the images.
+void register_image_kernels(const char* backend, bool parallel);
+
+}  // namespace lockstep

@@ -3,8 +3,10 @@
 // checks them. Used by the MPI and network-namespace tests; handy to try a real cluster:
 //   TF_CONFIG='{"cluster":{"worker":["h1:2222","h2:2222"]},"task":{"type":"worker","index":0}}' \
 //     build/bin/collective_worker --implementation ring --timeout-ms 10000
+// --repeat-seconds S keeps all-reducing for S seconds (for fault tests).
 // Prints one JSON line {"rank":..,"size":..,"backend":..,"ok":true,"seconds":..} on success;
 // on failure prints the error on stderr and exits 1.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -18,12 +20,15 @@ namespace ld = lockstep::distribute;
 int main(int argc, char** argv) {
   ld::CommunicationOptions options;
   size_t count = 1000003;
+  double repeat_seconds = 0;  // keep all-reducing this long (fault tests cut the network)
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--implementation") {
       options.implementation = ld::parse_collective_implementation(argv[i + 1]);
     } else if (flag == "--timeout-ms") {
       options.timeout = std::chrono::milliseconds(std::stol(argv[i + 1]));
+    } else if (flag == "--repeat-seconds") {
+      repeat_seconds = std::stod(argv[i + 1]);
     } else if (flag == "--count") {
       count = std::stoul(argv[i + 1]);
     } else {
@@ -51,6 +56,12 @@ int main(int argc, char** argv) {
           return 1;
         }
       }
+    }
+    std::vector<float> y(count, 1.0f);
+    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
+           repeat_seconds) {
+      comm->allreduce_sum(y.data(), count);
+      std::fill(y.begin(), y.end(), 1.0f);
     }
     std::vector<float> b1(7, float(rank)), b2(1001, 1.0f);
     std::vector<ld::FloatBuffer> bucket{{b1.data(), b1.size()}, {b2.data(), b2.size()}};

@@ -332,13 +332,15 @@ class GlooCommunicator final : public Communicator {
     const std::string engine = engine_message(e);
     const bool timed_out = is_timeout_message(engine);
     std::vector<int> lost;
+    bool store_lost = false;
     if (client_) {
       try {
         // A killed peer's sockets all close at once; give the store a moment to see it.
         lost = client_->lost_ranks(timed_out ? milliseconds(0)
                                              : std::min(milliseconds(1000), options_.timeout));
       } catch (const PeerLostError&) {
-        lost = {0};  // the store itself (worker 0) is gone
+        lost = {0};  // the store itself (worker 0) is gone or unreachable
+        store_lost = true;
       }
     }
     lost.erase(std::remove(lost.begin(), lost.end(), rank_), lost.end());
@@ -348,7 +350,12 @@ class GlooCommunicator final : public Communicator {
       lost_rank = lost.front();
       message = "worker " + std::to_string(lost_rank) + " (" + addresses_[lost_rank] +
                 ") was lost during " + op + " on worker " + std::to_string(rank_) +
-                ": its connection closed (the process exited, crashed or was killed)";
+                (store_lost ? (timed_out ? ": it stopped answering and the rendezvous store it "
+                                           "hosts is unreachable (hung, crashed or partitioned)"
+                                         : ": its connections closed and the rendezvous store it "
+                                           "hosts is gone (the process exited or was killed)")
+                            : ": its connection closed (the process exited, crashed or was "
+                              "killed)");
       if (lost.size() > 1) {
         message += "; also lost:";
         for (size_t i = 1; i < lost.size(); ++i) {

@@ -353,8 +353,9 @@ struct StoreClient::Impl {
   }
 
   // Sends a request and prepares the socket to wait `wait` for the reply.
-  void send(const Writer& w, milliseconds wait, const std::string& during) {
-    const milliseconds limit = wait + kReplyGrace;
+  void send(const Writer& w, milliseconds wait, const std::string& during,
+            milliseconds grace = kReplyGrace) {
+    const milliseconds limit = wait + grace;
     if (limit != socket_timeout) {
       timeval tv{};
       tv.tv_sec = limit.count() / 1000;
@@ -546,7 +547,8 @@ std::vector<int> StoreClient::lost_ranks(milliseconds wait) {
   Writer w;
   w.pod(uint8_t(kLost));
   w.pod(int64_t(wait.count()));
-  impl_->send(w, wait, "lost_ranks");
+  // Asked after a collective failed: answer fast, or count the store's host as lost.
+  impl_->send(w, wait, "lost_ranks", milliseconds(500));
   Reader r = impl_->reader();
   r.pod<uint8_t>();
   const uint32_t n = r.pod<uint32_t>();

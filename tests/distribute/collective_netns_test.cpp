@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <thread>
+
 #include "distribute/collective_test_util.h"
 
 namespace lt = lockstep::distribute::testing;
@@ -115,6 +118,38 @@ TEST(NetnsCollective, PartitionedWorkerIsNamedWithinTimeout) {
   EXPECT_NE(output.find("worker 1 (192.0.2.2:29501) never arrived"), std::string::npos) << output;
   EXPECT_NE(output.find("rendezvous store at 192.0.2.1:29500"), std::string::npos) << output;
   EXPECT_LT(seconds, 5.0);
+  pair.teardown();
+}
+TEST(NetnsCollective, LinkCutMidAllreduceIsNamedWithinTimeout) {
+  NetnsPair pair;
+  if (const std::string why = pair.setup(); !why.empty()) GTEST_SKIP() << why;
+  const std::string worker = lt::collective_worker_path();
+  if (worker.empty()) GTEST_SKIP() << "build/bin/collective_worker not built";
+  // Both workers all-reduce in a loop; 1 s in, worker 1's link goes down (a partition: both
+  // processes stay alive). Each must fail within its 1.5 s timeout (+ a little) naming the other.
+  auto results = lt::run_workers(3, [&](int rank, std::string& message) {
+    if (rank == 2) {  // the network cutter
+      std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+      return lt::run_command("ip -n " + pair.ns(1) + " link set " + pair.veth(1) + " down",
+                             &message);
+    }
+    return lt::run_command("timeout 30 ip netns exec " + pair.ns(rank) +
+                               " env TF_CONFIG=" + tf_config(rank) + " " + worker +
+                               " --count 100000 --timeout-ms 1500 --repeat-seconds 20",
+                           &message);
+  });
+  EXPECT_EQ(results[2].exit_code, 0) << results[2].message;
+  EXPECT_EQ(results[0].exit_code, 1) << results[0].message;
+  EXPECT_EQ(results[1].exit_code, 1) << results[1].message;
+  EXPECT_NE(results[0].message.find("worker 1 (192.0.2.2:29501) did not answer within 1.5 s"),
+            std::string::npos)
+      << results[0].message;
+  EXPECT_NE(results[1].message.find("worker 0 (192.0.2.1:29500)"), std::string::npos)
+      << results[1].message;
+  // Cut at ~1 s (after start-up), timeout 1.5 s, store probe <= 0.5 s: well under 6 s.
+  EXPECT_LT(results[0].seconds, 6.0) << results[0].message;
+  EXPECT_LT(results[1].seconds, 6.0) << results[1].message;
+  std::printf("worker 0: %sworker 1: %s", results[0].message.c_str(), results[1].message.c_str());
   pair.teardown();
 }
 #else

@@ -366,8 +366,7 @@ class ShardNode : public UnaryNode {
     struct It : UnaryIt {
       int64_t n, i, pos = 0;
       bool next(Element& out) override {
-        // Pull whole rounds of n so the element positions stay aligned across workers even if
-        // the consumer stops early.
+        // Position counts every input element, so worker i sees exactly i, i+n, i+2n, ...
         for (;;) {
           if (!in->next(out)) return false;
           const int64_t p = pos++;

@@ -173,25 +173,51 @@ inline Taps taps(float sx, float sy, int64_t H, int64_t W, const FillSpec& f) {
 // Input point of output pixel (x, y).
 inline void project(const float* t, int64_t x, int64_t y, float& sx, float& sy) {
   const float fx = float(x), fy = float(y);
-  const float k = t[6] * fx + t[7] * fy + 1.f;
-  sx = (t[0] * fx + t[1] * fy + t[2]) / k;
-  sy = (t[3] * fx + t[4] * fy + t[5]) / k;
+  sx = t[0] * fx + t[1] * fy + t[2];
+  sy = t[3] * fx + t[4] * fy + t[5];
+  if (t[6] != 0.f || t[7] != 0.f) {  // projective (affine maps skip the exact division by 1)
+    const float k = t[6] * fx + t[7] * fy + 1.f;
+    sx /= k;
+    sy /= k;
+  }
 }
 
-template <class T>
+// NC > 0: the channel count known at compile time (1, 3); 0: d.c at run time.
+template <class T, int NC>
 void affine_image(const T* in, T* out, const Dims& d, const float* t, const FillSpec& f) {
+  const int64_t C = NC > 0 ? NC : d.c;
+  const float xmax = float(d.w - 1), ymax = float(d.h - 1);
   float acc[64];
   for (int64_t y = 0; y < d.h; ++y)
     for (int64_t x = 0; x < d.w; ++x) {
       float sx, sy;
       project(t, x, y, sx, sy);
+      T* o = out + (y * d.w + x) * C;
+      // Interior fast paths (every fill mode maps interior points to themselves); the same
+      // weights and summation order as the general path below.
+      if (f.interp == Interp::bilinear && sx >= 0.f && sy >= 0.f && sx < xmax && sy < ymax) {
+        const int64_t x0 = int64_t(sx), y0 = int64_t(sy);
+        const float ax = sx - float(x0), ay = sy - float(y0);
+        const float w00 = (1.f - ay) * (1.f - ax), w01 = (1.f - ay) * ax, w10 = ay * (1.f - ax),
+                    w11 = ay * ax;
+        const T* p = in + (y0 * d.w + x0) * C;
+        const T* q = p + d.w * C;
+        for (int64_t ch = 0; ch < C; ++ch)
+          o[ch] = store<T>(0.f + w00 * load(p[ch]) + w01 * load(p[C + ch]) + w10 * load(q[ch]) +
+                           w11 * load(q[C + ch]));
+        continue;
+      }
+      if (f.interp == Interp::nearest && sx >= 0.f && sy >= 0.f && sx <= xmax && sy <= ymax) {
+        const T* p = in + (int64_t(std::round(sy)) * d.w + int64_t(std::round(sx))) * C;
+        for (int64_t ch = 0; ch < C; ++ch) o[ch] = store<T>(0.f + 1.f * load(p[ch]));
+        continue;
+      }
       const Taps tp = taps(sx, sy, d.h, d.w, f);
-      T* o = out + (y * d.w + x) * d.c;
-      for (int64_t c0 = 0; c0 < d.c; c0 += 64) {
-        const int64_t nc = std::min<int64_t>(64, d.c - c0);
+      for (int64_t c0 = 0; c0 < C; c0 += 64) {
+        const int64_t nc = std::min<int64_t>(64, C - c0);
         for (int64_t ch = 0; ch < nc; ++ch) acc[ch] = tp.fill_w * f.value;
         for (int k = 0; k < tp.n; ++k) {
-          const T* p = in + tp.idx[k] * d.c + c0;
+          const T* p = in + tp.idx[k] * C + c0;
           const float w = tp.w[k];
           for (int64_t ch = 0; ch < nc; ++ch) acc[ch] += w * load(p[ch]);
         }
@@ -359,7 +385,13 @@ void apply_affine(const Tensor& x, const Tensor& y, const float* transforms, con
     T* out = y.data<T>();
     const int64_t sz = d.h * d.w * d.c;
     for_images(d.n, parallel, [&](int64_t i) {
-      affine_image(in + i * sz, out + i * sz, d, transforms + (shared ? 0 : 8 * i), f);
+      const float* t = transforms + (shared ? 0 : 8 * i);
+      if (d.c == 3)
+        affine_image<T, 3>(in + i * sz, out + i * sz, d, t, f);
+      else if (d.c == 1)
+        affine_image<T, 1>(in + i * sz, out + i * sz, d, t, f);
+      else
+        affine_image<T, 0>(in + i * sz, out + i * sz, d, t, f);
     });
   });
 }

@@ -60,12 +60,12 @@ int exercise(ld::Communicator& c, int n, std::string& message) {
   }
   // A large buffer reallocated on one rank only: the ranks must agree to rebuild.
   {
-    std::vector<float> a(200000), b(200000);
+    std::vector<float> a(2100000), b(2100000);  // >= 8 MiB: the in-place path
     for (int step = 0; step < 3; ++step) {
       std::vector<float>& x = (rank == 1 && step == 2) ? b : a;
       for (size_t i = 0; i < x.size(); ++i) x[i] = input(rank, i);
       c.allreduce_sum(x.data(), x.size());
-      for (size_t i = 0; i < x.size(); i += 997) {
+      for (size_t i = 0; i < x.size(); i += 9973) {
         CHECK_OR_RETURN(x[i] == expected_sum(n, i),
                         "reallocated buffer step " + std::to_string(step));
       }

@@ -1,0 +1,139 @@
+// The `lockstep` command line.
+//
+//   lockstep export-image-folder --out DIR [--data-dir DIR] [--split train|test]
+//            [--limit-per-class N] [--format jpeg|png|mixed] [--size S] [--quality Q]
+//            [--images IDX --labels IDX [--class-names a,b,...]]
+//
+// export-image-folder writes Fashion-MNIST (or any IDX images/labels pair) as class folders of
+// JPEG and PNG files, the layout image_dataset_from_directory reads.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lockstep/core/error.h"
+#include "lockstep/data/idx.h"
+#include "lockstep/tools/export.h"
+
+namespace ls = lockstep;
+
+namespace {
+
+const char* kUsage =
+    "usage: lockstep <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  export-image-folder  write an IDX dataset (Fashion-MNIST by default) as class folders\n"
+    "                       of JPEG/PNG files\n"
+    "\n"
+    "export-image-folder options:\n"
+    "  --out DIR              output folder (required); one subfolder per class\n"
+    "  --data-dir DIR         Fashion-MNIST folder (default: $LOCKSTEP_FASHION_MNIST_DIR or\n"
+    "                         /usr/share/datasets/fashion-mnist)\n"
+    "  --split train|test     which Fashion-MNIST files (default train)\n"
+    "  --images IDX --labels IDX   any IDX pair instead of Fashion-MNIST\n"
+    "  --class-names a,b,...  class names for --images/--labels (default 0, 1, ...)\n"
+    "  --limit-per-class N    at most N images per class (default: all)\n"
+    "  --format jpeg|png|mixed  file format; mixed alternates jpg/png per class (default mixed)\n"
+    "  --size S               resize to SxS (bilinear) before encoding (default: keep)\n"
+    "  --quality Q            JPEG quality 1..100 (default 95)\n";
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t e = s.find(',', start);
+    if (e == std::string::npos) e = s.size();
+    out.push_back(s.substr(start, e - start));
+    start = e + 1;
+  }
+  return out;
+}
+
+int to_int(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  long x = std::strtol(v.c_str(), &end, 10);
+  LS_CHECK(end && *end == 0 && !v.empty(), flag, " expects an integer, got \"", v, "\"");
+  return int(x);
+}
+
+int export_image_folder(const std::vector<std::string>& args) {
+  static const std::vector<std::string> known = {
+      "--out",         "--data-dir",        "--split",  "--images", "--labels",
+      "--class-names", "--limit-per-class", "--format", "--size",   "--quality"};
+  std::map<std::string, std::string> opt;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i], value;
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (auto eq = a.find('='); eq != std::string::npos) {
+      value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+    } else {
+      LS_CHECK(i + 1 < args.size(), "export-image-folder: ", a, " needs a value");
+      value = args[++i];
+    }
+    LS_CHECK(std::find(known.begin(), known.end(), a) != known.end(),
+             "export-image-folder: unknown option ", a, " (see lockstep --help)");
+    opt[a] = value;
+  }
+  LS_CHECK(opt.count("--out"), "export-image-folder: --out DIR is required");
+  ls::tools::ExportImageFolderOptions o;
+  if (opt.count("--limit-per-class"))
+    o.limit_per_class = to_int("--limit-per-class", opt["--limit-per-class"]);
+  if (opt.count("--format")) o.format = opt["--format"];
+  if (opt.count("--size")) o.size = to_int("--size", opt["--size"]);
+  if (opt.count("--quality")) o.jpeg_quality = to_int("--quality", opt["--quality"]);
+
+  std::string images, labels;
+  std::vector<std::string> names;
+  if (opt.count("--images") || opt.count("--labels")) {
+    LS_CHECK(opt.count("--images") && opt.count("--labels"),
+             "export-image-folder: --images and --labels go together");
+    images = opt["--images"];
+    labels = opt["--labels"];
+    if (opt.count("--class-names")) names = split_commas(opt["--class-names"]);
+  } else {
+    const std::string dir =
+        ls::data::fashion_mnist_dir(opt.count("--data-dir") ? opt["--data-dir"] : "");
+    const std::string split = opt.count("--split") ? opt["--split"] : "train";
+    LS_CHECK(split == "train" || split == "test", "export-image-folder: --split must be train or ",
+             "test, got \"", split, "\"");
+    const std::string prefix = split == "train" ? "train" : "t10k";
+    images = (std::filesystem::path(dir) / (prefix + "-images-idx3-ubyte.gz")).string();
+    labels = (std::filesystem::path(dir) / (prefix + "-labels-idx1-ubyte.gz")).string();
+    names = ls::data::FashionMnist::class_names();
+  }
+  auto res = ls::tools::export_idx_image_folder(images, labels, names, opt["--out"], o);
+  std::printf("Wrote %lld files to %s (%zu classes:", (long long)res.files, opt["--out"].c_str(),
+              res.class_dirs.size());
+  for (size_t c = 0; c < res.class_dirs.size(); ++c)
+    std::printf(" %s=%lld", res.class_dirs[c].c_str(), (long long)res.per_class[c]);
+  std::printf(")\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  const std::string cmd = args[0];
+  args.erase(args.begin());
+  try {
+    if (cmd == "export-image-folder") return export_image_folder(args);
+    std::fprintf(stderr, "lockstep: unknown command \"%s\"\n\n%s", cmd.c_str(), kUsage);
+    return 2;
+  } catch (const ls::Error& e) {
+    std::fprintf(stderr, "lockstep %s: error: %s\n", cmd.c_str(), e.what());
+    return 1;
+  }
+}

@@ -5,10 +5,11 @@
 // (layers::RandomFlip, ...) run inside a model, so a layer and its map function agree exactly
 // for the same key and counter.
 //
-//   ds = ds.map([](Tensor img, uint64_t seed) {
-//     img = data::random_flip(img, seed, "horizontal");
-//     return data::random_rotation(img, seed, 0.1);
-//   });
+//   ds = ds.map([](data::Element e, const data::MapContext& ctx) {
+//     Tensor img = data::random_flip(e.tensor(0), ctx.key(), "horizontal");
+//     e[0] = data::random_rotation(img, ctx.key(), 0.1);
+//     return e;
+//   }, {.num_parallel_calls = data::AUTOTUNE, .seed = 123});
 //
 // Randomness: image i of a batch (0 for one HWC image) draws from Philox blocks (2i, 2i+1) at
 // `counter` under the key salted by the transformation kind, so one key can drive a whole

@@ -8,6 +8,8 @@
 #include "lockstep/core/thread_pool.h"
 #include "lockstep/data/dataset.h"
 #include "lockstep/data/idx.h"
+#include "lockstep/data/image.h"
+#include "lockstep/data/image_folder.h"
 #include "lockstep/graph/executable.h"
 #include "lockstep/nn/layer.h"
 #include "lockstep/nn/layers.h"
@@ -18,3 +20,4 @@
 #include "lockstep/train/optimizer.h"
 #include "lockstep/train/progress.h"
 #include "lockstep/train/schedule.h"
+#include "lockstep/viz/grid.h"

@@ -299,6 +299,12 @@ void save_prediction_grid(const Tensor& images, const Tensor& true_labels,
   write_png(path, render_prediction_grid(images, true_labels, predictions, class_names, o));
 }
 
+void save_prediction_grid(const PredictFn& predict, const data::ImageDataset& dataset,
+                          const std::string& path, GridOptions o) {
+  save_prediction_grid(predict, static_cast<const data::Dataset&>(dataset), dataset.class_names(),
+                       path, o);
+}
+
 std::pair<Tensor, Tensor> take_examples(const data::Dataset& dataset, int64_t n) {
   std::vector<Tensor> xs, ys;
   data::Iterator it = dataset.iterator(0);

@@ -9,6 +9,7 @@
 
 #include "lockstep/data/dataset.h"
 #include "lockstep/data/image.h"
+#include "lockstep/data/image_folder.h"
 
 using namespace lockstep;
 namespace fs = std::filesystem;
@@ -122,4 +123,33 @@ TEST(Grid, DrawTextUsesTheBitmapFont) {
   EXPECT_EQ(px(canvas, 2, 6)[0], 0);
   EXPECT_EQ(px(canvas, 0, 6)[0], 255);
   EXPECT_EQ(viz::text_width("ab", 2), 22);
+}
+
+namespace {
+struct ConstantModel {  // anything with predict(images) -> scores
+  Tensor predict(const Tensor& x) {
+    Tensor p = Tensor::zeros({x.dim(0), 2});
+    for (int64_t i = 0; i < x.dim(0); ++i) p.data<float>()[i * 2 + 1] = 1.f;
+    return p;
+  }
+};
+}  // namespace
+
+TEST(Grid, PredictionGridFromAModelAndAnImageFolder) {
+  fs::path d = fs::path(tmp_path("folder"));
+  fs::remove_all(d);
+  for (const char* c : {"left", "right"}) {
+    fs::create_directories(d / c);
+    for (int i = 0; i < 3; ++i)
+      data::write_image((d / c / (std::to_string(i) + ".png")).string(),
+                        Tensor::full({10, 10, 3}, 50.f * i));
+  }
+  auto ds = data::image_dataset_from_directory(
+      d.string(), {.seed = 1, .image_size = {16, 16}, .batch_size = 4, .verbose = false});
+  ConstantModel model;
+  auto path = tmp_path("model_pred.png");
+  viz::save_prediction_grid(model, ds, path, {.rows = 2, .cols = 3});
+  Tensor img = data::read_image(path);
+  EXPECT_EQ(img.dim(1), 6 + 3 * (128 + 6 + 6));
+  EXPECT_EQ(img.dim(0), 6 + 2 * (128 + 6 + 22 + 6));
 }

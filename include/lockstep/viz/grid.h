@@ -13,16 +13,14 @@
 // (argmax), or binary [N, 1] (> 0.5). Captions print class_names[label] (or the index when
 // class_names is empty) in a built-in 5x7 pixel font, wrapped to two lines.
 #pragma once
+#include <concepts>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "lockstep/core/tensor.h"
 #include "lockstep/data/dataset.h"
-
-namespace lockstep::data {
-class ImageDataset;
-}
+#include "lockstep/data/image_folder.h"
 
 namespace lockstep::viz {
 
@@ -64,6 +62,21 @@ using PredictFn = std::function<Tensor(const Tensor&)>;
 void save_prediction_grid(const PredictFn& predict, const data::Dataset& dataset,
                           const std::vector<std::string>& class_names, const std::string& path,
                           GridOptions options = {});
+
+// With the class names an image_dataset_from_directory result carries.
+void save_prediction_grid(const PredictFn& predict, const data::ImageDataset& dataset,
+                          const std::string& path, GridOptions options = {});
+// The design sketch's form: save_prediction_grid(model, val, "predictions.png"), for anything
+// with predict(images) -> scores (a Model; a template so viz does not link against nn).
+template <class M>
+requires requires(M& m, const Tensor& x) {
+  { m.predict(x) } -> std::convertible_to<Tensor>;
+}
+void save_prediction_grid(M& model, const data::ImageDataset& dataset, const std::string& path,
+                          GridOptions options = {}) {
+  save_prediction_grid([&model](const Tensor& x) -> Tensor { return model.predict(x); }, dataset,
+                       path, options);
+}
 
 // The first n elements of a {images, labels} dataset (batched or not) stacked as
 // {images [n, ...], labels [n, ...]}; fewer if the dataset is shorter.

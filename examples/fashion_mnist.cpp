@@ -1,14 +1,20 @@
 // The reference job: train the reference CNN on Fashion-MNIST, print the summary, per-epoch
 // progress and test accuracy, and end with one JSON line of results.
 //   build/bin/fashion_mnist [--epochs N] [--batch-size N] [--threads N] [--data-dir DIR] [--seed N]
+//       [--strategy one_device|mirrored|multi_worker] [--bytes-per-pack N]
+// --batch-size is the global batch (split across replicas). multi_worker reads the cluster from
+// TF_CONFIG, or the MPI (mpirun) or Slurm (srun) environment; only the chief prints the JSON line.
+#include <signal.h>
 #include <sys/resource.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <string>
 
+#include "lockstep/distribute/strategy.h"
 #include "lockstep/lockstep.h"
 #include "reference_cnn.h"
 
@@ -20,12 +26,15 @@ struct Args {
   uint64_t seed = 42;
   int steps_per_execution = 1;
   bool verbose_compile = false;
+  std::string strategy;  // "" = no strategy (the plain single-device loop)
+  long long bytes_per_pack = -1;
 };
 
 static void usage() {
   std::fprintf(stderr,
                "usage: fashion_mnist [--epochs N] [--batch-size N] [--threads N] [--data-dir DIR] "
-               "[--seed N] [--steps-per-execution N] [--verbose-compile]\n");
+               "[--seed N] [--steps-per-execution N] [--verbose-compile]\n"
+               "       [--strategy one_device|mirrored|multi_worker] [--bytes-per-pack N]\n");
 }
 
 static Args parse(int argc, char** argv) {
@@ -56,6 +65,8 @@ static Args parse(int argc, char** argv) {
     else if (k == "--seed") a.seed = uint64_t(num(next()));
     else if (k == "--steps-per-execution") a.steps_per_execution = int(num(next()));
     else if (k == "--verbose-compile") a.verbose_compile = true;
+    else if (k == "--strategy") a.strategy = next();
+    else if (k == "--bytes-per-pack") a.bytes_per_pack = num(next());
     else if (k == "--help" || k == "-h") usage(), std::exit(0);
     else {
       std::fprintf(stderr, "fashion_mnist: unknown argument '%s'\n", k.c_str());
@@ -64,6 +75,11 @@ static Args parse(int argc, char** argv) {
     }
   }
   if (a.batch_size < 1) std::fprintf(stderr, "fashion_mnist: --batch-size must be >= 1\n"), std::exit(2);
+  if (!a.strategy.empty() && a.strategy != "one_device" && a.strategy != "mirrored" && a.strategy != "multi_worker") {
+    std::fprintf(stderr, "fashion_mnist: --strategy must be one_device, mirrored or multi_worker, got '%s'\n",
+                 a.strategy.c_str());
+    std::exit(2);
+  }
   return a;
 }
 
@@ -75,20 +91,40 @@ static double peak_rss_mb() {
 
 int main(int argc, char** argv) {
   Args args = parse(argc, argv);
+  signal(SIGPIPE, SIG_IGN);  // multi_worker: a dying peer must not kill this worker
   try {
     if (args.threads > 0) ls::set_num_threads(args.threads);
     ls::set_random_seed(args.seed);
+    namespace dist = ls::distribute;
+    dist::Strategy strategy;
+    if (!args.strategy.empty()) {
+      dist::StrategyOptions opts;
+      if (args.bytes_per_pack >= 0) opts.bytes_per_pack = args.bytes_per_pack;
+      if (args.strategy == "one_device") strategy = dist::OneDeviceStrategy("cpu:0", opts);
+      else if (args.strategy == "mirrored") strategy = dist::MirroredStrategy({}, opts);
+      else strategy = dist::MultiWorkerMirroredStrategy(dist::ClusterResolver::from_environment(), opts);
+    }
+    const bool chief = strategy.is_chief();
+    if (!chief && !std::freopen("/dev/null", "w", stdout)) return 1;  // only the chief reports
     auto data = ls::data::load_fashion_mnist(args.data_dir);
     std::printf("Fashion-MNIST: %lld training and %lld test images from %s\n",
                 (long long)data.x_train.dim(0), (long long)data.x_test.dim(0),
                 ls::data::fashion_mnist_dir(args.data_dir).c_str());
-    ls::Model model = reference_cnn();
+    if (strategy.impl())
+      std::printf("Strategy: %s, %d replicas in sync (%d workers)\n", strategy.name().c_str(),
+                  strategy.num_replicas_in_sync(), strategy.num_workers());
+    ls::Model model;
+    {
+      std::optional<dist::Strategy::Scope> scope;
+      if (strategy.impl()) scope.emplace(strategy.impl());
+      model = reference_cnn();
+      model.compile({.optimizer = ls::optimizers::Adam(1e-3),
+                     .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
+                     .metrics = {"accuracy"},
+                     .steps_per_execution = args.steps_per_execution,
+                     .verbose_compile = args.verbose_compile});
+    }
     model.summary();
-    model.compile({.optimizer = ls::optimizers::Adam(1e-3),
-                   .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
-                   .metrics = {"accuracy"},
-                   .steps_per_execution = args.steps_per_execution,
-                   .verbose_compile = args.verbose_compile});
     double test_acc = 0;
     auto test_cb = ls::callbacks::LambdaCallback([&](int epoch, const ls::Logs&) {
       auto r = model.evaluate(data.x_test, data.y_test, {.batch_size = 512, .verbose = 0});
@@ -103,9 +139,18 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "fashion_mnist: %s\n", hist.stop_reason.c_str());
       return 1;
     }
-    std::printf("{\"test_accuracy\": %.4f, \"epochs\": %d, \"train_images_per_sec\": %.1f, "
-                "\"compile_seconds\": %.3f, \"peak_rss_mb\": %.1f}\n",
-                test_acc, args.epochs, hist.images_per_second, hist.compile_seconds, peak_rss_mb());
+    if (!strategy.impl()) {
+      std::printf("{\"test_accuracy\": %.4f, \"epochs\": %d, \"train_images_per_sec\": %.1f, "
+                  "\"compile_seconds\": %.3f, \"peak_rss_mb\": %.1f}\n",
+                  test_acc, args.epochs, hist.images_per_second, hist.compile_seconds, peak_rss_mb());
+    } else if (chief) {  // images/s: the whole cluster's samples per second
+      double hidden = hist.allreduce_seconds > 0 ? 1.0 - hist.allreduce_wait_seconds / hist.allreduce_seconds : 0;
+      std::printf("{\"test_accuracy\": %.4f, \"epochs\": %d, \"train_images_per_sec\": %.1f, "
+                  "\"compile_seconds\": %.3f, \"peak_rss_mb\": %.1f, \"replicas\": %d, \"workers\": %d, "
+                  "\"allreduce_hidden_fraction\": %.3f}\n",
+                  test_acc, args.epochs, hist.images_per_second * hist.workers, hist.compile_seconds,
+                  peak_rss_mb(), hist.replicas, hist.workers, hidden);
+    }
     return 0;
   } catch (const ls::Error& e) {
     std::fprintf(stderr, "fashion_mnist: error: %s\n", e.what());

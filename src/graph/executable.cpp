@@ -34,6 +34,21 @@ std::vector<int> schedule_nodes(const Graph& g, const std::vector<Value>& output
     (OpRegistry::get().op(g.node(i).op).side_effects ? effects : pure).push_back(i);
   }
   pure.insert(pure.end(), effects.begin(), effects.end());
+  // Nodes marked "schedule_early" (a gradient bucket's all-reduce start) move up to right after
+  // their last producer, so their work overlaps whatever is scheduled after.
+  for (size_t k = 0; k < pure.size(); ++k) {
+    const Node& nd = g.node(pure[k]);
+    if (!nd.attrs.b("schedule_early")) continue;
+    size_t target = 0;
+    for (Value v : nd.inputs)
+      for (size_t j = 0; j < k; ++j)
+        if (pure[j] == v.node) target = std::max(target, j + 1);
+    if (target < k) {
+      int id = pure[k];
+      pure.erase(pure.begin() + long(k));
+      pure.insert(pure.begin() + long(target), id);
+    }
+  }
   return pure;
 }
 

@@ -5,11 +5,15 @@
 #include <map>
 #include <set>
 
+#include "distribute/strategy_runtime.h"
+#include "lockstep/distribute/strategy.h"
+#include "lockstep/io/checkpoint.h"
 #include "lockstep/nn/layers.h"
 #include "train/program.h"
 
 namespace lockstep {
 
+Model::Model() = default;
 Model::~Model() = default;
 Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
@@ -17,7 +21,8 @@ Model& Model::operator=(Model&&) noexcept = default;
 Model::Model(std::vector<KTensor> inputs, std::vector<KTensor> outputs, std::string name)
     : name_(name.empty() ? unique_layer_name("functional") : std::move(name)),
       inputs_(std::move(inputs)),
-      outputs_(std::move(outputs)) {
+      outputs_(std::move(outputs)),
+      strategy_(distribute::Strategy::current()) {
   LS_CHECK(!inputs_.empty() && !outputs_.empty(), "Model '", name_, "': needs inputs and outputs");
   std::set<LayerCall*> input_calls;
   for (auto& t : inputs_) {
@@ -140,6 +145,8 @@ void Model::compile(CompileConfig config) {
            config.backend, "' (expected \"cpu\" or \"reference\")");
   config_ = std::move(config);
   programs_.clear();
+  if (auto current = distribute::Strategy::current()) strategy_ = current;  // compiled in a scope
+  replication_ = strategy_ ? std::make_unique<Replication>(strategy_) : nullptr;
   loss_tracker_ = metrics::Mean("loss");
   metrics_.clear();
   std::string loss_name = config_.loss ? config_.loss->name() : "";
@@ -148,15 +155,24 @@ void Model::compile(CompileConfig config) {
   compiled_ = true;
 }
 
-Program& Model::program(const std::string& kind, int64_t batch) {
+Program& Model::program(const std::string& kind, int64_t batch, int replica) {
   LS_CHECK(compiled_ || kind == "predict", "Model '", name_, "': call compile() before ", kind == "train" ? "fit" : "evaluate");
-  auto key = std::make_pair(kind, batch);
+  auto key = std::make_tuple(kind, batch, replica);
   auto it = programs_.find(key);
   if (it != programs_.end()) return *it->second;
   if (!compiled_) config_ = CompileConfig{};
-  auto p = std::make_unique<Program>(*this, program_kind(kind), batch, loss_tracker_ ? loss_tracker_ : metrics::Mean("loss"), metrics_);
+  auto p = std::make_unique<Program>(*this, program_kind(kind), batch,
+                                     loss_tracker_ ? loss_tracker_ : metrics::Mean("loss"), metrics_,
+                                     replication_.get(), replica);
   compile_seconds_ += p->compile_seconds();
   return *(programs_[key] = std::move(p));
 }
+
+}  // namespace lockstep
+
+namespace lockstep {
+
+void Model::save_weights(const std::string& path) const { io::save_weights(*this, path); }
+void Model::load_weights(const std::string& path) { io::load_weights(*this, path); }
 
 }  // namespace lockstep

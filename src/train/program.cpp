@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "distribute/strategy_runtime.h"
 #include "lockstep/graph/autodiff.h"
 
 namespace lockstep {
@@ -13,12 +14,70 @@ Program::Kind program_kind(const std::string& name) {
   return Program::Kind::predict;
 }
 
+Replication::Replication(std::shared_ptr<distribute::StrategyImpl> strategy)
+    : strategy_(std::move(strategy)),
+      reducer_(std::make_unique<distribute::GradientReducer>(*strategy_)) {}
+
+Replication::~Replication() = default;
+
+int Replication::local_replicas() const { return strategy_->local_replicas; }
+
+VariablePtr Replication::variable(const VariablePtr& v, int replica) {
+  if (replica == 0) return v;
+  auto& list = copies_[v.get()];
+  if (list.empty()) {
+    for (int r = 1; r < local_replicas(); ++r)
+      list.push_back(std::make_shared<Variable>(Variable{v->name, v->value.clone(), v->trainable}));
+  }
+  return list.at(size_t(replica - 1));
+}
+
+void Replication::sync_from_primary() {
+  for (auto& [primary, list] : copies_)
+    for (auto& c : list) c->value.copy_from(primary->value);
+}
+
+void Replication::fold_into_primary(const std::vector<VariablePtr>& accumulators) {
+  for (auto& v : accumulators) {
+    auto it = copies_.find(v.get());
+    if (it == copies_.end()) continue;
+    float* dst = v->value.data<float>();
+    const int64_t n = v->value.numel();
+    for (auto& c : it->second) {
+      float* src = c->value.data<float>();
+      for (int64_t i = 0; i < n; ++i) dst[i] += src[i], src[i] = 0.f;
+    }
+  }
+}
+
+void Replication::average(const std::vector<VariablePtr>& variables) {
+  const double scale = 1.0 / double(strategy_->replicas_in_sync());
+  for (auto& v : variables) {
+    if (v->value.dtype() != DType::f32) continue;
+    const int64_t n = v->value.numel();
+    std::vector<double> sum(static_cast<size_t>(n));
+    const float* p = v->value.data<float>();
+    for (int64_t i = 0; i < n; ++i) sum[size_t(i)] = p[i];
+    auto it = copies_.find(v.get());
+    if (it != copies_.end())
+      for (auto& c : it->second) {
+        const float* q = c->value.data<float>();
+        for (int64_t i = 0; i < n; ++i) sum[size_t(i)] += q[i];
+      }
+    strategy_->allreduce_workers(sum.data(), sum.size());
+    float* dst = v->value.data<float>();
+    for (int64_t i = 0; i < n; ++i) dst[i] = float(sum[size_t(i)] * scale);
+    if (it != copies_.end())
+      for (auto& c : it->second) c->value.copy_from(v->value);
+  }
+}
+
 Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tracker,
-                 const std::vector<MetricPtr>& metrics)
-    : kind_(kind) {
+                 const std::vector<MetricPtr>& metrics, Replication* replication, int replica)
+    : kind_(kind), batch_(batch) {
   const CompileConfig& cfg = model.compile_config();
-  LS_CHECK(model.inputs().size() == 1 && model.outputs().size() == 1,
-           "model '", model.name(), "': fit/evaluate/predict support one input and one output for now");
+  LS_CHECK(model.inputs().size() == 1 && model.outputs().size() == 1, "model '", model.name(),
+           "': fit/evaluate/predict support one input and one output for now");
   Graph g;
   Shape xs = model.inputs()[0].shape().with_dim(0, batch);
   Value x = g.input({model.inputs()[0].dtype(), xs}, "x");
@@ -34,7 +93,8 @@ Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tr
     Value y = g.input({cfg.loss->label_dtype(), ys}, "y");
     inputs.push_back(y);
     Value per = cfg.loss->per_sample(g, y, pred);
-    Value loss = g.add("reduce_mean", {per}, Attrs{{"axes", std::vector<int64_t>{0}}, {"keepdims", false}});
+    Value loss =
+        g.add("reduce_mean", {per}, Attrs{{"axes", std::vector<int64_t>{0}}, {"keepdims", false}});
     for (Value extra : ctx.losses) loss = g.add("add", {loss, extra});
     if (kind == Kind::train) {
       LS_CHECK(cfg.optimizer, "model '", model.name(), "': compile() needs an optimizer to fit");
@@ -42,22 +102,36 @@ Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tr
       std::vector<Value> reads;
       for (auto& v : vars) reads.push_back(g.variable(v));
       auto grads = gradients(g, loss, reads);
+      if (replication && replication->strategy().replicated())
+        grads = replication->reducer().insert(g, grads, replica);
       cfg.optimizer->apply(g, grads, vars);
     }
     // Loss tracker: Keras weights each batch's loss by its size -> per-sample copies.
-    loss_tracker->update(g, y, g.add("broadcast_to", {loss}, Attrs{{"shape", std::vector<int64_t>{batch}}}));
+    loss_tracker->update(
+        g, y, g.add("broadcast_to", {loss}, Attrs{{"shape", std::vector<int64_t>{batch}}}));
     for (auto& m : metrics) m->update(g, y, pred);
     outputs = {loss, pred};
+  }
+  if (replication && replica > 0) {  // this replica's copies of every variable
+    for (int i = 0; i < g.size(); ++i) {
+      Node& nd = g.node(i);
+      if (nd.variable) nd.variable = replication->variable(nd.variable, replica);
+    }
   }
   CompileOptions opts;
   opts.backend = cfg.backend;
   opts.eager = cfg.run_eagerly;
   opts.seed = random_seed();
+  if (replication)
+    opts.replica =
+        uint32_t(replication->strategy().worker_index * replication->local_replicas() + replica);
   exe_ = std::make_unique<Executable>(g, inputs, outputs, opts);
   if (cfg.verbose_compile) {
-    std::fprintf(stderr, "[compile] %s program, batch %lld: %.3f s\n",
-                 kind == Kind::train ? "train" : kind == Kind::eval ? "eval" : "predict",
-                 (long long)batch, exe_->compile_seconds());
+    std::fprintf(stderr, "[compile] %s program, batch %lld, replica %d: %.3f s\n",
+                 kind == Kind::train  ? "train"
+                 : kind == Kind::eval ? "eval"
+                                      : "predict",
+                 (long long)batch, replica, exe_->compile_seconds());
     for (auto& line : exe_->report()) std::fprintf(stderr, "[compile]   %s\n", line.c_str());
   }
 }

@@ -69,7 +69,8 @@ class Executable {
 
 // Graph passes (run by Executable; exposed for tests).
 // Dead-code elimination + scheduling: pure nodes reachable from `outputs` in index order,
-// then side-effect nodes in index order.
+// then side-effect nodes in index order; nodes with attr schedule_early=true then move up to
+// right after their last producer (the gradient all-reduce starts).
 std::vector<int> schedule_nodes(const Graph& g, const std::vector<Value>& outputs);
 // Rewrites conv2d -> bias_add -> relu chains into one fused conv2d node; returns a report.
 std::vector<std::string> fuse_graph(Graph& g, std::vector<Value>& outputs);

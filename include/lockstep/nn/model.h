@@ -6,9 +6,11 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <variant>
 #include <vector>
 
+#include "lockstep/data/dataset.h"
 #include "lockstep/nn/layer.h"
 #include "lockstep/train/callback.h"
 #include "lockstep/train/loss.h"
@@ -28,29 +30,50 @@ struct CompileConfig {
   bool verbose_compile = false;  // print the compiler's report (fusions, memory)
 };
 
+namespace distribute {
+class StrategyImpl;
+class DistributedDataset;
+}  // namespace distribute
+
+// fit's validation data: arrays (x, y) or a Dataset of batched {x, y} elements.
+struct ValidationData {
+  ValidationData() = default;
+  ValidationData(Tensor x_, Tensor y_) : x(std::move(x_)), y(std::move(y_)) {}
+  ValidationData(std::pair<Tensor, Tensor> xy) : x(std::move(xy.first)), y(std::move(xy.second)) {}  // NOLINT
+  ValidationData(data::Dataset ds) : dataset(std::move(ds)) {}  // NOLINT
+  Tensor x, y;
+  data::Dataset dataset;
+  bool defined() const { return x.defined() || dataset.valid(); }
+};
+
 struct FitConfig {
   int batch_size = 32;
   int epochs = 1;
   int verbose = 1;  // 0 silent, 1 progress bar, 2 one line per epoch
   std::vector<CallbackPtr> callbacks;
   double validation_split = 0.0;
-  std::pair<Tensor, Tensor> validation_data;
-  bool shuffle = true;
+  ValidationData validation_data;  // (x, y), or a Dataset of batches
+  bool shuffle = true;             // arrays only (a Dataset shuffles itself)
   int initial_epoch = 0;
-  int64_t steps_per_epoch = 0;  // 0 = whole dataset
-  uint64_t seed = 0;            // shuffle seed
+  // 0 = the whole data each epoch (a fresh dataset iterator per epoch). > 0: this many steps
+  // per epoch; a Dataset's iterator then continues across epochs (so repeat()ed, infinite
+  // datasets work) and restarts only when it runs out.
+  int64_t steps_per_epoch = 0;
+  uint64_t seed = 0;  // shuffle seed
 };
 
 struct EvaluateConfig {
-  int batch_size = 32;
+  int batch_size = 32;  // arrays only; a Dataset is already batched
   int verbose = 1;
+  int64_t steps = 0;    // Dataset: 0 = until the end
 };
 
-class Program;  // a compiled train/eval/predict step (src/train/program.h)
+class Program;      // a compiled train/eval/predict step (src/train/program.h)
+class Replication;  // per-replica variable copies under a strategy (src/train/program.h)
 
 class Model {
  public:
-  Model() = default;
+  Model();
   Model(std::vector<KTensor> inputs, std::vector<KTensor> outputs, std::string name = "");
   Model(KTensor input, KTensor output, std::string name = "")
       : Model(std::vector<KTensor>{input}, std::vector<KTensor>{output}, std::move(name)) {}
@@ -58,10 +81,29 @@ class Model {
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;
 
+  // Under a strategy (the model was created, or is compiled, inside strategy.scope()) every
+  // program is built once per local replica and fit splits each global batch across them.
   void compile(CompileConfig config);
   History fit(const Tensor& x, const Tensor& y, FitConfig config = {});
+  // dataset yields batched {x, y} elements (global batches under a strategy). The History
+  // and the epoch logs carry "input_wait_seconds" (time the steps waited for the next batch)
+  // and "input_wait_fraction" (of the epoch's step time).
+  History fit(const data::Dataset& dataset, FitConfig config = {});
+  History fit(const distribute::DistributedDataset& dataset, FitConfig config = {});
   Logs evaluate(const Tensor& x, const Tensor& y, EvaluateConfig config = {});
+  Logs evaluate(const data::Dataset& dataset, EvaluateConfig config = {});
   Tensor predict(const Tensor& x, int batch_size = 32, int verbose = 0);
+  Tensor predict(const data::Dataset& dataset, int verbose = 0);  // elements {x} or {x, y}
+
+  // Checkpoints (lockstep/io/checkpoint.h): weights only, or weights + optimizer state +
+  // progress. Strategy-agnostic: one copy of the weights, loadable under any replica count.
+  void save_weights(const std::string& path) const;
+  void load_weights(const std::string& path);
+  // The strategy this model is replicated by (nullptr: none).
+  const std::shared_ptr<distribute::StrategyImpl>& strategy() const { return strategy_; }
+  // Where the next fit() starts (set by BackupAndRestore in on_train_begin): epoch and step
+  // within it. Cleared by fit() once used.
+  void set_resume_point(int epoch, int64_t step) { resume_epoch_ = epoch, resume_step_ = step; }
 
   void summary(std::ostream& os) const;
   void summary() const;
@@ -85,9 +127,13 @@ class Model {
   double compile_seconds() const { return compile_seconds_; }
   int programs_compiled() const { return int(programs_.size()); }
   std::vector<MetricPtr> metrics() const;  // loss tracker first
+  struct Source;  // internal: where fit/evaluate take batches from (src/train/fit_source.h)
 
  private:
-  Program& program(const std::string& kind, int64_t batch);
+  Program& program(const std::string& kind, int64_t batch, int replica = 0);
+  History fit_loop(Source& source, FitConfig& cfg);
+  Logs evaluate_loop(Source& source, int verbose);
+  void sync_replicas_for_fit();
   std::string name_;
   std::vector<KTensor> inputs_, outputs_;
   std::vector<std::shared_ptr<LayerCall>> calls_;  // topological order
@@ -96,8 +142,12 @@ class Model {
   bool compiled_ = false;
   MetricPtr loss_tracker_;
   std::vector<MetricPtr> metrics_;
-  std::map<std::pair<std::string, int64_t>, std::unique_ptr<Program>> programs_;
+  std::map<std::tuple<std::string, int64_t, int>, std::unique_ptr<Program>> programs_;
   double compile_seconds_ = 0;
+  std::shared_ptr<distribute::StrategyImpl> strategy_;
+  std::unique_ptr<Replication> replication_;
+  int resume_epoch_ = -1;
+  int64_t resume_step_ = 0;
 };
 
 // One entry of a Sequential list: a layer, or an Input (KTensor) as the first item.

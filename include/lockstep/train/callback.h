@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace lockstep {
@@ -35,6 +36,18 @@ struct History {
   double images_per_second = 0;       // training samples / train_seconds
   bool stopped_on_nan = false;
   std::string stop_reason;
+  // Time the training steps waited for their input (fetching the next batch and copying it
+  // into the step's buffers), in total and as a fraction of train_seconds. Also in the epoch
+  // logs as "input_wait_seconds" / "input_wait_fraction".
+  double input_wait_seconds = 0;
+  double input_wait_fraction = 0;
+  // Replicated training: seconds the gradient all-reduces were in flight (replica 0, summed
+  // over buckets) and the part of it the step spent blocked waiting; hidden fraction =
+  // 1 - allreduce_wait_seconds / allreduce_seconds.
+  double allreduce_seconds = 0;
+  double allreduce_wait_seconds = 0;
+  int replicas = 1;  // replicas in sync
+  int workers = 1;
 };
 
 // EarlyStopping's state (Keras attributes stopped_epoch, best_epoch, best); wait counts
@@ -56,6 +69,16 @@ CallbackPtr LambdaCallback(std::function<void(int, const Logs&)> on_epoch_end,
                            std::function<void(int, const Logs&)> on_batch_end = {});
 // Stops training (with a message) when the loss becomes NaN or inf. fit() also checks.
 CallbackPtr TerminateOnNaN();
+// Fault tolerance (keras.callbacks.BackupAndRestore): saves weights, optimizer state and the
+// position (epoch, step) to backup_dir/checkpoint.lsckpt at every epoch end, and every
+// save_freq steps when save_freq is a number. A fit() that starts with a backup present
+// restores it and resumes where it stopped (same shuffle order, dataset position and
+// dropout stream), so an interrupted and resumed run ends with the same weights as an
+// uninterrupted one. The backup is deleted when fit() completes (delete_checkpoint). Under a
+// multi-worker strategy only the chief writes; every worker reads (backup_dir must be shared).
+CallbackPtr BackupAndRestore(const std::string& backup_dir,
+                             std::variant<std::string, int64_t> save_freq = std::string("epoch"),
+                             bool delete_checkpoint = true);
 }  // namespace callbacks
 
 }  // namespace lockstep

@@ -1,0 +1,83 @@
+// The gradient all-reduce as ops of the compiled step:
+//   all_reduce_start(g_1..g_k){group, bucket, replica} -> packed f32[sum numel]
+//     packs the bucket's gradients (scaled by this replica's sample weight) and hands the
+//     buffer to the strategy's communication thread; the executable schedules it right after
+//     its last producer ("schedule_early"), so the reduction overlaps the rest of backward.
+//   all_reduce_wait(packed){group, bucket, replica, ranks, shapes} -> g_1'..g_k'
+//     waits for the bucket's reduction and unpacks the summed gradients.
+#include "distribute/strategy_runtime.h"
+#include "lockstep/graph/op_registry.h"
+
+namespace lockstep::distribute {
+
+namespace {
+
+using Types = std::vector<TensorType>;
+
+Types start_infer(const Node& n, const Types& in) {
+  LS_CHECK(!in.empty(), "all_reduce_start needs at least one gradient");
+  int64_t total = 0;
+  for (auto& t : in) {
+    LS_CHECK(t.dtype == DType::f32, "all_reduce_start: gradients must be float32, got ",
+             dtype_name(t.dtype));
+    total += t.shape.numel();
+  }
+  return {TensorType{DType::f32, Shape{total}}};
+}
+
+Types wait_infer(const Node& n, const Types& in) {
+  LS_CHECK(in.size() == 1, "all_reduce_wait takes the packed bucket");
+  const auto& ranks = n.attrs.ints("ranks");
+  const auto& dims = n.attrs.ints("shapes");
+  Types out;
+  size_t k = 0;
+  int64_t total = 0;
+  for (int64_t r : ranks) {
+    std::vector<int64_t> s(dims.begin() + int64_t(k), dims.begin() + int64_t(k) + r);
+    k += size_t(r);
+    out.push_back({DType::f32, Shape(s)});
+    total += out.back().shape.numel();
+  }
+  LS_CHECK(total == in[0].shape.numel(), "all_reduce_wait: bucket has ", in[0].shape.numel(),
+           " values, shapes say ", total);
+  return out;
+}
+
+void start_kernel(const Node& n, const KernelArgs& a) {
+  GradientReducer* r = GradientReducer::lookup(n.attrs.i("group"));
+  const int replica = int(n.attrs.i("replica"));
+  const float w = r->weight(replica);
+  float* out = a.out(0).data<float>();
+  for (int i = 0; i < a.num_inputs; ++i) {
+    const float* g = a.in(i).data<float>();
+    const int64_t m = a.in(i).numel();
+    for (int64_t j = 0; j < m; ++j) out[j] = g[j] * w;
+    out += m;
+  }
+  r->start(replica, int(n.attrs.i("bucket")), a.out(0).data<float>(), size_t(a.out(0).numel()));
+}
+
+void wait_kernel(const Node& n, const KernelArgs& a) {
+  GradientReducer* r = GradientReducer::lookup(n.attrs.i("group"));
+  r->wait(int(n.attrs.i("replica")), int(n.attrs.i("bucket")));
+  const float* src = a.in(0).data<float>();
+  for (int i = 0; i < a.num_outputs; ++i) {
+    const size_t bytes = a.out(i).nbytes();
+    std::memcpy(a.out(i).raw(), src, bytes);
+    src += a.out(i).numel();
+  }
+}
+
+}  // namespace
+
+LOCKSTEP_REGISTER(strategy_ops) {
+  OpRegistry& R = OpRegistry::get();
+  R.add({.name = "all_reduce_start", .infer = start_infer});
+  R.add({.name = "all_reduce_wait", .infer = wait_infer});
+  for (const char* backend : {"reference", "cpu"}) {
+    R.add_kernel("all_reduce_start", backend, simple_kernel(start_kernel));
+    R.add_kernel("all_reduce_wait", backend, simple_kernel(wait_kernel));
+  }
+}
+
+}  // namespace lockstep::distribute

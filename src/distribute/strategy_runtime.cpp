@@ -1,0 +1,314 @@
+// Strategy run time: replica threads with their own OpenMP teams, the communicators (in-process
+// group for local replicas, Gloo/MPI across workers) and the bucketed gradient all-reduce.
+#include "distribute/strategy_runtime.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <thread>
+
+#include "lockstep/core/thread_pool.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace lockstep::distribute {
+
+// ----------------------------------------------------------------------------- ReplicaThreads
+
+ReplicaThreads::ReplicaThreads(int replicas, int threads_per_replica,
+                               std::vector<std::vector<int>> cores)
+    : errors_(size_t(replicas)),
+      threads_per_replica_(threads_per_replica),
+      cores_(std::move(cores)) {
+  for (int r = 0; r < replicas; ++r) threads_.emplace_back([this, r] { loop(r); });
+}
+
+ReplicaThreads::~ReplicaThreads() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ReplicaThreads::loop(int r) {
+  if (!cores_.empty() && !cores_[size_t(r)].empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c : cores_[size_t(r)]) CPU_SET(c, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort
+  }
+#ifdef _OPENMP
+  omp_set_num_threads(threads_per_replica_);  // this thread's team only
+#endif
+  uint64_t seen = 0;
+  for (;;) {
+    const std::function<void(int)>* fn = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      fn = fn_;
+    }
+    std::exception_ptr error;
+    try {
+      (*fn)(r);
+    } catch (...) {
+      error = std::current_exception();
+      std::string reason = "replica " + std::to_string(r) + " failed";
+      try {
+        throw;
+      } catch (const std::exception& e) {
+        reason += ": " + std::string(e.what());
+      } catch (...) {
+      }
+      if (on_error_) on_error_(reason);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    errors_[size_t(r)] = error;
+    if (--pending_ == 0) done_cv_.notify_all();
+  }
+}
+
+void ReplicaThreads::run(const std::function<void(int)>& fn,
+                         const std::function<void(const std::string&)>& on_error) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fn_ = &fn;
+    on_error_ = on_error;
+    pending_ = int(threads_.size());
+    for (auto& e : errors_) e = nullptr;
+    ++generation_;
+  }
+  cv_.notify_all();
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  // The root cause first: a replica whose error is not the abort the others saw.
+  std::exception_ptr first;
+  for (auto& e : errors_) {
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const PeerLostError&) {
+      if (!first) first = e;
+    } catch (const CollectiveError&) {
+      if (!first) first = e;
+    } catch (...) {
+      std::rethrow_exception(e);
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+// ----------------------------------------------------------------------------- devices
+
+std::vector<std::vector<int>> device_cores(const std::vector<std::string>& devices) {
+  int n = int(std::thread::hardware_concurrency());
+  if (n < 1) n = 1;
+  const int d = int(devices.size());
+  std::vector<std::vector<int>> out;
+  for (int k = 0; k < d; ++k) {
+    std::vector<int> cores;
+    if (d <= n) {
+      for (int c = k * n / d; c < (k + 1) * n / d; ++c) cores.push_back(c);
+    } else {
+      cores.push_back(k % n);
+    }
+    out.push_back(cores);
+  }
+  return out;
+}
+
+// ----------------------------------------------------------------------------- StrategyImpl
+
+StrategyImpl::StrategyImpl(std::string name_, std::vector<std::string> devices_,
+                           StrategyOptions options_, const ClusterResolver& resolver_,
+                           bool connect_workers)
+    : name(std::move(name_)), devices(std::move(devices_)), options(options_), resolver(resolver_) {
+  LS_CHECK(!devices.empty(), name, ": needs at least one device");
+  for (auto& dev : devices)
+    LS_CHECK(dev.rfind("cpu:", 0) == 0 && dev.size() > 4 &&
+                 dev.find_first_not_of("0123456789", 4) == std::string::npos,
+             name, ": unknown device '", dev,
+             "' (this build has CPU devices \"cpu:0\", \"cpu:1\", ...)");
+  local_replicas = int(devices.size());
+  if (connect_workers) {
+    num_workers = resolver.num_workers();
+    worker_index = resolver.task_index();
+    if (num_workers > 1) global_ = connect(resolver, options.communication);
+  }
+  if (local_replicas > 1)
+    local_ = make_in_process_communicators(local_replicas, options.communication);
+  for (int r = 0; r < local_replicas; ++r) {
+    Communicator* c = local_replicas > 1 ? local_[size_t(r)].get() : global_.get();
+    if (c) async_.push_back(std::make_unique<AsyncCollectives>(*c));
+  }
+  if (local_replicas > 1) {
+    int per = options.threads_per_replica > 0 ? options.threads_per_replica
+                                              : std::max(1, num_threads() / local_replicas);
+    threads_ = std::make_unique<ReplicaThreads>(
+        local_replicas, per,
+        options.pin_threads ? device_cores(devices) : std::vector<std::vector<int>>{});
+  }
+}
+
+StrategyImpl::~StrategyImpl() {
+  async_.clear();
+  threads_.reset();
+}
+
+void StrategyImpl::abort(const std::string& reason) {
+  for (auto& c : local_) c->abort(reason);
+}
+
+void StrategyImpl::run_replicas(const std::function<void(int)>& fn) {
+  if (!threads_) {
+    fn(0);
+    return;
+  }
+  threads_->run(fn, [this](const std::string& reason) { abort(reason); });
+}
+
+void StrategyImpl::reduce_bucket(int replica, float* data, size_t count) {
+  if (local_replicas > 1) {
+    local_[size_t(replica)]->allreduce_sum(data, count);
+    if (global_ && replica == 0) global_->allreduce_sum(data, count);
+    if (global_) local_[size_t(replica)]->broadcast(data, count, 0);
+  } else if (global_) {
+    global_->allreduce_sum(data, count);
+  }
+}
+
+std::future<void> StrategyImpl::start_allreduce(int replica, float* data, size_t count) {
+  if (async_.empty()) {
+    std::promise<void> p;
+    p.set_value();
+    return p.get_future();
+  }
+  if (local_replicas == 1) return async_[0]->allreduce_sum({FloatBuffer{data, count}});
+  return async_[size_t(replica)]->submit(
+      [this, replica, data, count](Communicator&) { reduce_bucket(replica, data, count); });
+}
+
+void StrategyImpl::allreduce_now(int replica, float* data, size_t count) {
+  start_allreduce(replica, data, count).get();
+}
+
+void StrategyImpl::allreduce_workers(double* data, size_t count) {
+  if (global_) global_->allreduce_sum(data, count);
+}
+
+void StrategyImpl::broadcast_from_chief(float* data, size_t count) {
+  if (global_) global_->broadcast(data, count, 0);
+}
+
+// ----------------------------------------------------------------------------- GradientReducer
+
+namespace {
+std::mutex g_reducers_mu;
+std::map<int64_t, GradientReducer*>& reducers() {
+  static std::map<int64_t, GradientReducer*> m;
+  return m;
+}
+std::atomic<int64_t> g_next_group{1};
+}  // namespace
+
+GradientReducer::GradientReducer(StrategyImpl& strategy)
+    : strategy_(strategy), group_(g_next_group++) {
+  weights_.assign(size_t(strategy.local_replicas), 1.f / float(strategy.replicas_in_sync()));
+  pending_.resize(size_t(strategy.local_replicas));
+  started_.resize(size_t(strategy.local_replicas));
+  std::lock_guard<std::mutex> lock(g_reducers_mu);
+  reducers()[group_] = this;
+}
+
+GradientReducer::~GradientReducer() {
+  for (auto& per : pending_)
+    for (auto& f : per)
+      if (f.valid()) f.wait();
+  std::lock_guard<std::mutex> lock(g_reducers_mu);
+  reducers().erase(group_);
+}
+
+GradientReducer* GradientReducer::lookup(int64_t group) {
+  std::lock_guard<std::mutex> lock(g_reducers_mu);
+  auto it = reducers().find(group);
+  LS_CHECK(it != reducers().end(), "all_reduce: gradient reducer ", group,
+           " no longer exists (the strategy or model was destroyed)");
+  return it->second;
+}
+
+std::vector<Value> GradientReducer::insert(Graph& g, const std::vector<Value>& grads, int replica) {
+  // Gradients in the order backward produces them (their node index).
+  std::vector<size_t> order;
+  for (size_t i = 0; i < grads.size(); ++i)
+    if (grads[i].valid()) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return grads[a].node < grads[b].node; });
+  const int64_t pack = strategy_.options.bytes_per_pack;
+  std::vector<std::vector<size_t>> buckets;
+  int64_t bytes = 0;
+  for (size_t i : order) {
+    if (buckets.empty() || (pack > 0 && bytes >= pack)) buckets.emplace_back(), bytes = 0;
+    buckets.back().push_back(i);
+    bytes += g.type(grads[i]).shape.numel() * 4;
+  }
+  LS_CHECK(num_buckets_ < 0 || num_buckets_ == int(buckets.size()),
+           "all_reduce: programs of one model disagree on the gradient buckets");
+  num_buckets_ = int(buckets.size());
+  for (auto& p : pending_) p.resize(buckets.size());
+  for (auto& s : started_) s.resize(buckets.size());
+  std::vector<Value> out = grads;
+  for (int b = 0; b < int(buckets.size()); ++b) {
+    std::vector<Value> ins;
+    for (size_t i : buckets[size_t(b)]) {
+      LS_CHECK(g.type(grads[i]).dtype == DType::f32, "all_reduce: gradients must be float32");
+      ins.push_back(grads[i]);
+    }
+    Attrs a{{"group", group_},
+            {"bucket", int64_t(b)},
+            {"replica", int64_t(replica)},
+            {"schedule_early", true}};
+    Value packed = g.add("all_reduce_start", ins, a, "all_reduce/bucket_" + std::to_string(b));
+    Attrs w{{"group", group_}, {"bucket", int64_t(b)}, {"replica", int64_t(replica)}};
+    std::vector<int64_t> sizes;
+    std::vector<int64_t> shapes_flat, ranks;
+    for (Value v : ins) {
+      const Shape& s = g.type(v).shape;
+      ranks.push_back(s.rank());
+      for (int d = 0; d < s.rank(); ++d) shapes_flat.push_back(s[d]);
+    }
+    w.set("ranks", ranks);
+    w.set("shapes", shapes_flat);
+    auto reduced =
+        g.add_multi("all_reduce_wait", {packed}, w, "all_reduce/wait_" + std::to_string(b));
+    for (size_t k = 0; k < buckets[size_t(b)].size(); ++k) out[buckets[size_t(b)][k]] = reduced[k];
+  }
+  return out;
+}
+
+void GradientReducer::start(int replica, int bucket, float* data, size_t count) {
+  started_[size_t(replica)][size_t(bucket)] = std::chrono::steady_clock::now();
+  pending_[size_t(replica)][size_t(bucket)] = strategy_.start_allreduce(replica, data, count);
+}
+
+void GradientReducer::wait(int replica, int bucket) {
+  auto& f = pending_[size_t(replica)][size_t(bucket)];
+  LS_CHECK(f.valid(), "all_reduce_wait: bucket ", bucket, " was never started");
+  auto t0 = std::chrono::steady_clock::now();
+  f.get();
+  if (replica == 0) {
+    auto t1 = std::chrono::steady_clock::now();
+    wait_seconds_ += std::chrono::duration<double>(t1 - t0).count();
+    reduce_seconds_ += std::chrono::duration<double>(t1 - started_[0][size_t(bucket)]).count();
+  }
+}
+
+}  // namespace lockstep::distribute

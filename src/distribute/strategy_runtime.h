@@ -1,0 +1,119 @@
+// Internal: what a Strategy owns at run time (replica threads, communicators, the
+// communication threads), and the GradientReducer that the compiled step's all-reduce ops
+// call into.
+#pragma once
+#include <condition_variable>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lockstep/distribute/strategy.h"
+#include "lockstep/graph/graph.h"
+
+namespace lockstep::distribute {
+
+// One persistent thread per local replica; run(fn) runs fn(r) on thread r for every r and
+// waits. Thread r sets its OpenMP thread count (its own team) and, when asked, its affinity.
+class ReplicaThreads {
+ public:
+  ReplicaThreads(int replicas, int threads_per_replica, std::vector<std::vector<int>> cores);
+  ~ReplicaThreads();
+  // Rethrows the first failure after every replica returned; on_error(reason) is called as
+  // soon as one fails (so the others stop waiting for it in a collective).
+  void run(const std::function<void(int)>& fn,
+           const std::function<void(const std::string&)>& on_error);
+  int size() const { return int(threads_.size()); }
+
+ private:
+  void loop(int r);
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  const std::function<void(int)>* fn_ = nullptr;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  std::vector<std::exception_ptr> errors_;
+  std::function<void(const std::string&)> on_error_;
+  int threads_per_replica_;
+  std::vector<std::vector<int>> cores_;
+};
+
+class StrategyImpl {
+ public:
+  StrategyImpl(std::string name, std::vector<std::string> devices, StrategyOptions options,
+               const ClusterResolver& resolver, bool connect_workers);
+  ~StrategyImpl();
+
+  std::string name;
+  std::vector<std::string> devices;
+  StrategyOptions options;
+  ClusterResolver resolver;
+  int local_replicas = 1, num_workers = 1, worker_index = 0;
+  int replicas_in_sync() const { return local_replicas * num_workers; }
+  bool is_chief() const { return worker_index == 0; }
+  bool replicated() const { return replicas_in_sync() > 1; }
+
+  // Runs fn(r) for every local replica: inline when there is one, else on the replica threads.
+  void run_replicas(const std::function<void(int)>& fn);
+
+  // Host-side collectives between steps (no step in flight): sums over workers (not over
+  // local replicas), in place. No-ops with one worker.
+  void allreduce_workers(double* data, size_t count);
+  void broadcast_from_chief(float* data, size_t count);
+  void abort(const std::string& reason);
+
+  // Gradient all-reduce of one bucket for local replica r (called by the compiled step):
+  // sums over local replicas and workers, in place, on replica r's communication thread.
+  std::future<void> start_allreduce(int replica, float* data, size_t count);
+  // All-reduce for run()'s ReplicaContext (blocking).
+  void allreduce_now(int replica, float* data, size_t count);
+
+ private:
+  std::unique_ptr<Communicator> global_;                  // across workers (W > 1)
+  std::vector<std::unique_ptr<Communicator>> local_;      // in-process group (R > 1)
+  std::vector<std::unique_ptr<AsyncCollectives>> async_;  // per local replica
+  std::unique_ptr<ReplicaThreads> threads_;
+  void reduce_bucket(int replica, float* data, size_t count);
+};
+
+// The bucket layout of a model's gradients and, per local replica and bucket, the pending
+// all-reduce. Programs register it through insert(); the all_reduce_start / all_reduce_wait
+// kernels find it by the "group" attribute.
+class GradientReducer {
+ public:
+  GradientReducer(StrategyImpl& strategy);
+  ~GradientReducer();
+  // Adds all_reduce_start / all_reduce_wait nodes for the gradients (buckets in the order
+  // backward produces them) and returns the reduced gradients (invalid ones stay invalid).
+  std::vector<Value> insert(Graph& g, const std::vector<Value>& grads, int replica);
+  // Per step: the weight of each local replica's gradient (its samples / global samples).
+  void set_weights(std::vector<float> weights) { weights_ = std::move(weights); }
+  float weight(int replica) const { return weights_.at(size_t(replica)); }
+  void start(int replica, int bucket, float* data, size_t count);
+  void wait(int replica, int bucket);
+  int num_buckets() const { return num_buckets_; }
+  // Seconds the replica-0 step spent blocked in waits (last step) and all-reduce busy time.
+  static GradientReducer* lookup(int64_t group);
+  double wait_seconds() const { return wait_seconds_; }
+  double reduce_seconds() const { return reduce_seconds_; }
+  void reset_timers() { wait_seconds_ = reduce_seconds_ = 0; }
+
+ private:
+  StrategyImpl& strategy_;
+  int64_t group_;
+  int num_buckets_ = -1;
+  std::vector<float> weights_;
+  std::vector<std::vector<std::future<void>>> pending_;  // [replica][bucket]
+  std::vector<std::vector<std::chrono::steady_clock::time_point>> started_;
+  double wait_seconds_ = 0, reduce_seconds_ = 0;
+};
+
+// Every copy of the core groups of `devices` on this machine ("cpu:K" -> cores).
+std::vector<std::vector<int>> device_cores(const std::vector<std::string>& devices);
+
+}  // namespace lockstep::distribute

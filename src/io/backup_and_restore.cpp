@@ -1,0 +1,90 @@
+// BackupAndRestore (keras.callbacks.BackupAndRestore): periodic training checkpoints and
+// resume-on-restart.
+#include <cstdio>
+#include <filesystem>
+
+#include "distribute/strategy_runtime.h"
+#include "lockstep/io/checkpoint.h"
+#include "lockstep/nn/model.h"
+#include "lockstep/train/callback.h"
+
+namespace lockstep {
+
+namespace {
+
+class BackupAndRestoreCb : public Callback {
+ public:
+  BackupAndRestoreCb(std::string dir, int64_t every_steps, bool delete_checkpoint)
+      : dir_(std::move(dir)), every_(every_steps), delete_(delete_checkpoint) {}
+
+  std::string path() const { return (std::filesystem::path(dir_) / "checkpoint.lsckpt").string(); }
+
+  void on_train_begin(const Logs&) override {
+    if (!model) return;
+    if (std::filesystem::exists(path())) {
+      io::TrainingProgress p = io::Checkpoint(*model).restore(path());
+      model->set_resume_point(p.epoch, p.step);
+      std::printf("BackupAndRestore: resuming from %s at epoch %d, step %lld\n", path().c_str(),
+                  p.epoch + 1, (long long)p.step);
+      std::fflush(stdout);
+    }
+  }
+
+  void on_epoch_begin(int epoch, const Logs&) override {
+    epoch_ = epoch;
+    last_saved_ = 0;
+  }
+
+  void on_train_batch_end(int batch, const Logs&) override {
+    if (every_ <= 0 || !model) return;
+    const int64_t done = int64_t(batch) + 1;  // steps of this epoch completed
+    if (done / every_ > last_saved_ / every_) save(epoch_, done);
+  }
+
+  void on_epoch_end(int epoch, const Logs&) override {
+    if (model) save(epoch + 1, 0);
+  }
+
+  void on_train_end(const Logs&) override {
+    if (!delete_ || !model) return;
+    if (model->strategy() && !model->strategy()->is_chief()) return;  // the chief deletes
+    std::error_code ec;
+    std::filesystem::remove(path(), ec);
+  }
+
+ private:
+  void save(int epoch, int64_t step) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir_, ec);
+    io::Checkpoint(*model).save(path(), {epoch, step});
+    last_saved_ = step;
+  }
+  std::string dir_;
+  int64_t every_;
+  bool delete_;
+  int epoch_ = 0;
+  int64_t last_saved_ = 0;
+};
+
+}  // namespace
+
+namespace callbacks {
+
+CallbackPtr BackupAndRestore(const std::string& backup_dir,
+                             std::variant<std::string, int64_t> save_freq, bool delete_checkpoint) {
+  LS_CHECK(!backup_dir.empty(), "BackupAndRestore: backup_dir must not be empty");
+  int64_t every = 0;
+  if (auto* s = std::get_if<std::string>(&save_freq)) {
+    LS_CHECK(*s == "epoch",
+             "BackupAndRestore: save_freq must be \"epoch\" or a number of steps, got \"", *s,
+             "\"");
+  } else {
+    every = std::get<int64_t>(save_freq);
+    LS_CHECK(every > 0, "BackupAndRestore: save_freq must be > 0 steps, got ", every);
+  }
+  return std::make_shared<BackupAndRestoreCb>(backup_dir, every, delete_checkpoint);
+}
+
+}  // namespace callbacks
+
+}  // namespace lockstep

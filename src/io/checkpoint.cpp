@@ -1,0 +1,263 @@
+// Checkpoint files: atomic write, verified read, and the model / optimizer mapping.
+#include "lockstep/io/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "distribute/strategy_runtime.h"
+#include "lockstep/nn/model.h"
+
+namespace lockstep::io {
+
+namespace {
+
+constexpr char kMagic[8] = {'L', 'S', 'C', 'K', 'P', 'T', '\0', '\1'};
+constexpr char kEnd[8] = {'L', 'S', 'C', 'K', 'E', 'N', 'D', '\0'};
+
+class Writer {
+ public:
+  void bytes(const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    buf_.insert(buf_.end(), c, c + n);
+  }
+  template <typename T>
+  void pod(T v) {
+    bytes(&v, sizeof v);
+  }
+  std::vector<char>& buffer() { return buf_; }
+
+ private:
+  std::vector<char> buf_;
+};
+
+class Reader {
+ public:
+  Reader(const std::vector<char>& b, const std::string& path) : b_(b), path_(path) {}
+  const char* bytes(size_t n, const char* what) {
+    LS_CHECK(n <= b_.size() - pos_, "checkpoint '", path_, "': truncated while reading ", what,
+             " (file has ", b_.size(), " bytes; it is damaged or incomplete)");
+    const char* p = b_.data() + pos_;
+    pos_ += n;
+    return p;
+  }
+  template <typename T>
+  T pod(const char* what) {
+    T v;
+    std::memcpy(&v, bytes(sizeof v, what), sizeof v);
+    return v;
+  }
+  size_t pos() const { return pos_; }
+
+ private:
+  const std::vector<char>& b_;
+  const std::string& path_;
+  size_t pos_ = 0;
+};
+
+void write_all(int fd, const char* p, size_t n, const std::string& path) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    LS_CHECK(w > 0, "checkpoint '", path, "': write failed: ", std::strerror(errno),
+             " (check free disk space and permissions)");
+    p += w;
+    n -= size_t(w);
+  }
+}
+
+std::vector<VariablePtr> optimizer_variables(Model& model, bool create_slots) {
+  auto& opt = model.compile_config().optimizer;
+  if (!opt) return {};
+  auto vars = opt->variables();
+  if (create_slots && vars.size() == 1) {
+    // No train program yet: let the optimizer create its slots on a throwaway graph (same
+    // order as the real train step: trainable weights in model order).
+    Graph g;
+    std::vector<Value> grads;
+    auto weights = model.trainable_weights();
+    for (auto& w : weights) grads.push_back(g.variable(w));
+    opt->apply(g, grads, weights);
+    vars = opt->variables();
+  }
+  return vars;
+}
+
+bool is_chief(const Model& model) { return !model.strategy() || model.strategy()->is_chief(); }
+
+// Copies file tensors [first, first + vars.size()) with names starting with `prefix` into vars.
+void assign(const std::vector<VariablePtr>& vars, const CheckpointFile& f,
+            const std::string& prefix, const std::string& path, const std::string& what) {
+  std::vector<const NamedTensor*> src;
+  for (auto& t : f.tensors)
+    if (t.name.rfind(prefix, 0) == 0) src.push_back(&t);
+  LS_CHECK(src.size() == vars.size(), "checkpoint '", path, "': holds ", src.size(), " ", what,
+           " tensors but the model has ", vars.size(),
+           " (was it saved from a different architecture or optimizer?)");
+  for (size_t i = 0; i < vars.size(); ++i) {
+    const Tensor& v = vars[i]->value;
+    const Tensor& s = src[i]->value;
+    LS_CHECK(s.shape() == v.shape() && s.dtype() == v.dtype(), "checkpoint '", path, "': ", what,
+             " #", i, " '", src[i]->name.substr(prefix.size()), "' is ", dtype_name(s.dtype()),
+             s.shape().str(), " in the file but the model's '", vars[i]->name, "' is ",
+             dtype_name(v.dtype()), v.shape().str(), " (different architecture?)");
+  }
+  for (size_t i = 0; i < vars.size(); ++i) vars[i]->value.copy_from(src[i]->value);
+}
+
+}  // namespace
+
+void write_checkpoint_file(const std::string& path, const CheckpointFile& file) {
+  Writer w;
+  w.bytes(kMagic, 8);
+  std::string meta = file.metadata.dump();
+  w.pod<uint64_t>(meta.size());
+  w.bytes(meta.data(), meta.size());
+  w.pod<uint64_t>(file.tensors.size());
+  for (auto& t : file.tensors) {
+    Tensor c = t.value.contiguous();
+    w.pod<uint32_t>(uint32_t(t.name.size()));
+    w.bytes(t.name.data(), t.name.size());
+    w.pod<uint8_t>(uint8_t(c.dtype()));
+    w.pod<uint8_t>(uint8_t(c.rank()));
+    for (int d = 0; d < c.rank(); ++d) w.pod<int64_t>(c.dim(d));
+    w.pod<uint64_t>(c.nbytes());
+    w.bytes(c.raw(), c.nbytes());
+  }
+  auto& buf = w.buffer();
+  uint32_t crc = uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(buf.data()), uInt(buf.size())));
+  w.pod<uint32_t>(crc);
+  w.bytes(kEnd, 8);
+
+  namespace fs = std::filesystem;
+  fs::path target(path);
+  if (target.has_parent_path()) {
+    std::error_code ec;
+    fs::create_directories(target.parent_path(), ec);
+  }
+  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  LS_CHECK(fd >= 0, "checkpoint '", path, "': cannot create '", tmp, "': ", std::strerror(errno),
+           " (does the folder exist and is it writable?)");
+  try {
+    write_all(fd, buf.data(), buf.size(), path);
+    LS_CHECK(::fsync(fd) == 0, "checkpoint '", path, "': fsync failed: ", std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    LS_FAIL("checkpoint '", path,
+            "': cannot rename the temporary file into place: ", std::strerror(e));
+  }
+  std::string dir = target.has_parent_path() ? target.parent_path().string() : ".";
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) ::fsync(dfd), ::close(dfd);  // make the rename durable
+}
+
+CheckpointFile read_checkpoint_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  LS_CHECK(in, "checkpoint '", path, "': cannot open (", std::strerror(errno), ")");
+  std::vector<char> buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  LS_CHECK(buf.size() >= 8 + 8 + 8 + 4 + 8 && std::memcmp(buf.data(), kMagic, 7) == 0,
+           "checkpoint '", path,
+           "': not a Lockstep checkpoint (bad magic or too short: ", buf.size(), " bytes)");
+  LS_CHECK(buf[7] == kMagic[7], "checkpoint '", path, "': format version ", int(buf[7]),
+           " is not supported (this build reads version ", int(kMagic[7]), ")");
+  LS_CHECK(std::memcmp(buf.data() + buf.size() - 8, kEnd, 8) == 0, "checkpoint '", path,
+           "': the end marker is missing (the file is truncated or was not completely written)");
+  const size_t body = buf.size() - 12;
+  uint32_t stored;
+  std::memcpy(&stored, buf.data() + body, 4);
+  uint32_t crc = uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(buf.data()), uInt(body)));
+  LS_CHECK(crc == stored, "checkpoint '", path, "': checksum mismatch (the file is corrupted)");
+
+  CheckpointFile f;
+  Reader r(buf, path);
+  r.bytes(8, "magic");
+  uint64_t meta_bytes = r.pod<uint64_t>("metadata size");
+  const char* meta = r.bytes(size_t(meta_bytes), "metadata");
+  try {
+    f.metadata = json::parse(std::string(meta, size_t(meta_bytes)));
+  } catch (const std::exception& e) {
+    LS_FAIL("checkpoint '", path, "': metadata is not valid JSON: ", e.what());
+  }
+  uint64_t count = r.pod<uint64_t>("tensor count");
+  for (uint64_t i = 0; i < count; ++i) {
+    NamedTensor t;
+    uint32_t nb = r.pod<uint32_t>("tensor name size");
+    t.name.assign(r.bytes(nb, "tensor name"), nb);
+    uint8_t dt = r.pod<uint8_t>("dtype");
+    LS_CHECK(dt <= uint8_t(DType::u8), "checkpoint '", path, "': tensor '", t.name,
+             "' has unknown dtype ", int(dt));
+    uint8_t rank = r.pod<uint8_t>("rank");
+    std::vector<int64_t> dims;
+    for (int d = 0; d < rank; ++d) dims.push_back(r.pod<int64_t>("dims"));
+    uint64_t bytes = r.pod<uint64_t>("data size");
+    t.value = Tensor::empty(Shape(dims), DType(dt));
+    LS_CHECK(bytes == t.value.nbytes(), "checkpoint '", path, "': tensor '", t.name, "' has ",
+             bytes, " data bytes for shape ", t.value.shape().str());
+    std::memcpy(t.value.raw(), r.bytes(size_t(bytes), "tensor data"), size_t(bytes));
+    f.tensors.push_back(std::move(t));
+  }
+  LS_CHECK(r.pos() == body, "checkpoint '", path, "': ", body - r.pos(),
+           " unexpected bytes after the tensors");
+  return f;
+}
+
+bool save_weights(const Model& model, const std::string& path) {
+  if (!is_chief(model)) return false;
+  CheckpointFile f;
+  f.metadata = {{"format", "lockstep-checkpoint"}, {"kind", "weights"}, {"model", model.name()}};
+  for (auto& v : model.weights()) f.tensors.push_back({"weights/" + v->name, v->value});
+  write_checkpoint_file(path, f);
+  return true;
+}
+
+void load_weights(Model& model, const std::string& path) {
+  CheckpointFile f = read_checkpoint_file(path);
+  assign(model.weights(), f, "weights/", path, "weight");
+}
+
+bool Checkpoint::save(const std::string& path, const TrainingProgress& progress) const {
+  if (!is_chief(model_)) return false;
+  CheckpointFile f;
+  f.metadata = {{"format", "lockstep-checkpoint"}, {"kind", "training"},
+                {"model", model_.name()},          {"epoch", progress.epoch},
+                {"step", progress.step},           {"extra", progress.extra}};
+  if (auto& opt = model_.compile_config().optimizer) f.metadata["optimizer"] = opt->get_config();
+  for (auto& v : model_.weights()) f.tensors.push_back({"weights/" + v->name, v->value});
+  for (auto& v : optimizer_variables(model_, false))
+    f.tensors.push_back({"optimizer/" + v->name, v->value});
+  write_checkpoint_file(path, f);
+  return true;
+}
+
+TrainingProgress Checkpoint::restore(const std::string& path) {
+  CheckpointFile f = read_checkpoint_file(path);
+  assign(model_.weights(), f, "weights/", path, "weight");
+  bool has_opt = false;
+  for (auto& t : f.tensors) has_opt |= t.name.rfind("optimizer/", 0) == 0;
+  if (has_opt) {
+    LS_CHECK(model_.compile_config().optimizer, "checkpoint '", path,
+             "': holds optimizer state but model '", model_.name(),
+             "' has no optimizer (compile it first)");
+    assign(optimizer_variables(model_, true), f, "optimizer/", path, "optimizer variable");
+  }
+  TrainingProgress p;
+  p.epoch = f.metadata.value("epoch", 0);
+  p.step = f.metadata.value("step", int64_t(0));
+  if (f.metadata.contains("extra")) p.extra = f.metadata["extra"];
+  return p;
+}
+
+}  // namespace lockstep::io

@@ -1,0 +1,75 @@
+// Where fit/evaluate get their batches from: arrays (shuffled per epoch with a counter-based
+// stream) or a Dataset of batched {x, y} elements. One interface, so the step loop (and its
+// split across replicas) is written once.
+#pragma once
+#include <optional>
+
+#include "lockstep/data/dataset.h"
+#include "lockstep/nn/model.h"
+
+namespace lockstep {
+
+// Checks x against the model input and converts/validates labels for the loss (fn names the
+// caller in errors). Returns the labels as the loss wants them (i32 for sparse losses).
+Tensor check_model_data(const Model& m, const Tensor& x, const Tensor* y, const char* fn);
+
+struct Model::Source {
+  virtual ~Source() = default;
+  // Starts epoch `epoch` (reshuffle / fresh iterator).
+  virtual void begin_epoch(int epoch) = 0;
+  // Advances to the next batch; false at the end of the epoch's data.
+  virtual bool next() = 0;
+  virtual int64_t size() const = 0;  // samples in the current batch
+  // Copies rows [r0, r1) of the current batch into x (and y when given).
+  virtual void copy(int64_t r0, int64_t r1, Tensor& x, Tensor* y) = 0;
+  // Steps per epoch when known, else -1.
+  virtual int64_t steps() const = 0;
+};
+
+// Arrays: batches of `batch` rows, in a permutation redrawn every epoch when shuffling (the
+// permutation of epoch e depends only on (seed, first_epoch..e), so a resumed fit replays it).
+class TensorSource : public Model::Source {
+ public:
+  TensorSource(Tensor x, Tensor y, int64_t batch, bool shuffle, uint64_t seed, int first_epoch);
+  void begin_epoch(int epoch) override;
+  bool next() override;
+  int64_t size() const override { return b1_ - b0_; }
+  void copy(int64_t r0, int64_t r1, Tensor& x, Tensor* y) override;
+  int64_t steps() const override { return (x_.dim(0) + batch_ - 1) / batch_; }
+
+ private:
+  Tensor x_, y_;
+  int64_t batch_;
+  bool shuffle_;
+  uint64_t seed_;
+  int first_epoch_, shuffled_through_ = -1;
+  std::vector<int64_t> perm_;
+  int64_t b0_ = 0, b1_ = 0, next_ = 0;
+};
+
+// A Dataset of batched {x, y} (or {x}) elements. continue_across_epochs: one iterator runs on
+// across epochs (steps_per_epoch given) and restarts only when it runs out.
+class DatasetSource : public Model::Source {
+ public:
+  DatasetSource(const Model& model, data::Dataset ds, bool with_labels, bool continue_across_epochs,
+                const char* fn);
+  void begin_epoch(int epoch) override;
+  bool next() override;
+  int64_t size() const override { return x_.dim(0); }
+  void copy(int64_t r0, int64_t r1, Tensor& x, Tensor* y) override;
+  int64_t steps() const override;
+  // Skips `count` batches (resuming inside an epoch).
+  void skip(int64_t count);
+
+ private:
+  const Model& model_;
+  data::Dataset ds_;
+  bool with_labels_, continue_;
+  const char* fn_;
+  std::optional<data::Iterator> it_;
+  int64_t passes_ = 0;  // iterators made (continuing mode)
+  bool exhausted_ = false;
+  Tensor x_, y_;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,193 @@
+// MultiWorkerMirroredStrategy across processes on loopback (Gloo): 2 workers x B/2 give the
+// weights of 1 worker x B; killing a worker mid-epoch makes the other fail fast naming it;
+// rerunning with BackupAndRestore finishes with the uninterrupted result. Workers are the
+// examples/distributed_train binary, started with TF_CONFIG.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "lockstep/io/checkpoint.h"
+#include "lockstep/lockstep.h"
+
+extern char** environ;
+using namespace lockstep;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string binary() { return std::string(LOCKSTEP_BINARY_DIR) + "/bin/distributed_train"; }
+
+struct Proc {
+  pid_t pid = -1;
+  std::string log;
+};
+
+int free_port() {
+  static int next = 23000 + int(::getpid() % 2000) * 4;
+  return next += 2;
+}
+
+Proc spawn(std::vector<std::string> args, const std::string& tf_config, const std::string& log) {
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e; ++e)
+    if (std::string(*e).rfind("TF_CONFIG=", 0) != 0) env_s.push_back(*e);
+  if (!tf_config.empty()) env_s.push_back("TF_CONFIG=" + tf_config);
+  env_s.push_back("OMP_NUM_THREADS=1");
+  std::vector<char*> env, argv;
+  for (auto& s : env_s) env.push_back(s.data());
+  env.push_back(nullptr);
+  args.insert(args.begin(), binary());
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  Proc p;
+  p.log = log;
+  EXPECT_EQ(posix_spawn(&p.pid, argv[0], &fa, nullptr, argv.data(), env.data()), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  return p;
+}
+
+// Exit status, or -1 if it did not exit within `seconds` (then it is killed).
+int wait_for(Proc& p, double seconds) {
+  auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    int status = 0;
+    pid_t r = waitpid(p.pid, &status, WNOHANG);
+    if (r == p.pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > seconds) {
+      kill(p.pid, SIGKILL);
+      waitpid(p.pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::string tf_config(int port, int index) {
+  return "{\"cluster\":{\"worker\":[\"127.0.0.1:" + std::to_string(port) +
+         "\",\"127.0.0.1:" + std::to_string(port + 1) +
+         "\"]},\"task\":{\"type\":\"worker\",\"index\":" + std::to_string(index) + "}}";
+}
+
+float max_diff(const io::CheckpointFile& a, const io::CheckpointFile& b) {
+  float d = 0;
+  EXPECT_EQ(a.tensors.size(), b.tensors.size());
+  for (size_t i = 0; i < std::min(a.tensors.size(), b.tensors.size()); ++i) {
+    auto va = a.tensors[i].value.to_vector(), vb = b.tensors[i].value.to_vector();
+    for (size_t k = 0; k < va.size(); ++k) d = std::max(d, std::fabs(va[k] - vb[k]));
+  }
+  return d;
+}
+
+class MultiWorker : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifndef LOCKSTEP_HAVE_GLOO
+    GTEST_SKIP() << "built without Gloo";
+#endif
+    if (!fs::exists(binary())) GTEST_SKIP() << binary() << " not built";
+    dir_ = fs::temp_directory_path() / ("lockstep_mw_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+}  // namespace
+
+TEST_F(MultiWorker, TwoWorkersMatchOneWorker) {
+  Proc single =
+      spawn({"--strategy", "one_device", "--out", path("single.lsckpt")}, "", path("single.log"));
+  ASSERT_EQ(wait_for(single, 120), 0) << read_file(single.log);
+  Proc mirrored =
+      spawn({"--strategy", "mirrored", "--out", path("mirrored.lsckpt")}, "", path("mirrored.log"));
+  ASSERT_EQ(wait_for(mirrored, 120), 0) << read_file(mirrored.log);
+  int port = free_port();
+  Proc w0 = spawn({"--strategy", "multi_worker", "--out", path("w0.lsckpt")}, tf_config(port, 0),
+                  path("w0.log"));
+  Proc w1 = spawn({"--strategy", "multi_worker", "--out", path("w1.lsckpt")}, tf_config(port, 1),
+                  path("w1.log"));
+  ASSERT_EQ(wait_for(w0, 120), 0) << read_file(w0.log);
+  ASSERT_EQ(wait_for(w1, 120), 0) << read_file(w1.log);
+  auto ref = io::read_checkpoint_file(path("single.lsckpt"));
+  EXPECT_LT(max_diff(ref, io::read_checkpoint_file(path("mirrored.lsckpt"))), 2e-5f);
+  EXPECT_FALSE(fs::exists(path("w1.lsckpt")));  // only the chief writes
+  EXPECT_LT(max_diff(ref, io::read_checkpoint_file(path("w0.lsckpt"))), 2e-5f);
+  // The chief prints the JSON line (replicas, workers) with the single worker's loss.
+  std::string log0 = read_file(w0.log), log1 = read_file(w1.log), logs = read_file(single.log);
+  EXPECT_NE(log0.find("\"replicas\": 2, \"workers\": 2"), std::string::npos) << log0;
+  EXPECT_EQ(log1.find("\"replicas\""), std::string::npos) << log1;
+  auto loss_of = [](const std::string& s) { return std::stod(s.substr(s.find("\"loss\": ") + 8)); };
+  EXPECT_NEAR(loss_of(log0), loss_of(logs), 1e-5);
+}
+
+TEST_F(MultiWorker, KilledWorkerIsNamedAndBackupResumes) {
+  int port = free_port();
+  std::string backup = path("backup");
+  std::vector<std::string> args = {"--strategy",   "multi_worker", "--epochs",        "3",
+                                   "--backup-dir", backup,         "--step-delay-ms", "60",
+                                   "--timeout-ms", "5000"};
+  auto with_out = [&](std::vector<std::string> a, const std::string& out) {
+    a.push_back("--out");
+    a.push_back(out);
+    return a;
+  };
+  Proc w0 = spawn(with_out(args, path("r0.lsckpt")), tf_config(port, 0), path("k0.log"));
+  Proc w1 = spawn(with_out(args, path("r1.lsckpt")), tf_config(port, 1), path("k1.log"));
+  // Wait until a backup exists (training is under way), then kill worker 1.
+  for (int i = 0; i < 600 && !fs::exists(backup + "/checkpoint.lsckpt"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(fs::exists(backup + "/checkpoint.lsckpt")) << read_file(w0.log);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  kill(w1.pid, SIGKILL);
+  wait_for(w1, 10);
+  auto t0 = std::chrono::steady_clock::now();
+  int rc = wait_for(w0, 30);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::string log0 = read_file(w0.log);
+  EXPECT_NE(rc, 0) << log0;
+  EXPECT_NE(rc, -1) << "the surviving worker hung: " << log0;
+  EXPECT_LT(took, 10.0);
+  std::printf("surviving worker said: %s", log0.c_str());
+  EXPECT_TRUE(log0.find("worker 1") != std::string::npos ||
+              log0.find("rank 1") != std::string::npos ||
+              log0.find(std::to_string(port + 1)) != std::string::npos)
+      << "the error should name the lost worker: " << log0;
+  ASSERT_TRUE(fs::exists(backup + "/checkpoint.lsckpt"));
+
+  // Rerun: resumes from the backup and ends where an uninterrupted run ends.
+  port = free_port();
+  Proc r0 = spawn(with_out(args, path("r0.lsckpt")), tf_config(port, 0), path("r0.log"));
+  Proc r1 = spawn(with_out(args, path("r1.lsckpt")), tf_config(port, 1), path("r1.log"));
+  ASSERT_EQ(wait_for(r0, 120), 0) << read_file(path("r0.log"));
+  ASSERT_EQ(wait_for(r1, 120), 0) << read_file(path("r1.log"));
+  EXPECT_NE(read_file(path("r0.log")).find("resuming"), std::string::npos);
+  Proc ref = spawn({"--strategy", "one_device", "--epochs", "3", "--out", path("ref.lsckpt")}, "",
+                   path("ref.log"));
+  ASSERT_EQ(wait_for(ref, 120), 0) << read_file(path("ref.log"));
+  EXPECT_LT(max_diff(io::read_checkpoint_file(path("ref.lsckpt")),
+                     io::read_checkpoint_file(path("r0.lsckpt"))),
+            2e-5f);
+  EXPECT_FALSE(fs::exists(backup + "/checkpoint.lsckpt"));
+}

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -15,7 +17,17 @@ struct Executable::Step {
   std::unique_ptr<Kernel> kernel;
   std::vector<Tensor> in, out;
   KernelArgs args;
+  double seconds = 0;  // accumulated when LOCKSTEP_PROFILE is set
 };
+
+// LOCKSTEP_PROFILE=1: time every kernel and print a per-op table when the Executable dies.
+static bool profiling_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("LOCKSTEP_PROFILE");
+    return e && *e && std::string(e) != "0";
+  }();
+  return on;
+}
 
 static bool is_source(const std::string& op) { return op == "input" || op == "variable"; }
 
@@ -129,6 +141,7 @@ Executable::Executable(const Graph& graph, std::vector<Value> inputs, std::vecto
 }
 
 Executable::~Executable() {
+  if (profiling_enabled() && step_.step > 0 && !steps_.empty()) print_profile();
   steps_.clear();
   if (arena_) aligned_free(arena_);
   if (workspace_) aligned_free(workspace_);
@@ -265,9 +278,33 @@ void Executable::run() {
   if (options_.eager) {
     run_eager();
   } else {
-    for (auto& st : steps_) st->kernel->run(st->args);
+    if (profiling_enabled()) {
+      for (auto& st : steps_) {
+        auto t0 = std::chrono::steady_clock::now();
+        st->kernel->run(st->args);
+        st->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+    } else {
+      for (auto& st : steps_) st->kernel->run(st->args);
+    }
   }
   ++step_.step;
+}
+
+void Executable::print_profile() const {
+  double total = 0;
+  for (auto& st : steps_) total += st->seconds;
+  std::vector<const Step*> order;
+  for (auto& st : steps_) order.push_back(st.get());
+  std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->seconds > b->seconds; });
+  std::fprintf(stderr, "profile: %llu steps, %.3f ms/step in kernels\n",
+               (unsigned long long)step_.step, 1e3 * total / double(step_.step));
+  for (const Step* st : order) {
+    if (st->seconds < 0.005 * total) break;
+    const Node& nd = graph_.node(st->node);
+    std::fprintf(stderr, "  %6.2f ms %5.1f%%  %-22s %s\n", 1e3 * st->seconds / double(step_.step),
+                 100.0 * st->seconds / total, nd.op.c_str(), nd.name.c_str());
+  }
 }
 
 void Executable::run_eager() {

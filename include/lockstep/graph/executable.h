@@ -51,6 +51,7 @@ class Executable {
   void plan_memory();
   void build_kernels();
   void run_eager();
+  void print_profile() const;  // LOCKSTEP_PROFILE=1
 
   Graph graph_;
   CompileOptions options_;

@@ -125,10 +125,12 @@ int main(int argc, char** argv) {
                      .verbose_compile = args.verbose_compile});
     }
     model.summary();
-    double test_acc = 0;
+    double test_acc = 0, best_acc = 0;
+    int best_epoch = 0;
     auto test_cb = ls::callbacks::LambdaCallback([&](int epoch, const ls::Logs&) {
       auto r = model.evaluate(data.x_test, data.y_test, {.batch_size = 512, .verbose = 0});
       test_acc = r["accuracy"];
+      if (test_acc > best_acc) best_acc = test_acc, best_epoch = epoch + 1;
       std::printf("epoch %d: test_loss %.4f - test_accuracy %.4f\n", epoch + 1, r["loss"], test_acc);
       std::fflush(stdout);
     });
@@ -140,15 +142,17 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (!strategy.impl()) {
-      std::printf("{\"test_accuracy\": %.4f, \"epochs\": %d, \"train_images_per_sec\": %.1f, "
+      std::printf("{\"test_accuracy\": %.4f, \"best_test_accuracy\": %.4f, \"best_epoch\": %d, "
+                  "\"epochs\": %d, \"train_images_per_sec\": %.1f, "
                   "\"compile_seconds\": %.3f, \"peak_rss_mb\": %.1f}\n",
-                  test_acc, args.epochs, hist.images_per_second, hist.compile_seconds, peak_rss_mb());
+                  test_acc, best_acc, best_epoch, args.epochs, hist.images_per_second, hist.compile_seconds, peak_rss_mb());
     } else if (chief) {  // images/s: the whole cluster's samples per second
       double hidden = hist.allreduce_seconds > 0 ? 1.0 - hist.allreduce_wait_seconds / hist.allreduce_seconds : 0;
-      std::printf("{\"test_accuracy\": %.4f, \"epochs\": %d, \"train_images_per_sec\": %.1f, "
+      std::printf("{\"test_accuracy\": %.4f, \"best_test_accuracy\": %.4f, \"best_epoch\": %d, "
+                  "\"epochs\": %d, \"train_images_per_sec\": %.1f, "
                   "\"compile_seconds\": %.3f, \"peak_rss_mb\": %.1f, \"replicas\": %d, \"workers\": %d, "
                   "\"allreduce_hidden_fraction\": %.3f}\n",
-                  test_acc, args.epochs, hist.images_per_second * hist.workers, hist.compile_seconds,
+                  test_acc, best_acc, best_epoch, args.epochs, hist.images_per_second * hist.workers, hist.compile_seconds,
                   peak_rss_mb(), hist.replicas, hist.workers, hidden);
     }
     return 0;

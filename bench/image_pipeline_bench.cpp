@@ -59,13 +59,20 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--data-dir") dir = next();
-    else if (a == "--threads") threads = std::atoi(next().c_str());
-    else if (a == "--batches") batches = std::atoi(next().c_str());
-    else if (a == "--warmup") warmup = std::atoi(next().c_str());
-    else if (a == "--size") size = std::atoi(next().c_str());
-    else if (a == "--batch-size") batch_size = std::atoi(next().c_str());
-    else if (a == "--pipeline") pipeline = next();
+    if (a == "--data-dir")
+      dir = next();
+    else if (a == "--threads")
+      threads = std::atoi(next().c_str());
+    else if (a == "--batches")
+      batches = std::atoi(next().c_str());
+    else if (a == "--warmup")
+      warmup = std::atoi(next().c_str());
+    else if (a == "--size")
+      size = std::atoi(next().c_str());
+    else if (a == "--batch-size")
+      batch_size = std::atoi(next().c_str());
+    else if (a == "--pipeline")
+      pipeline = next();
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;

@@ -53,31 +53,46 @@ static Args parse(int argc, char** argv) {
       char* end = nullptr;
       long long x = std::strtoll(v.c_str(), &end, 10);
       if (v.empty() || *end || x < 0) {
-        std::fprintf(stderr, "fashion_mnist: %s expects a non-negative integer, got '%s'\n", k.c_str(), v.c_str());
+        std::fprintf(stderr, "fashion_mnist: %s expects a non-negative integer, got '%s'\n",
+                     k.c_str(), v.c_str());
         std::exit(2);
       }
       return x;
     };
-    if (k == "--epochs") a.epochs = int(num(next()));
-    else if (k == "--batch-size") a.batch_size = int(num(next()));
-    else if (k == "--threads") a.threads = int(num(next()));
-    else if (k == "--data-dir") a.data_dir = next();
-    else if (k == "--seed") a.seed = uint64_t(num(next()));
-    else if (k == "--steps-per-execution") a.steps_per_execution = int(num(next()));
-    else if (k == "--verbose-compile") a.verbose_compile = true;
-    else if (k == "--strategy") a.strategy = next();
-    else if (k == "--bytes-per-pack") a.bytes_per_pack = num(next());
-    else if (k == "--help" || k == "-h") usage(), std::exit(0);
+    if (k == "--epochs")
+      a.epochs = int(num(next()));
+    else if (k == "--batch-size")
+      a.batch_size = int(num(next()));
+    else if (k == "--threads")
+      a.threads = int(num(next()));
+    else if (k == "--data-dir")
+      a.data_dir = next();
+    else if (k == "--seed")
+      a.seed = uint64_t(num(next()));
+    else if (k == "--steps-per-execution")
+      a.steps_per_execution = int(num(next()));
+    else if (k == "--verbose-compile")
+      a.verbose_compile = true;
+    else if (k == "--strategy")
+      a.strategy = next();
+    else if (k == "--bytes-per-pack")
+      a.bytes_per_pack = num(next());
+    else if (k == "--help" || k == "-h")
+      usage(), std::exit(0);
     else {
       std::fprintf(stderr, "fashion_mnist: unknown argument '%s'\n", k.c_str());
       usage();
       std::exit(2);
     }
   }
-  if (a.batch_size < 1) std::fprintf(stderr, "fashion_mnist: --batch-size must be >= 1\n"), std::exit(2);
-  if (!a.strategy.empty() && a.strategy != "one_device" && a.strategy != "mirrored" && a.strategy != "multi_worker") {
-    std::fprintf(stderr, "fashion_mnist: --strategy must be one_device, mirrored or multi_worker, got '%s'\n",
-                 a.strategy.c_str());
+  if (a.batch_size < 1)
+    std::fprintf(stderr, "fashion_mnist: --batch-size must be >= 1\n"), std::exit(2);
+  if (!a.strategy.empty() && a.strategy != "one_device" && a.strategy != "mirrored" &&
+      a.strategy != "multi_worker") {
+    std::fprintf(
+        stderr,
+        "fashion_mnist: --strategy must be one_device, mirrored or multi_worker, got '%s'\n",
+        a.strategy.c_str());
     std::exit(2);
   }
   return a;
@@ -100,9 +115,13 @@ int main(int argc, char** argv) {
     if (!args.strategy.empty()) {
       dist::StrategyOptions opts;
       if (args.bytes_per_pack >= 0) opts.bytes_per_pack = args.bytes_per_pack;
-      if (args.strategy == "one_device") strategy = dist::OneDeviceStrategy("cpu:0", opts);
-      else if (args.strategy == "mirrored") strategy = dist::MirroredStrategy({}, opts);
-      else strategy = dist::MultiWorkerMirroredStrategy(dist::ClusterResolver::from_environment(), opts);
+      if (args.strategy == "one_device")
+        strategy = dist::OneDeviceStrategy("cpu:0", opts);
+      else if (args.strategy == "mirrored")
+        strategy = dist::MirroredStrategy({}, opts);
+      else
+        strategy =
+            dist::MultiWorkerMirroredStrategy(dist::ClusterResolver::from_environment(), opts);
     }
     const bool chief = strategy.is_chief();
     if (!chief && !std::freopen("/dev/null", "w", stdout)) return 1;  // only the chief reports
@@ -131,29 +150,37 @@ int main(int argc, char** argv) {
       auto r = model.evaluate(data.x_test, data.y_test, {.batch_size = 512, .verbose = 0});
       test_acc = r["accuracy"];
       if (test_acc > best_acc) best_acc = test_acc, best_epoch = epoch + 1;
-      std::printf("epoch %d: test_loss %.4f - test_accuracy %.4f\n", epoch + 1, r["loss"], test_acc);
+      std::printf("epoch %d: test_loss %.4f - test_accuracy %.4f\n", epoch + 1, r["loss"],
+                  test_acc);
       std::fflush(stdout);
     });
     auto hist = model.fit(data.x_train, data.y_train,
-                          {.batch_size = args.batch_size, .epochs = args.epochs,
-                           .callbacks = {test_cb}, .seed = args.seed});
+                          {.batch_size = args.batch_size,
+                           .epochs = args.epochs,
+                           .callbacks = {test_cb},
+                           .seed = args.seed});
     if (hist.stopped_on_nan) {
       std::fprintf(stderr, "fashion_mnist: %s\n", hist.stop_reason.c_str());
       return 1;
     }
     if (!strategy.impl()) {
-      std::printf("{\"test_accuracy\": %.4f, \"best_test_accuracy\": %.4f, \"best_epoch\": %d, "
-                  "\"epochs\": %d, \"train_images_per_sec\": %.1f, "
-                  "\"compile_seconds\": %.3f, \"peak_rss_mb\": %.1f}\n",
-                  test_acc, best_acc, best_epoch, args.epochs, hist.images_per_second, hist.compile_seconds, peak_rss_mb());
+      std::printf(
+          "{\"test_accuracy\": %.4f, \"best_test_accuracy\": %.4f, \"best_epoch\": %d, "
+          "\"epochs\": %d, \"train_images_per_sec\": %.1f, "
+          "\"compile_seconds\": %.3f, \"peak_rss_mb\": %.1f}\n",
+          test_acc, best_acc, best_epoch, args.epochs, hist.images_per_second, hist.compile_seconds,
+          peak_rss_mb());
     } else if (chief) {  // images/s: the whole cluster's samples per second
-      double hidden = hist.allreduce_seconds > 0 ? 1.0 - hist.allreduce_wait_seconds / hist.allreduce_seconds : 0;
-      std::printf("{\"test_accuracy\": %.4f, \"best_test_accuracy\": %.4f, \"best_epoch\": %d, "
-                  "\"epochs\": %d, \"train_images_per_sec\": %.1f, "
-                  "\"compile_seconds\": %.3f, \"peak_rss_mb\": %.1f, \"replicas\": %d, \"workers\": %d, "
-                  "\"allreduce_hidden_fraction\": %.3f}\n",
-                  test_acc, best_acc, best_epoch, args.epochs, hist.images_per_second * hist.workers, hist.compile_seconds,
-                  peak_rss_mb(), hist.replicas, hist.workers, hidden);
+      double hidden = hist.allreduce_seconds > 0
+                          ? 1.0 - hist.allreduce_wait_seconds / hist.allreduce_seconds
+                          : 0;
+      std::printf(
+          "{\"test_accuracy\": %.4f, \"best_test_accuracy\": %.4f, \"best_epoch\": %d, "
+          "\"epochs\": %d, \"train_images_per_sec\": %.1f, "
+          "\"compile_seconds\": %.3f, \"peak_rss_mb\": %.1f, \"replicas\": %d, \"workers\": %d, "
+          "\"allreduce_hidden_fraction\": %.3f}\n",
+          test_acc, best_acc, best_epoch, args.epochs, hist.images_per_second * hist.workers,
+          hist.compile_seconds, peak_rss_mb(), hist.replicas, hist.workers, hidden);
     }
     return 0;
   } catch (const ls::Error& e) {

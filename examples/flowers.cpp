@@ -54,21 +54,32 @@ static Args parse(int argc, char** argv) {
     auto num = [&](double lo) {
       char* end = nullptr;
       double x = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end || x < lo) fail(k + " expects a number >= " + std::to_string(int(lo)) + ", got '" + v + "'");
+      if (v.empty() || *end || x < lo)
+        fail(k + " expects a number >= " + std::to_string(int(lo)) + ", got '" + v + "'");
       return x;
     };
-    if (k == "--data-dir") a.data_dir = v;
-    else if (k == "--out-dir") a.out_dir = v;
-    else if (k == "--epochs") a.epochs = int(num(0));
-    else if (k == "--batch-size") a.batch_size = int(num(1));
-    else if (k == "--threads") a.threads = int(num(0));
-    else if (k == "--seed") a.seed = uint64_t(num(0));
-    else if (k == "--image-size") a.image_size = int(num(8));
-    else if (k == "--per-class") a.per_class = int64_t(num(1));
+    if (k == "--data-dir")
+      a.data_dir = v;
+    else if (k == "--out-dir")
+      a.out_dir = v;
+    else if (k == "--epochs")
+      a.epochs = int(num(0));
+    else if (k == "--batch-size")
+      a.batch_size = int(num(1));
+    else if (k == "--threads")
+      a.threads = int(num(0));
+    else if (k == "--seed")
+      a.seed = uint64_t(num(0));
+    else if (k == "--image-size")
+      a.image_size = int(num(8));
+    else if (k == "--per-class")
+      a.per_class = int64_t(num(1));
     else if (k == "--validation-split") {
       a.validation_split = num(0);
-      if (a.validation_split <= 0 || a.validation_split >= 1) fail("--validation-split must be in (0, 1)");
-    } else fail("unknown argument '" + k + "'");
+      if (a.validation_split <= 0 || a.validation_split >= 1)
+        fail("--validation-split must be in (0, 1)");
+    } else
+      fail("unknown argument '" + k + "'");
   }
   return a;
 }
@@ -99,23 +110,25 @@ static std::string default_image_folder(const Args& a) {
 // The article's model: augmentation, rescaling, three conv blocks, a dense head.
 static ls::Model flowers_cnn(int size, int channels, int classes, uint64_t seed) {
   using namespace ls::layers;
-  return ls::Sequential({
-      Input({size, size, channels}),
-      RandomFlip("horizontal", seed),
-      RandomRotation(0.1, {.seed = seed + 1}),
-      RandomZoom(0.1, std::nullopt, {.seed = seed + 2}),
-      Rescaling(1.0 / 255),
-      Conv2D(16, 3, {.padding = "same", .activation = "relu"}),
-      MaxPooling2D(),
-      Conv2D(32, 3, {.padding = "same", .activation = "relu"}),
-      MaxPooling2D(),
-      Conv2D(64, 3, {.padding = "same", .activation = "relu"}),
-      MaxPooling2D(),
-      Dropout(0.2),
-      Flatten(),
-      Dense(128, {.activation = "relu"}),
-      Dense(classes),
-  }, "flowers_cnn");
+  return ls::Sequential(
+      {
+          Input({size, size, channels}),
+          RandomFlip("horizontal", seed),
+          RandomRotation(0.1, {.seed = seed + 1}),
+          RandomZoom(0.1, std::nullopt, {.seed = seed + 2}),
+          Rescaling(1.0 / 255),
+          Conv2D(16, 3, {.padding = "same", .activation = "relu"}),
+          MaxPooling2D(),
+          Conv2D(32, 3, {.padding = "same", .activation = "relu"}),
+          MaxPooling2D(),
+          Conv2D(64, 3, {.padding = "same", .activation = "relu"}),
+          MaxPooling2D(),
+          Dropout(0.2),
+          Flatten(),
+          Dense(128, {.activation = "relu"}),
+          Dense(classes),
+      },
+      "flowers_cnn");
 }
 
 int main(int argc, char** argv) {
@@ -127,8 +140,11 @@ int main(int argc, char** argv) {
     std::string data_dir = args.data_dir.empty() ? default_image_folder(args) : args.data_dir;
 
     auto [train, val] = ls::data::image_dataset_from_directory(
-        data_dir, {.validation_split = args.validation_split, .subset = "both", .seed = args.seed,
-                   .image_size = {args.image_size, args.image_size}, .batch_size = args.batch_size});
+        data_dir, {.validation_split = args.validation_split,
+                   .subset = "both",
+                   .seed = args.seed,
+                   .image_size = {args.image_size, args.image_size},
+                   .batch_size = args.batch_size});
     const auto& class_names = train.class_names();
     const int classes = int(class_names.size());
 
@@ -149,8 +165,10 @@ int main(int argc, char** argv) {
                    .metrics = {"accuracy"}});
 
     auto t0 = std::chrono::steady_clock::now();
-    auto hist = model.fit(train_ds, {.epochs = args.epochs, .validation_data = val_ds, .seed = args.seed});
-    double train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto hist =
+        model.fit(train_ds, {.epochs = args.epochs, .validation_data = val_ds, .seed = args.seed});
+    double train_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (hist.stopped_on_nan) {
       std::fprintf(stderr, "flowers: %s\n", hist.stop_reason.c_str());
       return 1;
@@ -165,14 +183,16 @@ int main(int argc, char** argv) {
     ls::Tensor images = batch->tensor(0), labels = batch->tensor(1);
     ls::Tensor logits = model.predict(images, args.batch_size);
     std::string predictions = (fs::path(args.out_dir) / "predictions.png").string();
-    ls::viz::save_prediction_grid(images, labels, logits, class_names, predictions, {.rows = 3, .cols = 3});
+    ls::viz::save_prediction_grid(images, labels, logits, class_names, predictions,
+                                  {.rows = 3, .cols = 3});
     std::printf("wrote %s\n", predictions.c_str());
 
-    std::printf("{\"test_accuracy\": %.4f, \"epochs\": %d, \"train_images_per_sec\": %.1f, "
-                "\"compile_seconds\": %.3f, \"peak_rss_mb\": %.1f, \"input_wait_fraction\": %.4f, "
-                "\"train_seconds\": %.1f, \"classes\": %d}\n",
-                result["accuracy"], args.epochs, hist.images_per_second, hist.compile_seconds,
-                peak_rss_mb(), hist.input_wait_fraction, train_seconds, classes);
+    std::printf(
+        "{\"test_accuracy\": %.4f, \"epochs\": %d, \"train_images_per_sec\": %.1f, "
+        "\"compile_seconds\": %.3f, \"peak_rss_mb\": %.1f, \"input_wait_fraction\": %.4f, "
+        "\"train_seconds\": %.1f, \"classes\": %d}\n",
+        result["accuracy"], args.epochs, hist.images_per_second, hist.compile_seconds,
+        peak_rss_mb(), hist.input_wait_fraction, train_seconds, classes);
     return 0;
   } catch (const ls::Error& e) {
     std::fprintf(stderr, "flowers: error: %s\n", e.what());

@@ -78,7 +78,8 @@ std::vector<std::string> fuse_graph(Graph& g, std::vector<Value>& outputs) {
   };
   for (int i : sched) {
     Node& conv = g.node(i);
-    if (conv.op != "conv2d" || conv.attrs.b("fused_bias") || conv.attrs.s("activation", "linear") != "linear")
+    if (conv.op != "conv2d" || conv.attrs.b("fused_bias") ||
+        conv.attrs.s("activation", "linear") != "linear")
       continue;
     if (uses[i] != 1) continue;
     // Find the single consumer.
@@ -117,7 +118,8 @@ Executable::Executable(const Graph& graph, std::vector<Value> inputs, std::vecto
   step_.seed = options.seed;
   step_.replica = options.replica;
   for (Value v : inputs_)
-    LS_CHECK(graph_.node(v.node).op == "input", "Executable: input ", v.node, " is not a placeholder");
+    LS_CHECK(graph_.node(v.node).op == "input", "Executable: input ", v.node,
+             " is not a placeholder");
   for (Value v : outputs_)
     LS_CHECK(v.valid() && v.node < graph_.size(), "Executable: invalid output value");
   if (options_.fuse && !options_.eager) report_ = fuse_graph(graph_, outputs_);
@@ -128,16 +130,16 @@ Executable::Executable(const Graph& graph, std::vector<Value> inputs, std::vecto
       schedule_.insert(schedule_.begin(), v.node);
   for (int i : schedule_)
     for (auto& t : graph_.node(i).outputs)
-      LS_CHECK(t.shape.is_known(), graph_.node(i).op, " '", graph_.node(i).name,
-               "': output shape ", t.shape.str(), " is not known at compile time");
+      LS_CHECK(t.shape.is_known(), graph_.node(i).op, " '", graph_.node(i).name, "': output shape ",
+               t.shape.str(), " is not known at compile time");
   if (options_.eager) {
-    for (Value v : inputs_) input_tensors_.push_back(Tensor::zeros(graph_.type(v).shape, graph_.type(v).dtype));
+    for (Value v : inputs_)
+      input_tensors_.push_back(Tensor::zeros(graph_.type(v).shape, graph_.type(v).dtype));
   } else {
     plan_memory();
     build_kernels();
   }
-  compile_seconds_ =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  compile_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 Executable::~Executable() {
@@ -155,7 +157,13 @@ void Executable::plan_memory() {
   const int end = int(schedule_.size());
 
   // Root buffer of each value (aliases share their input's root).
-  struct Buf { int node, index; size_t bytes; int first, last; size_t offset = 0; bool arena; };
+  struct Buf {
+    int node, index;
+    size_t bytes;
+    int first, last;
+    size_t offset = 0;
+    bool arena;
+  };
   std::map<std::pair<int, int>, int> buf_of;
   std::vector<Buf> bufs;
   for (int i : schedule_) {
@@ -186,7 +194,8 @@ void Executable::plan_memory() {
   std::vector<int> order;
   for (int b = 0; b < int(bufs.size()); ++b)
     if (bufs[b].arena) order.push_back(b);
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return bufs[a].bytes > bufs[b].bytes; });
+  std::sort(order.begin(), order.end(),
+            [&](int a, int b) { return bufs[a].bytes > bufs[b].bytes; });
   std::vector<int> placed;
   auto align = [](size_t x) { return (x + kAlignment - 1) / kAlignment * kAlignment; };
   for (int b : order) {
@@ -195,7 +204,8 @@ void Executable::plan_memory() {
     std::vector<std::pair<size_t, size_t>> busy;
     for (int p : placed) {
       const Buf& P = bufs[p];
-      if (P.first <= B.last && B.first <= P.last) busy.push_back({P.offset, P.offset + align(P.bytes)});
+      if (P.first <= B.last && B.first <= P.last)
+        busy.push_back({P.offset, P.offset + align(P.bytes)});
     }
     std::sort(busy.begin(), busy.end());
     size_t off = 0;
@@ -220,7 +230,8 @@ void Executable::plan_memory() {
         Value src = nd.inputs[def.alias_input];
         values_[i][0] = values_[src.node][src.index].reshape(t.shape);
       } else if (nd.op == "variable") {
-        LS_CHECK(nd.variable && nd.variable->value.defined(), "variable '", nd.name, "' has no value");
+        LS_CHECK(nd.variable && nd.variable->value.defined(), "variable '", nd.name,
+                 "' has no value");
         values_[i][k] = nd.variable->value;
       } else {
         const Buf& B = bufs[buf_of.at({i, k})];
@@ -269,8 +280,8 @@ void Executable::build_kernels() {
   report_.insert(report_.end(), fallbacks.begin(), fallbacks.end());
   if (workspace_bytes_) workspace_ = aligned_alloc_bytes(workspace_bytes_);
   for (auto& st : steps_) {
-    st->args = KernelArgs{st->in.data(), int(st->in.size()), st->out.data(), int(st->out.size()),
-                          workspace_, &step_};
+    st->args = KernelArgs{st->in.data(),       int(st->in.size()), st->out.data(),
+                          int(st->out.size()), workspace_,         &step_};
   }
 }
 
@@ -309,7 +320,8 @@ void Executable::print_profile() const {
 
 void Executable::run_eager() {
   std::map<std::pair<int, int>, Tensor> vals;
-  for (size_t k = 0; k < inputs_.size(); ++k) vals[{inputs_[k].node, inputs_[k].index}] = input_tensors_[k];
+  for (size_t k = 0; k < inputs_.size(); ++k)
+    vals[{inputs_[k].node, inputs_[k].index}] = input_tensors_[k];
   for (int i : schedule_) {
     const Node& nd = graph_.node(i);
     const OpDef& def = OpRegistry::get().op(nd.op);

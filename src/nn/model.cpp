@@ -32,15 +32,16 @@ Model::Model(std::vector<KTensor> inputs, std::vector<KTensor> outputs, std::str
   }
   // Depth-first topological sort of the layer calls reachable from the outputs.
   std::set<LayerCall*> seen;
-  std::function<void(const std::shared_ptr<LayerCall>&)> visit = [&](const std::shared_ptr<LayerCall>& c) {
-    if (seen.count(c.get())) return;
-    seen.insert(c.get());
-    if (c->inputs.empty())
-      LS_CHECK(input_calls.count(c.get()), "Model '", name_, "': output depends on Input '",
-               c->layer->name(), "' that is not in the model's inputs");
-    for (auto& in : c->inputs) visit(in.call);
-    calls_.push_back(c);
-  };
+  std::function<void(const std::shared_ptr<LayerCall>&)> visit =
+      [&](const std::shared_ptr<LayerCall>& c) {
+        if (seen.count(c.get())) return;
+        seen.insert(c.get());
+        if (c->inputs.empty())
+          LS_CHECK(input_calls.count(c.get()), "Model '", name_, "': output depends on Input '",
+                   c->layer->name(), "' that is not in the model's inputs");
+        for (auto& in : c->inputs) visit(in.call);
+        calls_.push_back(c);
+      };
   for (auto& t : outputs_) visit(t.call);
   std::set<Layer*> layer_seen;
   for (auto& c : calls_)
@@ -127,7 +128,8 @@ int64_t Model::count_params() const {
 
 json Model::get_config() const {
   json layers = json::array();
-  for (auto& l : layers_) layers.push_back({{"class_name", l->class_name()}, {"config", l->config()}});
+  for (auto& l : layers_)
+    layers.push_back({{"class_name", l->class_name()}, {"config", l->config()}});
   return {{"class_name", "Functional"}, {"config", {{"name", name_}, {"layers", layers}}}};
 }
 
@@ -156,14 +158,15 @@ void Model::compile(CompileConfig config) {
 }
 
 Program& Model::program(const std::string& kind, int64_t batch, int replica) {
-  LS_CHECK(compiled_ || kind == "predict", "Model '", name_, "': call compile() before ", kind == "train" ? "fit" : "evaluate");
+  LS_CHECK(compiled_ || kind == "predict", "Model '", name_, "': call compile() before ",
+           kind == "train" ? "fit" : "evaluate");
   auto key = std::make_tuple(kind, batch, replica);
   auto it = programs_.find(key);
   if (it != programs_.end()) return *it->second;
   if (!compiled_) config_ = CompileConfig{};
   auto p = std::make_unique<Program>(*this, program_kind(kind), batch,
-                                     loss_tracker_ ? loss_tracker_ : metrics::Mean("loss"), metrics_,
-                                     replication_.get(), replica);
+                                     loss_tracker_ ? loss_tracker_ : metrics::Mean("loss"),
+                                     metrics_, replication_.get(), replica);
   compile_seconds_ += p->compile_seconds();
   return *(programs_[key] = std::move(p));
 }

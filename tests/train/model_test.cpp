@@ -44,7 +44,8 @@ std::pair<Tensor, Tensor> synthetic(int64_t n, uint64_t seed) {
 
 std::vector<double> step_losses(Model& m, const Tensor& x, const Tensor& y, int steps, int batch) {
   std::vector<double> losses;
-  auto cb = callbacks::LambdaCallback({}, [&](int, const Logs& l) { losses.push_back(l.at("loss")); });
+  auto cb =
+      callbacks::LambdaCallback({}, [&](int, const Logs& l) { losses.push_back(l.at("loss")); });
   m.fit(x.slice(0, int64_t(steps) * batch), y.slice(0, int64_t(steps) * batch),
         {.batch_size = batch, .epochs = 1, .verbose = 0, .callbacks = {cb}, .shuffle = false});
   return losses;
@@ -68,8 +69,10 @@ TEST(ModelTrain, CompiledMatchesEagerOver20Steps) {
   set_random_seed(7);
   Model b = small_cnn(true);
   b.set_weights(a.get_weights());
-  a.compile({.optimizer = optimizers::Adam(1e-2), .loss = losses::SparseCategoricalCrossentropy({.from_logits = true})});
-  b.compile({.optimizer = optimizers::Adam(1e-2), .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}),
+  a.compile({.optimizer = optimizers::Adam(1e-2),
+             .loss = losses::SparseCategoricalCrossentropy({.from_logits = true})});
+  b.compile({.optimizer = optimizers::Adam(1e-2),
+             .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}),
              .run_eagerly = true});
   auto la = step_losses(a, x, y, 20, 16);
   auto lb = step_losses(b, x, y, 20, 16);
@@ -79,7 +82,8 @@ TEST(ModelTrain, CompiledMatchesEagerOver20Steps) {
   auto wa = a.get_weights(), wb = b.get_weights();
   for (size_t k = 0; k < wa.size(); ++k) {
     auto va = wa[k].to_vector(), vb = wb[k].to_vector();
-    for (size_t i = 0; i < va.size(); ++i) ASSERT_NEAR(va[i], vb[i], 1e-4 + 1e-4 * std::fabs(vb[i]));
+    for (size_t i = 0; i < va.size(); ++i)
+      ASSERT_NEAR(va[i], vb[i], 1e-4 + 1e-4 * std::fabs(vb[i]));
   }
   EXPECT_LT(la.back(), la.front());  // it learns
 }
@@ -89,8 +93,10 @@ TEST(ModelTrain, CpuBackendMatchesReferenceBackend) {
   Model a = small_cnn(false);
   Model b = small_cnn(false);
   b.set_weights(a.get_weights());
-  a.compile({.optimizer = optimizers::SGD(0.05, 0.9), .loss = losses::SparseCategoricalCrossentropy({.from_logits = true})});
-  b.compile({.optimizer = optimizers::SGD(0.05, 0.9), .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}),
+  a.compile({.optimizer = optimizers::SGD(0.05, 0.9),
+             .loss = losses::SparseCategoricalCrossentropy({.from_logits = true})});
+  b.compile({.optimizer = optimizers::SGD(0.05, 0.9),
+             .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}),
              .backend = "reference"});
   auto la = step_losses(a, x, y, 10, 16), lb = step_losses(b, x, y, 10, 16);
   for (int i = 0; i < 10; ++i) EXPECT_NEAR(la[i], lb[i], 1e-3 * std::fabs(lb[i])) << "step " << i;
@@ -100,8 +106,10 @@ TEST(ModelTrain, StepsPerExecutionGivesSameResult) {
   auto [x, y] = synthetic(12 * 8, 5);
   Model a = small_cnn(true), b = small_cnn(true);
   b.set_weights(a.get_weights());
-  a.compile({.optimizer = optimizers::Adam(1e-2), .loss = losses::SparseCategoricalCrossentropy({.from_logits = true})});
-  b.compile({.optimizer = optimizers::Adam(1e-2), .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}),
+  a.compile({.optimizer = optimizers::Adam(1e-2),
+             .loss = losses::SparseCategoricalCrossentropy({.from_logits = true})});
+  b.compile({.optimizer = optimizers::Adam(1e-2),
+             .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}),
              .steps_per_execution = 4});
   auto ha = a.fit(x, y, {.batch_size = 8, .epochs = 1, .verbose = 0, .shuffle = false});
   auto hb = b.fit(x, y, {.batch_size = 8, .epochs = 1, .verbose = 0, .shuffle = false});
@@ -135,7 +143,8 @@ TEST(ModelTrain, FunctionalResidualModelLearns) {
 
 TEST(ModelTrain, CompiledStepDoesNotAllocate) {
   Model m = small_cnn(true);
-  m.compile({.optimizer = optimizers::Adam(1e-3), .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}),
+  m.compile({.optimizer = optimizers::Adam(1e-3),
+             .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}),
              .metrics = {"accuracy"}});
   auto [x, y] = synthetic(16, 1);
   Program p(m, Program::Kind::train, 16, metrics::Mean("loss"), {});
@@ -166,7 +175,8 @@ TEST(ModelSummary, ReferenceCnnTable) {
 
 TEST(ModelErrors, WrongInputShapeNamesModelAndShapes) {
   Model m = small_cnn(false);
-  m.compile({.optimizer = optimizers::Adam(), .loss = losses::SparseCategoricalCrossentropy({.from_logits = true})});
+  m.compile({.optimizer = optimizers::Adam(),
+             .loss = losses::SparseCategoricalCrossentropy({.from_logits = true})});
   Tensor x = Tensor::zeros(Shape{4, 8, 8}), y = Tensor::zeros(Shape{4}, DType::i32);
   auto msg = error_of([&] { m.fit(x, y, {.verbose = 0}); });
   EXPECT_NE(msg.find("(4, 8, 8)"), std::string::npos) << msg;
@@ -175,7 +185,8 @@ TEST(ModelErrors, WrongInputShapeNamesModelAndShapes) {
 
 TEST(ModelErrors, LabelsOutOfRange) {
   Model m = small_cnn(false);
-  m.compile({.optimizer = optimizers::Adam(), .loss = losses::SparseCategoricalCrossentropy({.from_logits = true})});
+  m.compile({.optimizer = optimizers::Adam(),
+             .loss = losses::SparseCategoricalCrossentropy({.from_logits = true})});
   auto [x, y] = synthetic(8, 2);
   y.data<int32_t>()[5] = 7;
   auto msg = error_of([&] { m.fit(x, y, {.verbose = 0}); });
@@ -184,21 +195,21 @@ TEST(ModelErrors, LabelsOutOfRange) {
 
 TEST(ModelErrors, LayerMisconfigurationNamesLayer) {
   using namespace layers;
-  auto msg = error_of([] {
-    Sequential({Input({28, 28}), Conv2D(8, 3, {.name = "block1_conv"})});
-  });
+  auto msg = error_of([] { Sequential({Input({28, 28}), Conv2D(8, 3, {.name = "block1_conv"})}); });
   EXPECT_NE(msg.find("block1_conv"), std::string::npos) << msg;
 }
 
 TEST(ModelErrors, NanLossStopsFitWithMessage) {
   Model m = small_cnn(false);
   // A learning rate this large makes the weights overflow within a few steps.
-  m.compile({.optimizer = optimizers::SGD(1e30), .loss = losses::SparseCategoricalCrossentropy({.from_logits = true})});
+  m.compile({.optimizer = optimizers::SGD(1e30),
+             .loss = losses::SparseCategoricalCrossentropy({.from_logits = true})});
   auto [x, y] = synthetic(256, 2);
   auto hist = m.fit(x, y, {.batch_size = 8, .epochs = 3, .verbose = 0, .shuffle = false});
   EXPECT_TRUE(hist.stopped_on_nan);
   EXPECT_TRUE(hist.stop_reason.find("NaN") != std::string::npos ||
-              hist.stop_reason.find("inf") != std::string::npos) << hist.stop_reason;
+              hist.stop_reason.find("inf") != std::string::npos)
+      << hist.stop_reason;
   EXPECT_NE(hist.stop_reason.find("epoch 1, step"), std::string::npos) << hist.stop_reason;
   EXPECT_EQ(hist.epoch.size(), 1u);
 }

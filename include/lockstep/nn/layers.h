@@ -109,7 +109,7 @@ struct Factor {
   Factor(double lo, double hi) : lower(lo), upper(hi), single(false) {}
 };
 struct TransformLayerOptions {
-  std::string fill_mode = "reflect";      // reflect | wrap | constant | nearest
+  std::string fill_mode = "reflect";       // reflect | wrap | constant | nearest
   std::string interpolation = "bilinear";  // bilinear | nearest
   uint64_t seed = 0;
   double fill_value = 0.0;
@@ -144,7 +144,7 @@ struct ResizingOptions {
 };
 LayerHandle Resizing(int64_t height, int64_t width, ResizingOptions o = {});
 struct NormalizationOptions {
-  std::vector<int64_t> axis = {-1};  // kept axes; empty = Keras axis=None (one mean)
+  std::vector<int64_t> axis = {-1};    // kept axes; empty = Keras axis=None (one mean)
   std::vector<double> mean, variance;  // fixed statistics (else adapt())
   bool invert = false;
   std::string name;
@@ -165,9 +165,9 @@ class NormalizationHandle : public LayerHandle {
   // Dataset-like sources: anything iterable whose elements are batches (Tensor) or
   // (Tensor, ...) pairs/tuples whose first item is the batch.
   template <class Batches>
-    requires(!std::is_same_v<std::remove_cvref_t<Batches>, Tensor> &&
-             !std::is_same_v<std::remove_cvref_t<Batches>, data::Dataset>)
-  void adapt(Batches&& batches) const {
+  requires(!std::is_same_v<std::remove_cvref_t<Batches>, Tensor> &&
+           !std::is_same_v<std::remove_cvref_t<Batches>,
+                           data::Dataset>) void adapt(Batches&& batches) const {
     reset_state();
     for (auto&& b : batches) update_state(first_of(b));
     finalize_state();
@@ -175,7 +175,10 @@ class NormalizationHandle : public LayerHandle {
 
  private:
   static const Tensor& first_of(const Tensor& t) { return t; }
-  template <class P> static const Tensor& first_of(const P& p) { return std::get<0>(p); }
+  template <class P>
+  static const Tensor& first_of(const P& p) {
+    return std::get<0>(p);
+  }
 };
 NormalizationHandle Normalization(NormalizationOptions o = {});
 

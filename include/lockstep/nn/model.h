@@ -39,7 +39,8 @@ class DistributedDataset;
 struct ValidationData {
   ValidationData() = default;
   ValidationData(Tensor x_, Tensor y_) : x(std::move(x_)), y(std::move(y_)) {}
-  ValidationData(std::pair<Tensor, Tensor> xy) : x(std::move(xy.first)), y(std::move(xy.second)) {}  // NOLINT
+  ValidationData(std::pair<Tensor, Tensor> xy)
+      : x(std::move(xy.first)), y(std::move(xy.second)) {}      // NOLINT
   ValidationData(data::Dataset ds) : dataset(std::move(ds)) {}  // NOLINT
   Tensor x, y;
   data::Dataset dataset;
@@ -65,7 +66,7 @@ struct FitConfig {
 struct EvaluateConfig {
   int batch_size = 32;  // arrays only; a Dataset is already batched
   int verbose = 1;
-  int64_t steps = 0;    // Dataset: 0 = until the end
+  int64_t steps = 0;  // Dataset: 0 = until the end
 };
 
 class Program;      // a compiled train/eval/predict step (src/train/program.h)
@@ -152,8 +153,8 @@ class Model {
 
 // One entry of a Sequential list: a layer, or an Input (KTensor) as the first item.
 struct SequentialItem {
-  SequentialItem(LayerHandle l) : layer(l.ptr()) {}  // NOLINT
-  SequentialItem(LayerPtr l) : layer(std::move(l)) {}  // NOLINT
+  SequentialItem(LayerHandle l) : layer(l.ptr()) {}                   // NOLINT
+  SequentialItem(LayerPtr l) : layer(std::move(l)) {}                 // NOLINT
   SequentialItem(KTensor t) : input(std::move(t)), is_input(true) {}  // NOLINT
   LayerPtr layer;
   KTensor input;

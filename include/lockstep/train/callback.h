@@ -32,8 +32,8 @@ struct History {
   std::map<std::string, std::vector<double>> history;
   std::vector<int> epoch;
   double compile_seconds = 0;
-  double train_seconds = 0;           // time in fit's epochs (excludes compile)
-  double images_per_second = 0;       // training samples / train_seconds
+  double train_seconds = 0;      // time in fit's epochs (excludes compile)
+  double images_per_second = 0;  // training samples / train_seconds
   bool stopped_on_nan = false;
   std::string stop_reason;
   // Time the training steps waited for their input (fetching the next batch and copying it

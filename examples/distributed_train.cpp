@@ -2,7 +2,7 @@
 // strategy, ending with its weights in a checkpoint file and one JSON line. It is the smallest
 // multi-worker example, and the equivalence / fault tests run it as worker processes.
 //   distributed_train --strategy one_device|mirrored|multi_worker [--epochs N] [--batch N]
-//       [--samples N] [--out FILE] [--backup-dir DIR] [--step-delay-ms N] [--timeout-ms N]
+//       [--samples N] [--sync-bn] [--out FILE] [--backup-dir DIR] [--step-delay-ms N] [--timeout-ms N]
 // multi_worker reads the cluster from TF_CONFIG, or the MPI / Slurm environment.
 #include <signal.h>
 
@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);  // a dying peer must not kill this worker
   std::string strategy_name = "one_device", out, backup_dir;
   int epochs = 2, batch = 16, samples = 96, delay_ms = 0, timeout_ms = 10000;
+  bool sync_bn = false;  // a BatchNormalization(synchronized=true) after the convolution
   for (int i = 1; i < argc; ++i) {
     std::string k = argv[i];
     auto next = [&]() -> std::string {
@@ -38,6 +39,8 @@ int main(int argc, char** argv) {
       batch = std::stoi(next());
     else if (k == "--samples")
       samples = std::stoi(next());
+    else if (k == "--sync-bn")
+      sync_bn = true;
     else if (k == "--out")
       out = next();
     else if (k == "--backup-dir")
@@ -78,9 +81,15 @@ int main(int argc, char** argv) {
     {
       auto scope = strategy.scope();
       using namespace ls::layers;
-      model = ls::Sequential({Input({8, 8, 2}), Conv2D(4, 3, {.activation = "relu"}),
-                              MaxPooling2D({2, 2}), Flatten(), Dense(16, {.activation = "relu"}),
-                              Dense(3)});
+      if (sync_bn)
+        model = ls::Sequential({Input({8, 8, 2}), Conv2D(4, 3, {.use_bias = false}),
+                                BatchNormalization({.synchronized = true}), Activation("relu"),
+                                MaxPooling2D({2, 2}), Flatten(), Dense(16, {.activation = "relu"}),
+                                Dense(3)});
+      else
+        model = ls::Sequential({Input({8, 8, 2}), Conv2D(4, 3, {.activation = "relu"}),
+                                MaxPooling2D({2, 2}), Flatten(), Dense(16, {.activation = "relu"}),
+                                Dense(3)});
       model.compile({.optimizer = ls::optimizers::Adam(0.01),
                      .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
                      .metrics = {"accuracy"}});

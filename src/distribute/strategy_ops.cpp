@@ -5,7 +5,15 @@
 //     its last producer ("schedule_early"), so the reduction overlaps the rest of backward.
 //   all_reduce_wait(packed){group, bucket, replica, ranks, shapes} -> g_1'..g_k'
 //     waits for the bucket's reduction and unpacks the summed gradients.
+//   cross_replica_sum(x){group, replica[, gradient]} -> sum of x over every replica
+//     (synchronized BatchNormalization's statistics). Blocking, and queued on the same
+//     communication thread as the buckets, so all replicas issue collectives in one order.
+//     Its gradient is a cross_replica_sum of the output gradients, weighted: replica r's
+//     gradients are scaled by its sample weight w_r when buckets are packed, so the backward
+//     sum is (sum_r' w_r' dy_r') / w_r, which after that scaling contributes exactly the
+//     gradient of the sample-weighted total loss.
 #include "distribute/strategy_runtime.h"
+#include "lockstep/graph/autodiff.h"
 #include "lockstep/graph/op_registry.h"
 
 namespace lockstep::distribute {
@@ -68,13 +76,42 @@ void wait_kernel(const Node& n, const KernelArgs& a) {
   }
 }
 
+void cross_replica_sum_kernel(const Node& n, const KernelArgs& a) {
+  GradientReducer* r = GradientReducer::lookup(n.attrs.i("group"));
+  const int replica = int(n.attrs.i("replica"));
+  const bool grad = n.attrs.b("gradient");
+  const float w = grad ? r->weight(replica) : 1.f;
+  const float* x = a.in(0).data<float>();
+  float* y = a.out(0).data<float>();
+  const int64_t m = a.in(0).numel();
+  for (int64_t j = 0; j < m; ++j) y[j] = x[j] * w;
+  r->sum_now(replica, y, size_t(m));
+  if (grad) {
+    const float inv = w > 0.f ? 1.f / w : 0.f;  // a replica without samples contributes nothing
+    for (int64_t j = 0; j < m; ++j) y[j] *= inv;
+  }
+}
+
 }  // namespace
 
 LOCKSTEP_REGISTER(strategy_ops) {
   OpRegistry& R = OpRegistry::get();
   R.add({.name = "all_reduce_start", .infer = start_infer});
   R.add({.name = "all_reduce_wait", .infer = wait_infer});
+  R.add({.name = "cross_replica_sum",
+         .infer =
+             [](const Node&, const Types& in) {
+               LS_CHECK(in.size() == 1 && in[0].dtype == DType::f32,
+                        "cross_replica_sum takes one float32 tensor");
+               return Types{in[0]};
+             },
+         .grad = [](GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
+           Attrs a = n.attrs;
+           a.set("gradient", true);
+           return std::vector<Value>{b.add("cross_replica_sum", {dy[0]}, a)};
+         }});
   for (const char* backend : {"reference", "cpu"}) {
+    R.add_kernel("cross_replica_sum", backend, simple_kernel(cross_replica_sum_kernel));
     R.add_kernel("all_reduce_start", backend, simple_kernel(start_kernel));
     R.add_kernel("all_reduce_wait", backend, simple_kernel(wait_kernel));
   }

@@ -299,6 +299,10 @@ void GradientReducer::start(int replica, int bucket, float* data, size_t count) 
   pending_[size_t(replica)][size_t(bucket)] = strategy_.start_allreduce(replica, data, count);
 }
 
+void GradientReducer::sum_now(int replica, float* data, size_t count) {
+  strategy_.allreduce_now(replica, data, count);
+}
+
 void GradientReducer::wait(int replica, int bucket) {
   auto& f = pending_[size_t(replica)][size_t(bucket)];
   LS_CHECK(f.valid(), "all_reduce_wait: bucket ", bucket, " was never started");

@@ -97,6 +97,11 @@ class GradientReducer {
   void start(int replica, int bucket, float* data, size_t count);
   void wait(int replica, int bucket);
   int num_buckets() const { return num_buckets_; }
+  int64_t group() const { return group_; }
+  // Blocking sum of data[0..count) over every replica (cross_replica_sum ops), queued on
+  // replica r's communication thread behind any gradient bucket already started, so every
+  // replica issues its collectives in the same order.
+  void sum_now(int replica, float* data, size_t count);
   // Seconds the replica-0 step spent blocked in waits (last step) and all-reduce busy time.
   static GradientReducer* lookup(int64_t group);
   double wait_seconds() const { return wait_seconds_; }

@@ -81,7 +81,11 @@ Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tr
   Graph g;
   Shape xs = model.inputs()[0].shape().with_dim(0, batch);
   Value x = g.input({model.inputs()[0].dtype(), xs}, "x");
-  CallContext ctx{g, kind == Kind::train, random_seed(), {}};
+  CallContext ctx{g, kind == Kind::train, random_seed()};
+  if (kind == Kind::train && replication && replication->strategy().replicated()) {
+    ctx.replica_group = replication->reducer().group();
+    ctx.replica = replica;
+  }
   Value pred = model.call(ctx, {x})[0];
   std::vector<Value> inputs{x}, outputs;
   if (kind == Kind::predict) {

@@ -89,6 +89,41 @@ TEST(StrategyMirrored, TwoReplicasMatchOneReplica) {
               mirrored.evaluate(x, y, {.verbose = 0})["loss"], 1e-5);
 }
 
+// BatchNormalization(synchronized=true): 2 replicas x B/2 normalise with the global batch's
+// statistics, so they match 1 replica x B (weights, moving statistics, loss); unsynchronized
+// BN (per-replica statistics) does not, which shows the comparison can fail. (No conv bias
+// before BN, as usual: its gradient is pure rounding noise, which Adam would amplify.)
+TEST(StrategyMirrored, SynchronizedBatchNormMatchesOneReplica) {
+  auto make = [](bool sync) {
+    set_random_seed(8);
+    reset_layer_names();
+    using namespace layers;
+    Model m = Sequential({Input({8, 8, 2}), Conv2D(4, 3, {.use_bias = false}),
+                          BatchNormalization({.synchronized = sync}),
+                          Activation("relu"), MaxPooling2D({2, 2}), Flatten(), Dense(3)});
+    compile(m);
+    return m;
+  };
+  auto [x, y] = make_data(72);  // batch 16: 4 full steps + a partial batch of 8 (4 + 4)
+  Model single = make(true);  // no strategy: plain batch statistics
+  auto h1 = single.fit(x, y, {.batch_size = 16, .epochs = 2, .verbose = 0, .shuffle = false});
+  auto strategy = ds::MirroredStrategy({"cpu:0", "cpu:1"});
+  auto train = [&](bool sync) {
+    auto scope = strategy.scope();
+    Model m = make(sync);
+    auto h = m.fit(x, y, {.batch_size = 16, .epochs = 2, .verbose = 0, .shuffle = false});
+    return std::make_pair(std::move(m), std::move(h));
+  };
+  auto [synced, h2] = train(true);
+  EXPECT_LT(max_diff(single, synced), 5e-5f);
+  for (size_t e = 0; e < 2; ++e) EXPECT_NEAR(h1.history["loss"][e], h2.history["loss"][e], 1e-5);
+  auto [unsynced, h3] = train(false);
+  EXPECT_GT(max_diff(single, unsynced), 1e-3f);
+  // Inference uses the (global) moving statistics: same predictions.
+  EXPECT_NEAR(single.evaluate(x, y, {.verbose = 0})["loss"],
+              synced.evaluate(x, y, {.verbose = 0})["loss"], 1e-4);
+}
+
 TEST(StrategyMirrored, OneDeviceIsThePlainStep) {
   auto [x, y] = make_data(32);
   Model a = cnn(4);

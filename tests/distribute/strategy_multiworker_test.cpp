@@ -142,6 +142,23 @@ TEST_F(MultiWorker, TwoWorkersMatchOneWorker) {
   EXPECT_NEAR(loss_of(log0), loss_of(logs), 1e-5);
 }
 
+// BatchNormalization(synchronized=true): two workers with B/2 each normalise with the
+// statistics of the whole global batch, so they match one worker with B (plain BN).
+TEST_F(MultiWorker, SynchronizedBatchNormMatchesOneWorker) {
+  Proc single = spawn({"--strategy", "one_device", "--sync-bn", "--out", path("single.lsckpt")},
+                      "", path("single.log"));
+  ASSERT_EQ(wait_for(single, 120), 0) << read_file(single.log);
+  int port = free_port();
+  Proc w0 = spawn({"--strategy", "multi_worker", "--sync-bn", "--out", path("w0.lsckpt")},
+                  tf_config(port, 0), path("w0.log"));
+  Proc w1 = spawn({"--strategy", "multi_worker", "--sync-bn", "--out", path("w1.lsckpt")},
+                  tf_config(port, 1), path("w1.log"));
+  ASSERT_EQ(wait_for(w0, 120), 0) << read_file(w0.log);
+  ASSERT_EQ(wait_for(w1, 120), 0) << read_file(w1.log);
+  auto ref = io::read_checkpoint_file(path("single.lsckpt"));
+  EXPECT_LT(max_diff(ref, io::read_checkpoint_file(path("w0.lsckpt"))), 5e-5f);
+}
+
 TEST_F(MultiWorker, KilledWorkerIsNamedAndBackupResumes) {
   int port = free_port();
   std::string backup = path("backup");

@@ -20,6 +20,12 @@ struct CallContext {
   bool training = false;
   uint64_t seed = 0;
   std::vector<Value> losses;  // extra losses (regularizers) added by layers in this call
+  // Set when the step runs replicated under a strategy (training only): the id of the
+  // strategy's cross-replica group and this local replica's index. Layers that need
+  // cross-replica values (BatchNormalization(synchronized=true)) add "cross_replica_sum" ops
+  // with these attributes; -1 = not replicated.
+  int64_t replica_group = -1;
+  int replica = 0;
   // Reads a variable into this graph.
   Value read(const VariablePtr& v) { return graph.variable(v); }
 };

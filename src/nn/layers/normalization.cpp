@@ -56,6 +56,7 @@ class BatchNormLayer : public Layer {
       return {g.add("batch_norm_infer",
                     {x, gamma, beta, ctx.read(moving_mean_), ctx.read(moving_var_)}, eps, name())};
     }
+    if (o_.synchronized && ctx.replica_group >= 0) return {synchronized_train(ctx, x, gamma, beta)};
     auto outs = g.add_multi("batch_norm_train", {x, gamma, beta}, eps, name());
     update(g, ctx.read(moving_mean_), outs.at(1), moving_mean_);
     update(g, ctx.read(moving_var_), outs.at(2), moving_var_);
@@ -63,6 +64,47 @@ class BatchNormLayer : public Layer {
   }
 
  private:
+  // Cross-replica batch statistics (tf.keras's synchronized=True): each replica sums x and x^2
+  // over its batch and spatial positions, one cross_replica_sum adds [sum, sum of squares,
+  // count] over every replica, and all normalise with the global mean and (biased) variance
+  // E[x^2] - E[x]^2. Built from differentiable ops, so autodiff gives the exact gradient of
+  // the global-batch normalisation; N replicas x B/N match 1 replica x B.
+  Value synchronized_train(CallContext& ctx, Value x, Value gamma, Value beta) {
+    Graph& g = ctx.graph;
+    const Shape s = g.type(x).shape;
+    std::vector<int64_t> axes;
+    int64_t count = 1;
+    for (int d = 0; d + 1 < s.rank(); ++d) {
+      axes.push_back(d);
+      LS_CHECK(s[d] > 0, "BatchNormalization '", name(),
+               "': synchronized statistics need a known batch shape, got ", s.str());
+      count *= s[d];
+    }
+    auto vec = [&](std::vector<int64_t> v) { return v; };
+    Attrs sum_attrs{{"axes", axes}, {"keepdims", false}};
+    Value sum = g.add("reduce_sum", {x}, sum_attrs, name());
+    Value sumsq = g.add("reduce_sum", {g.add("square", {x}, {}, name())}, sum_attrs, name());
+    Value n = layer_util::constant_vector(g, 1, float(count));
+    Value packed = g.add("concat", {sum, sumsq, n}, Attrs{{"axis", int64_t(0)}}, name());
+    Value total = g.add("cross_replica_sum", {packed},
+                        Attrs{{"group", ctx.replica_group}, {"replica", int64_t(ctx.replica)}},
+                        name() + "/cross_replica_sum");
+    auto part = [&](int64_t begin, int64_t size) {
+      return g.add("slice", {total}, Attrs{{"begin", vec({begin})}, {"size", vec({size})}}, name());
+    };
+    Value N = part(2 * C_, 1);
+    Value mean = g.add("div", {part(0, C_), N}, {}, name());
+    Value ex2 = g.add("div", {part(C_, C_), N}, {}, name());
+    Value var = g.add("sub", {ex2, g.add("square", {mean}, {}, name())}, {}, name());
+    var = g.add("maximum", {var, layer_util::constant_vector(g, 1, 0.f)}, {}, name());
+    Value std = g.add("sqrt", {g.add("scale_shift", {var}, Attrs{{"scale", 1.0}, {"shift", o_.epsilon}}, name())}, {}, name());
+    Value scale = g.add("div", {gamma, std}, {}, name());
+    Value y = g.add("add", {g.add("mul", {g.add("sub", {x, mean}, {}, name()), scale}, {}, name()), beta}, {}, name());
+    update(g, ctx.read(moving_mean_), mean, moving_mean_);
+    update(g, ctx.read(moving_var_), var, moving_var_);
+    return y;
+  }
+
   // moving = moving * momentum + batch * (1 - momentum)  (Keras 3, biased batch variance).
   void update(Graph& g, Value moving, Value batch, const VariablePtr& var) {
     const double m = o_.momentum;

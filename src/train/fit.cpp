@@ -48,14 +48,15 @@ std::pair<int64_t, int64_t> replica_rows(int64_t n, int R, int r) {
 
 }  // namespace
 
-// Metric values: local replicas folded into replica 0's accumulators, then summed over
-// workers (sum(total) / sum(count)).
-static Logs read_metrics(const Model& m, Replication* rep, const std::string& prefix = "") {
+// Metric values: local replicas folded into replica 0's accumulators, then (across_workers)
+// summed over workers (sum(total) / sum(count)). Every worker must make the same call.
+static Logs read_metrics(const Model& m, Replication* rep, const std::string& prefix = "",
+                         bool across_workers = true) {
   Logs logs;
   auto vars = metric_variables(m);
   if (rep) rep->fold_into_primary(vars);
   std::vector<Tensor> saved;
-  if (rep && rep->strategy().num_workers > 1) {
+  if (across_workers && rep && rep->strategy().num_workers > 1) {
     std::vector<double> all;
     for (auto& v : vars)
       for (float f : v->value.to_vector()) all.push_back(f);
@@ -140,6 +141,7 @@ History Model::fit_loop(Source& source, FitConfig& cfg) {
   const bool chief = !strategy || strategy->is_chief();
   if (!chief) cfg.verbose = 0;  // only the chief prints progress
   const int spe = config_.steps_per_execution;
+  const bool arrays = dynamic_cast<TensorSource*>(&source) != nullptr;
 
   History hist;
   hist.replicas = R * W;
@@ -177,6 +179,15 @@ History Model::fit_loop(Source& source, FitConfig& cfg) {
       }
     }
     int64_t steps = source.steps();
+    if (W > 1 && arrays && epoch == first_epoch) {  // all workers hold the same arrays
+      double c[2] = {double(steps), double(steps) * double(steps)};
+      strategy->allreduce_workers(c, 2);
+      LS_CHECK(c[1] * W == c[0] * c[0],
+               "fit: the workers disagree on the number of batches per epoch (this worker: ",
+               steps, ", mean over workers: ", c[0] / W,
+               "); under MultiWorkerMirroredStrategy every worker passes the same arrays (the "
+               "strategy splits each global batch), or pass a Dataset");
+    }
     if (cfg.steps_per_epoch > 0)
       steps = steps < 0 ? cfg.steps_per_epoch : std::min(steps, cfg.steps_per_epoch);
     ProgressBar bar(int(std::max<int64_t>(steps, 0)), cfg.verbose);
@@ -193,12 +204,15 @@ History Model::fit_loop(Source& source, FitConfig& cfg) {
         double compile_in = compile_seconds_;
         bool have = source.next();
         int64_t lo = 0, n = have ? source.size() : 0, n_global = n;
-        if (have && W > 1 && dynamic_cast<TensorSource*>(&source)) {  // arrays: the global batch
+        if (have && W > 1 && arrays) {  // arrays: the global batch
           auto [a, b] = replica_rows(n, W, strategy->worker_index);   // this worker's rows
           lo = a, n = b - a;
         }
         bool too_small = have && n < R;
-        if (W > 1) {  // every worker steps while all have data; the global sample count
+        // Arrays: every worker holds the same arrays (checked at the epoch's start) and walks
+        // the same global batches, so no per-step agreement is needed. Datasets: every worker
+        // steps while all have data; the global sample count.
+        if (W > 1 && !arrays) {
           double flags[3] = {have ? 0.0 : 1.0, double(n), too_small ? 1.0 : 0.0};
           strategy->allreduce_workers(flags, 3);
           have = flags[0] == 0.0;
@@ -257,7 +271,9 @@ History Model::fit_loop(Source& source, FitConfig& cfg) {
         }
       }
       if (done == s) break;  // no step ran: end of data
-      logs = read_metrics(*this, replication_.get());
+      // Per-step logs are this worker's (its local replicas'): summing them over workers would
+      // put a blocking round trip between every two steps. The epoch's logs are global.
+      logs = read_metrics(*this, replication_.get(), "", W == 1);
       if (!stop_training) bar.update(int(done), logs);
       for (auto& cb : cfg.callbacks) cb->on_train_batch_end(int(done - 1), logs);
       s = done;
@@ -275,7 +291,7 @@ History Model::fit_loop(Source& source, FitConfig& cfg) {
       hist.allreduce_seconds += replication_->reducer().reduce_seconds();
       hist.allreduce_wait_seconds += replication_->reducer().wait_seconds();
     }
-    if (logs.empty()) logs = read_metrics(*this, replication_.get());
+    if (logs.empty() || W > 1) logs = read_metrics(*this, replication_.get());
     if (cfg.validation_data.defined() && !hist.stopped_on_nan) {
       Logs v = cfg.validation_data.dataset.valid()
                    ? evaluate(cfg.validation_data.dataset, {.verbose = 0})

@@ -151,8 +151,9 @@ StrategyImpl::StrategyImpl(std::string name_, std::vector<std::string> devices_,
     if (c) async_.push_back(std::make_unique<AsyncCollectives>(*c));
   }
   if (local_replicas > 1) {
-    int per = options.threads_per_replica > 0 ? options.threads_per_replica
-                                              : std::max(1, num_threads() / local_replicas);
+    const int per = options.threads_per_replica > 0 ? options.threads_per_replica
+                                                    : std::max(1, num_threads() / local_replicas);
+    replica_threads = per;
     threads_ = std::make_unique<ReplicaThreads>(
         local_replicas, per,
         options.pin_threads ? device_cores(devices) : std::vector<std::vector<int>>{});

@@ -54,6 +54,8 @@ class StrategyImpl {
   StrategyOptions options;
   ClusterResolver resolver;
   int local_replicas = 1, num_workers = 1, worker_index = 0;
+  // OpenMP threads each replica thread runs with (0: replicas run inline on the caller).
+  int replica_threads = 0;
   int replicas_in_sync() const { return local_replicas * num_workers; }
   bool is_chief() const { return worker_index == 0; }
   bool replicated() const { return replicas_in_sync() > 1; }

@@ -1,15 +1,22 @@
 // OpenMPI backend: processes launched by mpirun / srun. MPI_Allreduce & co. on a duplicate of
 // MPI_COMM_WORLD with MPI_ERRORS_RETURN, so engine errors become CollectiveError. OpenMPI
-// cannot survive a lost peer: mpirun aborts the whole job when a rank dies, and a partition
-// blocks with no timeout (CommunicationOptions.timeout does not apply to this backend).
-// The C API only (no deprecated C++ bindings).
+// cannot survive a lost peer: mpirun aborts the whole job when a rank dies. A hung peer (alive
+// but stuck) would block every other rank in the collective forever, so a watchdog thread
+// bounds each collective by CommunicationOptions.timeout: past it, this rank prints which
+// collective timed out and exits (status 3), and mpirun then ends the whole job. (MPI cannot
+// tell which peer is missing, and a blocked MPI call cannot be cancelled: exiting is the only
+// way out that never hangs.) The C API only (no deprecated C++ bindings).
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "distribute/backends.h"
 #include "lockstep/distribute/collective.h"
@@ -51,9 +58,77 @@ void ensure_mpi_initialized() {
 
 namespace {
 
+// Bounds each collective by a timeout (0 = none): arm() before the MPI call, disarm() after.
+// Sleeps on a condition variable (no polling), so it costs nothing while collectives finish.
+class Watchdog {
+ public:
+  Watchdog(std::chrono::milliseconds timeout, int rank, int size)
+      : timeout_(timeout),
+        rank_(rank),
+        peer_(size == 2 ? "worker " + std::to_string(1 - rank) + " (the only peer)"
+                        : "a peer (MPI cannot tell which)") {
+    if (timeout_.count() > 0) thread_ = std::thread([this] { loop(); });
+  }
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  void arm(const std::string& op) {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      op_ = op;
+      deadline_ = std::chrono::steady_clock::now() + timeout_;
+      armed_ = ++sequence_;
+    }
+    cv_.notify_all();
+  }
+  void disarm() {
+    if (!thread_.joinable()) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    armed_ = 0;
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      if (armed_ == 0) {
+        cv_.wait(lock, [&] { return stop_ || armed_ != 0; });
+        continue;
+      }
+      const uint64_t watching = armed_;
+      if (cv_.wait_until(lock, deadline_, [&] { return stop_ || armed_ != watching; })) continue;
+      std::fprintf(stderr,
+                   "\nlockstep: MPI %s on worker %d did not complete within %.1f s "
+                   "(CommunicationOptions.timeout): %s is hung or lost, and OpenMPI cannot "
+                   "cancel the call; exiting so that mpirun ends the job\n",
+                   op_.c_str(), rank_, double(timeout_.count()) / 1000.0, peer_.c_str());
+      std::fflush(stderr);
+      std::_Exit(3);
+    }
+  }
+
+  const std::chrono::milliseconds timeout_;
+  const int rank_;
+  const std::string peer_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string op_;
+  std::chrono::steady_clock::time_point deadline_;
+  uint64_t sequence_ = 0, armed_ = 0;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(MPI_Comm comm, int rank, int size) : comm_(comm), rank_(rank), size_(size) {}
+  MpiCommunicator(MPI_Comm comm, int rank, int size, std::chrono::milliseconds timeout)
+      : comm_(comm), rank_(rank), size_(size), watchdog_(timeout, rank, size) {}
   ~MpiCommunicator() override { close(); }
 
   int rank() const override { return rank_; }
@@ -105,7 +180,7 @@ class MpiCommunicator final : public Communicator {
                             std::to_string(size_ - 1) + ")");
     }
     check_int(bytes, "broadcast");
-    check(MPI_Bcast(data, int(bytes), MPI_BYTE, root, comm_), "broadcast");
+    check([&] { return MPI_Bcast(data, int(bytes), MPI_BYTE, root, comm_); }, "broadcast");
   }
 
   std::vector<std::vector<char>> allgather_bytes(const void* data, size_t bytes) override {
@@ -113,7 +188,8 @@ class MpiCommunicator final : public Communicator {
     check_int(bytes, "allgather_bytes");
     std::vector<int> sizes(size_);
     const int mine = int(bytes);
-    check(MPI_Allgather(&mine, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm_), "allgather_bytes");
+    check([&] { return MPI_Allgather(&mine, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm_); },
+          "allgather_bytes");
     std::vector<int> offsets(size_);
     size_t total = 0;
     for (int r = 0; r < size_; ++r) {
@@ -122,9 +198,12 @@ class MpiCommunicator final : public Communicator {
     }
     check_int(total, "allgather_bytes");
     std::vector<char> all(total);
-    check(MPI_Allgatherv(data, mine, MPI_BYTE, all.data(), sizes.data(), offsets.data(), MPI_BYTE,
-                         comm_),
-          "allgather_bytes");
+    check(
+        [&] {
+          return MPI_Allgatherv(data, mine, MPI_BYTE, all.data(), sizes.data(), offsets.data(),
+                                MPI_BYTE, comm_);
+        },
+        "allgather_bytes");
     std::vector<std::vector<char>> out(size_);
     for (int r = 0; r < size_; ++r) {
       out[r].assign(all.begin() + offsets[r], all.begin() + offsets[r] + sizes[r]);
@@ -134,7 +213,7 @@ class MpiCommunicator final : public Communicator {
 
   void barrier() override {
     usable("barrier");
-    check(MPI_Barrier(comm_), "barrier");
+    check([&] { return MPI_Barrier(comm_); }, "barrier");
   }
 
   void abort(const std::string& reason) override {
@@ -168,10 +247,15 @@ class MpiCommunicator final : public Communicator {
   void reduce(void* data, size_t count, MPI_Datatype type, const std::string& op) {
     if (count == 0) return;
     check_int(count, "allreduce_sum");
-    check(MPI_Allreduce(MPI_IN_PLACE, data, int(count), type, MPI_SUM, comm_), op);
+    check([&] { return MPI_Allreduce(MPI_IN_PLACE, data, int(count), type, MPI_SUM, comm_); }, op);
   }
 
-  void check(int rc, const std::string& op) {
+  // Runs one MPI call under the watchdog; an error return becomes a CollectiveError.
+  template <typename Call>
+  void check(Call&& call, const std::string& op) {
+    watchdog_.arm(op);
+    const int rc = call();
+    watchdog_.disarm();
     if (rc == MPI_SUCCESS) return;
     failed_ = "MPI error during " + op + " on worker " + std::to_string(rank_) + ": " +
               mpi_error_text(rc);
@@ -183,6 +267,7 @@ class MpiCommunicator final : public Communicator {
   std::vector<float> staging_;
   std::string failed_;
   bool closed_ = false;
+  Watchdog watchdog_;
 };
 
 }  // namespace
@@ -204,7 +289,7 @@ std::unique_ptr<Communicator> connect_mpi(const ClusterResolver& resolver,
   MPI_Comm comm;
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  return std::make_unique<MpiCommunicator>(comm, rank, size);
+  return std::make_unique<MpiCommunicator>(comm, rank, size, options.timeout);
 }
 
 }  // namespace lockstep::distribute::detail

@@ -74,6 +74,46 @@ ThreadPool& pipeline_pool() {
   return pool;
 }
 
+NodePtr DatasetNode::with_inputs(std::vector<NodePtr> in, const std::string&) const {
+  LS_CHECK(in.empty() && inputs().empty(), "dataset stage '", label(),
+           "' cannot be rebuilt on new inputs");
+  return shared_from_this();
+}
+
+namespace {
+bool any_file_source(const NodePtr& node) {
+  if (node->reads_files()) return true;
+  for (auto& p : node->inputs())
+    if (any_file_source(p)) return true;
+  return false;
+}
+}  // namespace
+
+bool Dataset::reads_files() const { return any_file_source(node().shared_from_this()); }
+
+Dataset Dataset::shard_files(int64_t num_shards, int64_t index) const {
+  LS_CHECK(reads_files(), "shard_files: the pipeline ", node().describe(),
+           " has no file source (list_files, image_dataset_from_directory or "
+           "from_tensor_slices of paths); shard by element with shard() instead");
+  LS_CHECK(num_shards >= 1 && index >= 0 && index < num_shards, "shard_files: index ", index,
+           " out of range for num_shards ", num_shards);
+  std::string variant = "shard-";
+  variant.append(std::to_string(index)).append("-of-").append(std::to_string(num_shards));
+  // The graph below `n` with shard(num_shards, index) right after every file source.
+  std::function<NodePtr(const NodePtr&)> rewrite = [&](const NodePtr& n) -> NodePtr {
+    if (n->reads_files()) return wrap(n).shard(num_shards, index).node_;
+    auto in = n->inputs();
+    bool changed = false;
+    for (auto& p : in) {
+      NodePtr q = rewrite(p);
+      changed |= q != p;
+      p = std::move(q);
+    }
+    return changed ? n->with_inputs(std::move(in), variant) : n;
+  };
+  return wrap(rewrite(node_));
+}
+
 std::string DatasetNode::describe() const {
   // Built with append(): GCC 12 -O3 warns falsely (-Wrestrict) on chained operator+ here.
   std::string out;

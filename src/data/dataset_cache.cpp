@@ -196,6 +196,11 @@ struct MemoryCache {
 
 class CacheNode : public DatasetNode {
  public:
+  NodePtr with_inputs(std::vector<NodePtr> in, const std::string& variant) const override {
+    std::string file = file_;  // its own memory cache / cache file: it caches other elements
+    if (!file.empty()) file.append(".").append(variant);
+    return std::make_shared<CacheNode>(in.at(0), std::move(file));
+  }
   CacheNode(NodePtr in, std::string filename) : input_(std::move(in)), file_(std::move(filename)) {}
   std::unique_ptr<IteratorNode> make_iterator(std::shared_ptr<IteratorContext> ctx,
                                               uint64_t stream) const override;

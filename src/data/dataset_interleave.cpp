@@ -14,6 +14,7 @@ namespace {
 
 class InterleaveNode : public DatasetNode {
  public:
+  LOCKSTEP_DATASET_UNARY_REWRITE(InterleaveNode)
   InterleaveNode(NodePtr in, std::function<Dataset(Element)> fn, InterleaveOptions o)
       : input_(std::move(in)), fn_(std::move(fn)), opts_(std::move(o)) {}
   std::unique_ptr<IteratorNode> make_iterator(std::shared_ptr<IteratorContext> ctx,

@@ -13,6 +13,7 @@ namespace {
 
 class MapNode : public DatasetNode {
  public:
+  LOCKSTEP_DATASET_UNARY_REWRITE(MapNode)
   MapNode(NodePtr in, MapFnWithContext fn, MapOptions opts)
       : input_(std::move(in)),
         fn_(std::make_shared<const MapFnWithContext>(std::move(fn))),

@@ -60,12 +60,32 @@ class DatasetNode : public std::enable_shared_from_this<DatasetNode> {
   virtual std::vector<std::shared_ptr<const DatasetNode>> inputs() const { return {}; }
   // Source data that the label does not capture (tensor bytes, file sizes and mtimes).
   virtual void hash_source(Hasher& h) const {}
+  // A copy of this stage reading from `inputs` (same parameters, fresh caches), for graph
+  // rewrites such as auto-sharding by file. `variant` tells stages that keep side files (a file
+  // cache) to use a distinct file for the rewritten graph. Sources return themselves.
+  virtual std::shared_ptr<const DatasetNode> with_inputs(
+      std::vector<std::shared_ptr<const DatasetNode>> inputs, const std::string& variant) const;
+  // True for sources that enumerate files or paths (list_files, the path list of
+  // image_dataset_from_directory, from_tensor_slices of strings): sharding by FILE shards them.
+  virtual bool reads_files() const { return false; }
 
   std::string describe() const;  // whole upstream chain
   uint64_t fingerprint() const;  // describe() + hash_source() of every node
 };
 
 using NodePtr = std::shared_ptr<const DatasetNode>;
+
+// with_inputs for a copyable stage T with one `input_` member.
+template <class T>
+NodePtr copy_with_input(const T& self, const std::vector<NodePtr>& inputs) {
+  auto c = std::make_shared<T>(self);
+  c->input_ = inputs.at(0);
+  return c;
+}
+#define LOCKSTEP_DATASET_UNARY_REWRITE(T)                                             \
+  NodePtr with_inputs(std::vector<NodePtr> in, const std::string&) const override { \
+    return copy_with_input(*this, in);                                              \
+  }
 
 // Rethrows the current exception as lockstep::Error with `where` prepended to the message
 // (non-std exceptions become "unknown exception").

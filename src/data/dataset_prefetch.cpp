@@ -13,6 +13,7 @@ namespace {
 
 class PrefetchNode : public DatasetNode {
  public:
+  LOCKSTEP_DATASET_UNARY_REWRITE(PrefetchNode)
   PrefetchNode(NodePtr in, int n) : input_(std::move(in)), n_(n) {}
   std::unique_ptr<IteratorNode> make_iterator(std::shared_ptr<IteratorContext> ctx,
                                               uint64_t stream) const override;

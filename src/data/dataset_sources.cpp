@@ -49,6 +49,11 @@ class SlicesNode : public DatasetNode {
     return s;
   }
   std::string label() const override { return label_; }
+  bool reads_files() const override {
+    for (const Component& c : columns_.parts)
+      if (std::holds_alternative<Strings>(c)) return true;
+    return false;
+  }
   void hash_source(Hasher& h) const override {
     for (const Component& c : columns_.parts) {
       if (auto* t = std::get_if<Tensor>(&c)) {
@@ -182,6 +187,9 @@ class GeneratorNode : public DatasetNode {
 class ZipNode : public DatasetNode {
  public:
   explicit ZipNode(std::vector<NodePtr> in) : in_(std::move(in)) {}
+  NodePtr with_inputs(std::vector<NodePtr> in, const std::string&) const override {
+    return std::make_shared<ZipNode>(std::move(in));
+  }
   std::unique_ptr<IteratorNode> make_iterator(std::shared_ptr<IteratorContext> ctx,
                                               uint64_t stream) const override {
     struct It : IteratorNode {

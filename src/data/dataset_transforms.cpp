@@ -18,7 +18,7 @@ class UnaryNode : public DatasetNode {
   std::optional<ElementSpec> spec() const override { return input_->spec(); }
   int64_t cardinality() const override { return input_->cardinality(); }
 
- protected:
+ public:  // (internal) copy_with_input rebinds it
   NodePtr input_;
 };
 
@@ -33,6 +33,7 @@ bool finite(int64_t c) { return c >= 0; }
 
 class FilterNode : public UnaryNode {
  public:
+  LOCKSTEP_DATASET_UNARY_REWRITE(FilterNode)
   FilterNode(NodePtr in, Predicate p) : UnaryNode(std::move(in)), pred_(std::move(p)) {}
   std::unique_ptr<IteratorNode> make_iterator(std::shared_ptr<IteratorContext> ctx,
                                               uint64_t stream) const override {
@@ -77,6 +78,7 @@ class FilterNode : public UnaryNode {
 
 class ShuffleNode : public UnaryNode {
  public:
+  LOCKSTEP_DATASET_UNARY_REWRITE(ShuffleNode)
   ShuffleNode(NodePtr in, int64_t buffer, uint64_t seed, bool reshuffle)
       : UnaryNode(std::move(in)), buffer_(buffer), seed_(seed), reshuffle_(reshuffle) {}
   std::unique_ptr<IteratorNode> make_iterator(std::shared_ptr<IteratorContext> ctx,
@@ -127,6 +129,7 @@ class ShuffleNode : public UnaryNode {
 
 class BatchNode : public UnaryNode {
  public:
+  LOCKSTEP_DATASET_UNARY_REWRITE(BatchNode)
   BatchNode(NodePtr in, int64_t size, bool drop)
       : UnaryNode(std::move(in)), size_(size), drop_(drop) {}
   std::unique_ptr<IteratorNode> make_iterator(std::shared_ptr<IteratorContext> ctx,
@@ -201,6 +204,7 @@ class BatchNode : public UnaryNode {
 
 class UnbatchNode : public UnaryNode {
  public:
+  LOCKSTEP_DATASET_UNARY_REWRITE(UnbatchNode)
   using UnaryNode::UnaryNode;
   std::unique_ptr<IteratorNode> make_iterator(std::shared_ptr<IteratorContext> ctx,
                                               uint64_t stream) const override {
@@ -246,6 +250,7 @@ class UnbatchNode : public UnaryNode {
 
 class RepeatNode : public UnaryNode {
  public:
+  LOCKSTEP_DATASET_UNARY_REWRITE(RepeatNode)
   RepeatNode(NodePtr in, int64_t count) : UnaryNode(std::move(in)), count_(count) {}
   std::unique_ptr<IteratorNode> make_iterator(std::shared_ptr<IteratorContext> ctx,
                                               uint64_t stream) const override {
@@ -297,6 +302,7 @@ class RepeatNode : public UnaryNode {
 
 class TakeNode : public UnaryNode {
  public:
+  LOCKSTEP_DATASET_UNARY_REWRITE(TakeNode)
   TakeNode(NodePtr in, int64_t n) : UnaryNode(std::move(in)), n_(n) {}
   std::unique_ptr<IteratorNode> make_iterator(std::shared_ptr<IteratorContext> ctx,
                                               uint64_t stream) const override {
@@ -329,6 +335,7 @@ class TakeNode : public UnaryNode {
 
 class SkipNode : public UnaryNode {
  public:
+  LOCKSTEP_DATASET_UNARY_REWRITE(SkipNode)
   SkipNode(NodePtr in, int64_t n) : UnaryNode(std::move(in)), n_(n) {}
   std::unique_ptr<IteratorNode> make_iterator(std::shared_ptr<IteratorContext> ctx,
                                               uint64_t stream) const override {
@@ -360,6 +367,7 @@ class SkipNode : public UnaryNode {
 
 class ShardNode : public UnaryNode {
  public:
+  LOCKSTEP_DATASET_UNARY_REWRITE(ShardNode)
   ShardNode(NodePtr in, int64_t n, int64_t i) : UnaryNode(std::move(in)), n_(n), i_(i) {}
   std::unique_ptr<IteratorNode> make_iterator(std::shared_ptr<IteratorContext> ctx,
                                               uint64_t stream) const override {
@@ -395,6 +403,7 @@ class ShardNode : public UnaryNode {
 
 class EnumerateNode : public UnaryNode {
  public:
+  LOCKSTEP_DATASET_UNARY_REWRITE(EnumerateNode)
   EnumerateNode(NodePtr in, int64_t start) : UnaryNode(std::move(in)), start_(start) {}
   std::unique_ptr<IteratorNode> make_iterator(std::shared_ptr<IteratorContext> ctx,
                                               uint64_t stream) const override {
@@ -434,6 +443,7 @@ class EnumerateNode : public UnaryNode {
 
 class IgnoreErrorsNode : public UnaryNode {
  public:
+  LOCKSTEP_DATASET_UNARY_REWRITE(IgnoreErrorsNode)
   using UnaryNode::UnaryNode;
   std::unique_ptr<IteratorNode> make_iterator(std::shared_ptr<IteratorContext> ctx,
                                               uint64_t stream) const override {

@@ -101,9 +101,18 @@ DistributedDataset Strategy::distribute_dataset(const data::Dataset& dataset,
     case AutoShardPolicy::OFF:  // every worker reads everything, in batches of global / W
       local = dataset.unbatch().batch(per_worker);
       break;
+    case AutoShardPolicy::FILE:
+      LS_CHECK(dataset.reads_files(), "distribute_dataset: AutoShardPolicy::FILE needs a file "
+               "source (list_files, image_dataset_from_directory, from_tensor_slices of paths) "
+               "in ", dataset.description(), "; use AUTO or DATA");
+      [[fallthrough]];
     case AutoShardPolicy::AUTO:
-    case AutoShardPolicy::FILE:  // no file list visible here: shard the elements
-    case AutoShardPolicy::DATA:
+      if (dataset.reads_files()) {  // each worker opens and decodes only its share of the files
+        local = dataset.shard_files(W, impl_->worker_index).unbatch().batch(per_worker);
+        break;
+      }
+      [[fallthrough]];
+    case AutoShardPolicy::DATA:  // every worker reads everything and keeps every W-th element
       local = dataset.unbatch().shard(W, impl_->worker_index).batch(per_worker);
       break;
   }

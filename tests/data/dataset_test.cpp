@@ -298,6 +298,70 @@ TEST(DatasetShard, DisjointAndCoversEverything) {
   EXPECT_THROW(Dataset::range(3).shard(2, 2), Error);
 }
 
+// AutoShardPolicy::FILE: shard_files puts the shard right after the file source, so each
+// worker's map (the decoder) runs only on its own files; shards are disjoint and cover all.
+TEST(DatasetShard, ShardFilesReadsOnlyThisWorkersFiles) {
+  TempDir dir;
+  for (int i = 0; i < 7; ++i) std::ofstream(dir / ("f" + std::to_string(i) + ".txt")) << i;
+  std::atomic<int> opened{0};
+  auto pipeline = Dataset::list_files(dir / "*.txt", {.seed = 5})
+                      .map([&](Element e) {
+                        ++opened;  // "decode": read the file's number
+                        std::ifstream f(e.string(0));
+                        int64_t v = -1;
+                        f >> v;
+                        return scalar(v);
+                      })
+                      .shuffle(4, {.seed = 1})
+                      .batch(2);
+  ASSERT_TRUE(pipeline.reads_files());
+  EXPECT_FALSE(Dataset::range(4).map(times(2)).reads_files());
+  std::vector<int64_t> all;
+  for (int w = 0; w < 2; ++w) {
+    opened = 0;
+    Dataset mine = pipeline.shard_files(2, w).unbatch();
+    EXPECT_NE(mine.description().find("shard(2," + std::to_string(w) + ")"), std::string::npos)
+        << mine.description();
+    auto v = values(mine);
+    EXPECT_EQ(opened.load(), w == 0 ? 4 : 3);  // its files only, each opened once
+    EXPECT_EQ(int64_t(v.size()), w == 0 ? 4 : 3);
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(all, iota(7));
+  // The original pipeline is untouched (rewrites copy the stages).
+  opened = 0;
+  EXPECT_EQ(pipeline.unbatch().collect().size(), 7u);
+  EXPECT_EQ(opened.load(), 7);
+  // No file source: a clear error.
+  try {
+    Dataset::range(4).shard_files(2, 0);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no file source"), std::string::npos) << e.what();
+  }
+}
+
+// A file cache below the file shard gets a per-shard file, so workers sharing a disk never
+// overwrite each other's cache.
+TEST(DatasetShard, ShardFilesUsesAPerShardCacheFile) {
+  TempDir dir;
+  for (int i = 0; i < 4; ++i) std::ofstream(dir / ("f" + std::to_string(i) + ".txt")) << i;
+  const std::string cache = dir / "cache";
+  auto pipeline = Dataset::list_files(dir / "*.txt", {.shuffle = false})
+                      .map([](Element e) {
+                        std::ifstream f(e.string(0));
+                        int64_t v = -1;
+                        f >> v;
+                        return scalar(v);
+                      })
+                      .cache(cache);
+  EXPECT_EQ(values(pipeline.shard_files(2, 1)), (std::vector<int64_t>{1, 3}));
+  EXPECT_TRUE(fs::exists(cache + ".shard-1-of-2")) << "no per-shard cache file";
+  EXPECT_FALSE(fs::exists(cache));
+  EXPECT_EQ(values(pipeline.shard_files(2, 1)), (std::vector<int64_t>{1, 3}));  // from the cache
+}
+
 TEST(DatasetFilter, KeepsMatchingInOrder) {
   auto even = Dataset::range(10).filter([](const Element& e) { return as_i64(e) % 2 == 0; });
   EXPECT_EQ(values(even), (std::vector<int64_t>{0, 2, 4, 6, 8}));

@@ -331,6 +331,17 @@ class Dataset {
   Dataset ignore_errors() const;
   Dataset with_options(Options options) const;
 
+  // --- distribution (AutoShardPolicy::FILE)
+
+  // True when a source of this pipeline enumerates files or paths: list_files, the path list
+  // of image_dataset_from_directory, from_tensor_slices of strings.
+  bool reads_files() const;
+  // This pipeline with shard(num_shards, index) placed right after each file source, so a
+  // worker opens and decodes only its share of the files; everything downstream (map,
+  // shuffle, batch, cache to a per-shard file) runs on that share. Throws without a file
+  // source. File sources must list the same files in the same order on every worker.
+  Dataset shard_files(int64_t num_shards, int64_t index) const;
+
   // --- iteration
 
   // A fresh pass for the given epoch (keys reshuffle_each_iteration and MapContext::epoch).

@@ -34,9 +34,10 @@ namespace lockstep::distribute {
 class StrategyImpl;  // internal (src/distribute/strategy_runtime.h)
 
 // How distribute_dataset shards a dataset across workers (tf.data.experimental.AutoShardPolicy).
-//   AUTO: FILE when the dataset reads files, else DATA. FILE: each worker reads its share of
-//   the files (here: same as DATA for datasets without a file list). DATA: each worker keeps
-//   every W-th element (of the unbatched stream). OFF: every worker sees the whole dataset.
+//   AUTO: FILE when the dataset reads files, else DATA. FILE: a shard goes right after the
+//   file source (Dataset::shard_files), so each worker opens and decodes only its share of the
+//   files (an error without a file source). DATA: each worker reads everything and keeps every
+//   W-th element of the unbatched stream. OFF: every worker sees the whole dataset.
 enum class AutoShardPolicy { AUTO, FILE, DATA, OFF };
 
 enum class ReduceOp { SUM, MEAN };

@@ -2,7 +2,7 @@
 // strategy, ending with its weights in a checkpoint file and one JSON line. It is the smallest
 // multi-worker example, and the equivalence / fault tests run it as worker processes.
 //   distributed_train --strategy one_device|mirrored|multi_worker [--epochs N] [--batch N]
-//       [--samples N] [--sync-bn] [--out FILE] [--backup-dir DIR] [--step-delay-ms N] [--timeout-ms N]
+//       [--samples N] [--sync-bn] [--dataset] [--out FILE] [--backup-dir DIR] [--step-delay-ms N] [--timeout-ms N]
 // multi_worker reads the cluster from TF_CONFIG, or the MPI / Slurm environment.
 #include <signal.h>
 
@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   std::string strategy_name = "one_device", out, backup_dir;
   int epochs = 2, batch = 16, samples = 96, delay_ms = 0, timeout_ms = 10000;
   bool sync_bn = false;  // a BatchNormalization(synchronized=true) after the convolution
+  bool dataset = false;  // fit a Dataset (unshuffled global batches) instead of arrays
   for (int i = 1; i < argc; ++i) {
     std::string k = argv[i];
     auto next = [&]() -> std::string {
@@ -41,6 +42,8 @@ int main(int argc, char** argv) {
       samples = std::stoi(next());
     else if (k == "--sync-bn")
       sync_bn = true;
+    else if (k == "--dataset")
+      dataset = true;
     else if (k == "--out")
       out = next();
     else if (k == "--backup-dir")
@@ -100,8 +103,15 @@ int main(int argc, char** argv) {
       cbs.push_back(ls::callbacks::LambdaCallback({}, [&](int, const ls::Logs&) {
         std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
       }));
-    auto hist = model.fit(
-        x, y, {.batch_size = batch, .epochs = epochs, .verbose = 0, .callbacks = cbs, .seed = 5});
+    auto hist =
+        dataset
+            ? model.fit(ls::data::Dataset::from_tensor_slices({x, y}).batch(batch),
+                        {.epochs = epochs, .verbose = 0, .callbacks = cbs, .seed = 5})
+            : model.fit(x, y,
+                        {.batch_size = batch, .epochs = epochs, .verbose = 0, .callbacks = cbs,
+                         .seed = 5});
+    std::fprintf(stderr, "worker %d trained on %lld samples\n", strategy.worker_index(),
+                 (long long)hist.samples);
     if (!out.empty()) ls::io::Checkpoint(model).save(out);
     if (strategy.is_chief())
       std::printf("{\"loss\": %.6f, \"accuracy\": %.4f, \"replicas\": %d, \"workers\": %d}\n",

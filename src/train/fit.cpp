@@ -116,7 +116,18 @@ History Model::fit(const Tensor& x_in, const Tensor& y_in, FitConfig cfg) {
 }
 
 History Model::fit(const data::Dataset& dataset, FitConfig cfg) {
+  return fit_dataset(dataset, std::move(cfg), false);
+}
+
+History Model::fit_dataset(const data::Dataset& dataset, FitConfig cfg, bool distributed) {
   LS_CHECK(compiled_, "Model '", name_, "': call compile() before fit()");
+  if (!distributed && strategy_ && strategy_->num_workers > 1) {
+    // As Keras: fit() under a multi-worker strategy distributes a plain dataset itself
+    // (AutoShardPolicy::AUTO: by file when it reads files, else by element), so the workers
+    // split each epoch instead of all training on every batch.
+    return fit_dataset(distribute::Strategy(strategy_).distribute_dataset(dataset).dataset(),
+                       std::move(cfg), true);
+  }
   LS_CHECK(cfg.validation_split == 0,
            "fit(Dataset): validation_split is not supported with a "
            "Dataset (pass validation_data, or split the dataset with take/skip)");
@@ -130,7 +141,7 @@ History Model::fit(const data::Dataset& dataset, FitConfig cfg) {
 History Model::fit(const distribute::DistributedDataset& dataset, FitConfig cfg) {
   LS_CHECK(strategy_, "fit(DistributedDataset): model '", name_,
            "' is not replicated (create or compile it inside strategy.scope())");
-  return fit(dataset.dataset(), std::move(cfg));
+  return fit_dataset(dataset.dataset(), std::move(cfg), true);
 }
 
 History Model::fit_loop(Source& source, FitConfig& cfg) {
@@ -316,6 +327,7 @@ History Model::fit_loop(Source& source, FitConfig& cfg) {
   }
   for (auto& cb : cfg.callbacks) cb->on_train_end({});
   hist.compile_seconds = compile_seconds_;
+  hist.samples = samples;
   hist.images_per_second = hist.train_seconds > 0 ? double(samples) / hist.train_seconds : 0;
   hist.input_wait_fraction =
       hist.train_seconds > 0 ? hist.input_wait_seconds / hist.train_seconds : 0;

@@ -159,6 +159,30 @@ TEST_F(MultiWorker, SynchronizedBatchNormMatchesOneWorker) {
   EXPECT_LT(max_diff(ref, io::read_checkpoint_file(path("w0.lsckpt"))), 5e-5f);
 }
 
+// fit(Dataset) under MultiWorkerMirroredStrategy shards the dataset itself (as Keras): each
+// worker steps on half of every global batch, and the weights match one worker's.
+TEST_F(MultiWorker, FitDatasetIsShardedAcrossWorkers) {
+  Proc single = spawn({"--strategy", "one_device", "--dataset", "--out", path("single.lsckpt")},
+                      "", path("single.log"));
+  ASSERT_EQ(wait_for(single, 120), 0) << read_file(single.log);
+  int port = free_port();
+  Proc w0 = spawn({"--strategy", "multi_worker", "--dataset", "--out", path("w0.lsckpt")},
+                  tf_config(port, 0), path("w0.log"));
+  Proc w1 = spawn({"--strategy", "multi_worker", "--dataset", "--out", path("w1.lsckpt")},
+                  tf_config(port, 1), path("w1.log"));
+  ASSERT_EQ(wait_for(w0, 120), 0) << read_file(w0.log);
+  ASSERT_EQ(wait_for(w1, 120), 0) << read_file(w1.log);
+  // 96 samples x 2 epochs: all on one worker, half on each of two.
+  EXPECT_NE(read_file(single.log).find("worker 0 trained on 192 samples"), std::string::npos)
+      << read_file(single.log);
+  EXPECT_NE(read_file(w0.log).find("worker 0 trained on 96 samples"), std::string::npos)
+      << read_file(w0.log);
+  EXPECT_NE(read_file(w1.log).find("worker 1 trained on 96 samples"), std::string::npos)
+      << read_file(w1.log);
+  auto ref = io::read_checkpoint_file(path("single.lsckpt"));
+  EXPECT_LT(max_diff(ref, io::read_checkpoint_file(path("w0.lsckpt"))), 2e-5f);
+}
+
 TEST_F(MultiWorker, KilledWorkerIsNamedAndBackupResumes) {
   int port = free_port();
   std::string backup = path("backup");

@@ -86,7 +86,9 @@ class Model {
   // program is built once per local replica and fit splits each global batch across them.
   void compile(CompileConfig config);
   History fit(const Tensor& x, const Tensor& y, FitConfig config = {});
-  // dataset yields batched {x, y} elements (global batches under a strategy). The History
+  // dataset yields batched {x, y} elements (global batches under a strategy; under a
+  // multi-worker strategy fit shards it across workers with distribute_dataset's AUTO policy,
+  // unless it comes from distribute_dataset / distribute_datasets_from_function). The History
   // and the epoch logs carry "input_wait_seconds" (time the steps waited for the next batch)
   // and "input_wait_fraction" (of the epoch's step time).
   History fit(const data::Dataset& dataset, FitConfig config = {});
@@ -133,6 +135,7 @@ class Model {
  private:
   Program& program(const std::string& kind, int64_t batch, int replica = 0);
   History fit_loop(Source& source, FitConfig& cfg);
+  History fit_dataset(const data::Dataset& dataset, FitConfig cfg, bool distributed);
   Logs evaluate_loop(Source& source, int verbose);
   void sync_replicas_for_fit();
   std::string name_;

@@ -34,6 +34,7 @@ struct History {
   double compile_seconds = 0;
   double train_seconds = 0;      // time in fit's epochs (excludes compile)
   double images_per_second = 0;  // training samples / train_seconds
+  int64_t samples = 0;           // training samples this process's replicas stepped on
   bool stopped_on_nan = false;
   std::string stop_reason;
   // Time the training steps waited for their input (fetching the next batch and copying it

@@ -58,16 +58,11 @@ int main(int argc, char** argv) {
   try {
     dist::StrategyOptions opts;
     opts.communication.timeout = std::chrono::milliseconds(timeout_ms);
-    dist::Strategy strategy;
-    if (strategy_name == "one_device")
-      strategy = dist::OneDeviceStrategy("cpu:0", opts);
-    else if (strategy_name == "mirrored")
-      strategy = dist::MirroredStrategy({"cpu:0", "cpu:1"}, opts);
-    else if (strategy_name == "multi_worker")
-      strategy = dist::MultiWorkerMirroredStrategy(dist::ClusterResolver::from_environment(), opts);
-    else
-      throw ls::Error("unknown --strategy '" + strategy_name +
-                      "' (one_device, mirrored, multi_worker)");
+    // mirrored: always two replicas (the equivalence tests compare against exactly two).
+    dist::Strategy strategy = strategy_name == "mirrored"
+                                  ? dist::MirroredStrategy({"cpu:0", "cpu:1"}, opts)
+                                  : dist::strategy_from_name(strategy_name, opts);
+    if (!strategy.impl()) throw ls::Error("--strategy is required");
 
     // Synthetic data, identical on every worker (the strategy shards the global batches).
     ls::Tensor x = ls::Tensor::empty(ls::Shape{samples, 8, 8, 2});

@@ -111,18 +111,9 @@ int main(int argc, char** argv) {
     if (args.threads > 0) ls::set_num_threads(args.threads);
     ls::set_random_seed(args.seed);
     namespace dist = ls::distribute;
-    dist::Strategy strategy;
-    if (!args.strategy.empty()) {
-      dist::StrategyOptions opts;
-      if (args.bytes_per_pack >= 0) opts.bytes_per_pack = args.bytes_per_pack;
-      if (args.strategy == "one_device")
-        strategy = dist::OneDeviceStrategy("cpu:0", opts);
-      else if (args.strategy == "mirrored")
-        strategy = dist::MirroredStrategy({}, opts);
-      else
-        strategy =
-            dist::MultiWorkerMirroredStrategy(dist::ClusterResolver::from_environment(), opts);
-    }
+    dist::StrategyOptions opts;
+    if (args.bytes_per_pack >= 0) opts.bytes_per_pack = args.bytes_per_pack;
+    dist::Strategy strategy = dist::strategy_from_name(args.strategy, opts);
     const bool chief = strategy.is_chief();
     if (!chief && !std::freopen("/dev/null", "w", stdout)) return 1;  // only the chief reports
     auto data = ls::data::load_fashion_mnist(args.data_dir);

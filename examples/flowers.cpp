@@ -5,10 +5,16 @@
 //
 //   build/bin/flowers [--data-dir DIR] [--out-dir DIR] [--epochs N] [--batch-size N]
 //                     [--threads N] [--seed N] [--image-size N] [--validation-split F]
+//                     [--strategy one_device|mirrored|multi_worker]
+//
+// multi_worker reads the cluster from TF_CONFIG, or the MPI / Slurm environment; fit shards
+// the image files across the workers (each decodes only its share); only the chief writes the
+// pictures and prints the results (give each worker its own --out-dir, or a shared --data-dir).
 //
 // Without --data-dir it exports Fashion-MNIST (Debian's dataset-fashion-mnist) once into
 // <out-dir>/fashion_mnist_images as class folders of JPEG and PNG files and trains on those
 // (tf_flowers cannot be downloaded here).
+#include <signal.h>
 #include <sys/resource.h>
 
 #include <chrono>
@@ -17,6 +23,9 @@
 #include <filesystem>
 #include <string>
 
+#include <optional>
+
+#include "lockstep/distribute/strategy.h"
 #include "lockstep/lockstep.h"
 #include "lockstep/tools/export.h"
 
@@ -24,7 +33,7 @@ namespace ls = lockstep;
 namespace fs = std::filesystem;
 
 struct Args {
-  std::string data_dir, out_dir = "flowers_out";
+  std::string data_dir, out_dir = "flowers_out", strategy;
   int epochs = 10, batch_size = 32, threads = 0, image_size = 64;
   int64_t per_class = 600;  // images per class when exporting Fashion-MNIST
   uint64_t seed = 123;
@@ -35,7 +44,7 @@ static void usage() {
   std::fprintf(stderr,
                "usage: flowers [--data-dir DIR] [--out-dir DIR] [--epochs N] [--batch-size N] "
                "[--threads N] [--seed N] [--image-size N] [--validation-split F] "
-               "[--per-class N]\n");
+               "[--per-class N] [--strategy one_device|mirrored|multi_worker]\n");
 }
 
 [[noreturn]] static void fail(const std::string& msg) {
@@ -72,7 +81,11 @@ static Args parse(int argc, char** argv) {
       a.seed = uint64_t(num(0));
     else if (k == "--image-size")
       a.image_size = int(num(8));
-    else if (k == "--per-class")
+    else if (k == "--strategy") {
+      a.strategy = v;
+      if (v != "one_device" && v != "mirrored" && v != "multi_worker")
+        fail("--strategy must be one_device, mirrored or multi_worker, got '" + v + "'");
+    } else if (k == "--per-class")
       a.per_class = int64_t(num(1));
     else if (k == "--validation-split") {
       a.validation_split = num(0);
@@ -133,9 +146,17 @@ static ls::Model flowers_cnn(int size, int channels, int classes, uint64_t seed)
 
 int main(int argc, char** argv) {
   Args args = parse(argc, argv);
+  signal(SIGPIPE, SIG_IGN);  // multi_worker: a dying peer must not kill this worker
   try {
     if (args.threads > 0) ls::set_num_threads(args.threads);
     ls::set_random_seed(args.seed);
+    namespace dist = ls::distribute;
+    dist::Strategy strategy = dist::strategy_from_name(args.strategy);
+    const bool chief = strategy.is_chief();
+    if (!chief && !std::freopen("/dev/null", "w", stdout)) return 1;  // only the chief reports
+    if (strategy.impl())
+      std::printf("Strategy: %s, %d replicas in sync (%d workers)\n", strategy.name().c_str(),
+                  strategy.num_replicas_in_sync(), strategy.num_workers());
     fs::create_directories(args.out_dir);
     std::string data_dir = args.data_dir.empty() ? default_image_folder(args) : args.data_dir;
 
@@ -150,19 +171,26 @@ int main(int argc, char** argv) {
 
     // "Visualize the training samples".
     std::string samples = (fs::path(args.out_dir) / "samples.png").string();
-    ls::viz::save_sample_grid(train, samples, {.rows = 3, .cols = 3});
-    std::printf("wrote %s\n", samples.c_str());
+    if (chief) {
+      ls::viz::save_sample_grid(train, samples, {.rows = 3, .cols = 3});
+      std::printf("wrote %s\n", samples.c_str());
+    }
 
     // Decoded images are cached in memory after the first epoch; shuffling happens inside
     // image_dataset_from_directory's file order and its per-epoch shuffle buffer.
     auto train_ds = train.cache().prefetch(ls::data::AUTOTUNE);
     auto val_ds = val.cache().prefetch(ls::data::AUTOTUNE);
 
-    ls::Model model = flowers_cnn(args.image_size, 3, classes, args.seed);
+    ls::Model model;
+    {
+      std::optional<dist::Strategy::Scope> scope;
+      if (strategy.impl()) scope.emplace(strategy.impl());
+      model = flowers_cnn(args.image_size, 3, classes, args.seed);
+      model.compile({.optimizer = ls::optimizers::Adam(1e-3),
+                     .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
+                     .metrics = {"accuracy"}});
+    }
     model.summary();
-    model.compile({.optimizer = ls::optimizers::Adam(1e-3),
-                   .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
-                   .metrics = {"accuracy"}});
 
     auto t0 = std::chrono::steady_clock::now();
     auto hist =
@@ -183,16 +211,23 @@ int main(int argc, char** argv) {
     ls::Tensor images = batch->tensor(0), labels = batch->tensor(1);
     ls::Tensor logits = model.predict(images, args.batch_size);
     std::string predictions = (fs::path(args.out_dir) / "predictions.png").string();
+    if (!chief) return 0;
     ls::viz::save_prediction_grid(images, labels, logits, class_names, predictions,
                                   {.rows = 3, .cols = 3});
     std::printf("wrote %s\n", predictions.c_str());
 
+    // images/s: the whole cluster's (every worker steps at the same rate on its share).
+    std::string replicas;
+    if (strategy.impl())
+      replicas = ", \"replicas\": " + std::to_string(hist.replicas) +
+                 ", \"workers\": " + std::to_string(hist.workers);
     std::printf(
         "{\"test_accuracy\": %.4f, \"epochs\": %d, \"train_images_per_sec\": %.1f, "
         "\"compile_seconds\": %.3f, \"peak_rss_mb\": %.1f, \"input_wait_fraction\": %.4f, "
-        "\"train_seconds\": %.1f, \"classes\": %d}\n",
-        result["accuracy"], args.epochs, hist.images_per_second, hist.compile_seconds,
-        peak_rss_mb(), hist.input_wait_fraction, train_seconds, classes);
+        "\"train_seconds\": %.1f, \"classes\": %d%s}\n",
+        result["accuracy"], args.epochs, hist.images_per_second * hist.workers,
+        hist.compile_seconds, peak_rss_mb(), hist.input_wait_fraction, train_seconds, classes,
+        replicas.c_str());
     return 0;
   } catch (const ls::Error& e) {
     std::fprintf(stderr, "flowers: error: %s\n", e.what());

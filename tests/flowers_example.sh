@@ -18,3 +18,26 @@ r = json.loads(sys.argv[1])
 print(f"accuracy {r['test_accuracy']:.3f}, input wait {100 * r['input_wait_fraction']:.1f}%")
 sys.exit(0 if r["test_accuracy"] > 0.3 and r["classes"] == 10 and r["input_wait_fraction"] < 0.05 else 1)
 PY
+
+# --strategy multi_worker: two workers on loopback (TF_CONFIG) share the exported folder; fit
+# shards its files, only the chief writes pictures and prints the JSON line (with workers: 2).
+if [ -n "$(ldd "$bin" | grep -i gloo)" ]; then
+  port=$((20000 + RANDOM % 20000))
+  cluster="\"cluster\":{\"worker\":[\"127.0.0.1:$port\",\"127.0.0.1:$((port + 1))\"]}"
+  args=(--data-dir "$out/fashion_mnist_images" --epochs 1 --image-size 32 --batch-size 32 --threads 1
+        --strategy multi_worker)
+  TF_CONFIG="{$cluster,\"task\":{\"type\":\"worker\",\"index\":1}}" timeout 300 "$bin" "${args[@]}" \
+    --out-dir "$out/w1" > "$out/w1.log" 2>&1 &
+  pid=$!
+  TF_CONFIG="{$cluster,\"task\":{\"type\":\"worker\",\"index\":0}}" timeout 300 "$bin" "${args[@]}" \
+    --out-dir "$out/w0" > "$out/w0.log" 2>&1 || { cat "$out/w0.log"; exit 1; }
+  wait "$pid" || { cat "$out/w1.log"; exit 1; }
+  chief=$(tail -n 1 "$out/w0.log")
+  echo "multi_worker chief: $chief"
+  [[ "$chief" == *'"replicas": 2, "workers": 2}' ]] || { echo "chief JSON lacks replicas/workers"; exit 1; }
+  [ -s "$out/w0/predictions.png" ] || { echo "the chief did not write predictions.png"; exit 1; }
+  [ ! -e "$out/w1/predictions.png" ] || { echo "worker 1 wrote pictures"; exit 1; }
+  ! grep -q '"test_accuracy"' "$out/w1.log" || { echo "worker 1 printed the JSON line"; exit 1; }
+else
+  echo "flowers built without Gloo: multi_worker part skipped"
+fi

@@ -158,4 +158,13 @@ Strategy MultiWorkerMirroredStrategy(const ClusterResolver& resolver, StrategyOp
                                                  options, resolver, true));
 }
 
+Strategy strategy_from_name(const std::string& name, StrategyOptions options) {
+  if (name.empty()) return Strategy();
+  if (name == "one_device") return OneDeviceStrategy("cpu:0", options);
+  if (name == "mirrored") return MirroredStrategy({}, options);
+  if (name == "multi_worker")
+    return MultiWorkerMirroredStrategy(ClusterResolver::from_environment(), options);
+  throw Error("unknown strategy '" + name + "' (one_device, mirrored or multi_worker)");
+}
+
 }  // namespace lockstep::distribute

@@ -2,7 +2,8 @@
 // strategy, ending with its weights in a checkpoint file and one JSON line. It is the smallest
 // multi-worker example, and the equivalence / fault tests run it as worker processes.
 //   distributed_train --strategy one_device|mirrored|multi_worker [--epochs N] [--batch N]
-//       [--samples N] [--sync-bn] [--dataset] [--out FILE] [--backup-dir DIR] [--step-delay-ms N] [--timeout-ms N]
+//       [--samples N] [--sync-bn] [--dataset] [--out FILE] [--backup-dir DIR] [--step-delay-ms N]
+//       [--timeout-ms N]
 // multi_worker reads the cluster from TF_CONFIG, or the MPI / Slurm environment.
 #include <signal.h>
 
@@ -98,21 +99,28 @@ int main(int argc, char** argv) {
       cbs.push_back(ls::callbacks::LambdaCallback({}, [&](int, const ls::Logs&) {
         std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
       }));
-    auto hist =
-        dataset
-            ? model.fit(ls::data::Dataset::from_tensor_slices({x, y}).batch(batch),
-                        {.epochs = epochs, .verbose = 0, .callbacks = cbs, .seed = 5})
-            : model.fit(x, y,
-                        {.batch_size = batch, .epochs = epochs, .verbose = 0, .callbacks = cbs,
-                         .seed = 5});
+    const auto ds = ls::data::Dataset::from_tensor_slices({x, y}).batch(batch);
+    auto hist = dataset
+                    ? model.fit(ds, {.epochs = epochs, .verbose = 0, .callbacks = cbs, .seed = 5})
+                    : model.fit(x, y,
+                                {.batch_size = batch,
+                                 .epochs = epochs,
+                                 .verbose = 0,
+                                 .callbacks = cbs,
+                                 .seed = 5});
+    // Evaluated the same way (each worker on its share, metrics summed over workers).
+    auto eval = dataset ? model.evaluate(ds, {.verbose = 0})
+                        : model.evaluate(x, y, {.batch_size = batch, .verbose = 0});
     std::fprintf(stderr, "worker %d trained on %lld samples\n", strategy.worker_index(),
                  (long long)hist.samples);
     if (!out.empty()) ls::io::Checkpoint(model).save(out);
     if (strategy.is_chief())
-      std::printf("{\"loss\": %.6f, \"accuracy\": %.4f, \"replicas\": %d, \"workers\": %d}\n",
-                  hist.history["loss"].empty() ? 0.0 : hist.history["loss"].back(),
-                  hist.history["accuracy"].empty() ? 0.0 : hist.history["accuracy"].back(),
-                  strategy.num_replicas_in_sync(), strategy.num_workers());
+      std::printf(
+          "{\"loss\": %.6f, \"accuracy\": %.4f, \"eval_loss\": %.6f, \"eval_accuracy\": %.4f, "
+          "\"replicas\": %d, \"workers\": %d}\n",
+          hist.history["loss"].empty() ? 0.0 : hist.history["loss"].back(),
+          hist.history["accuracy"].empty() ? 0.0 : hist.history["accuracy"].back(), eval["loss"],
+          eval["accuracy"], strategy.num_replicas_in_sync(), strategy.num_workers());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "distributed_train: error: %s\n", e.what());

@@ -21,9 +21,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <string>
-
 #include <optional>
+#include <string>
 
 #include "lockstep/distribute/strategy.h"
 #include "lockstep/lockstep.h"

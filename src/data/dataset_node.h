@@ -82,7 +82,7 @@ NodePtr copy_with_input(const T& self, const std::vector<NodePtr>& inputs) {
   c->input_ = inputs.at(0);
   return c;
 }
-#define LOCKSTEP_DATASET_UNARY_REWRITE(T)                                             \
+#define LOCKSTEP_DATASET_UNARY_REWRITE(T)                                           \
   NodePtr with_inputs(std::vector<NodePtr> in, const std::string&) const override { \
     return copy_with_input(*this, in);                                              \
   }

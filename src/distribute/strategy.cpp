@@ -102,9 +102,11 @@ DistributedDataset Strategy::distribute_dataset(const data::Dataset& dataset,
       local = dataset.unbatch().batch(per_worker);
       break;
     case AutoShardPolicy::FILE:
-      LS_CHECK(dataset.reads_files(), "distribute_dataset: AutoShardPolicy::FILE needs a file "
+      LS_CHECK(dataset.reads_files(),
+               "distribute_dataset: AutoShardPolicy::FILE needs a file "
                "source (list_files, image_dataset_from_directory, from_tensor_slices of paths) "
-               "in ", dataset.description(), "; use AUTO or DATA");
+               "in ",
+               dataset.description(), "; use AUTO or DATA");
       [[fallthrough]];
     case AutoShardPolicy::AUTO:
       if (dataset.reads_files()) {  // each worker opens and decodes only its share of the files

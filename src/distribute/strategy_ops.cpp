@@ -105,11 +105,12 @@ LOCKSTEP_REGISTER(strategy_ops) {
                         "cross_replica_sum takes one float32 tensor");
                return Types{in[0]};
              },
-         .grad = [](GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
-           Attrs a = n.attrs;
-           a.set("gradient", true);
-           return std::vector<Value>{b.add("cross_replica_sum", {dy[0]}, a)};
-         }});
+         .grad =
+             [](GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
+               Attrs a = n.attrs;
+               a.set("gradient", true);
+               return std::vector<Value>{b.add("cross_replica_sum", {dy[0]}, a)};
+             }});
   for (const char* backend : {"reference", "cpu"}) {
     R.add_kernel("cross_replica_sum", backend, simple_kernel(cross_replica_sum_kernel));
     R.add_kernel("all_reduce_start", backend, simple_kernel(start_kernel));

@@ -194,8 +194,8 @@ History Model::fit_loop(Source& source, FitConfig& cfg) {
       double c[2] = {double(steps), double(steps) * double(steps)};
       strategy->allreduce_workers(c, 2);
       LS_CHECK(c[1] * W == c[0] * c[0],
-               "fit: the workers disagree on the number of batches per epoch (this worker: ",
-               steps, ", mean over workers: ", c[0] / W,
+               "fit: the workers disagree on the number of batches per epoch (this worker: ", steps,
+               ", mean over workers: ", c[0] / W,
                "); under MultiWorkerMirroredStrategy every worker passes the same arrays (the "
                "strategy splits each global batch), or pass a Dataset");
     }
@@ -215,8 +215,8 @@ History Model::fit_loop(Source& source, FitConfig& cfg) {
         double compile_in = compile_seconds_;
         bool have = source.next();
         int64_t lo = 0, n = have ? source.size() : 0, n_global = n;
-        if (have && W > 1 && arrays) {  // arrays: the global batch
-          auto [a, b] = replica_rows(n, W, strategy->worker_index);   // this worker's rows
+        if (have && W > 1 && arrays) {                               // arrays: the global batch
+          auto [a, b] = replica_rows(n, W, strategy->worker_index);  // this worker's rows
           lo = a, n = b - a;
         }
         bool too_small = have && n < R;
@@ -343,13 +343,22 @@ Logs Model::evaluate_loop(Source& source, int verbose) {
   source.begin_epoch(0);
   ProgressBar bar(int(std::max<int64_t>(source.steps(), 0)), verbose);
   std::vector<Program*> progs(static_cast<size_t>(R));
+  // Several workers with arrays: each evaluates its rows of every batch (no step needs the
+  // others; the metrics are summed over workers at the end).
+  const bool split_rows =
+      strategy && strategy->num_workers > 1 && dynamic_cast<TensorSource*>(&source) != nullptr;
   while (source.next()) {
-    const int64_t n = source.size();
+    int64_t lo = 0, n = source.size();
+    if (split_rows) {
+      auto [a, b] = replica_rows(n, strategy->num_workers, strategy->worker_index);
+      lo = a, n = b - a;
+    }
+    if (n == 0) continue;
     const int use = int(std::min<int64_t>(R, n));
     for (int r = 0; r < use; ++r) {
       auto [r0, r1] = replica_rows(n, use, r);
       Program& p = program("eval", r1 - r0, r);
-      source.copy(r0, r1, p.x(), &p.y());
+      source.copy(lo + r0, lo + r1, p.x(), &p.y());
       progs[size_t(r)] = &p;
     }
     if (strategy && use > 1) {
@@ -376,6 +385,17 @@ Logs Model::evaluate(const Tensor& x, const Tensor& y_in, EvaluateConfig cfg) {
 Logs Model::evaluate(const data::Dataset& dataset, EvaluateConfig cfg) {
   LS_CHECK(compiled_, "Model '", name_, "': call compile() before evaluate()");
   data::Dataset ds = cfg.steps > 0 ? dataset.take(cfg.steps) : dataset;
+  if (strategy_ && strategy_->num_workers > 1) {
+    // Each worker evaluates its share (by file when the pipeline reads files, else by
+    // element), in batches of about global / workers; the metrics are summed over workers.
+    const int W = strategy_->num_workers, i = strategy_->worker_index;
+    const data::ElementSpec spec = ds.probe_element_spec();
+    LS_CHECK(!spec.components.empty() && spec.components[0].shape.rank() >= 1,
+             "evaluate(Dataset): elements must be batched, got ", spec.str());
+    const int64_t per_worker = std::max<int64_t>(1, spec.components[0].shape[0] / W);
+    ds = (ds.reads_files() ? ds.shard_files(W, i).unbatch() : ds.unbatch().shard(W, i))
+             .batch(per_worker);
+  }
   DatasetSource source(*this, ds, true, false, "evaluate(Dataset)");
   return evaluate_loop(source, cfg.verbose);
 }

@@ -41,10 +41,10 @@ TEST(MpiCollective, HungRankEndsTheJobWithinTheTimeout) {
   const std::string common = " --strategy multi_worker --timeout-ms 2000 --samples 64";
   std::string output;
   const auto t0 = std::chrono::steady_clock::now();
-  const int rc = lt::run_command("timeout 60 mpirun --allow-run-as-root --oversubscribe -np 1 " +
-                                     train + common + " : -np 1 " + train + common +
-                                     " --step-delay-ms 50000",
-                                 &output);
+  const int rc =
+      lt::run_command("timeout 60 mpirun --allow-run-as-root --oversubscribe -np 1 " + train +
+                          common + " : -np 1 " + train + common + " --step-delay-ms 50000",
+                      &output);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(rc, 0) << output;

@@ -99,13 +99,13 @@ TEST(StrategyMirrored, SynchronizedBatchNormMatchesOneReplica) {
     reset_layer_names();
     using namespace layers;
     Model m = Sequential({Input({8, 8, 2}), Conv2D(4, 3, {.use_bias = false}),
-                          BatchNormalization({.synchronized = sync}),
-                          Activation("relu"), MaxPooling2D({2, 2}), Flatten(), Dense(3)});
+                          BatchNormalization({.synchronized = sync}), Activation("relu"),
+                          MaxPooling2D({2, 2}), Flatten(), Dense(3)});
     compile(m);
     return m;
   };
   auto [x, y] = make_data(72);  // batch 16: 4 full steps + a partial batch of 8 (4 + 4)
-  Model single = make(true);  // no strategy: plain batch statistics
+  Model single = make(true);    // no strategy: plain batch statistics
   auto h1 = single.fit(x, y, {.batch_size = 16, .epochs = 2, .verbose = 0, .shuffle = false});
   auto strategy = ds::MirroredStrategy({"cpu:0", "cpu:1"});
   auto train = [&](bool sync) {

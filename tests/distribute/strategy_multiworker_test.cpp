@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -98,6 +99,13 @@ float max_diff(const io::CheckpointFile& a, const io::CheckpointFile& b) {
   return d;
 }
 
+// The number after "key": in the last JSON line of a log (NaN when absent).
+double json_number(const std::string& log, const std::string& key) {
+  const std::string k = "\"" + key + "\": ";
+  const size_t at = log.rfind(k);
+  return at == std::string::npos ? std::nan("") : std::stod(log.substr(at + k.size()));
+}
+
 class MultiWorker : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -138,15 +146,18 @@ TEST_F(MultiWorker, TwoWorkersMatchOneWorker) {
   std::string log0 = read_file(w0.log), log1 = read_file(w1.log), logs = read_file(single.log);
   EXPECT_NE(log0.find("\"replicas\": 2, \"workers\": 2"), std::string::npos) << log0;
   EXPECT_EQ(log1.find("\"replicas\""), std::string::npos) << log1;
-  auto loss_of = [](const std::string& s) { return std::stod(s.substr(s.find("\"loss\": ") + 8)); };
-  EXPECT_NEAR(loss_of(log0), loss_of(logs), 1e-5);
+  EXPECT_NEAR(json_number(log0, "loss"), json_number(logs, "loss"), 1e-5);
+  // evaluate: each worker takes its rows of every batch; the sums over workers give the
+  // single worker's value.
+  EXPECT_NEAR(json_number(log0, "eval_loss"), json_number(logs, "eval_loss"), 1e-5);
+  EXPECT_NEAR(json_number(log0, "eval_accuracy"), json_number(logs, "eval_accuracy"), 1e-6);
 }
 
 // BatchNormalization(synchronized=true): two workers with B/2 each normalise with the
 // statistics of the whole global batch, so they match one worker with B (plain BN).
 TEST_F(MultiWorker, SynchronizedBatchNormMatchesOneWorker) {
-  Proc single = spawn({"--strategy", "one_device", "--sync-bn", "--out", path("single.lsckpt")},
-                      "", path("single.log"));
+  Proc single = spawn({"--strategy", "one_device", "--sync-bn", "--out", path("single.lsckpt")}, "",
+                      path("single.log"));
   ASSERT_EQ(wait_for(single, 120), 0) << read_file(single.log);
   int port = free_port();
   Proc w0 = spawn({"--strategy", "multi_worker", "--sync-bn", "--out", path("w0.lsckpt")},
@@ -162,8 +173,8 @@ TEST_F(MultiWorker, SynchronizedBatchNormMatchesOneWorker) {
 // fit(Dataset) under MultiWorkerMirroredStrategy shards the dataset itself (as Keras): each
 // worker steps on half of every global batch, and the weights match one worker's.
 TEST_F(MultiWorker, FitDatasetIsShardedAcrossWorkers) {
-  Proc single = spawn({"--strategy", "one_device", "--dataset", "--out", path("single.lsckpt")},
-                      "", path("single.log"));
+  Proc single = spawn({"--strategy", "one_device", "--dataset", "--out", path("single.lsckpt")}, "",
+                      path("single.log"));
   ASSERT_EQ(wait_for(single, 120), 0) << read_file(single.log);
   int port = free_port();
   Proc w0 = spawn({"--strategy", "multi_worker", "--dataset", "--out", path("w0.lsckpt")},
@@ -181,6 +192,10 @@ TEST_F(MultiWorker, FitDatasetIsShardedAcrossWorkers) {
       << read_file(w1.log);
   auto ref = io::read_checkpoint_file(path("single.lsckpt"));
   EXPECT_LT(max_diff(ref, io::read_checkpoint_file(path("w0.lsckpt"))), 2e-5f);
+  // evaluate(Dataset) shards too; the summed metrics equal one worker's.
+  std::string log0 = read_file(w0.log), logs = read_file(single.log);
+  EXPECT_NEAR(json_number(log0, "eval_loss"), json_number(logs, "eval_loss"), 1e-5);
+  EXPECT_NEAR(json_number(log0, "eval_accuracy"), json_number(logs, "eval_accuracy"), 1e-6);
 }
 
 TEST_F(MultiWorker, KilledWorkerIsNamedAndBackupResumes) {

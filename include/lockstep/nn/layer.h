@@ -118,7 +118,10 @@ class LayerHandle {
   Layer& operator*() const { return *p_; }
   const LayerPtr& ptr() const { return p_; }
   operator LayerPtr() const { return p_; }  // NOLINT
-  template <typename T> std::shared_ptr<T> as() const { return std::dynamic_pointer_cast<T>(p_); }
+  template <typename T>
+  std::shared_ptr<T> as() const {
+    return std::dynamic_pointer_cast<T>(p_);
+  }
 
  private:
   LayerPtr p_;

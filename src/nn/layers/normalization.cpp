@@ -80,7 +80,6 @@ class BatchNormLayer : public Layer {
                "': synchronized statistics need a known batch shape, got ", s.str());
       count *= s[d];
     }
-    auto vec = [&](std::vector<int64_t> v) { return v; };
     Attrs sum_attrs{{"axes", axes}, {"keepdims", false}};
     Value sum = g.add("reduce_sum", {x}, sum_attrs, name());
     Value sumsq = g.add("reduce_sum", {g.add("square", {x}, {}, name())}, sum_attrs, name());
@@ -90,16 +89,21 @@ class BatchNormLayer : public Layer {
                         Attrs{{"group", ctx.replica_group}, {"replica", int64_t(ctx.replica)}},
                         name() + "/cross_replica_sum");
     auto part = [&](int64_t begin, int64_t size) {
-      return g.add("slice", {total}, Attrs{{"begin", vec({begin})}, {"size", vec({size})}}, name());
+      return g.add(
+          "slice", {total},
+          Attrs{{"begin", std::vector<int64_t>{begin}}, {"size", std::vector<int64_t>{size}}},
+          name());
     };
     Value N = part(2 * C_, 1);
     Value mean = g.add("div", {part(0, C_), N}, {}, name());
     Value ex2 = g.add("div", {part(C_, C_), N}, {}, name());
     Value var = g.add("sub", {ex2, g.add("square", {mean}, {}, name())}, {}, name());
     var = g.add("maximum", {var, layer_util::constant_vector(g, 1, 0.f)}, {}, name());
-    Value std = g.add("sqrt", {g.add("scale_shift", {var}, Attrs{{"scale", 1.0}, {"shift", o_.epsilon}}, name())}, {}, name());
-    Value scale = g.add("div", {gamma, std}, {}, name());
-    Value y = g.add("add", {g.add("mul", {g.add("sub", {x, mean}, {}, name()), scale}, {}, name()), beta}, {}, name());
+    Value var_eps =
+        g.add("scale_shift", {var}, Attrs{{"scale", 1.0}, {"shift", o_.epsilon}}, name());
+    Value scale = g.add("div", {gamma, g.add("sqrt", {var_eps}, {}, name())}, {}, name());
+    Value centered = g.add("sub", {x, mean}, {}, name());
+    Value y = g.add("add", {g.add("mul", {centered, scale}, {}, name()), beta}, {}, name());
     update(g, ctx.read(moving_mean_), mean, moving_mean_);
     update(g, ctx.read(moving_var_), var, moving_var_);
     return y;
@@ -154,8 +158,8 @@ class LayerNormLayer : public Layer {
     Graph& g = ctx.graph;
     Value gamma = gamma_ ? ctx.read(gamma_) : layer_util::constant_vector(g, C_, 1.f);
     Value beta = beta_ ? ctx.read(beta_) : layer_util::constant_vector(g, C_, 0.f);
-    auto outs = g.add_multi("layer_norm", {in.at(0), gamma, beta},
-                            Attrs{{"epsilon", o_.epsilon}}, name());
+    auto outs =
+        g.add_multi("layer_norm", {in.at(0), gamma, beta}, Attrs{{"epsilon", o_.epsilon}}, name());
     return {outs.at(0)};
   }
 

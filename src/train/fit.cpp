@@ -219,7 +219,8 @@ History Model::fit_loop(Source& source, FitConfig& cfg) {
           auto [a, b] = replica_rows(n, W, strategy->worker_index);  // this worker's rows
           lo = a, n = b - a;
         }
-        bool too_small = have && n < R;
+        // Arrays on several workers: the smallest worker share decides, the same on all.
+        bool too_small = have && (W > 1 && arrays ? n_global / W : n) < R;
         // Arrays: every worker holds the same arrays (checked at the epoch's start) and walks
         // the same global batches, so no per-step agreement is needed. Datasets: every worker
         // steps while all have data; the global sample count.

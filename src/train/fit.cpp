@@ -401,40 +401,58 @@ Logs Model::evaluate(const data::Dataset& dataset, EvaluateConfig cfg) {
   return evaluate_loop(source, cfg.verbose);
 }
 
+void Model::predict_batch(Source& source, const std::function<void(int64_t, const Tensor&)>& take) {
+  const int R = replication_ ? replication_->local_replicas() : 1;
+  const int64_t b = source.size();
+  const int use = int(std::min<int64_t>(R, b));
+  std::vector<Program*> progs(static_cast<size_t>(use));
+  std::vector<int64_t> first(static_cast<size_t>(use));
+  for (int r = 0; r < use; ++r) {
+    auto [r0, r1] = replica_rows(b, use, r);
+    Program& p = program("predict", r1 - r0, r);
+    source.copy(r0, r1, p.x(), nullptr);
+    progs[size_t(r)] = &p, first[size_t(r)] = r0;
+  }
+  if (use > 1) {
+    replication_->strategy().run_replicas([&](int r) {
+      if (r < use) progs[size_t(r)]->run();
+    });
+  } else {
+    progs[0]->run();
+  }
+  for (int r = 0; r < use; ++r) take(first[size_t(r)], progs[size_t(r)]->predictions());
+}
+
 Tensor Model::predict(const Tensor& x, int batch_size, int verbose) {
   check_model_data(*this, x, nullptr, "predict");
   LS_CHECK(batch_size >= 1, "predict: batch_size must be >= 1, got ", batch_size);
+  if (replication_) replication_->sync_from_primary();
   const int64_t n = x.dim(0);
   TensorSource source(x, Tensor(), batch_size, false, 0, 0);
   source.begin_epoch(0);
   Tensor out;
   int64_t b0 = 0;
   while (source.next()) {
-    const int64_t b = source.size();
-    Program& p = program("predict", b);
-    source.copy(0, b, p.x(), nullptr);
-    p.run();
-    const Tensor& pr = p.predictions();
-    if (!out.defined()) out = Tensor::empty(pr.shape().with_dim(0, n), pr.dtype());
-    std::memcpy(static_cast<char*>(out.raw()) + size_t(b0) * (pr.nbytes() / size_t(b)), pr.raw(),
-                pr.nbytes());
-    b0 += b;
+    predict_batch(source, [&](int64_t row, const Tensor& pr) {
+      if (!out.defined()) out = Tensor::empty(pr.shape().with_dim(0, n), pr.dtype());
+      const size_t row_bytes = pr.nbytes() / size_t(pr.dim(0));
+      std::memcpy(static_cast<char*>(out.raw()) + size_t(b0 + row) * row_bytes, pr.raw(),
+                  pr.nbytes());
+    });
+    b0 += source.size();
   }
   return out;
 }
 
 Tensor Model::predict(const data::Dataset& dataset, int verbose) {
+  if (replication_) replication_->sync_from_primary();
   DatasetSource source(*this, dataset, false, false, "predict(Dataset)");
   source.begin_epoch(0);
-  std::vector<Tensor> parts;
+  std::vector<Tensor> parts;  // in row order: replicas hand their parts in order
   int64_t total = 0;
   while (source.next()) {
-    const int64_t b = source.size();
-    Program& p = program("predict", b);
-    source.copy(0, b, p.x(), nullptr);
-    p.run();
-    parts.push_back(p.predictions().clone());
-    total += b;
+    predict_batch(source, [&](int64_t, const Tensor& pr) { parts.push_back(pr.clone()); });
+    total += source.size();
   }
   LS_CHECK(!parts.empty(), "predict(Dataset): the dataset yielded no batches");
   Tensor out = Tensor::empty(parts[0].shape().with_dim(0, total), parts[0].dtype());

@@ -139,9 +139,7 @@ Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tr
     // weight gradient 6x slower).
 #ifdef _OPENMP
     const int saved = omp_get_max_threads();
-    // (predict runs on the calling thread, with its threads.)
-    const int team =
-        replication && kind != Kind::predict ? replication->strategy().replica_threads : 0;
+    const int team = replication ? replication->strategy().replica_threads : 0;
     if (team > 0) omp_set_num_threads(team);
     struct Restore {
       int n;

@@ -2,6 +2,7 @@
 // list. compile() records the training configuration; fit/evaluate/predict compile one
 // static program per (kind, batch size) and run it.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -136,6 +137,9 @@ class Model {
   Program& program(const std::string& kind, int64_t batch, int replica = 0);
   History fit_loop(Source& source, FitConfig& cfg);
   History fit_dataset(const data::Dataset& dataset, FitConfig cfg, bool distributed);
+  // Predicts the batch `source` holds, split across the local replicas; hands each part's
+  // predictions to take(first_row, predictions).
+  void predict_batch(Source& source, const std::function<void(int64_t, const Tensor&)>& take);
   Logs evaluate_loop(Source& source, int verbose);
   void sync_replicas_for_fit();
   std::string name_;

@@ -2,12 +2,14 @@
 // strategy, ending with its weights in a checkpoint file and one JSON line. It is the smallest
 // multi-worker example, and the equivalence / fault tests run it as worker processes.
 //   distributed_train --strategy one_device|mirrored|multi_worker [--epochs N] [--batch N]
-//       [--samples N] [--sync-bn] [--dataset] [--out FILE] [--backup-dir DIR] [--step-delay-ms N]
+//       [--samples N] [--sync-bn] [--dataset] [--nan-sample K] [--out FILE] [--backup-dir DIR]
+//       [--step-delay-ms N]
 //       [--timeout-ms N]
 // multi_worker reads the cluster from TF_CONFIG, or the MPI / Slurm environment.
 #include <signal.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -26,6 +28,7 @@ int main(int argc, char** argv) {
   int epochs = 2, batch = 16, samples = 96, delay_ms = 0, timeout_ms = 10000;
   bool sync_bn = false;  // a BatchNormalization(synchronized=true) after the convolution
   bool dataset = false;  // fit a Dataset (unshuffled global batches) instead of arrays
+  int nan_sample = -1;   // a NaN in this sample, and a linear model (stop-on-NaN tests)
   for (int i = 1; i < argc; ++i) {
     std::string k = argv[i];
     auto next = [&]() -> std::string {
@@ -45,6 +48,8 @@ int main(int argc, char** argv) {
       sync_bn = true;
     else if (k == "--dataset")
       dataset = true;
+    else if (k == "--nan-sample")
+      nan_sample = std::stoi(next());
     else if (k == "--out")
       out = next();
     else if (k == "--backup-dir")
@@ -75,12 +80,15 @@ int main(int argc, char** argv) {
       for (int k = 0; k < 128; ++k)
         x.data<float>()[i * 128 + k] = (k % 3 == c ? 0.7f : 0.f) + 0.3f * rng.uniform();
     }
+    if (nan_sample >= 0 && nan_sample < samples) x.data<float>()[nan_sample * 128] = std::nanf("");
     ls::set_random_seed(3);
     ls::Model model;
     {
       auto scope = strategy.scope();
       using namespace ls::layers;
-      if (sync_bn)
+      if (nan_sample >= 0)  // linear, so the NaN reaches the loss (a ReLU would zero it)
+        model = ls::Sequential({Input({8, 8, 2}), Flatten(), Dense(3)});
+      else if (sync_bn)
         model = ls::Sequential({Input({8, 8, 2}), Conv2D(4, 3, {.use_bias = false}),
                                 BatchNormalization({.synchronized = true}), Activation("relu"),
                                 MaxPooling2D({2, 2}), Flatten(), Dense(16, {.activation = "relu"}),
@@ -113,6 +121,8 @@ int main(int argc, char** argv) {
                         : model.evaluate(x, y, {.batch_size = batch, .verbose = 0});
     std::fprintf(stderr, "worker %d trained on %lld samples\n", strategy.worker_index(),
                  (long long)hist.samples);
+    if (hist.stopped_on_nan)
+      std::fprintf(stderr, "worker %d: %s\n", strategy.worker_index(), hist.stop_reason.c_str());
     if (!out.empty()) ls::io::Checkpoint(model).save(out);
     if (strategy.is_chief())
       std::printf(

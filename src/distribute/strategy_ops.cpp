@@ -12,6 +12,9 @@
 //     gradients are scaled by its sample weight w_r when buckets are packed, so the backward
 //     sum is (sum_r' w_r' dy_r') / w_r, which after that scaling contributes exactly the
 //     gradient of the sample-weighted total loss.
+#include <cmath>
+#include <cstring>
+
 #include "distribute/strategy_runtime.h"
 #include "lockstep/graph/autodiff.h"
 #include "lockstep/graph/op_registry.h"
@@ -22,6 +25,8 @@ namespace {
 
 using Types = std::vector<TensorType>;
 
+// With attr nonfinite_flag, the last input is the replica's loss (one value), packed as one
+// float: 1 when it is NaN or inf, else 0, so the reduced bucket counts the bad replicas.
 Types start_infer(const Node& n, const Types& in) {
   LS_CHECK(!in.empty(), "all_reduce_start needs at least one gradient");
   int64_t total = 0;
@@ -30,6 +35,8 @@ Types start_infer(const Node& n, const Types& in) {
              dtype_name(t.dtype));
     total += t.shape.numel();
   }
+  if (n.attrs.b("nonfinite_flag"))
+    LS_CHECK(in.back().shape.numel() == 1, "all_reduce_start: the flagged loss must be a scalar");
   return {TensorType{DType::f32, Shape{total}}};
 }
 
@@ -46,6 +53,10 @@ Types wait_infer(const Node& n, const Types& in) {
     out.push_back({DType::f32, Shape(s)});
     total += out.back().shape.numel();
   }
+  if (n.attrs.b("nonfinite_flag")) {  // + the count of replicas whose loss was not finite
+    out.push_back({DType::f32, Shape{}});
+    total += 1;
+  }
   LS_CHECK(total == in[0].shape.numel(), "all_reduce_wait: bucket has ", in[0].shape.numel(),
            " values, shapes say ", total);
   return out;
@@ -56,12 +67,15 @@ void start_kernel(const Node& n, const KernelArgs& a) {
   const int replica = int(n.attrs.i("replica"));
   const float w = r->weight(replica);
   float* out = a.out(0).data<float>();
-  for (int i = 0; i < a.num_inputs; ++i) {
+  const bool flag = n.attrs.b("nonfinite_flag");
+  const int num_grads = a.num_inputs - (flag ? 1 : 0);
+  for (int i = 0; i < num_grads; ++i) {
     const float* g = a.in(i).data<float>();
     const int64_t m = a.in(i).numel();
     for (int64_t j = 0; j < m; ++j) out[j] = g[j] * w;
     out += m;
   }
+  if (flag) *out = std::isfinite(a.in(num_grads).data<float>()[0]) ? 0.f : 1.f;
   r->start(replica, int(n.attrs.i("bucket")), a.out(0).data<float>(), size_t(a.out(0).numel()));
 }
 

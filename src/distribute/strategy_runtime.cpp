@@ -246,7 +246,8 @@ GradientReducer* GradientReducer::lookup(int64_t group) {
   return it->second;
 }
 
-std::vector<Value> GradientReducer::insert(Graph& g, const std::vector<Value>& grads, int replica) {
+std::vector<Value> GradientReducer::insert(Graph& g, const std::vector<Value>& grads, int replica,
+                                           Value loss, Value* nonfinite) {
   // Gradients in the order backward produces them (their node index).
   std::vector<size_t> order;
   for (size_t i = 0; i < grads.size(); ++i)
@@ -273,15 +274,22 @@ std::vector<Value> GradientReducer::insert(Graph& g, const std::vector<Value>& g
       LS_CHECK(g.type(grads[i]).dtype == DType::f32, "all_reduce: gradients must be float32");
       ins.push_back(grads[i]);
     }
+    const bool flag = b + 1 == int(buckets.size()) && loss.valid();
+    const size_t num_grads = ins.size();
+    if (flag) ins.push_back(loss);
     Attrs a{{"group", group_},
             {"bucket", int64_t(b)},
             {"replica", int64_t(replica)},
-            {"schedule_early", true}};
+            {"schedule_early", true},
+            {"nonfinite_flag", flag}};
     Value packed = g.add("all_reduce_start", ins, a, "all_reduce/bucket_" + std::to_string(b));
-    Attrs w{{"group", group_}, {"bucket", int64_t(b)}, {"replica", int64_t(replica)}};
-    std::vector<int64_t> sizes;
+    Attrs w{{"group", group_},
+            {"bucket", int64_t(b)},
+            {"replica", int64_t(replica)},
+            {"nonfinite_flag", flag}};
     std::vector<int64_t> shapes_flat, ranks;
-    for (Value v : ins) {
+    for (size_t k = 0; k < num_grads; ++k) {
+      const Value v = ins[k];
       const Shape& s = g.type(v).shape;
       ranks.push_back(s.rank());
       for (int d = 0; d < s.rank(); ++d) shapes_flat.push_back(s[d]);
@@ -291,6 +299,7 @@ std::vector<Value> GradientReducer::insert(Graph& g, const std::vector<Value>& g
     auto reduced =
         g.add_multi("all_reduce_wait", {packed}, w, "all_reduce/wait_" + std::to_string(b));
     for (size_t k = 0; k < buckets[size_t(b)].size(); ++k) out[buckets[size_t(b)][k]] = reduced[k];
+    if (flag && nonfinite) *nonfinite = reduced.back();
   }
   return out;
 }

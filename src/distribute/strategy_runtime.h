@@ -92,7 +92,11 @@ class GradientReducer {
   ~GradientReducer();
   // Adds all_reduce_start / all_reduce_wait nodes for the gradients (buckets in the order
   // backward produces them) and returns the reduced gradients (invalid ones stay invalid).
-  std::vector<Value> insert(Graph& g, const std::vector<Value>& grads, int replica);
+  // `loss` (a scalar) rides on the last bucket as one more float, 1 when it is NaN or inf:
+  // *nonfinite becomes the number of replicas (all workers) whose loss was not finite this
+  // step, so every replica stops on the same step without another round trip.
+  std::vector<Value> insert(Graph& g, const std::vector<Value>& grads, int replica, Value loss,
+                            Value* nonfinite);
   // Per step: the weight of each local replica's gradient (its samples / global samples).
   void set_weights(std::vector<float> weights) { weights_ = std::move(weights); }
   float weight(int replica) const { return weights_.at(size_t(replica)); }

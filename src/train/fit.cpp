@@ -269,14 +269,24 @@ History Model::fit_loop(Source& source, FitConfig& cfg) {
         }
         samples += n;
         done = k + 1;
-        float l = progs[0]->loss();
-        if (!std::isfinite(l)) {
+        // Replicated: the count of bad replicas came with the gradient all-reduce, so every
+        // replica of every worker stops on this same step.
+        const int bad = progs[0]->nonfinite_replicas();
+        if (bad > 0) {
+          const float l = progs[0]->loss();
+          // (replicated: the same words on every worker, which may not see the bad value)
+          const std::string what = R * W > 1 || std::isfinite(l) ? "NaN or inf"
+                                   : std::isnan(l)               ? "NaN"
+                                                                 : "inf";
           hist.stopped_on_nan = true;
-          hist.stop_reason = "loss became " + std::string(std::isnan(l) ? "NaN" : "inf") +
-                             " at epoch " + std::to_string(epoch + 1) + ", step " +
-                             std::to_string(k + 1) +
-                             "; training stopped (lower the learning rate, or check the inputs "
-                             "and labels for NaN/inf)";
+          hist.stop_reason =
+              "loss became " + what + " at epoch " + std::to_string(epoch + 1) + ", step " +
+              std::to_string(k + 1) +
+              (R * W > 1
+                   ? " on " + std::to_string(bad) + " of " + std::to_string(R * W) + " replicas"
+                   : std::string()) +
+              "; training stopped (lower the learning rate, or check the inputs and labels for "
+              "NaN/inf)";
           std::fprintf(stderr, "\nfit: %s\n", hist.stop_reason.c_str());
           stop_training = true;
           break;

@@ -103,6 +103,7 @@ Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tr
     Value loss =
         g.add("reduce_mean", {per}, Attrs{{"axes", std::vector<int64_t>{0}}, {"keepdims", false}});
     for (Value extra : ctx.losses) loss = g.add("add", {loss, extra});
+    Value nonfinite;  // replicated: replicas (all workers) whose loss was NaN or inf
     if (kind == Kind::train) {
       LS_CHECK(cfg.optimizer, "model '", model.name(), "': compile() needs an optimizer to fit");
       auto vars = model.trainable_weights();
@@ -110,7 +111,7 @@ Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tr
       for (auto& v : vars) reads.push_back(g.variable(v));
       auto grads = gradients(g, loss, reads);
       if (replication && replication->strategy().replicated())
-        grads = replication->reducer().insert(g, grads, replica);
+        grads = replication->reducer().insert(g, grads, replica, loss, &nonfinite);
       cfg.optimizer->apply(g, grads, vars);
     }
     // Loss tracker: Keras weights each batch's loss by its size -> per-sample copies.
@@ -118,6 +119,7 @@ Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tr
         g, y, g.add("broadcast_to", {loss}, Attrs{{"shape", std::vector<int64_t>{batch}}}));
     for (auto& m : metrics) m->update(g, y, pred);
     outputs = {loss, pred};
+    if (nonfinite.valid()) outputs.push_back(nonfinite), has_nonfinite_ = true;
   }
   if (replication && replica > 0) {  // this replica's copies of every variable
     for (int i = 0; i < g.size(); ++i) {

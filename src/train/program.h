@@ -2,6 +2,7 @@
 // replica. It builds the step graph (forward, loss, autodiff, gradient all-reduce when the
 // model is replicated, optimizer update, metric updates) and compiles it into an Executable.
 #pragma once
+#include <cmath>
 #include <map>
 #include <memory>
 #include <string>
@@ -59,6 +60,11 @@ class Program {
   void run() { exe_->run(); }
   void set_step(uint64_t step) { exe_->set_step(step); }
   float loss() const { return exe_->output(0).item(); }
+  // After a train step: how many replicas of the whole job had a NaN or inf loss (replicated
+  // programs learn it from the gradient all-reduce; otherwise this replica's loss decides).
+  int nonfinite_replicas() const {
+    return has_nonfinite_ ? int(exe_->output(2).item()) : (std::isfinite(loss()) ? 0 : 1);
+  }
   const Tensor& predictions() const { return exe_->output(kind_ == Kind::predict ? 0 : 1); }
   double compile_seconds() const { return exe_->compile_seconds(); }
   const Executable& executable() const { return *exe_; }
@@ -67,6 +73,7 @@ class Program {
  private:
   Kind kind_;
   int64_t batch_;
+  bool has_nonfinite_ = false;
   std::unique_ptr<Executable> exe_;
 };
 

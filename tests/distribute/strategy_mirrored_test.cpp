@@ -3,6 +3,7 @@
 // BackupAndRestore resumes to the same weights as an uninterrupted run.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "lockstep/distribute/strategy.h"
@@ -149,6 +150,26 @@ TEST(StrategyMirrored, PredictSplitsBatchesAcrossReplicas) {
   close(mirrored.predict(x, 7), ref);
   close(mirrored.predict(data::Dataset::from_tensor_slices(x).batch(7)), ref);
   close(mirrored.predict(x, 1), ref);  // one row per batch: replica 0 alone
+}
+
+// A NaN input in replica 1's half of a batch: the count of bad replicas rides on the gradient
+// all-reduce, so fit stops on that very step (replica 0's own loss is finite) and says so.
+TEST(StrategyMirrored, NanOnOneReplicaStopsEveryReplicaOnThatStep) {
+  auto [x, y] = make_data(64);
+  x.data<float>()[(16 + 12) * 128 + 5] = std::nanf("");  // batch 2 (rows 16..31), replica 1
+  auto strategy = ds::MirroredStrategy({"cpu:0", "cpu:1"});
+  Model m = [&] {  // linear: a ReLU would turn the NaN pixel into 0
+    auto scope = strategy.scope();
+    set_random_seed(9);
+    Model model = Sequential({layers::Input({8, 8, 2}), layers::Flatten(), layers::Dense(3)});
+    compile(model);
+    return model;
+  }();
+  auto h = m.fit(x, y, {.batch_size = 16, .epochs = 2, .verbose = 0, .shuffle = false});
+  EXPECT_TRUE(h.stopped_on_nan);
+  EXPECT_NE(h.stop_reason.find("at epoch 1, step 2 on 1 of 2 replicas"), std::string::npos)
+      << h.stop_reason;
+  EXPECT_EQ(h.samples, 32);  // two steps ran, then it stopped
 }
 
 TEST(StrategyMirrored, OneDeviceIsThePlainStep) {

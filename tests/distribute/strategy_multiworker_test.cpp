@@ -198,6 +198,29 @@ TEST_F(MultiWorker, FitDatasetIsShardedAcrossWorkers) {
   EXPECT_NEAR(json_number(log0, "eval_accuracy"), json_number(logs, "eval_accuracy"), 1e-6);
 }
 
+// A NaN sample on one worker: both workers stop on the same step (the bad-replica count rides
+// on the gradient all-reduce), exit normally, and neither waits for the other.
+TEST_F(MultiWorker, NanOnOneWorkerStopsBothOnTheSameStep) {
+  int port = free_port();
+  std::vector<std::string> args{"--strategy", "multi_worker", "--nan-sample", "40"};
+  auto with = [&](std::vector<std::string> a, const std::string& extra) {
+    a.push_back("--out");
+    a.push_back(path(extra));
+    return a;
+  };
+  Proc w0 = spawn(with(args, "w0.lsckpt"), tf_config(port, 0), path("w0.log"));
+  Proc w1 = spawn(with(args, "w1.lsckpt"), tf_config(port, 1), path("w1.log"));
+  ASSERT_EQ(wait_for(w0, 60), 0) << read_file(w0.log);
+  ASSERT_EQ(wait_for(w1, 60), 0) << read_file(w1.log);
+  auto stop_line = [](const std::string& log) {
+    const size_t at = log.find("loss became");
+    return at == std::string::npos ? std::string() : log.substr(at, log.find('\n', at) - at);
+  };
+  const std::string s0 = stop_line(read_file(w0.log)), s1 = stop_line(read_file(w1.log));
+  EXPECT_NE(s0.find("on 1 of 2 replicas"), std::string::npos) << read_file(w0.log);
+  EXPECT_EQ(s0, s1);  // same epoch and step on both workers
+}
+
 TEST_F(MultiWorker, KilledWorkerIsNamedAndBackupResumes) {
   int port = free_port();
   std::string backup = path("backup");

@@ -82,6 +82,27 @@ bool DistributedDataset::next_per_replica(data::Iterator& it,
   return true;
 }
 
+data::Dataset shard_for_worker(const data::Dataset& dataset, int workers, int index,
+                               int64_t per_worker_batch, AutoShardPolicy policy) {
+  switch (policy) {
+    case AutoShardPolicy::OFF:  // every worker reads everything
+      return dataset.unbatch().batch(per_worker_batch);
+    case AutoShardPolicy::FILE:
+      LS_CHECK(dataset.reads_files(),
+               "distribute_dataset: AutoShardPolicy::FILE needs a file source (list_files, "
+               "image_dataset_from_directory, from_tensor_slices of paths) in ",
+               dataset.description(), "; use AUTO or DATA");
+      [[fallthrough]];
+    case AutoShardPolicy::AUTO:
+      if (dataset.reads_files())  // each worker opens and decodes only its share of the files
+        return dataset.shard_files(workers, index).unbatch().batch(per_worker_batch);
+      [[fallthrough]];
+    case AutoShardPolicy::DATA:  // every worker reads everything, keeps every W-th element
+      break;
+  }
+  return dataset.unbatch().shard(workers, index).batch(per_worker_batch);
+}
+
 DistributedDataset Strategy::distribute_dataset(const data::Dataset& dataset,
                                                 AutoShardPolicy policy) const {
   LS_CHECK(impl_, "distribute_dataset: the strategy is empty");
@@ -95,29 +116,7 @@ DistributedDataset Strategy::distribute_dataset(const data::Dataset& dataset,
            " is not divisible by the ", R, " replicas in sync of ", impl_->name,
            " (batch the dataset with a multiple of ", R, ")");
   if (W == 1) return DistributedDataset(dataset, impl_->local_replicas, false);
-  const int64_t per_worker = global / W;
-  data::Dataset local;
-  switch (policy) {
-    case AutoShardPolicy::OFF:  // every worker reads everything, in batches of global / W
-      local = dataset.unbatch().batch(per_worker);
-      break;
-    case AutoShardPolicy::FILE:
-      LS_CHECK(dataset.reads_files(),
-               "distribute_dataset: AutoShardPolicy::FILE needs a file "
-               "source (list_files, image_dataset_from_directory, from_tensor_slices of paths) "
-               "in ",
-               dataset.description(), "; use AUTO or DATA");
-      [[fallthrough]];
-    case AutoShardPolicy::AUTO:
-      if (dataset.reads_files()) {  // each worker opens and decodes only its share of the files
-        local = dataset.shard_files(W, impl_->worker_index).unbatch().batch(per_worker);
-        break;
-      }
-      [[fallthrough]];
-    case AutoShardPolicy::DATA:  // every worker reads everything and keeps every W-th element
-      local = dataset.unbatch().shard(W, impl_->worker_index).batch(per_worker);
-      break;
-  }
+  data::Dataset local = shard_for_worker(dataset, W, impl_->worker_index, global / W, policy);
   return DistributedDataset(local, impl_->local_replicas, false);
 }
 

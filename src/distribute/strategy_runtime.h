@@ -124,6 +124,11 @@ class GradientReducer {
   double wait_seconds_ = 0, reduce_seconds_ = 0;
 };
 
+// This worker's part of a dataset of (global) batches under `policy`, rebatched to
+// per_worker_batch (distribute_dataset, and evaluate's sharding).
+data::Dataset shard_for_worker(const data::Dataset& dataset, int workers, int index,
+                               int64_t per_worker_batch, AutoShardPolicy policy);
+
 // Every copy of the core groups of `devices` on this machine ("cpu:K" -> cores).
 std::vector<std::vector<int>> device_cores(const std::vector<std::string>& devices);
 

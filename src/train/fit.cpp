@@ -404,8 +404,7 @@ Logs Model::evaluate(const data::Dataset& dataset, EvaluateConfig cfg) {
     LS_CHECK(!spec.components.empty() && spec.components[0].shape.rank() >= 1,
              "evaluate(Dataset): elements must be batched, got ", spec.str());
     const int64_t per_worker = std::max<int64_t>(1, spec.components[0].shape[0] / W);
-    ds = (ds.reads_files() ? ds.shard_files(W, i).unbatch() : ds.unbatch().shard(W, i))
-             .batch(per_worker);
+    ds = distribute::shard_for_worker(ds, W, i, per_worker, distribute::AutoShardPolicy::AUTO);
   }
   DatasetSource source(*this, ds, true, false, "evaluate(Dataset)");
   return evaluate_loop(source, cfg.verbose);

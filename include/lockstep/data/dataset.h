@@ -34,6 +34,8 @@
 //          .shard(num_workers, worker_index)
 //          .interleave(read_records, {.cycle_length = 4})  // or .map(decode_file, ...)
 //    list_files must then be deterministic across workers: shuffle=false, or a fixed seed.
+//    `ds.shard_files(num_workers, worker_index)` does that rewrite on a finished pipeline
+//    (what distribute_dataset's FILE / AUTO policies use).
 //  - `split_batch(global_batch, num_replicas)` cuts a batch into per-replica batches.
 #pragma once
 #include <atomic>

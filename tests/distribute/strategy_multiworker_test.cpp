@@ -119,31 +119,43 @@ class MultiWorker : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  // Runs distributed_train once under `strategy` with `flags`, writing <name>.lsckpt and
+  // <name>.log; fails the test unless it exits 0.
+  void run_one(const std::string& strategy, const std::string& name,
+               std::vector<std::string> flags = {}) {
+    flags.insert(flags.begin(), {"--strategy", strategy, "--out", path(name + ".lsckpt")});
+    Proc p = spawn(flags, "", path(name + ".log"));
+    ASSERT_EQ(wait_for(p, 120), 0) << read_file(p.log);
+  }
+  // Runs two multi_worker processes on loopback (w0.*, w1.*); both must exit 0 within
+  // `seconds`.
+  void run_pair(std::vector<std::string> flags = {}, double seconds = 120) {
+    const int port = free_port();
+    std::vector<Proc> workers;
+    for (int w = 0; w < 2; ++w) {
+      const std::string name = w == 0 ? "w0" : "w1";
+      std::vector<std::string> f = flags;
+      f.insert(f.begin(), {"--strategy", "multi_worker", "--out", path(name + ".lsckpt")});
+      workers.push_back(spawn(f, tf_config(port, w), path(name + ".log")));
+    }
+    for (auto& p : workers) ASSERT_EQ(wait_for(p, seconds), 0) << read_file(p.log);
+  }
   fs::path dir_;
 };
 
 }  // namespace
 
 TEST_F(MultiWorker, TwoWorkersMatchOneWorker) {
-  Proc single =
-      spawn({"--strategy", "one_device", "--out", path("single.lsckpt")}, "", path("single.log"));
-  ASSERT_EQ(wait_for(single, 120), 0) << read_file(single.log);
-  Proc mirrored =
-      spawn({"--strategy", "mirrored", "--out", path("mirrored.lsckpt")}, "", path("mirrored.log"));
-  ASSERT_EQ(wait_for(mirrored, 120), 0) << read_file(mirrored.log);
-  int port = free_port();
-  Proc w0 = spawn({"--strategy", "multi_worker", "--out", path("w0.lsckpt")}, tf_config(port, 0),
-                  path("w0.log"));
-  Proc w1 = spawn({"--strategy", "multi_worker", "--out", path("w1.lsckpt")}, tf_config(port, 1),
-                  path("w1.log"));
-  ASSERT_EQ(wait_for(w0, 120), 0) << read_file(w0.log);
-  ASSERT_EQ(wait_for(w1, 120), 0) << read_file(w1.log);
+  ASSERT_NO_FATAL_FAILURE(run_one("one_device", "single"));
+  ASSERT_NO_FATAL_FAILURE(run_one("mirrored", "mirrored"));
+  ASSERT_NO_FATAL_FAILURE(run_pair());
   auto ref = io::read_checkpoint_file(path("single.lsckpt"));
   EXPECT_LT(max_diff(ref, io::read_checkpoint_file(path("mirrored.lsckpt"))), 2e-5f);
   EXPECT_FALSE(fs::exists(path("w1.lsckpt")));  // only the chief writes
   EXPECT_LT(max_diff(ref, io::read_checkpoint_file(path("w0.lsckpt"))), 2e-5f);
   // The chief prints the JSON line (replicas, workers) with the single worker's loss.
-  std::string log0 = read_file(w0.log), log1 = read_file(w1.log), logs = read_file(single.log);
+  std::string log0 = read_file(path("w0.log")), log1 = read_file(path("w1.log")),
+              logs = read_file(path("single.log"));
   EXPECT_NE(log0.find("\"replicas\": 2, \"workers\": 2"), std::string::npos) << log0;
   EXPECT_EQ(log1.find("\"replicas\""), std::string::npos) << log1;
   EXPECT_NEAR(json_number(log0, "loss"), json_number(logs, "loss"), 1e-5);
@@ -156,16 +168,8 @@ TEST_F(MultiWorker, TwoWorkersMatchOneWorker) {
 // BatchNormalization(synchronized=true): two workers with B/2 each normalise with the
 // statistics of the whole global batch, so they match one worker with B (plain BN).
 TEST_F(MultiWorker, SynchronizedBatchNormMatchesOneWorker) {
-  Proc single = spawn({"--strategy", "one_device", "--sync-bn", "--out", path("single.lsckpt")}, "",
-                      path("single.log"));
-  ASSERT_EQ(wait_for(single, 120), 0) << read_file(single.log);
-  int port = free_port();
-  Proc w0 = spawn({"--strategy", "multi_worker", "--sync-bn", "--out", path("w0.lsckpt")},
-                  tf_config(port, 0), path("w0.log"));
-  Proc w1 = spawn({"--strategy", "multi_worker", "--sync-bn", "--out", path("w1.lsckpt")},
-                  tf_config(port, 1), path("w1.log"));
-  ASSERT_EQ(wait_for(w0, 120), 0) << read_file(w0.log);
-  ASSERT_EQ(wait_for(w1, 120), 0) << read_file(w1.log);
+  ASSERT_NO_FATAL_FAILURE(run_one("one_device", "single", {"--sync-bn"}));
+  ASSERT_NO_FATAL_FAILURE(run_pair({"--sync-bn"}));
   auto ref = io::read_checkpoint_file(path("single.lsckpt"));
   EXPECT_LT(max_diff(ref, io::read_checkpoint_file(path("w0.lsckpt"))), 5e-5f);
 }
@@ -173,27 +177,20 @@ TEST_F(MultiWorker, SynchronizedBatchNormMatchesOneWorker) {
 // fit(Dataset) under MultiWorkerMirroredStrategy shards the dataset itself (as Keras): each
 // worker steps on half of every global batch, and the weights match one worker's.
 TEST_F(MultiWorker, FitDatasetIsShardedAcrossWorkers) {
-  Proc single = spawn({"--strategy", "one_device", "--dataset", "--out", path("single.lsckpt")}, "",
-                      path("single.log"));
-  ASSERT_EQ(wait_for(single, 120), 0) << read_file(single.log);
-  int port = free_port();
-  Proc w0 = spawn({"--strategy", "multi_worker", "--dataset", "--out", path("w0.lsckpt")},
-                  tf_config(port, 0), path("w0.log"));
-  Proc w1 = spawn({"--strategy", "multi_worker", "--dataset", "--out", path("w1.lsckpt")},
-                  tf_config(port, 1), path("w1.log"));
-  ASSERT_EQ(wait_for(w0, 120), 0) << read_file(w0.log);
-  ASSERT_EQ(wait_for(w1, 120), 0) << read_file(w1.log);
+  ASSERT_NO_FATAL_FAILURE(run_one("one_device", "single", {"--dataset"}));
+  ASSERT_NO_FATAL_FAILURE(run_pair({"--dataset"}));
   // 96 samples x 2 epochs: all on one worker, half on each of two.
-  EXPECT_NE(read_file(single.log).find("worker 0 trained on 192 samples"), std::string::npos)
-      << read_file(single.log);
-  EXPECT_NE(read_file(w0.log).find("worker 0 trained on 96 samples"), std::string::npos)
-      << read_file(w0.log);
-  EXPECT_NE(read_file(w1.log).find("worker 1 trained on 96 samples"), std::string::npos)
-      << read_file(w1.log);
+  EXPECT_NE(read_file(path("single.log")).find("worker 0 trained on 192 samples"),
+            std::string::npos)
+      << read_file(path("single.log"));
+  EXPECT_NE(read_file(path("w0.log")).find("worker 0 trained on 96 samples"), std::string::npos)
+      << read_file(path("w0.log"));
+  EXPECT_NE(read_file(path("w1.log")).find("worker 1 trained on 96 samples"), std::string::npos)
+      << read_file(path("w1.log"));
   auto ref = io::read_checkpoint_file(path("single.lsckpt"));
   EXPECT_LT(max_diff(ref, io::read_checkpoint_file(path("w0.lsckpt"))), 2e-5f);
   // evaluate(Dataset) shards too; the summed metrics equal one worker's.
-  std::string log0 = read_file(w0.log), logs = read_file(single.log);
+  std::string log0 = read_file(path("w0.log")), logs = read_file(path("single.log"));
   EXPECT_NEAR(json_number(log0, "eval_loss"), json_number(logs, "eval_loss"), 1e-5);
   EXPECT_NEAR(json_number(log0, "eval_accuracy"), json_number(logs, "eval_accuracy"), 1e-6);
 }
@@ -201,23 +198,14 @@ TEST_F(MultiWorker, FitDatasetIsShardedAcrossWorkers) {
 // A NaN sample on one worker: both workers stop on the same step (the bad-replica count rides
 // on the gradient all-reduce), exit normally, and neither waits for the other.
 TEST_F(MultiWorker, NanOnOneWorkerStopsBothOnTheSameStep) {
-  int port = free_port();
-  std::vector<std::string> args{"--strategy", "multi_worker", "--nan-sample", "40"};
-  auto with = [&](std::vector<std::string> a, const std::string& extra) {
-    a.push_back("--out");
-    a.push_back(path(extra));
-    return a;
-  };
-  Proc w0 = spawn(with(args, "w0.lsckpt"), tf_config(port, 0), path("w0.log"));
-  Proc w1 = spawn(with(args, "w1.lsckpt"), tf_config(port, 1), path("w1.log"));
-  ASSERT_EQ(wait_for(w0, 60), 0) << read_file(w0.log);
-  ASSERT_EQ(wait_for(w1, 60), 0) << read_file(w1.log);
+  ASSERT_NO_FATAL_FAILURE(run_pair({"--nan-sample", "40"}, 60));
   auto stop_line = [](const std::string& log) {
     const size_t at = log.find("loss became");
     return at == std::string::npos ? std::string() : log.substr(at, log.find('\n', at) - at);
   };
-  const std::string s0 = stop_line(read_file(w0.log)), s1 = stop_line(read_file(w1.log));
-  EXPECT_NE(s0.find("on 1 of 2 replicas"), std::string::npos) << read_file(w0.log);
+  const std::string s0 = stop_line(read_file(path("w0.log"))),
+                    s1 = stop_line(read_file(path("w1.log")));
+  EXPECT_NE(s0.find("on 1 of 2 replicas"), std::string::npos) << read_file(path("w0.log"));
   EXPECT_EQ(s0, s1);  // same epoch and step on both workers
 }
 

@@ -17,6 +17,7 @@
 
 #include "lockstep/distribute/strategy.h"
 #include "lockstep/io/checkpoint.h"
+#include "lockstep/train/checkpoint.h"
 #include "lockstep/lockstep.h"
 
 namespace ls = lockstep;
@@ -123,7 +124,7 @@ int main(int argc, char** argv) {
                  (long long)hist.samples);
     if (hist.stopped_on_nan)
       std::fprintf(stderr, "worker %d: %s\n", strategy.worker_index(), hist.stop_reason.c_str());
-    if (!out.empty()) ls::io::Checkpoint(model).save(out);
+    if (!out.empty()) ls::train::Checkpoint(model).save(out);
     if (strategy.is_chief())
       std::printf(
           "{\"loss\": %.6f, \"accuracy\": %.4f, \"eval_loss\": %.6f, \"eval_accuracy\": %.4f, "

@@ -13,7 +13,7 @@
 #include "lockstep/graph/executable.h"
 #include "lockstep/nn/layer.h"
 #include "lockstep/nn/layers.h"
-#include "lockstep/nn/model.h"
+#include "lockstep/train/model.h"
 #include "lockstep/train/callback.h"
 #include "lockstep/train/loss.h"
 #include "lockstep/train/metric.h"

@@ -1,10 +1,10 @@
 // The dataset-map augmentation functions (lockstep/data/augment.h): argument checks, HWC/NHWC
-// handling, then the shared kernels of augment_impl.h (the same code the image ops run).
+// handling, then the shared kernels of src/imaging/internal/augment.h (the same code the image ops run).
 #include "lockstep/data/augment.h"
 
 #include <vector>
 
-#include "data/augment_impl.h"
+#include "imaging/internal/augment.h"
 
 namespace lockstep::data {
 

@@ -464,4 +464,10 @@ void write_image(const std::string& path, const Tensor& image, int jpeg_quality)
   LS_FAIL("write_image: '", path, "' has no known image extension (.png, .jpg, .jpeg, .bmp)");
 }
 
+Tensor load_image(const std::string& path, ColorMode mode, int height, int width,
+                  Interpolation interp, bool crop_to_aspect_ratio) {
+  Tensor img = read_image(path, mode);
+  return resize_image(img, height, width, interp, crop_to_aspect_ratio);
+}
+
 }  // namespace lockstep::data

@@ -4,7 +4,7 @@
 
 #include <thread>
 
-#include "distribute/strategy_runtime.h"
+#include "distribute/internal/strategy_runtime.h"
 
 namespace lockstep::distribute {
 

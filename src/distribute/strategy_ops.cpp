@@ -15,7 +15,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "distribute/strategy_runtime.h"
+#include "distribute/internal/strategy_runtime.h"
 #include "lockstep/graph/autodiff.h"
 #include "lockstep/graph/op_registry.h"
 

@@ -1,6 +1,6 @@
 // Strategy run time: replica threads with their own OpenMP teams, the communicators (in-process
 // group for local replicas, Gloo/MPI across workers) and the bucketed gradient all-reduce.
-#include "distribute/strategy_runtime.h"
+#include "distribute/internal/strategy_runtime.h"
 
 #include <pthread.h>
 #include <sched.h>

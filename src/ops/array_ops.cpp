@@ -1,5 +1,5 @@
 // Array op registrations: cast, concat, slice (+ slice_grad) and dropout.
-#include "ops/op_util.h"
+#include "ops/internal/op_util.h"
 
 namespace lockstep::ops {
 

@@ -1,5 +1,5 @@
 // Elementwise op registrations: broadcasting binaries, unary math, activations and their grads.
-#include "ops/op_util.h"
+#include "ops/internal/op_util.h"
 
 namespace lockstep::ops {
 

@@ -1,9 +1,9 @@
 // Image op registrations (augmentation and preprocessing layers): random ops draw per-image
 // parameters in-kernel from Philox (keyed like dropout: attr seed, node id, replica, model seed;
 // counter = step) and output them next to the image, so the gradient replays the very same
-// transformation through the deterministic op. Math: src/data/augment_impl.h.
-#include "data/augment_impl.h"
-#include "ops/op_util.h"
+// transformation through the deterministic op. Math: src/imaging/internal/augment.h.
+#include "imaging/internal/augment.h"
+#include "ops/internal/op_util.h"
 
 namespace lockstep::ops {
 

@@ -1,7 +1,7 @@
 // Loss and metric op registrations (per-example outputs; train/ composes the reductions).
 // Class axis is the last one: logits[..., C]; sparse labels (i32, or f32 holding integers)
 // have the leading shape [...] (a trailing 1 is accepted too).
-#include "ops/op_util.h"
+#include "ops/internal/op_util.h"
 
 namespace lockstep::ops {
 

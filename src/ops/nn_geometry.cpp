@@ -1,5 +1,5 @@
 // Conv/pool geometry: Keras padding rules and shape validation with actionable errors.
-#include "ops/nn_geometry.h"
+#include "ops/internal/nn_geometry.h"
 
 #include "lockstep/core/error.h"
 

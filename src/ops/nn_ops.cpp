@@ -1,6 +1,6 @@
 // Registrations of matmul, conv2d (+ backward ops) and pooling: shape functions and gradients.
-#include "ops/nn_geometry.h"
-#include "ops/op_util.h"
+#include "ops/internal/nn_geometry.h"
+#include "ops/internal/op_util.h"
 
 namespace lockstep::ops {
 

@@ -1,5 +1,5 @@
 // Registrations of batch_norm_{train,infer}(+grads) and layer_norm(+grad): shapes and gradients.
-#include "ops/op_util.h"
+#include "ops/internal/op_util.h"
 
 namespace lockstep::ops {
 

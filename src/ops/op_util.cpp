@@ -1,5 +1,5 @@
 // Shape helpers for op registrations.
-#include "ops/op_util.h"
+#include "ops/internal/op_util.h"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 // Optimizer op registrations: in-place variable updates (side effects) and lr_schedule.
-#include "ops/op_util.h"
+#include "ops/internal/op_util.h"
 
 namespace lockstep::ops {
 

@@ -1,6 +1,6 @@
 // Reduction op registrations: reduce_*, broadcast_to, bias_add, softmax and log_softmax.
 // reduce_* {axes, keepdims}: a missing or empty `axes` reduces over every axis.
-#include "ops/op_util.h"
+#include "ops/internal/op_util.h"
 
 namespace lockstep::ops {
 

@@ -1,7 +1,7 @@
 // Ops without computation of their own: placeholders, variables, constants, views.
 #include <cstring>
 
-#include "ops/op_util.h"
+#include "ops/internal/op_util.h"
 
 namespace lockstep::ops {
 

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "lockstep/nn/model.h"
+#include "lockstep/train/model.h"
 #include "lockstep/train/callback.h"
 
 namespace lockstep {

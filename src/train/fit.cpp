@@ -9,9 +9,9 @@
 #include <cstring>
 #include <numeric>
 
-#include "distribute/strategy_runtime.h"
+#include "distribute/internal/strategy_runtime.h"
 #include "lockstep/distribute/strategy.h"
-#include "lockstep/nn/model.h"
+#include "lockstep/train/model.h"
 #include "lockstep/train/progress.h"
 #include "train/fit_source.h"
 #include "train/program.h"

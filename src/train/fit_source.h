@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "lockstep/data/dataset.h"
-#include "lockstep/nn/model.h"
+#include "lockstep/train/model.h"
 
 namespace lockstep {
 

@@ -6,7 +6,7 @@
 #include <omp.h>
 #endif
 
-#include "distribute/strategy_runtime.h"
+#include "distribute/internal/strategy_runtime.h"
 #include "lockstep/graph/autodiff.h"
 
 namespace lockstep {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "lockstep/graph/executable.h"
-#include "lockstep/nn/model.h"
+#include "lockstep/train/model.h"
 
 namespace lockstep {
 

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "lockstep/core/rng.h"
+#include "test_util.h"
 
 namespace ls = lockstep;
 namespace data = lockstep::data;
@@ -39,14 +40,7 @@ Tensor random_images(Shape s, uint64_t seed, float lo = 0.f, float hi = 255.f) {
   return Tensor::from_vector(s, v);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ls::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using lockstep::test_util::error_of;
 
 }  // namespace
 

@@ -7,14 +7,13 @@
 #include <fstream>
 
 #include "lockstep/data/idx.h"
+#include "test_util.h"
 
 using namespace lockstep;
 namespace fs = std::filesystem;
 
 static std::string tmp_path(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("lockstep_idx_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return (d / name).string();
+  return (test_util::temp_dir("idx") / name).string();
 }
 
 static std::vector<uint8_t> idx_bytes(std::vector<uint32_t> dims, std::vector<uint8_t> data) {
@@ -44,14 +43,7 @@ TEST(Idx, ReadsGzippedAndPlain) {
   EXPECT_EQ(data::read_idx(plain).to_vector(), (std::vector<float>{7, 8, 9}));
 }
 
-static std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using lockstep::test_util::error_of;
 
 TEST(Idx, MissingFileNamesIt) {
   auto msg = error_of([] { data::read_idx("/nonexistent/train-images-idx3-ubyte.gz"); });

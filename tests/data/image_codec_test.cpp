@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "lockstep/data/image.h"
+#include "test_util.h"
 
 using namespace lockstep;
 using namespace lockstep::data;
@@ -18,9 +19,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string tmp_path(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("lockstep_imgcodec_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return (d / name).string();
+  return (test_util::temp_dir("imgcodec") / name).string();
 }
 
 Tensor make_u8(int h, int w, int c, uint32_t seed) {
@@ -102,15 +101,7 @@ std::vector<uint8_t> make_png(int w, int h, int depth, int color_type,
   return png;
 }
 
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using lockstep::test_util::error_of;
 
 }  // namespace
 

@@ -14,6 +14,7 @@
 
 #include "lockstep/data/image.h"
 #include "lockstep/tools/export.h"
+#include "test_util.h"
 
 using namespace lockstep;
 using namespace lockstep::data;
@@ -22,8 +23,7 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path fresh_dir(const std::string& name) {
-  fs::path d =
-      fs::temp_directory_path() / ("lockstep_imgfolder_" + std::to_string(::getpid())) / name;
+  fs::path d = test_util::temp_dir("imgfolder") / name;
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -62,15 +62,7 @@ ImageFolderOptions quiet(ImageFolderOptions o = {}) {
 
 std::vector<Element> all(const Dataset& ds) { return ds.collect(0); }
 
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using lockstep::test_util::error_of;
 
 }  // namespace
 

@@ -8,7 +8,9 @@
 
 #include "lockstep/distribute/strategy.h"
 #include "lockstep/io/checkpoint.h"
+#include "lockstep/train/checkpoint.h"
 #include "lockstep/lockstep.h"
+#include "test_util.h"
 
 using namespace lockstep;
 namespace ds = lockstep::distribute;
@@ -52,14 +54,7 @@ float max_diff(const Model& a, const Model& b) {
   return d;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using lockstep::test_util::error_of;
 
 }  // namespace
 
@@ -278,10 +273,10 @@ TEST(StrategyMirrored, CheckpointsAreStrategyAgnostic) {
     compile(m);
   }
   m.fit(x, y, {.batch_size = 8, .epochs = 1, .verbose = 0});
-  io::Checkpoint(m).save((dir / "c.lsckpt").string());
+  train::Checkpoint(m).save((dir / "c.lsckpt").string());
   Model single = cnn(9);
   compile(single);
-  io::Checkpoint(single).restore((dir / "c.lsckpt").string());
+  train::Checkpoint(single).restore((dir / "c.lsckpt").string());
   EXPECT_EQ(max_diff(m, single), 0.f);
   // And back into a replicated model, which then trains from it.
   Model again = cnn(10);
@@ -289,7 +284,7 @@ TEST(StrategyMirrored, CheckpointsAreStrategyAgnostic) {
     auto s = strategy.scope();
     compile(again);
   }
-  io::Checkpoint(again).restore((dir / "c.lsckpt").string());
+  train::Checkpoint(again).restore((dir / "c.lsckpt").string());
   EXPECT_EQ(max_diff(again, single), 0.f);
   std::filesystem::remove_all(dir);
 }

@@ -1,6 +1,7 @@
 // Checkpoints: weights round trip, optimizer state, atomic replacement, damaged files and
 // mismatching architectures give errors naming the file and the weight.
 #include "lockstep/io/checkpoint.h"
+#include "lockstep/train/checkpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -8,6 +9,7 @@
 #include <fstream>
 
 #include "lockstep/lockstep.h"
+#include "test_util.h"
 
 using namespace lockstep;
 namespace fs = std::filesystem;
@@ -36,20 +38,10 @@ std::pair<Tensor, Tensor> make_data(int64_t n) {
 }
 
 std::string tmpdir(const std::string& name) {
-  auto d = fs::temp_directory_path() / ("lockstep_ckpt_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
+  return test_util::temp_dir("ckpt_" + name, /*fresh=*/true).string();
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using lockstep::test_util::error_of;
 
 }  // namespace
 
@@ -80,9 +72,9 @@ TEST(Checkpoint, OptimizerStateResumesExactly) {
   ref.fit(x, y, {.batch_size = 8, .epochs = 2, .verbose = 0, .shuffle = false});
   Model a = net(4, 1);
   a.fit(x, y, {.batch_size = 8, .epochs = 1, .verbose = 0, .shuffle = false});
-  io::Checkpoint(a).save(dir + "/c.lsckpt", {1, 0});
+  train::Checkpoint(a).save(dir + "/c.lsckpt", {1, 0});
   Model b = net(4, 5);  // different init, no program compiled yet: slots are created on restore
-  auto p = io::Checkpoint(b).restore(dir + "/c.lsckpt");
+  auto p = train::Checkpoint(b).restore(dir + "/c.lsckpt");
   EXPECT_EQ(p.epoch, 1);
   EXPECT_FLOAT_EQ(b.compile_config().optimizer->iterations()->value.item(), 4.f);
   b.fit(x, y, {.batch_size = 8, .epochs = 2, .verbose = 0, .shuffle = false, .initial_epoch = 1});

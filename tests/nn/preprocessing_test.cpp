@@ -6,10 +6,11 @@
 #include <cmath>
 #include <functional>
 
-#include "backends/reference/ew_util.h"
+#include "ops/internal/kernel_math.h"
 #include "lockstep/data/augment.h"
 #include "lockstep/data/dataset.h"
 #include "lockstep/lockstep.h"
+#include "test_util.h"
 
 using namespace lockstep;
 namespace L = lockstep::layers;
@@ -49,14 +50,7 @@ LayerRun run_layer(const LayerHandle& l, const Tensor& x, bool training, uint64_
   return r;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using lockstep::test_util::error_of;
 
 }  // namespace
 

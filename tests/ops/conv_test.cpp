@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "lockstep/graph/executable.h"
+#include "test_util.h"
 
 namespace lockstep {
 namespace {
@@ -75,14 +76,7 @@ TEST(ConvShapes, UnknownBatchPropagates) {
   EXPECT_EQ(g.type(m).shape, (Shape{-1, 3}));
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using lockstep::test_util::error_of;
 
 TEST(ConvShapes, ErrorsNameTheProblem) {
   Graph g;

@@ -3,9 +3,11 @@
 #include <omp.h>
 
 #include <cmath>
+#include <set>
 
 #include "lockstep/graph/autodiff.h"
 #include "lockstep/graph/executable.h"
+#include "lockstep/graph/op_registry.h"
 
 using namespace lockstep;
 
@@ -226,9 +228,36 @@ TEST(CpuKernels, HotPathHasNoReferenceFallback) {
   auto grads = gradients(g, loss, {x, g.variable(bias)});
   Value upd = g.add("sub", {g.variable(bias), g.add("mul", {grads[1], g.scalar(0.1f)})});
   Executable exe(g, {x, labels}, {loss, acc, probs, grads[0], upd});
-  // (constant / ones_like are source ops of the skeleton, allowed to run on reference.)
+  // Ask the registry, not the report's wording: every computing op of the graph has a cpu
+  // kernel, except constant / ones_like (source ops of the skeleton, allowed on reference).
+  const OpRegistry& R = OpRegistry::get();
+  std::set<std::string> falls_back;
+  for (const Node& nd : g.nodes()) {
+    if (nd.op == "input" || nd.op == "variable" || R.op(nd.op).alias_input >= 0) continue;
+    if (!R.kernel(nd.op, "cpu")) falls_back.insert(nd.op);
+  }
+  for (const std::string& op : falls_back)
+    EXPECT_TRUE(op == "constant" || op == "ones_like") << op << " has no cpu kernel";
+  // The report names each of them, and nothing else falls back (the report is what a user
+  // reads; an empty or reworded report must not pass).
+  std::set<std::string> reported;
   for (const std::string& line : exe.report())
     if (line.find("fallback") != std::string::npos)
-      EXPECT_TRUE(line.find(" constant ") != std::string::npos || line.find(" ones_like ") != std::string::npos)
-          << line;
+      for (const Node& nd : g.nodes())
+        if (line.find(" " + nd.op + " ") != std::string::npos) reported.insert(nd.op);
+  EXPECT_EQ(reported, falls_back);
+  // Positive control: an op without a cpu kernel shows up in the report by name.
+  for (const char* op : {"constant", "ones_like"}) {
+    if (R.kernel(op, "cpu")) continue;
+    Graph g2;
+    Value in = g2.input({DType::f32, Shape{2}}, "in");
+    Value out = std::string(op) == "constant"
+                    ? g2.add("add", {in, g2.add("constant", {}, Attrs{{"value", 1.0}, {"shape", std::vector<int64_t>{2}}})})
+                    : g2.add("add", {in, g2.add("ones_like", {in})});
+    Executable e2(g2, {in}, {out}, CompileOptions{.backend = "cpu"});
+    bool named = false;
+    for (const std::string& line : e2.report())
+      named = named || (line.find("fallback") != std::string::npos && line.find(op) != std::string::npos);
+    EXPECT_TRUE(named) << op << " runs on the reference kernel but the report does not say so";
+  }
 }

@@ -57,15 +57,35 @@ static Built build(const OpCase& c) {
   return b;
 }
 
-static std::vector<std::vector<float>> run(Built& b, const std::vector<Tensor>& ins,
-                                           const std::string& backend, const std::vector<Value>& outs) {
+std::vector<Tensor> run_graph(const Graph& g, const std::vector<Value>& feeds,
+                              const std::vector<Value>& outputs, const std::vector<Tensor>& tensors,
+                              const std::string& backend) {
   CompileOptions o;
   o.backend = backend;
-  Executable exe(b.g, b.inputs, outs, o);
-  for (size_t i = 0; i < ins.size(); ++i) exe.input(int(i)).copy_from(ins[i]);
+  Executable exe(g, feeds, outputs, o);
+  LS_CHECK(tensors.size() == feeds.size(), "run_graph: ", tensors.size(), " tensors for ",
+           feeds.size(), " inputs");
+  for (size_t i = 0; i < tensors.size(); ++i) exe.input(int(i)).copy_from(tensors[i]);
   exe.run();
+  std::vector<Tensor> r;
+  for (int i = 0; i < exe.num_outputs(); ++i) r.push_back(exe.output(i).clone());
+  return r;
+}
+
+std::vector<Tensor> run_single_op(const std::string& op, const Attrs& attrs,
+                                  const std::vector<Tensor>& inputs, const std::string& backend) {
+  Graph g;
+  std::vector<Value> feeds;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    feeds.push_back(g.input({inputs[i].dtype(), inputs[i].shape()}, "in" + std::to_string(i)));
+  std::vector<Value> outs = g.add_multi(op, feeds, attrs, op);
+  return run_graph(g, feeds, outs, inputs, backend);
+}
+
+static std::vector<std::vector<float>> run(Built& b, const std::vector<Tensor>& ins,
+                                           const std::string& backend, const std::vector<Value>& outs) {
   std::vector<std::vector<float>> r;
-  for (int i = 0; i < exe.num_outputs(); ++i) r.push_back(exe.output(i).to_vector());
+  for (const Tensor& t : run_graph(b.g, b.inputs, outs, ins, backend)) r.push_back(t.to_vector());
   return r;
 }
 

@@ -46,6 +46,18 @@ struct OpCaseRegistrar {
   static ::lockstep::testing::OpCaseRegistrar ls_case_reg_##id(ls_cases_##id); \
   static std::vector<::lockstep::testing::OpCase> ls_cases_##id()
 
+// Compiles `outputs` of `g` for `backend` (CompileOptions.backend), copies `tensors` into the
+// placeholders `feeds`, runs one step and returns copies of the outputs.
+std::vector<Tensor> run_graph(const Graph& g, const std::vector<Value>& feeds,
+                              const std::vector<Value>& outputs, const std::vector<Tensor>& tensors,
+                              const std::string& backend);
+
+// Builds one `op` node (Graph::add_multi, every output) on placeholders shaped like `inputs`,
+// runs it on `backend` and returns its outputs. The op table and the known-value table both
+// build their nodes this way.
+std::vector<Tensor> run_single_op(const std::string& op, const Attrs& attrs,
+                                  const std::vector<Tensor>& inputs, const std::string& backend);
+
 // Runs one case; returns "" on success, else a description of the mismatch.
 std::string run_op_case(const OpCase& c, const std::string& backend);
 std::string run_grad_check(const OpCase& c);

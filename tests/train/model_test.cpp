@@ -8,6 +8,7 @@
 #include "lockstep/core/allocator.h"
 #include "lockstep/lockstep.h"
 #include "train/program.h"
+#include "test_util.h"
 
 using namespace lockstep;
 
@@ -51,14 +52,7 @@ std::vector<double> step_losses(Model& m, const Tensor& x, const Tensor& y, int 
   return losses;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using lockstep::test_util::error_of;
 
 }  // namespace
 

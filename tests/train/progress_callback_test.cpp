@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "lockstep/nn/layers.h"
-#include "lockstep/nn/model.h"
+#include "lockstep/train/model.h"
 #include "lockstep/train/loss.h"
 #include "lockstep/train/optimizer.h"
 #include "lockstep/train/progress.h"

@@ -3,6 +3,7 @@
 
 #include "lockstep/graph/executable.h"
 #include "lockstep/train/schedule.h"
+#include "ops/internal/schedule_math.h"
 
 using namespace lockstep;
 
@@ -65,8 +66,8 @@ TEST(Sched, PiecewiseConstantDecay) {
 
 TEST(Sched, AttrsRoundTripAndLrScheduleOp) {
   auto s = schedules::CosineDecay(0.0, 100, 0.0, 0.1, 10);
-  EXPECT_DOUBLE_EQ(evaluate_schedule(s->attrs(), 60), (*s)(60));
-  EXPECT_THROW(evaluate_schedule(Attrs{{"kind", std::string("bogus")}}, 0), Error);
+  EXPECT_DOUBLE_EQ(ops::evaluate_schedule(s->attrs(), 60), (*s)(60));
+  EXPECT_THROW(ops::evaluate_schedule(Attrs{{"kind", std::string("bogus")}}, 0), Error);
   auto it = std::make_shared<Variable>(Variable{"iterations", Tensor::full(Shape{}, 5.f), false});
   Graph g;
   Value lr = g.add("lr_schedule", {g.variable(it)}, schedules::ExponentialDecay(0.1, 10, 0.5)->attrs());

@@ -10,6 +10,7 @@
 #include "lockstep/data/dataset.h"
 #include "lockstep/data/image.h"
 #include "lockstep/data/image_folder.h"
+#include "test_util.h"
 
 using namespace lockstep;
 namespace fs = std::filesystem;
@@ -17,9 +18,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string tmp_path(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("lockstep_grid_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return (d / name).string();
+  return (test_util::temp_dir("grid") / name).string();
 }
 
 Tensor gray_images(int n, int h, int w) {

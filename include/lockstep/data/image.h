@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lockstep/core/tensor.h"
+#include "lockstep/imaging/resize.h"
 
 namespace lockstep::data {
 
@@ -61,32 +62,14 @@ void write_image(const std::string& path, const Tensor& image, int jpeg_quality 
 void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
 std::vector<uint8_t> encode_bmp(const Tensor& image);  // 24-bit (C=1,3) or 32-bit (C=4)
 
-// ---- resize -----------------------------------------------------------------------------
-// tf.image.resize semantics (antialias=false): bilinear with half-pixel centres, nearest with
-// half-pixel centres (floor((x + 0.5) * in / out)), area = exact box average (ResizeArea).
-enum class Interpolation { bilinear, nearest, area };
-Interpolation parse_interpolation(const std::string& s);  // "bilinear" | "nearest" | "area"
-
-// Keras crop_to_aspect_ratio: the largest central window of the target aspect ratio.
-struct CropBox {
-  int y = 0, x = 0, height = 0, width = 0;
-};
-CropBox aspect_crop_box(int height, int width, int target_height, int target_width);
-
-// Resizes a uint8 or float32 [H, W, C] image to float32 [height, width, C].
-Tensor resize_image(const Tensor& image, int height, int width,
-                    Interpolation interpolation = Interpolation::bilinear,
-                    bool crop_to_aspect_ratio = false);
-
-// The allocation-free kernel behind resize_image: src is a uint8 image with row stride
-// `src_row_stride` elements (crop windows pass an offset pointer), dst is contiguous
-// [dh, dw, c] float32. `scratch` is reused between calls to avoid allocation.
-void resize_u8_to_f32(const uint8_t* src, int sh, int sw, int c, int64_t src_row_stride, float* dst,
-                      int dh, int dw, Interpolation interpolation,
-                      std::vector<float>* scratch = nullptr);
-void resize_f32_to_f32(const float* src, int sh, int sw, int c, int64_t src_row_stride, float* dst,
-                       int dh, int dw, Interpolation interpolation,
-                       std::vector<float>* scratch = nullptr);
+// ---- resize (lockstep/imaging/resize.h, re-exported here) --------------------------------
+using imaging::aspect_crop_box;
+using imaging::CropBox;
+using imaging::Interpolation;
+using imaging::parse_interpolation;
+using imaging::resize_f32_to_f32;
+using imaging::resize_image;
+using imaging::resize_u8_to_f32;
 
 // Decode + (optional central aspect crop) + resize into a float32 [height, width, C]
 // destination, the per-file work of image_dataset_from_directory.

@@ -31,7 +31,7 @@
 
 namespace lockstep::distribute {
 
-class StrategyImpl;  // internal (src/distribute/strategy_runtime.h)
+class StrategyImpl;  // internal (src/distribute/internal/strategy_runtime.h)
 
 // How distribute_dataset shards a dataset across workers (tf.data.experimental.AutoShardPolicy).
 //   AUTO: FILE when the dataset reads files, else DATA. FILE: a shard goes right after the

@@ -10,24 +10,16 @@
 //               u8 dtype (DType enum value), u8 rank, i64 dims[rank], u64 data_bytes, data
 //   u32 CRC-32 (zlib) of every byte before it, then "LSCKEND\0"
 //
-// Weights are matched to the model by position (Keras order) and checked by shape, so a model
-// rebuilt in another process (where default layer names get other suffixes) loads fine.
-// Strategy-agnostic: replicas share one set of weights, so a file written under any replica
-// count loads under any other. Under a multi-worker strategy only the chief writes.
+// This module knows files of named tensors, not models: lockstep/train/checkpoint.h maps a
+// Model's weights and optimizer state onto them.
 #pragma once
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "lockstep/core/json.h"
 #include "lockstep/core/tensor.h"
 
-namespace lockstep {
-class Model;
-}
-
 namespace lockstep::io {
-
-using json = nlohmann::json;
 
 struct NamedTensor {
   std::string name;
@@ -44,30 +36,11 @@ struct CheckpointFile {
 void write_checkpoint_file(const std::string& path, const CheckpointFile& file);
 CheckpointFile read_checkpoint_file(const std::string& path);
 
-// Weights only (Keras model.save_weights / load_weights). save_weights is a no-op on a
-// non-chief worker (returns false).
-bool save_weights(const Model& model, const std::string& path);
-void load_weights(Model& model, const std::string& path);
-
 // Where training stands: epochs completed and steps done in the current epoch.
 struct TrainingProgress {
   int epoch = 0;     // the epoch to run next (or to resume)
   int64_t step = 0;  // steps of that epoch already done
   json extra = json::object();
-};
-
-// Model weights + the compiled optimizer's variables (iterations, slots) + progress.
-class Checkpoint {
- public:
-  explicit Checkpoint(Model& model) : model_(model) {}
-  // Returns false (and writes nothing) on a non-chief worker.
-  bool save(const std::string& path, const TrainingProgress& progress = {}) const;
-  // Loads weights and optimizer state (creating the optimizer's slots if no program has yet)
-  // and returns the progress stored in the file.
-  TrainingProgress restore(const std::string& path);
-
- private:
-  Model& model_;
 };
 
 }  // namespace lockstep::io

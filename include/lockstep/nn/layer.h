@@ -4,15 +4,13 @@
 // compile a program (train / evaluate / predict, per batch size).
 #pragma once
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "lockstep/core/json.h"
 #include "lockstep/graph/graph.h"
 
 namespace lockstep {
-
-using json = nlohmann::json;
 
 // Handed to Layer::call: the graph being built and how.
 struct CallContext {

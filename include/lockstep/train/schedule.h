@@ -16,9 +16,6 @@ class LearningRateSchedule {
 };
 using SchedulePtr = std::shared_ptr<LearningRateSchedule>;
 
-// Evaluates the schedule described by attrs (used by the lr_schedule kernel).
-double evaluate_schedule(const Attrs& attrs, int64_t step);
-
 namespace schedules {
 SchedulePtr Constant(double lr);
 SchedulePtr ExponentialDecay(double initial_learning_rate, int64_t decay_steps, double decay_rate,

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "backends/cpu/dnnl_common.h"
-#include "ops/nn_geometry.h"
+#include "ops/internal/nn_geometry.h"
 
 namespace lockstep::cpu {
 namespace {

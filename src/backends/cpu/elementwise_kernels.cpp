@@ -2,7 +2,7 @@
 // unary math and activation grads, bias_add and dropout. Other shapes use the reference kernel.
 #include <memory>
 
-#include "backends/reference/ew_util.h"
+#include "ops/internal/kernel_math.h"
 
 namespace lockstep {
 

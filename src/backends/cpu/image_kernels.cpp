@@ -1,7 +1,7 @@
 // CPU kernels of the image ops: the reference kernels' shared augmentation code
-// (src/data/augment_impl.h) run OpenMP-parallel over the images of the batch, so cpu and
+// (src/imaging/internal/augment.h) run OpenMP-parallel over the images of the batch, so cpu and
 // reference results are bit-identical.
-#include "backends/reference/image_kernels.h"
+#include "ops/internal/image_kernels.h"
 
 #include "lockstep/graph/op_registry.h"
 

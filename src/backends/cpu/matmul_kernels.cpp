@@ -1,6 +1,6 @@
 // cpu backend: matmul (with transposes) on the oneDNN matmul primitive, built once per node.
 #include "backends/cpu/dnnl_common.h"
-#include "ops/nn_geometry.h"
+#include "ops/internal/nn_geometry.h"
 
 namespace lockstep::cpu {
 namespace {

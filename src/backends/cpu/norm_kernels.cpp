@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "backends/kernel_util.h"
+#include "ops/internal/kernel_util.h"
 
 namespace lockstep::cpu {
 namespace {

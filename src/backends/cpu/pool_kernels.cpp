@@ -6,8 +6,8 @@
 #include <cstring>
 #include <limits>
 
-#include "backends/kernel_util.h"
-#include "ops/nn_geometry.h"
+#include "ops/internal/kernel_util.h"
+#include "ops/internal/nn_geometry.h"
 
 namespace lockstep::cpu {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <memory>
 
-#include "backends/reference/ew_util.h"
+#include "ops/internal/kernel_math.h"
 
 namespace lockstep {
 

@@ -1,7 +1,7 @@
 // Reference kernels for cast, concat, slice (+ slice_grad) and dropout.
 #include <cstring>
 
-#include "backends/reference/ew_util.h"
+#include "ops/internal/kernel_math.h"
 
 namespace lockstep {
 

@@ -1,5 +1,5 @@
 // Reference kernels for elementwise ops: broadcasting binaries, unary math and activation grads.
-#include "backends/reference/ew_util.h"
+#include "ops/internal/kernel_math.h"
 
 namespace lockstep {
 

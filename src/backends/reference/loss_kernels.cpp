@@ -1,5 +1,5 @@
 // Reference kernels for losses and metrics (one row of C classes at a time).
-#include "backends/reference/ew_util.h"
+#include "ops/internal/kernel_math.h"
 
 namespace lockstep {
 

@@ -3,8 +3,8 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/kernel_util.h"
-#include "ops/nn_geometry.h"
+#include "ops/internal/kernel_util.h"
+#include "ops/internal/nn_geometry.h"
 
 namespace lockstep {
 namespace {

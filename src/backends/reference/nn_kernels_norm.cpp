@@ -2,7 +2,7 @@
 #include <cmath>
 #include <vector>
 
-#include "backends/kernel_util.h"
+#include "ops/internal/kernel_util.h"
 
 namespace lockstep {
 namespace {

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "lockstep/graph/op_registry.h"
-#include "lockstep/train/schedule.h"
+#include "ops/internal/schedule_math.h"
 
 namespace lockstep {
 
@@ -103,7 +103,7 @@ void rmsprop(const Node& node, const KernelArgs& a) {
 
 void lr_schedule(const Node& node, const KernelArgs& a) {
   auto step = int64_t(std::llround(double(a.in(0).data<float>()[0])));
-  a.out(0).data<float>()[0] = float(evaluate_schedule(node.attrs, step));
+  a.out(0).data<float>()[0] = float(ops::evaluate_schedule(node.attrs, step));
 }
 
 }  // namespace

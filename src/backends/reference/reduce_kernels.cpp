@@ -3,7 +3,7 @@
 #include <memory>
 #include <vector>
 
-#include "backends/reference/ew_util.h"
+#include "ops/internal/kernel_math.h"
 
 namespace lockstep {
 

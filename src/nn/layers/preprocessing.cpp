@@ -1,7 +1,7 @@
 // Keras image preprocessing layers: RandomFlip, RandomRotation, RandomZoom, RandomTranslation,
 // RandomContrast, RandomBrightness, RandomCrop (active while training, like Dropout), and
 // CenterCrop, Resizing (always). The image ops are in src/ops/image_ops.cpp.
-#include "data/augment_impl.h"
+#include "imaging/internal/augment.h"
 #include "nn/layers/layer_util.h"
 
 namespace lockstep {

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "lockstep/data/image.h"
+#include "lockstep/imaging/resize.h"
 
-namespace lockstep::data {
+namespace lockstep::imaging {
 
 Interpolation parse_interpolation(const std::string& s) {
   if (s == "bilinear") return Interpolation::bilinear;
@@ -222,10 +222,4 @@ Tensor resize_image(const Tensor& image, int height, int width, Interpolation in
   return out;
 }
 
-Tensor load_image(const std::string& path, ColorMode mode, int height, int width,
-                  Interpolation interp, bool crop_to_aspect_ratio) {
-  Tensor img = read_image(path, mode);
-  return resize_image(img, height, width, interp, crop_to_aspect_ratio);
-}
-
-}  // namespace lockstep::data
+}  // namespace lockstep::imaging

@@ -1,5 +1,5 @@
 // Per-image augmentation kernels shared by the dataset map functions and the image op kernels
-// (see augment_impl.h): parameter sampling from Philox, and the transformations themselves.
+// (see src/imaging/internal/augment.h): parameter sampling from Philox, and the transformations themselves.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -7,9 +7,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "data/augment_impl.h"
+#include "imaging/internal/augment.h"
 #include "lockstep/core/rng.h"
-#include "lockstep/data/image.h"
+#include "lockstep/imaging/resize.h"
 
 namespace lockstep::augment {
 
@@ -517,17 +517,17 @@ void apply_crop_grad(const Tensor& dy, const Tensor& dx, const float* offsets, b
 CropBox aspect_crop_box(int64_t height, int64_t width, int64_t target_height,
                         int64_t target_width) {
   // The image layer's Keras smart_resize box, so Resizing and image_dataset_from_directory agree.
-  data::CropBox b =
-      data::aspect_crop_box(int(height), int(width), int(target_height), int(target_width));
+  imaging::CropBox b =
+      imaging::aspect_crop_box(int(height), int(width), int(target_height), int(target_width));
   return {b.y, b.x, b.height, b.width};
 }
 
 void resize(const Tensor& x, const Tensor& y, Interp interp, bool parallel) {
   // tf.image.resize semantics from lockstep/data/image.h, per image.
   Dims d = dims_of(x, "images"), o = dims_of(y, "resized images");
-  const data::Interpolation di = interp == Interp::nearest ? data::Interpolation::nearest
-                                 : interp == Interp::area  ? data::Interpolation::area
-                                                           : data::Interpolation::bilinear;
+  const imaging::Interpolation di = interp == Interp::nearest ? imaging::Interpolation::nearest
+                                 : interp == Interp::area  ? imaging::Interpolation::area
+                                                           : imaging::Interpolation::bilinear;
   const int64_t isz = d.h * d.w * d.c, osz = o.h * o.w * o.c;
   dispatch(x, [&](auto tag) {
     using T = decltype(tag);
@@ -543,10 +543,10 @@ void resize(const Tensor& x, const Tensor& y, Interp interp, bool parallel) {
         dst = tmp.data();
       }
       if constexpr (std::is_same_v<T, float>)
-        data::resize_f32_to_f32(in + i * isz, int(d.h), int(d.w), int(d.c), d.w * d.c, dst,
+        imaging::resize_f32_to_f32(in + i * isz, int(d.h), int(d.w), int(d.c), d.w * d.c, dst,
                                 int(o.h), int(o.w), di, &scratch);
       else
-        data::resize_u8_to_f32(in + i * isz, int(d.h), int(d.w), int(d.c), d.w * d.c, dst, int(o.h),
+        imaging::resize_u8_to_f32(in + i * isz, int(d.h), int(d.w), int(d.c), d.w * d.c, dst, int(o.h),
                                int(o.w), di, &scratch);
       if constexpr (!std::is_same_v<T, float>)
         for (int64_t e = 0; e < osz; ++e) out[i * osz + e] = store<T>(dst[e]);

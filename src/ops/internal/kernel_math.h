@@ -8,7 +8,7 @@
 
 #include "lockstep/core/rng.h"
 #include "lockstep/graph/op_registry.h"
-#include "ops/op_util.h"
+#include "ops/internal/op_util.h"
 
 namespace lockstep::ew {
 

@@ -1,10 +1,10 @@
-// Model::summary: Keras's table (layer (type), output shape, param #, totals).
+// Network::summary: Keras's table (layer (type), output shape, param #, totals).
 #include <functional>
 #include <iostream>
 #include <set>
 #include <sstream>
 
-#include "lockstep/nn/model.h"
+#include "lockstep/nn/network.h"
 
 namespace lockstep {
 
@@ -37,7 +37,7 @@ static std::string rep(const std::string& ch, size_t n) {
   return s;
 }
 
-void Model::summary(std::ostream& os) const {
+void Network::summary(std::ostream& os) const {
   const size_t w1 = 33, w2 = 24, w3 = 15;
   os << "Model: \"" << name_ << "\"\n";
   os << "┏" << rep("━", w1) << "┳" << rep("━", w2) << "┳" << rep("━", w3) << "┓\n";
@@ -79,6 +79,6 @@ void Model::summary(std::ostream& os) const {
      << human_bytes(4.0 * (total - trainable)) << ")\n";
 }
 
-void Model::summary() const { summary(std::cout); }
+void Network::summary() const { summary(std::cout); }
 
 }  // namespace lockstep

@@ -1,6 +1,6 @@
-// Model: a graph of layer calls from inputs to outputs (functional API), or a Sequential
-// list. compile() records the training configuration; fit/evaluate/predict compile one
-// static program per (kind, batch size) and run it.
+// Model: a Network (lockstep/nn/network.h: the functional graph of layer calls, or a
+// Sequential list) plus training. compile() records the training configuration;
+// fit/evaluate/predict compile one static program per (kind, batch size) and run it.
 #pragma once
 #include <functional>
 #include <map>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "lockstep/data/dataset.h"
-#include "lockstep/nn/layer.h"
+#include "lockstep/nn/network.h"
 #include "lockstep/train/callback.h"
 #include "lockstep/train/loss.h"
 #include "lockstep/train/metric.h"
@@ -73,10 +73,11 @@ struct EvaluateConfig {
 class Program;      // a compiled train/eval/predict step (src/train/program.h)
 class Replication;  // per-replica variable copies under a strategy (src/train/program.h)
 
-class Model {
+class Model : public Network {
  public:
   Model();
   Model(std::vector<KTensor> inputs, std::vector<KTensor> outputs, std::string name = "");
+  Model(Network network);  // NOLINT: a Sequential or functional network becomes trainable
   Model(KTensor input, KTensor output, std::string name = "")
       : Model(std::vector<KTensor>{input}, std::vector<KTensor>{output}, std::move(name)) {}
   ~Model();
@@ -109,24 +110,9 @@ class Model {
   // within it. Cleared by fit() once used.
   void set_resume_point(int epoch, int64_t step) { resume_epoch_ = epoch, resume_step_ = step; }
 
-  void summary(std::ostream& os) const;
-  void summary() const;
-  std::string name() const { return name_; }
-  const std::vector<LayerPtr>& layers() const { return layers_; }
-  LayerPtr get_layer(const std::string& name) const;
-  std::vector<VariablePtr> weights() const;  // Keras order: by layer, then weight order
-  std::vector<VariablePtr> trainable_weights() const;
-  std::vector<Tensor> get_weights() const;
-  void set_weights(const std::vector<Tensor>& values);
-  int64_t count_params() const;
-  json get_config() const;
   bool stop_training = false;
 
   const CompileConfig& compile_config() const { return config_; }
-  const std::vector<KTensor>& inputs() const { return inputs_; }
-  const std::vector<KTensor>& outputs() const { return outputs_; }
-  // Adds the model's computation to ctx.graph for the given input values (replay).
-  std::vector<Value> call(CallContext& ctx, const std::vector<Value>& inputs) const;
   // Seconds spent compiling programs so far, and how many were compiled.
   double compile_seconds() const { return compile_seconds_; }
   int programs_compiled() const { return int(programs_.size()); }
@@ -142,10 +128,6 @@ class Model {
   void predict_batch(Source& source, const std::function<void(int64_t, const Tensor&)>& take);
   Logs evaluate_loop(Source& source, int verbose);
   void sync_replicas_for_fit();
-  std::string name_;
-  std::vector<KTensor> inputs_, outputs_;
-  std::vector<std::shared_ptr<LayerCall>> calls_;  // topological order
-  std::vector<LayerPtr> layers_;
   CompileConfig config_;
   bool compiled_ = false;
   MetricPtr loss_tracker_;
@@ -158,15 +140,6 @@ class Model {
   int64_t resume_step_ = 0;
 };
 
-// One entry of a Sequential list: a layer, or an Input (KTensor) as the first item.
-struct SequentialItem {
-  SequentialItem(LayerHandle l) : layer(l.ptr()) {}                   // NOLINT
-  SequentialItem(LayerPtr l) : layer(std::move(l)) {}                 // NOLINT
-  SequentialItem(KTensor t) : input(std::move(t)), is_input(true) {}  // NOLINT
-  LayerPtr layer;
-  KTensor input;
-  bool is_input = false;
-};
 // keras.Sequential: the first item must be an Input (so shapes are known when built).
 Model Sequential(std::vector<SequentialItem> items, std::string name = "sequential");
 

@@ -1,28 +1,19 @@
-// Model: layer-call graph (functional / Sequential), replay into step graphs, weights, config.
-#include "lockstep/nn/model.h"
+// Network: the layer-call graph (functional / Sequential), replay into step graphs, weights,
+// config.
+#include "lockstep/nn/network.h"
 
 #include <functional>
 #include <map>
 #include <set>
 
-#include "distribute/strategy_runtime.h"
-#include "lockstep/distribute/strategy.h"
-#include "lockstep/io/checkpoint.h"
 #include "lockstep/nn/layers.h"
-#include "train/program.h"
 
 namespace lockstep {
 
-Model::Model() = default;
-Model::~Model() = default;
-Model::Model(Model&&) noexcept = default;
-Model& Model::operator=(Model&&) noexcept = default;
-
-Model::Model(std::vector<KTensor> inputs, std::vector<KTensor> outputs, std::string name)
+Network::Network(std::vector<KTensor> inputs, std::vector<KTensor> outputs, std::string name)
     : name_(name.empty() ? unique_layer_name("functional") : std::move(name)),
       inputs_(std::move(inputs)),
-      outputs_(std::move(outputs)),
-      strategy_(distribute::Strategy::current()) {
+      outputs_(std::move(outputs)) {
   LS_CHECK(!inputs_.empty() && !outputs_.empty(), "Model '", name_, "': needs inputs and outputs");
   std::set<LayerCall*> input_calls;
   for (auto& t : inputs_) {
@@ -48,7 +39,7 @@ Model::Model(std::vector<KTensor> inputs, std::vector<KTensor> outputs, std::str
     if (layer_seen.insert(c->layer.get()).second) layers_.push_back(c->layer);
 }
 
-Model Sequential(std::vector<SequentialItem> items, std::string name) {
+Network Network::sequential(std::vector<SequentialItem> items, std::string name) {
   LS_CHECK(!items.empty() && items[0].is_input, "Sequential '", name,
            "': the first item must be layers::Input({...}) so that shapes are known");
   KTensor x = items[0].input;
@@ -57,10 +48,10 @@ Model Sequential(std::vector<SequentialItem> items, std::string name) {
     LS_CHECK(!items[i].is_input, "Sequential '", name, "': Input may only be the first item");
     x = (*items[i].layer)(x);
   }
-  return Model(in, x, name == "sequential" ? unique_layer_name("sequential") : name);
+  return Network({in}, {x}, name == "sequential" ? unique_layer_name("sequential") : name);
 }
 
-std::vector<Value> Model::call(CallContext& ctx, const std::vector<Value>& inputs) const {
+std::vector<Value> Network::call(CallContext& ctx, const std::vector<Value>& inputs) const {
   LS_CHECK(inputs.size() == inputs_.size(), "Model '", name_, "': expected ", inputs_.size(),
            " inputs, got ", inputs.size());
   std::map<LayerCall*, std::vector<Value>> vals;
@@ -83,33 +74,33 @@ std::vector<Value> Model::call(CallContext& ctx, const std::vector<Value>& input
   return out;
 }
 
-LayerPtr Model::get_layer(const std::string& name) const {
+LayerPtr Network::get_layer(const std::string& name) const {
   for (auto& l : layers_)
     if (l->name() == name) return l;
   LS_FAIL("Model '", name_, "': no layer named '", name, "'");
 }
 
-std::vector<VariablePtr> Model::weights() const {
+std::vector<VariablePtr> Network::weights() const {
   std::vector<VariablePtr> w;
   for (auto& l : layers_)
     for (auto& v : l->weights()) w.push_back(v);
   return w;
 }
 
-std::vector<VariablePtr> Model::trainable_weights() const {
+std::vector<VariablePtr> Network::trainable_weights() const {
   std::vector<VariablePtr> w;
   for (auto& l : layers_)
     for (auto& v : l->trainable_weights()) w.push_back(v);
   return w;
 }
 
-std::vector<Tensor> Model::get_weights() const {
+std::vector<Tensor> Network::get_weights() const {
   std::vector<Tensor> out;
   for (auto& v : weights()) out.push_back(v->value.clone());
   return out;
 }
 
-void Model::set_weights(const std::vector<Tensor>& values) {
+void Network::set_weights(const std::vector<Tensor>& values) {
   auto w = weights();
   LS_CHECK(values.size() == w.size(), "set_weights: model '", name_, "' has ", w.size(),
            " weights, got ", values.size());
@@ -120,62 +111,17 @@ void Model::set_weights(const std::vector<Tensor>& values) {
   }
 }
 
-int64_t Model::count_params() const {
+int64_t Network::count_params() const {
   int64_t n = 0;
   for (auto& l : layers_) n += l->count_params();
   return n;
 }
 
-json Model::get_config() const {
+json Network::get_config() const {
   json layers = json::array();
   for (auto& l : layers_)
     layers.push_back({{"class_name", l->class_name()}, {"config", l->config()}});
   return {{"class_name", "Functional"}, {"config", {{"name", name_}, {"layers", layers}}}};
 }
-
-std::vector<MetricPtr> Model::metrics() const {
-  std::vector<MetricPtr> m;
-  if (loss_tracker_) m.push_back(loss_tracker_);
-  m.insert(m.end(), metrics_.begin(), metrics_.end());
-  return m;
-}
-
-void Model::compile(CompileConfig config) {
-  LS_CHECK(config.steps_per_execution >= 1, "compile: steps_per_execution must be >= 1, got ",
-           config.steps_per_execution);
-  LS_CHECK(config.backend == "cpu" || config.backend == "reference", "compile: unknown backend '",
-           config.backend, "' (expected \"cpu\" or \"reference\")");
-  config_ = std::move(config);
-  programs_.clear();
-  if (auto current = distribute::Strategy::current()) strategy_ = current;  // compiled in a scope
-  replication_ = strategy_ ? std::make_unique<Replication>(strategy_) : nullptr;
-  loss_tracker_ = metrics::Mean("loss");
-  metrics_.clear();
-  std::string loss_name = config_.loss ? config_.loss->name() : "";
-  for (auto& m : config_.metrics) metrics_.push_back(metrics::get(m, loss_name));
-  for (auto& m : config_.metric_objects) metrics_.push_back(m);
-  compiled_ = true;
-}
-
-Program& Model::program(const std::string& kind, int64_t batch, int replica) {
-  LS_CHECK(compiled_ || kind == "predict", "Model '", name_, "': call compile() before ",
-           kind == "train" ? "fit" : "evaluate");
-  auto key = std::make_tuple(kind, batch, replica);
-  auto it = programs_.find(key);
-  if (it != programs_.end()) return *it->second;
-  if (!compiled_) config_ = CompileConfig{};
-  auto p = std::make_unique<Program>(*this, program_kind(kind), batch,
-                                     loss_tracker_ ? loss_tracker_ : metrics::Mean("loss"),
-                                     metrics_, replication_.get(), replica);
-  compile_seconds_ += p->compile_seconds();
-  return *(programs_[key] = std::move(p));
-}
-
-}  // namespace lockstep
-
-namespace lockstep {
-
-void Model::save_weights(const std::string& path) const { io::save_weights(*this, path); }
-void Model::load_weights(const std::string& path) { io::load_weights(*this, path); }
 
 }  // namespace lockstep

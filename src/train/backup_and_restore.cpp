@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "distribute/strategy_runtime.h"
-#include "lockstep/io/checkpoint.h"
-#include "lockstep/nn/model.h"
+#include "distribute/internal/strategy_runtime.h"
+#include "lockstep/train/checkpoint.h"
+#include "lockstep/train/model.h"
 #include "lockstep/train/callback.h"
 
 namespace lockstep {
@@ -22,7 +22,7 @@ class BackupAndRestoreCb : public Callback {
   void on_train_begin(const Logs&) override {
     if (!model) return;
     if (std::filesystem::exists(path())) {
-      io::TrainingProgress p = io::Checkpoint(*model).restore(path());
+      io::TrainingProgress p = train::Checkpoint(*model).restore(path());
       model->set_resume_point(p.epoch, p.step);
       std::printf("BackupAndRestore: resuming from %s at epoch %d, step %lld\n", path().c_str(),
                   p.epoch + 1, (long long)p.step);
@@ -56,7 +56,7 @@ class BackupAndRestoreCb : public Callback {
   void save(int epoch, int64_t step) {
     std::error_code ec;
     std::filesystem::create_directories(dir_, ec);
-    io::Checkpoint(*model).save(path(), {epoch, step});
+    train::Checkpoint(*model).save(path(), {epoch, step});
     last_saved_ = step;
   }
   std::string dir_;

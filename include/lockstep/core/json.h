@@ -1,0 +1,9 @@
+// The JSON type of configs, metadata and attributes (nlohmann::json), named once for every module.
+#pragma once
+#include <nlohmann/json.hpp>
+
+namespace lockstep {
+
+using json = nlohmann::json;
+
+}  // namespace lockstep

@@ -1,0 +1,72 @@
+// Model: a Network plus its training configuration and compiled programs.
+#include "lockstep/train/model.h"
+
+#include "distribute/internal/strategy_runtime.h"
+#include "lockstep/distribute/strategy.h"
+#include "lockstep/train/checkpoint.h"
+#include "train/program.h"
+
+namespace lockstep {
+
+Model::Model() = default;
+Model::~Model() = default;
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+
+Model::Model(std::vector<KTensor> inputs, std::vector<KTensor> outputs, std::string name)
+    : Network(std::move(inputs), std::move(outputs), std::move(name)),
+      strategy_(distribute::Strategy::current()) {}
+
+Model::Model(Network network)
+    : Network(std::move(network)), strategy_(distribute::Strategy::current()) {}
+
+Model Sequential(std::vector<SequentialItem> items, std::string name) {
+  return Model(Network::sequential(std::move(items), std::move(name)));
+}
+
+std::vector<MetricPtr> Model::metrics() const {
+  std::vector<MetricPtr> m;
+  if (loss_tracker_) m.push_back(loss_tracker_);
+  m.insert(m.end(), metrics_.begin(), metrics_.end());
+  return m;
+}
+
+void Model::compile(CompileConfig config) {
+  LS_CHECK(config.steps_per_execution >= 1, "compile: steps_per_execution must be >= 1, got ",
+           config.steps_per_execution);
+  LS_CHECK(config.backend == "cpu" || config.backend == "reference", "compile: unknown backend '",
+           config.backend, "' (expected \"cpu\" or \"reference\")");
+  config_ = std::move(config);
+  programs_.clear();
+  if (auto current = distribute::Strategy::current()) strategy_ = current;  // compiled in a scope
+  replication_ = strategy_ ? std::make_unique<Replication>(strategy_) : nullptr;
+  loss_tracker_ = metrics::Mean("loss");
+  metrics_.clear();
+  std::string loss_name = config_.loss ? config_.loss->name() : "";
+  for (auto& m : config_.metrics) metrics_.push_back(metrics::get(m, loss_name));
+  for (auto& m : config_.metric_objects) metrics_.push_back(m);
+  compiled_ = true;
+}
+
+Program& Model::program(const std::string& kind, int64_t batch, int replica) {
+  LS_CHECK(compiled_ || kind == "predict", "Model '", name_, "': call compile() before ",
+           kind == "train" ? "fit" : "evaluate");
+  auto key = std::make_tuple(kind, batch, replica);
+  auto it = programs_.find(key);
+  if (it != programs_.end()) return *it->second;
+  if (!compiled_) config_ = CompileConfig{};
+  auto p = std::make_unique<Program>(*this, program_kind(kind), batch,
+                                     loss_tracker_ ? loss_tracker_ : metrics::Mean("loss"),
+                                     metrics_, replication_.get(), replica);
+  compile_seconds_ += p->compile_seconds();
+  return *(programs_[key] = std::move(p));
+}
+
+}  // namespace lockstep
+
+namespace lockstep {
+
+void Model::save_weights(const std::string& path) const { train::save_weights(*this, path); }
+void Model::load_weights(const std::string& path) { train::load_weights(*this, path); }
+
+}  // namespace lockstep

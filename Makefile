@@ -1,7 +1,7 @@
 # Thin wrapper over the CMake presets. `make demo` and `make test` install what is missing,
 # build, and run; both are fast when nothing changed.
 JOBS ?= $(shell nproc)
-.PHONY: setup build demo test test-release test-asan bench clean
+.PHONY: setup build demo test test-release test-asan bench package clean
 
 setup:
 	@./scripts/setup.sh
@@ -23,8 +23,14 @@ test-asan: setup
 
 test: test-release test-asan
 
+# A .deb of the library, headers, CMake package and `lockstep` tool, built for any x86-64 CPU.
+package: setup
+	@cmake -S . -B build-package -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_NATIVE=OFF -DLOCKSTEP_BUILD_TESTS=OFF >/dev/null
+	@cmake --build build-package -j $(JOBS)
+	cd build-package && cpack -G DEB
+
 bench: build
 	./bench/run_train_bench.sh
 
 clean:
-	rm -rf build build-asan build-tsan build-debug
+	rm -rf build build-asan build-tsan build-debug build-package

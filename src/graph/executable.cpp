@@ -9,6 +9,7 @@
 #include <map>
 
 #include "lockstep/core/allocator.h"
+#include "lockstep/core/device_allocator.h"
 
 namespace lockstep {
 
@@ -115,6 +116,9 @@ Executable::Executable(const Graph& graph, std::vector<Value> inputs, std::vecto
                        CompileOptions options)
     : graph_(graph), options_(options), inputs_(std::move(inputs)), outputs_(std::move(outputs)) {
   auto t0 = std::chrono::steady_clock::now();
+  allocator_ = &device_allocator(options_.device);  // throws, naming a device with no backend
+  LS_CHECK(!options_.eager || allocator_->host_accessible(), "Executable: run_eagerly runs on ",
+           "the host; device ", options_.device.str(), " needs a compiled executable");
   step_.seed = options.seed;
   step_.replica = options.replica;
   for (Value v : inputs_)
@@ -145,8 +149,35 @@ Executable::Executable(const Graph& graph, std::vector<Value> inputs, std::vecto
 Executable::~Executable() {
   if (profiling_enabled() && step_.step > 0 && !steps_.empty()) print_profile();
   steps_.clear();
-  if (arena_) aligned_free(arena_);
-  if (workspace_) aligned_free(workspace_);
+  if (arena_) allocator_->deallocate(arena_);
+  if (workspace_) allocator_->deallocate(workspace_);
+}
+
+// The host side of a copy at the program's edge: defined, on the host, contiguous, and of the
+// edge buffer's shape and dtype.
+static void check_host_side(const char* what, int i, const Tensor& host, const Tensor& edge) {
+  LS_CHECK(host.defined() && host.device().type == DeviceType::cpu && host.is_contiguous(),
+           "Executable::", what, "(", i, "): needs a contiguous host tensor");
+  const bool same = host.shape() == edge.shape() && host.dtype() == edge.dtype();
+  LS_CHECK(same, "Executable::", what, "(", i, "): host tensor is ", dtype_name(host.dtype()),
+           host.shape().str(), ", the program's is ", dtype_name(edge.dtype()), edge.shape().str());
+}
+
+void Executable::copy_input_from_host(int i, const Tensor& host) {
+  LS_CHECK(i >= 0 && i < num_inputs(), "Executable::copy_input_from_host: no input ", i, " (",
+           num_inputs(), " inputs)");
+  check_host_side("copy_input_from_host", i, host, input_tensors_[size_t(i)]);
+  allocator_->copy_from_host(input_tensors_[size_t(i)].raw(), host.raw(), host.nbytes());
+}
+
+void Executable::copy_output_to_host(int i, Tensor& host) const {
+  LS_CHECK(i >= 0 && i < num_outputs(), "Executable::copy_output_to_host: no output ", i, " (",
+           num_outputs(), " outputs", options_.eager ? "; eager outputs exist after run()" : "",
+           ")");
+  const Tensor& out = output_tensors_[size_t(i)];
+  if (!host.defined()) host = Tensor::empty(out.shape(), out.dtype());
+  check_host_side("copy_output_to_host", i, host, out);
+  allocator_->copy_to_host(host.raw(), out.raw(), host.nbytes());
 }
 
 void Executable::plan_memory() {
@@ -217,8 +248,8 @@ void Executable::plan_memory() {
     arena_bytes_ = std::max(arena_bytes_, off + align(B.bytes));
     placed.push_back(b);
   }
-  arena_ = aligned_alloc_bytes(std::max<size_t>(arena_bytes_, kAlignment));
-  std::memset(arena_, 0, arena_bytes_);
+  arena_ = allocator_->allocate(std::max<size_t>(arena_bytes_, kAlignment));
+  allocator_->zero(arena_, arena_bytes_);
 
   for (int i : schedule_) {
     const Node& nd = graph_.node(i);
@@ -263,6 +294,10 @@ void Executable::build_kernels() {
     const Node& nd = graph_.node(i);
     const OpDef& def = OpRegistry::get().op(nd.op);
     if (is_source(nd.op) || def.alias_input >= 0) continue;
+    // The reference fallback reads host memory: no host kernel on a device's arena.
+    LS_CHECK(allocator_->host_accessible() || OpRegistry::get().kernel(nd.op, options_.backend),
+             "op '", nd.op, "' (", nd.name, ") has no '", options_.backend, "' kernel, and the ",
+             "host 'reference' kernel cannot run on ", options_.device.str(), "'s memory");
     auto st = std::make_unique<Step>();
     st->node = i;
     std::vector<TensorType> in_types;
@@ -278,7 +313,7 @@ void Executable::build_kernels() {
   std::sort(fallbacks.begin(), fallbacks.end());
   fallbacks.erase(std::unique(fallbacks.begin(), fallbacks.end()), fallbacks.end());
   report_.insert(report_.end(), fallbacks.begin(), fallbacks.end());
-  if (workspace_bytes_) workspace_ = aligned_alloc_bytes(workspace_bytes_);
+  if (workspace_bytes_) workspace_ = allocator_->allocate(workspace_bytes_);
   for (auto& st : steps_) {
     st->args = KernelArgs{st->in.data(),       int(st->in.size()), st->out.data(),
                           int(st->out.size()), workspace_,         &step_};

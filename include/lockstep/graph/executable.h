@@ -11,12 +11,17 @@
 
 namespace lockstep {
 
+class DeviceAllocator;
+
 struct CompileOptions {
   std::string backend = "cpu";  // "cpu" (falls back to "reference" per op) or "reference"
   bool eager = false;           // op by op, fresh buffers each step (debug path, test oracle)
   bool fuse = true;             // run the fusion pass
   uint64_t seed = 0;
   uint32_t replica = 0;
+  // Where the arena, the workspace and so input(i)/output(i) live; their memory comes from
+  // device_allocator(device). The kernels of `backend` must run on this device.
+  Device device = Device::cpu();
 };
 
 class Executable {
@@ -28,11 +33,18 @@ class Executable {
   Executable(const Executable&) = delete;
   Executable& operator=(const Executable&) = delete;
 
-  // Buffers to write inputs into before run() (views into the arena).
+  // Buffers to write inputs into before run() (views into the arena on device()). Host code
+  // may touch them directly only while device() is cpu.
   Tensor& input(int i) { return input_tensors_[i]; }
   int num_inputs() const { return int(input_tensors_.size()); }
   const Tensor& output(int i) const { return output_tensors_[i]; }
   int num_outputs() const { return int(output_tensors_.size()); }
+  // The program's host<->device edges: copy a contiguous host tensor of input i's shape and
+  // dtype into input(i), and output(i) into a host tensor (allocated when undefined). A
+  // memcpy on cpu, H2D / D2H through device_allocator(device()) on a device.
+  void copy_input_from_host(int i, const Tensor& host);
+  void copy_output_to_host(int i, Tensor& host) const;
+  Device device() const { return options_.device; }
 
   void run();  // one step; advances the step counter
   void set_step(uint64_t step) { step_.step = step; }
@@ -63,6 +75,7 @@ class Executable {
   void* arena_ = nullptr;
   size_t arena_bytes_ = 0, unplanned_bytes_ = 0, workspace_bytes_ = 0;
   void* workspace_ = nullptr;
+  DeviceAllocator* allocator_ = nullptr;  // of options_.device: arena and workspace
   double compile_seconds_ = 0;
   StepInfo step_;
   std::vector<std::string> report_;

@@ -1,8 +1,8 @@
 // Keras losses composed from graph ops; each returns per-sample values [N].
 #include <algorithm>
-#include <cctype>
 
 #include "lockstep/train/loss.h"
+#include "train/names.h"
 
 namespace lockstep {
 
@@ -136,14 +136,6 @@ class MSE : public Loss {
   }
 };
 
-// "SparseCategoricalCrossentropy" / "sparse_categorical_crossentropy" -> "sparsecategoricalcrossentropy".
-std::string canonical(const std::string& s) {
-  std::string out;
-  for (char c : s)
-    if (c != '_') out += char(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 }  // namespace
 
 namespace losses {
@@ -154,7 +146,7 @@ LossPtr BinaryCrossentropy(CrossentropyOptions o) { return std::make_shared<BCE>
 LossPtr MeanSquaredError() { return std::make_shared<MSE>(); }
 
 LossPtr get(const std::string& name) {
-  std::string c = canonical(name);
+  const std::string c = canonical_name(name);
   if (c == "sparsecategoricalcrossentropy") return SparseCategoricalCrossentropy();
   if (c == "categoricalcrossentropy") return CategoricalCrossentropy();
   if (c == "binarycrossentropy" || c == "bce") return BinaryCrossentropy();

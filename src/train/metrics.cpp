@@ -1,8 +1,8 @@
 // Keras metrics as accumulator Variables updated by graph ops (total / count).
-#include <cctype>
 #include <functional>
 
 #include "lockstep/train/metric.h"
+#include "train/names.h"
 
 namespace lockstep {
 
@@ -46,13 +46,6 @@ class MeanWrapper : public Metric {
  private:
   Fn fn_;
 };
-
-std::string canonical(const std::string& s) {
-  std::string out;
-  for (char c : s)
-    if (c != '_') out += char(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 }  // namespace
 
@@ -129,7 +122,7 @@ MetricPtr MeanSquaredError(const std::string& name) {
 }
 
 MetricPtr get(const std::string& name, const std::string& loss_name) {
-  std::string c = canonical(name), loss = canonical(loss_name);
+  const std::string c = canonical_name(name), loss = canonical_name(loss_name);
   if (c == "accuracy" || c == "acc") {
     // Keras resolves "accuracy" by the loss; the metric keeps the name the user wrote.
     if (loss == "sparsecategoricalcrossentropy") return SparseCategoricalAccuracy(name);

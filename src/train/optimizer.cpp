@@ -1,7 +1,7 @@
 // Optimizers (Keras 3): clipping, lr_schedule, per-variable update ops, iterations += 1.
 #include "lockstep/train/optimizer.h"
 
-#include <cctype>
+#include "train/names.h"
 
 namespace lockstep {
 
@@ -244,8 +244,7 @@ OptimizerPtr RMSprop(double learning_rate, double rho, double momentum, double e
 }
 
 OptimizerPtr get(const std::string& name) {
-  std::string c;
-  for (char ch : name) c += char(std::tolower(static_cast<unsigned char>(ch)));
+  const std::string c = canonical_name(name);
   if (c == "sgd") return SGD();
   if (c == "adam") return Adam();
   if (c == "adamw") return AdamW();

@@ -121,13 +121,13 @@ class Model : public Network {
 
  private:
   Program& program(const std::string& kind, int64_t batch, int replica = 0);
-  History fit_loop(Source& source, FitConfig& cfg);
+  History fit_loop(Source& source, FitConfig& cfg);  // runs a FitLoop
   History fit_dataset(const data::Dataset& dataset, FitConfig cfg, bool distributed);
   // Predicts the batch `source` holds, split across the local replicas; hands each part's
   // predictions to take(first_row, predictions).
   void predict_batch(Source& source, const std::function<void(int64_t, const Tensor&)>& take);
   Logs evaluate_loop(Source& source, int verbose);
-  void sync_replicas_for_fit();
+  friend class FitLoop;  // fit's epoch loop (src/train/fit_loop.h)
   CompileConfig config_;
   bool compiled_ = false;
   MetricPtr loss_tracker_;

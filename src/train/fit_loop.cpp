@@ -1,0 +1,390 @@
+// Model::fit's host loop (see fit_loop.h for its parts). A step takes one batch from a Source,
+// takes this worker's rows of it, splits them across the local replicas (one when the model is
+// not replicated), copies each share into its replica's program and runs the replicas
+// together; the gradient all-reduce is inside the programs.
+#include "train/fit_loop.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "distribute/internal/strategy_runtime.h"
+
+namespace lockstep {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::vector<VariablePtr> metric_variables(const Model& model) {
+  std::vector<VariablePtr> variables;
+  for (auto& metric : model.metrics())
+    for (auto& variable : metric->variables()) variables.push_back(variable);
+  return variables;
+}
+
+}  // namespace
+
+std::pair<int64_t, int64_t> replica_rows(int64_t rows, int parts, int part) {
+  const int64_t base = rows / parts, extra = rows % parts;
+  const int64_t begin = part * base + std::min<int64_t>(part, extra);
+  return {begin, begin + base + (part < extra ? 1 : 0)};
+}
+
+void reset_metrics(const Model& model, Replication* replication) {
+  if (replication) replication->fold_into_primary(metric_variables(model));
+  for (auto& metric : model.metrics()) metric->reset();
+}
+
+Logs read_metrics(const Model& model, Replication* replication, const std::string& prefix,
+                  bool across_workers) {
+  Logs logs;
+  auto variables = metric_variables(model);
+  if (replication) replication->fold_into_primary(variables);
+  std::vector<Tensor> saved;  // this worker's own totals, put back after reading the sums
+  if (across_workers && replication && replication->strategy().num_workers > 1) {
+    std::vector<double> all;
+    for (auto& v : variables)
+      for (float f : v->value.to_vector()) all.push_back(f);
+    replication->strategy().allreduce_workers(all.data(), all.size());
+    size_t k = 0;
+    for (auto& v : variables) {
+      saved.push_back(v->value.clone());
+      float* values = v->value.data<float>();
+      for (int64_t i = 0; i < v->value.numel(); ++i) values[i] = float(all[k++]);
+    }
+  }
+  for (auto& metric : model.metrics()) logs[prefix + metric->name()] = metric->result();
+  for (size_t i = 0; i < saved.size(); ++i) variables[i]->value.copy_from(saved[i]);
+  return logs;
+}
+
+FitLoop::FitLoop(Model& model, Model::Source& source, FitConfig& config)
+    : model_(model),
+      source_(source),
+      config_(config),
+      local_replicas_(model.replication_ ? model.replication_->local_replicas() : 1),
+      strategy_(model.replication_ ? &model.replication_->strategy() : nullptr),
+      workers_(strategy_ ? strategy_->num_workers : 1),
+      chief_(!strategy_ || strategy_->is_chief()),
+      from_arrays_(dynamic_cast<TensorSource*>(&source) != nullptr),
+      replica_programs_(static_cast<size_t>(local_replicas_)),
+      replica_weights_(static_cast<size_t>(local_replicas_)) {
+  LS_CHECK(config.epochs >= 0 && config.initial_epoch >= 0,
+           "fit: epochs and initial_epoch must be >= 0");
+  if (!chief_) config.verbose = 0;  // only the chief prints progress
+}
+
+Replication* FitLoop::replication() const { return model_.replication_.get(); }
+
+History FitLoop::run() {
+  const StartPoint start = begin_training();
+  for (int epoch = start.epoch; epoch < config_.epochs && !model_.stop_training; ++epoch) {
+    const bool first_epoch = epoch == start.epoch;
+    run_epoch(epoch, first_epoch ? start.step : 0, first_epoch);
+  }
+  return end_training();
+}
+
+// ---- step planning ----------------------------------------------------------------------
+
+// Tells the callbacks training begins; a BackupAndRestore among them may set a resume point
+// (Model::set_resume_point), which wins over initial_epoch.
+FitLoop::StartPoint FitLoop::begin_training() {
+  history_.replicas = local_replicas_ * workers_;
+  history_.workers = workers_;
+  model_.stop_training = false;
+  model_.resume_epoch_ = -1;
+  model_.resume_step_ = 0;
+  for (auto& cb : config_.callbacks) cb->set_model(&model_);
+  for (auto& cb : config_.callbacks) cb->on_train_begin({});
+  StartPoint start{config_.initial_epoch, 0};
+  if (model_.resume_epoch_ >= 0) start = {model_.resume_epoch_, model_.resume_step_};
+  model_.resume_epoch_ = -1;
+  return start;
+}
+
+// Starts the source's epoch at first_step; returns the epoch's step count (-1: until the data
+// ends). steps_per_epoch caps it (or sets it, for data of unknown length).
+int64_t FitLoop::plan_epoch(int epoch, int64_t first_step, bool first_epoch) {
+  source_.begin_epoch(epoch);
+  if (first_step > 0) skip_to_step(epoch, first_step);
+  int64_t steps = source_.steps();
+  if (workers_ > 1 && from_arrays_ && first_epoch) check_workers_agree_on_steps(steps);
+  if (config_.steps_per_epoch > 0)
+    steps = steps < 0 ? config_.steps_per_epoch : std::min(steps, config_.steps_per_epoch);
+  return steps;
+}
+
+// Resuming inside an epoch: a Dataset that continues across epochs (steps_per_epoch given)
+// skips the earlier epochs' batches too; arrays replay the epoch's permutation up to the step.
+void FitLoop::skip_to_step(int epoch, int64_t step) {
+  if (auto* dataset = dynamic_cast<DatasetSource*>(&source_)) {
+    dataset->skip(config_.steps_per_epoch > 0 ? int64_t(epoch) * config_.steps_per_epoch + step
+                                              : step);
+  } else {
+    for (int64_t k = 0; k < step && source_.next(); ++k) {
+    }
+  }
+}
+
+// Arrays under several workers: every worker must pass the same arrays (the strategy splits
+// each global batch), so every worker must count the same batches: sum and sum of squares.
+void FitLoop::check_workers_agree_on_steps(int64_t steps_this_worker) {
+  double sums[2] = {double(steps_this_worker),
+                    double(steps_this_worker) * double(steps_this_worker)};
+  strategy_->allreduce_workers(sums, 2);
+  LS_CHECK(sums[1] * workers_ == sums[0] * sums[0],
+           "fit: the workers disagree on the number of batches per epoch (this worker: ",
+           steps_this_worker, ", mean over workers: ", sums[0] / workers_,
+           "); under MultiWorkerMirroredStrategy every worker passes the same arrays (the "
+           "strategy splits each global batch), or pass a Dataset");
+}
+
+// ---- one epoch ----------------------------------------------------------------------------
+
+void FitLoop::run_epoch(int epoch, int64_t first_step, bool first_epoch) {
+  if (config_.verbose) std::printf("Epoch %d/%d\n", epoch + 1, config_.epochs), std::fflush(stdout);
+  for (auto& cb : config_.callbacks) cb->on_epoch_begin(epoch, {});
+  reset_metrics(model_, replication());
+  const auto epoch_start = Clock::now();
+  const double compile_seconds_before = model_.compile_seconds_;
+  input_wait_seconds_ = 0;
+  const int64_t steps = plan_epoch(epoch, first_step, first_epoch);
+  ProgressBar bar(int(std::max<int64_t>(steps, 0)), config_.verbose);
+  if (replication()) replication()->reducer().reset_timers();
+  Logs logs = run_steps(epoch, first_step, steps, bar);
+  average_replica_statistics();
+  const double epoch_seconds =
+      seconds_since(epoch_start) - (model_.compile_seconds_ - compile_seconds_before);
+  end_epoch(epoch, logs, epoch_seconds, bar);
+}
+
+// The epoch's steps, in executions of steps_per_execution steps; the batch callbacks and the
+// progress bar see the end of each execution. Returns the last execution's (local) logs.
+Logs FitLoop::run_steps(int epoch, int64_t first_step, int64_t steps, ProgressBar& bar) {
+  const int steps_per_execution = model_.config_.steps_per_execution;
+  Logs logs;
+  bool end_of_data = false;
+  int64_t step = first_step;
+  while ((steps < 0 || step < steps) && !model_.stop_training && !end_of_data) {
+    const int64_t end_step = steps < 0 ? step + steps_per_execution
+                                       : std::min<int64_t>(step + steps_per_execution, steps);
+    const int64_t next_step = run_execution(epoch, step, end_step, end_of_data);
+    if (next_step == step) break;  // no step ran: end of data
+    // Per-step logs are this worker's (its local replicas'): summing them over workers would
+    // put a blocking round trip between every two steps. The epoch's logs are global.
+    logs = read_metrics(model_, replication(), "", workers_ == 1);
+    if (!model_.stop_training) bar.update(int(next_step), logs);
+    for (auto& cb : config_.callbacks) cb->on_train_batch_end(int(next_step - 1), logs);
+    step = next_step;
+  }
+  return logs;
+}
+
+int64_t FitLoop::run_execution(int epoch, int64_t first_step, int64_t end_step, bool& end_of_data) {
+  int64_t next_step = first_step;
+  for (int64_t step = first_step; step < end_step; ++step) {
+    for (auto& cb : config_.callbacks) cb->on_train_batch_begin(int(step), {});
+    const auto wait_start = Clock::now();
+    const double compile_seconds_before = model_.compile_seconds_;
+    const WorkerBatch batch = next_batch();
+    if (!batch.available) {
+      end_of_data = true;
+      break;
+    }
+    if (batch.too_small) {
+      warn_dropped_batch(batch.rows);
+      next_step = step + 1;
+      continue;
+    }
+    load_replicas(batch);
+    input_wait_seconds_ +=
+        seconds_since(wait_start) - (model_.compile_seconds_ - compile_seconds_before);
+    run_replicas(step);
+    samples_ += batch.rows;
+    next_step = step + 1;
+    if (stop_on_nonfinite_loss(epoch, step)) break;
+  }
+  return next_step;
+}
+
+// ---- replica dispatch ---------------------------------------------------------------------
+
+FitLoop::WorkerBatch FitLoop::next_batch() {
+  WorkerBatch batch;
+  batch.available = source_.next();
+  batch.rows = batch.available ? source_.size() : 0;
+  batch.global_rows = batch.rows;
+  const bool split_arrays = workers_ > 1 && from_arrays_;  // the batch is the global batch
+  if (batch.available && split_arrays) {
+    auto [begin, end] = replica_rows(batch.rows, workers_, strategy_->worker_index);
+    batch.first_row = begin, batch.rows = end - begin;
+  }
+  // Arrays on several workers: the smallest worker share decides, the same on all.
+  batch.too_small = batch.available &&
+                    (split_arrays ? batch.global_rows / workers_ : batch.rows) < local_replicas_;
+  // Arrays: every worker holds the same arrays (checked at the first epoch's start) and walks
+  // the same global batches, so no per-step agreement is needed. Datasets: see below.
+  if (workers_ > 1 && !from_arrays_) agree_with_other_workers(batch);
+  return batch;
+}
+
+// Datasets under several workers: every worker steps while all have data, every one drops the
+// batch when any one's share is too small, and the gradient weights use the global row count.
+void FitLoop::agree_with_other_workers(WorkerBatch& batch) {
+  double flags[3] = {batch.available ? 0.0 : 1.0, double(batch.rows), batch.too_small ? 1.0 : 0.0};
+  strategy_->allreduce_workers(flags, 3);
+  batch.available = flags[0] == 0.0;
+  batch.global_rows = int64_t(flags[1]);
+  batch.too_small = flags[2] > 0;
+}
+
+void FitLoop::warn_dropped_batch(int64_t rows) {
+  if (!warned_dropped_batch_ && chief_)
+    std::fprintf(stderr,
+                 "fit: dropping a final batch of %lld samples (fewer than the %d local replicas)\n",
+                 (long long)rows, local_replicas_);
+  warned_dropped_batch_ = true;
+}
+
+// Copies each local replica's rows of the batch into its train program (compiled on first use
+// for that batch size) and sets its weight in the gradient sum: its share of the global batch.
+void FitLoop::load_replicas(const WorkerBatch& batch) {
+  for (int replica = 0; replica < local_replicas_; ++replica) {
+    auto [begin, end] = replica_rows(batch.rows, local_replicas_, replica);
+    Program& program = model_.program("train", end - begin, replica);
+    source_.copy(batch.first_row + begin, batch.first_row + end, program.x(), &program.y());
+    replica_programs_[size_t(replica)] = &program;
+    replica_weights_[size_t(replica)] = float(double(end - begin) / double(batch.global_rows));
+  }
+}
+
+// Runs one step on every local replica together (the programs all-reduce the gradients). The
+// step id seeds the step's random streams (dropout): the optimizer's iteration count, so a
+// resumed run draws the same numbers.
+void FitLoop::run_replicas(int64_t step) {
+  if (replicas_need_sync_) sync_replicas_from_chief(), replicas_need_sync_ = false;
+  if (replication()) replication()->reducer().set_weights(replica_weights_);
+  const OptimizerPtr& optimizer = model_.config_.optimizer;
+  const uint64_t step_id =
+      optimizer ? uint64_t(optimizer->iterations()->value.item()) : uint64_t(step);
+  if (strategy_) {
+    strategy_->run_replicas([&](int replica) {
+      replica_programs_[size_t(replica)]->set_step(step_id);
+      replica_programs_[size_t(replica)]->run();
+    });
+  } else {
+    replica_programs_[0]->set_step(step_id);
+    replica_programs_[0]->run();
+  }
+}
+
+// Before the first step: every worker starts from the chief's weights and optimizer state, and
+// every local replica from replica 0's.
+void FitLoop::sync_replicas_from_chief() {
+  if (!replication()) return;
+  if (workers_ > 1) {
+    std::vector<VariablePtr> variables = model_.weights();
+    if (model_.config_.optimizer)
+      for (auto& v : model_.config_.optimizer->variables()) variables.push_back(v);
+    for (auto& v : variables)
+      if (v->value.dtype() == DType::f32)
+        strategy_->broadcast_from_chief(v->value.data<float>(), size_t(v->value.numel()));
+  }
+  replication()->sync_from_primary();
+}
+
+// ---- stop handling ------------------------------------------------------------------------
+
+// Replicated: the count of bad replicas came with the gradient all-reduce, so every replica of
+// every worker stops on this same step.
+bool FitLoop::stop_on_nonfinite_loss(int epoch, int64_t step) {
+  const int bad_replicas = replica_programs_[0]->nonfinite_replicas();
+  if (bad_replicas == 0) return false;
+  const float loss = replica_programs_[0]->loss();
+  const int replicas = local_replicas_ * workers_;
+  // (replicated: the same words on every worker, which may not see the bad value)
+  const std::string what = replicas > 1 || std::isfinite(loss) ? "NaN or inf"
+                           : std::isnan(loss)                  ? "NaN"
+                                                               : "inf";
+  history_.stopped_on_nan = true;
+  history_.stop_reason =
+      "loss became " + what + " at epoch " + std::to_string(epoch + 1) + ", step " +
+      std::to_string(step + 1) +
+      (replicas > 1
+           ? " on " + std::to_string(bad_replicas) + " of " + std::to_string(replicas) + " replicas"
+           : std::string()) +
+      "; training stopped (lower the learning rate, or check the inputs and labels for "
+      "NaN/inf)";
+  std::fprintf(stderr, "\nfit: %s\n", history_.stop_reason.c_str());
+  model_.stop_training = true;
+  return true;
+}
+
+// ---- epoch logging ------------------------------------------------------------------------
+
+// Per-replica statistics (BatchNormalization's moving mean and variance) agree again.
+void FitLoop::average_replica_statistics() {
+  if (!replication() || local_replicas_ * workers_ == 1) return;
+  std::vector<VariablePtr> non_trainable;
+  for (auto& v : model_.weights())
+    if (!v->trainable) non_trainable.push_back(v);
+  replication()->average(non_trainable);
+}
+
+// logs holds the last step's metrics (this worker's); the epoch's logs are global.
+void FitLoop::end_epoch(int epoch, Logs& logs, double epoch_seconds, ProgressBar& bar) {
+  history_.train_seconds += epoch_seconds;
+  history_.input_wait_seconds += input_wait_seconds_;
+  if (replication()) {
+    history_.allreduce_seconds += replication()->reducer().reduce_seconds();
+    history_.allreduce_wait_seconds += replication()->reducer().wait_seconds();
+  }
+  if (logs.empty() || workers_ > 1) logs = read_metrics(model_, replication());
+  add_validation_logs(logs);
+  if (config_.verbose && !history_.stopped_on_nan) {
+    bar.finish(logs);
+    if (epoch_seconds > 0)
+      std::printf("input wait: %.3f s (%.1f%% of step time)\n", input_wait_seconds_,
+                  100.0 * input_wait_seconds_ / epoch_seconds);
+    std::fflush(stdout);
+  }
+  record_epoch(epoch, logs, epoch_seconds);
+}
+
+void FitLoop::add_validation_logs(Logs& logs) {
+  const ValidationData& validation = config_.validation_data;
+  if (!validation.defined() || history_.stopped_on_nan) return;
+  Logs val = validation.dataset.valid()
+                 ? model_.evaluate(validation.dataset, {.verbose = 0})
+                 : model_.evaluate(validation.x, validation.y,
+                                   {.batch_size = config_.batch_size, .verbose = 0});
+  for (auto& [name, value] : val) logs["val_" + name] = value;
+}
+
+// The History takes the epoch's metrics (and the input wait); the callbacks get the same logs.
+void FitLoop::record_epoch(int epoch, Logs& logs, double epoch_seconds) {
+  for (auto& [name, value] : logs) history_.history[name].push_back(value);
+  logs["input_wait_seconds"] = input_wait_seconds_;
+  logs["input_wait_fraction"] = epoch_seconds > 0 ? input_wait_seconds_ / epoch_seconds : 0;
+  history_.history["input_wait_seconds"].push_back(input_wait_seconds_);
+  history_.history["input_wait_fraction"].push_back(logs["input_wait_fraction"]);
+  history_.epoch.push_back(epoch);
+  for (auto& cb : config_.callbacks) cb->on_epoch_end(epoch, logs);
+}
+
+History FitLoop::end_training() {
+  for (auto& cb : config_.callbacks) cb->on_train_end({});
+  history_.compile_seconds = model_.compile_seconds_;
+  history_.samples = samples_;
+  history_.images_per_second =
+      history_.train_seconds > 0 ? double(samples_) / history_.train_seconds : 0;
+  history_.input_wait_fraction =
+      history_.train_seconds > 0 ? history_.input_wait_seconds / history_.train_seconds : 0;
+  return std::move(history_);
+}
+
+}  // namespace lockstep

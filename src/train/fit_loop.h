@@ -1,0 +1,112 @@
+// Model::fit's host loop (internal to train): the epochs of one fit() call, in four named parts
+//   step planning    — where training starts (initial_epoch, or a BackupAndRestore resume
+//                      point), how many steps an epoch has, and the check that the workers
+//                      agree on it;
+//   replica dispatch — one step: this worker's share of the next batch (agreed with the other
+//                      workers), a tail batch too small to split dropped, the share copied
+//                      into each local replica's program and the replicas run together;
+//   stop handling    — a NaN/inf loss (any replica of any worker) or Model::stop_training;
+//   epoch logging    — metrics, the progress bar, validation, History and the callbacks.
+// Also the helpers the evaluate and predict loops (fit.cpp) share with it.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lockstep/train/model.h"
+#include "lockstep/train/progress.h"
+#include "train/fit_source.h"
+#include "train/program.h"
+
+namespace lockstep {
+
+// Rows [begin, end) of part `part` when `rows` rows are split over `parts` parts (replicas or
+// workers); the first rows % parts parts get one row more.
+std::pair<int64_t, int64_t> replica_rows(int64_t rows, int parts, int part);
+
+// Resets the metrics of every local replica (the copies are folded into replica 0's first,
+// which zeroes them). replication may be nullptr.
+void reset_metrics(const Model& model, Replication* replication);
+
+// Metric values: local replicas folded into replica 0's accumulators, then (across_workers)
+// summed over workers (sum(total) / sum(count)). Every worker must make the same call.
+Logs read_metrics(const Model& model, Replication* replication, const std::string& prefix = "",
+                  bool across_workers = true);
+
+class FitLoop {
+ public:
+  // config.verbose is cleared on workers other than the chief (only the chief prints).
+  FitLoop(Model& model, Model::Source& source, FitConfig& config);
+  History run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  // This worker's share of one global batch: rows [first_row, first_row + rows) of the
+  // source's current batch.
+  struct WorkerBatch {
+    bool available = false;  // false: some worker's data ended (the epoch ends on every one)
+    int64_t first_row = 0;
+    int64_t rows = 0;
+    int64_t global_rows = 0;  // over all workers: each replica's gradient weight is its share
+    bool too_small = false;   // fewer rows than local replicas somewhere: dropped by every one
+  };
+
+  // Step planning.
+  struct StartPoint {
+    int epoch = 0;
+    int64_t step = 0;  // within that epoch
+  };
+  StartPoint begin_training();
+  int64_t plan_epoch(int epoch, int64_t first_step, bool first_epoch);  // -1: until data ends
+  void skip_to_step(int epoch, int64_t step);
+  void check_workers_agree_on_steps(int64_t steps_this_worker);
+
+  // One epoch: runs its steps in executions of steps_per_execution steps.
+  void run_epoch(int epoch, int64_t first_step, bool first_epoch);
+  Logs run_steps(int epoch, int64_t first_step, int64_t steps, ProgressBar& bar);
+  // Steps [first_step, end_step) without host work between them; returns the step after the
+  // last one that ran or was dropped (first_step: none, the data ended).
+  int64_t run_execution(int epoch, int64_t first_step, int64_t end_step, bool& end_of_data);
+
+  // Replica dispatch.
+  WorkerBatch next_batch();
+  void agree_with_other_workers(WorkerBatch& batch);
+  void warn_dropped_batch(int64_t rows);
+  void load_replicas(const WorkerBatch& batch);
+  void run_replicas(int64_t step);
+  void sync_replicas_from_chief();
+
+  // Stop handling: true (and the History says why) when the step's loss was NaN or inf.
+  bool stop_on_nonfinite_loss(int epoch, int64_t step);
+
+  // Epoch logging.
+  void average_replica_statistics();
+  void end_epoch(int epoch, Logs& logs, double epoch_seconds, ProgressBar& bar);
+  void add_validation_logs(Logs& logs);
+  void record_epoch(int epoch, Logs& logs, double epoch_seconds);
+  History end_training();
+
+  Replication* replication() const;
+
+  Model& model_;
+  Model::Source& source_;
+  FitConfig& config_;
+  const int local_replicas_;
+  distribute::StrategyImpl* const strategy_;  // nullptr: not replicated
+  const int workers_;
+  const bool chief_;
+  const bool from_arrays_;  // arrays: every worker holds the same data and takes its rows
+
+  History history_;
+  bool replicas_need_sync_ = true;
+  bool warned_dropped_batch_ = false;
+  int64_t samples_ = 0;
+  double input_wait_seconds_ = 0;  // this epoch's
+  std::vector<Program*> replica_programs_;
+  std::vector<float> replica_weights_;
+};
+
+}  // namespace lockstep

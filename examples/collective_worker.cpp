@@ -8,11 +8,13 @@
 // on failure prints the error on stderr and exits 1.
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "lockstep/core/parse.h"
 #include "lockstep/distribute/collective.h"
 
 namespace ld = lockstep::distribute;
@@ -21,21 +23,34 @@ int main(int argc, char** argv) {
   ld::CommunicationOptions options;
   size_t count = 1000003;
   double repeat_seconds = 0;  // keep all-reducing this long (fault tests cut the network)
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--implementation") {
-      options.implementation = ld::parse_collective_implementation(argv[i + 1]);
-    } else if (flag == "--timeout-ms") {
-      options.timeout = std::chrono::milliseconds(std::stol(argv[i + 1]));
-    } else if (flag == "--repeat-seconds") {
-      repeat_seconds = std::stod(argv[i + 1]);
-    } else if (flag == "--count") {
-      count = std::stoul(argv[i + 1]);
-    } else {
-      std::fprintf(stderr, "unknown flag %s (use --implementation, --timeout-ms, --count)\n",
-                   flag.c_str());
-      return 2;
+  try {
+    for (int i = 1; i < argc; i += 2) {
+      const std::string flag = argv[i];
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "collective_worker: %s needs a value\n", flag.c_str());
+        return 2;
+      }
+      const std::string value = argv[i + 1];
+      if (flag == "--implementation") {
+        options.implementation = ld::parse_collective_implementation(value);
+      } else if (flag == "--timeout-ms") {
+        options.timeout =
+            std::chrono::milliseconds(lockstep::parse_int(flag, value, 1, 24 * 3600 * 1000));
+      } else if (flag == "--repeat-seconds") {
+        repeat_seconds = lockstep::parse_double(flag, value, 0, 7 * 24 * 3600);
+      } else if (flag == "--count") {
+        count = size_t(lockstep::parse_int(flag, value, 1, int64_t(1) << 31));
+      } else {
+        std::fprintf(stderr,
+                     "unknown flag %s (use --implementation, --timeout-ms, --count, "
+                     "--repeat-seconds)\n",
+                     flag.c_str());
+        return 2;
+      }
     }
+  } catch (const std::exception& e) {  // a flag's value: which flag and why
+    std::fprintf(stderr, "collective_worker: %s\n", e.what());
+    return 2;
   }
   const auto start = std::chrono::steady_clock::now();
   try {

@@ -10,11 +10,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
 
+#include "lockstep/core/parse.h"
 #include "lockstep/distribute/strategy.h"
 #include "lockstep/io/checkpoint.h"
 #include "lockstep/train/checkpoint.h"
@@ -30,37 +32,43 @@ int main(int argc, char** argv) {
   bool sync_bn = false;  // a BatchNormalization(synchronized=true) after the convolution
   bool dataset = false;  // fit a Dataset (unshuffled global batches) instead of arrays
   int nan_sample = -1;   // a NaN in this sample, and a linear model (stop-on-NaN tests)
-  for (int i = 1; i < argc; ++i) {
-    std::string k = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc)
-        std::fprintf(stderr, "distributed_train: %s needs a value\n", k.c_str()), std::exit(2);
-      return argv[++i];
-    };
-    if (k == "--strategy")
-      strategy_name = next();
-    else if (k == "--epochs")
-      epochs = std::stoi(next());
-    else if (k == "--batch")
-      batch = std::stoi(next());
-    else if (k == "--samples")
-      samples = std::stoi(next());
-    else if (k == "--sync-bn")
-      sync_bn = true;
-    else if (k == "--dataset")
-      dataset = true;
-    else if (k == "--nan-sample")
-      nan_sample = std::stoi(next());
-    else if (k == "--out")
-      out = next();
-    else if (k == "--backup-dir")
-      backup_dir = next();
-    else if (k == "--step-delay-ms")
-      delay_ms = std::stoi(next());
-    else if (k == "--timeout-ms")
-      timeout_ms = std::stoi(next());
-    else
-      std::fprintf(stderr, "distributed_train: unknown argument '%s'\n", k.c_str()), std::exit(2);
+  try {
+    for (int i = 1; i < argc; ++i) {
+      std::string k = argv[i];
+      auto next = [&]() -> std::string {
+        if (i + 1 >= argc)
+          std::fprintf(stderr, "distributed_train: %s needs a value\n", k.c_str()), std::exit(2);
+        return argv[++i];
+      };
+      auto num = [&](int64_t lo, int64_t hi) { return int(ls::parse_int(k, next(), lo, hi)); };
+      if (k == "--strategy")
+        strategy_name = next();
+      else if (k == "--epochs")
+        epochs = num(0, 1000000);
+      else if (k == "--batch")
+        batch = num(1, 1 << 24);
+      else if (k == "--samples")
+        samples = num(1, 1 << 24);
+      else if (k == "--sync-bn")
+        sync_bn = true;
+      else if (k == "--dataset")
+        dataset = true;
+      else if (k == "--nan-sample")
+        nan_sample = num(-1, INT32_MAX);
+      else if (k == "--out")
+        out = next();
+      else if (k == "--backup-dir")
+        backup_dir = next();
+      else if (k == "--step-delay-ms")
+        delay_ms = num(0, 24 * 3600 * 1000);
+      else if (k == "--timeout-ms")
+        timeout_ms = num(1, 24 * 3600 * 1000);
+      else
+        std::fprintf(stderr, "distributed_train: unknown argument '%s'\n", k.c_str()), std::exit(2);
+    }
+  } catch (const std::exception& e) {  // a flag's value: lockstep::parse_int says which and why
+    std::fprintf(stderr, "distributed_train: %s\n", e.what());
+    return 2;
   }
   try {
     dist::StrategyOptions opts;

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "lockstep/core/parse.h"
 #include "lockstep/distribute/strategy.h"
 #include "lockstep/lockstep.h"
 #include "reference_cnn.h"
@@ -49,34 +51,25 @@ static Args parse(int argc, char** argv) {
       }
       return argv[++i];
     };
-    auto num = [&](const std::string& v) {
-      char* end = nullptr;
-      long long x = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end || x < 0) {
-        std::fprintf(stderr, "fashion_mnist: %s expects a non-negative integer, got '%s'\n",
-                     k.c_str(), v.c_str());
-        std::exit(2);
-      }
-      return x;
-    };
+    auto num = [&](int64_t lo, int64_t hi) { return ls::parse_int(k, next(), lo, hi); };
     if (k == "--epochs")
-      a.epochs = int(num(next()));
+      a.epochs = int(num(0, 1000000));
     else if (k == "--batch-size")
-      a.batch_size = int(num(next()));
+      a.batch_size = int(num(1, int64_t(1) << 24));
     else if (k == "--threads")
-      a.threads = int(num(next()));
+      a.threads = ls::parse_thread_count(k, next());
     else if (k == "--data-dir")
       a.data_dir = next();
     else if (k == "--seed")
-      a.seed = uint64_t(num(next()));
+      a.seed = uint64_t(num(0, INT64_MAX));
     else if (k == "--steps-per-execution")
-      a.steps_per_execution = int(num(next()));
+      a.steps_per_execution = int(num(1, 1 << 20));
     else if (k == "--verbose-compile")
       a.verbose_compile = true;
     else if (k == "--strategy")
       a.strategy = next();
     else if (k == "--bytes-per-pack")
-      a.bytes_per_pack = num(next());
+      a.bytes_per_pack = num(0, int64_t(1) << 40);
     else if (k == "--help" || k == "-h")
       usage(), std::exit(0);
     else {
@@ -85,8 +78,6 @@ static Args parse(int argc, char** argv) {
       std::exit(2);
     }
   }
-  if (a.batch_size < 1)
-    std::fprintf(stderr, "fashion_mnist: --batch-size must be >= 1\n"), std::exit(2);
   if (!a.strategy.empty() && a.strategy != "one_device" && a.strategy != "mirrored" &&
       a.strategy != "multi_worker") {
     std::fprintf(
@@ -105,7 +96,14 @@ static double peak_rss_mb() {
 }
 
 int main(int argc, char** argv) {
-  Args args = parse(argc, argv);
+  Args args;
+  try {
+    args = parse(argc, argv);
+  } catch (const std::exception& e) {  // a flag's value: lockstep::parse_int says which and why
+    std::fprintf(stderr, "fashion_mnist: %s\n", e.what());
+    usage();
+    return 2;
+  }
   signal(SIGPIPE, SIG_IGN);  // multi_worker: a dying peer must not kill this worker
   try {
     if (args.threads > 0) ls::set_num_threads(args.threads);
@@ -174,7 +172,7 @@ int main(int argc, char** argv) {
           hist.compile_seconds, peak_rss_mb(), hist.replicas, hist.workers, hidden);
     }
     return 0;
-  } catch (const ls::Error& e) {
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "fashion_mnist: error: %s\n", e.what());
     return 1;
   }

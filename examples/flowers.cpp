@@ -18,12 +18,14 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
 
+#include "lockstep/core/parse.h"
 #include "lockstep/distribute/strategy.h"
 #include "lockstep/lockstep.h"
 #include "lockstep/tools/export.h"
@@ -59,37 +61,31 @@ static Args parse(int argc, char** argv) {
     if (k == "--help" || k == "-h") usage(), std::exit(0);
     if (i + 1 >= argc) fail(k + " needs a value (or is unknown)");
     std::string v = argv[++i];
-    auto num = [&](double lo) {
-      char* end = nullptr;
-      double x = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end || x < lo)
-        fail(k + " expects a number >= " + std::to_string(int(lo)) + ", got '" + v + "'");
-      return x;
-    };
+    auto num = [&](int64_t lo, int64_t hi) { return ls::parse_int(k, v, lo, hi); };
     if (k == "--data-dir")
       a.data_dir = v;
     else if (k == "--out-dir")
       a.out_dir = v;
     else if (k == "--epochs")
-      a.epochs = int(num(0));
+      a.epochs = int(num(0, 1000000));
     else if (k == "--batch-size")
-      a.batch_size = int(num(1));
+      a.batch_size = int(num(1, int64_t(1) << 24));
     else if (k == "--threads")
-      a.threads = int(num(0));
+      a.threads = ls::parse_thread_count(k, v);
     else if (k == "--seed")
-      a.seed = uint64_t(num(0));
+      a.seed = uint64_t(num(0, INT64_MAX));
     else if (k == "--image-size")
-      a.image_size = int(num(8));
+      a.image_size = int(num(8, 4096));
     else if (k == "--strategy") {
       a.strategy = v;
       if (v != "one_device" && v != "mirrored" && v != "multi_worker")
         fail("--strategy must be one_device, mirrored or multi_worker, got '" + v + "'");
     } else if (k == "--per-class")
-      a.per_class = int64_t(num(1));
+      a.per_class = num(1, int64_t(1) << 40);
     else if (k == "--validation-split") {
-      a.validation_split = num(0);
+      a.validation_split = ls::parse_double(k, v, 0.0, 1.0);
       if (a.validation_split <= 0 || a.validation_split >= 1)
-        fail("--validation-split must be in (0, 1)");
+        fail("--validation-split must be in (0, 1), got '" + v + "'");
     } else
       fail("unknown argument '" + k + "'");
   }
@@ -144,7 +140,12 @@ static ls::Model flowers_cnn(int size, int channels, int classes, uint64_t seed)
 }
 
 int main(int argc, char** argv) {
-  Args args = parse(argc, argv);
+  Args args;
+  try {
+    args = parse(argc, argv);
+  } catch (const std::exception& e) {  // a flag's value: lockstep::parse_int says which and why
+    fail(e.what());
+  }
   signal(SIGPIPE, SIG_IGN);  // multi_worker: a dying peer must not kill this worker
   try {
     if (args.threads > 0) ls::set_num_threads(args.threads);
@@ -228,7 +229,7 @@ int main(int argc, char** argv) {
         hist.compile_seconds, peak_rss_mb(), hist.input_wait_fraction, train_seconds, classes,
         replicas.c_str());
     return 0;
-  } catch (const ls::Error& e) {
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "flowers: error: %s\n", e.what());
     return 1;
   }

@@ -3,10 +3,13 @@
 //   lockstep export-image-folder --out DIR [--data-dir DIR] [--split train|test]
 //            [--limit-per-class N] [--format jpeg|png|mixed] [--size S] [--quality Q]
 //            [--images IDX --labels IDX [--class-names a,b,...]]
+//   lockstep ops-doc > docs/ops.md
 //
+// ops-doc prints the op catalogue generated from the op declarations (docs/ops.md).
 // export-image-folder writes Fashion-MNIST (or any IDX images/labels pair) as class folders of
 // JPEG and PNG files, the layout image_dataset_from_directory reads.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -15,7 +18,9 @@
 #include <vector>
 
 #include "lockstep/core/error.h"
+#include "lockstep/core/parse.h"
 #include "lockstep/data/idx.h"
+#include "lockstep/ops/op_docs.h"
 #include "lockstep/tools/export.h"
 
 namespace ls = lockstep;
@@ -28,6 +33,7 @@ const char* kUsage =
     "commands:\n"
     "  export-image-folder  write an IDX dataset (Fashion-MNIST by default) as class folders\n"
     "                       of JPEG/PNG files\n"
+    "  ops-doc              print the op catalogue (docs/ops.md) from the op declarations\n"
     "\n"
     "export-image-folder options:\n"
     "  --out DIR              output folder (required); one subfolder per class\n"
@@ -53,11 +59,8 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
-int to_int(const std::string& flag, const std::string& v) {
-  char* end = nullptr;
-  long x = std::strtol(v.c_str(), &end, 10);
-  LS_CHECK(end && *end == 0 && !v.empty(), flag, " expects an integer, got \"", v, "\"");
-  return int(x);
+int64_t to_int(const std::string& flag, const std::string& v, int64_t lo, int64_t hi) {
+  return ls::parse_int(flag, v, lo, hi);  // names the flag on junk, overflow or out of range
 }
 
 int export_image_folder(const std::vector<std::string>& args) {
@@ -85,10 +88,10 @@ int export_image_folder(const std::vector<std::string>& args) {
   LS_CHECK(opt.count("--out"), "export-image-folder: --out DIR is required");
   ls::tools::ExportImageFolderOptions o;
   if (opt.count("--limit-per-class"))
-    o.limit_per_class = to_int("--limit-per-class", opt["--limit-per-class"]);
+    o.limit_per_class = to_int("--limit-per-class", opt["--limit-per-class"], -1, INT64_MAX);
   if (opt.count("--format")) o.format = opt["--format"];
-  if (opt.count("--size")) o.size = to_int("--size", opt["--size"]);
-  if (opt.count("--quality")) o.jpeg_quality = to_int("--quality", opt["--quality"]);
+  if (opt.count("--size")) o.size = int(to_int("--size", opt["--size"], 0, 8192));
+  if (opt.count("--quality")) o.jpeg_quality = int(to_int("--quality", opt["--quality"], 1, 100));
 
   std::string images, labels;
   std::vector<std::string> names;
@@ -130,9 +133,13 @@ int main(int argc, char** argv) {
   args.erase(args.begin());
   try {
     if (cmd == "export-image-folder") return export_image_folder(args);
+    if (cmd == "ops-doc") {
+      std::fputs(ls::render_ops_markdown().c_str(), stdout);
+      return 0;
+    }
     std::fprintf(stderr, "lockstep: unknown command \"%s\"\n\n%s", cmd.c_str(), kUsage);
     return 2;
-  } catch (const ls::Error& e) {
+  } catch (const std::exception& e) {  // lockstep::Error, and anything else: never terminate
     std::fprintf(stderr, "lockstep %s: error: %s\n", cmd.c_str(), e.what());
     return 1;
   }

@@ -3,56 +3,123 @@
 
 #include <zlib.h>
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 namespace lockstep::data {
 
-static std::vector<uint8_t> read_gz(const std::string& path) {
-  LS_CHECK(std::filesystem::exists(path), "IDX file '", path,
-           "' not found (install Debian's dataset-fashion-mnist or pass --data-dir)");
-  gzFile f = gzopen(path.c_str(), "rb");
-  LS_CHECK(f, "cannot open '", path, "'");
-  std::vector<uint8_t> out;
-  uint8_t buf[1 << 16];
-  for (;;) {
-    int n = gzread(f, buf, sizeof(buf));
-    if (n < 0) {
-      int err;
-      std::string msg = gzerror(f, &err);
-      gzclose(f);
-      LS_FAIL("'", path, "' is corrupt (", msg, ")");
-    }
-    if (n == 0) break;
-    out.insert(out.end(), buf, buf + n);
+namespace {
+
+// A gzip (or, passed through, plain) file read in pieces, so the header is checked before the
+// data is inflated and no more is inflated than the header promises.
+class GzReader {
+ public:
+  explicit GzReader(const std::string& path) : path_(path) {
+    f_ = gzopen(path.c_str(), "rb");
+    LS_CHECK(f_, "cannot open '", path, "'");
   }
-  int rc = gzclose(f);
-  LS_CHECK(rc == Z_OK, "'", path, "' is truncated or corrupt (gzip stream did not end cleanly)");
-  return out;
-}
+  ~GzReader() {
+    if (f_) gzclose(f_);
+  }
+  GzReader(const GzReader&) = delete;
+  GzReader& operator=(const GzReader&) = delete;
+
+  // Reads up to n bytes (fewer only at the end of the data).
+  size_t read(void* dst, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+      const unsigned step = unsigned(std::min<size_t>(n - got, size_t(1) << 20));
+      const int k = gzread(f_, static_cast<uint8_t*>(dst) + got, step);
+      if (k < 0) {
+        int err = 0;
+        const std::string msg = gzerror(f_, &err);
+        LS_FAIL("'", path_, "' is corrupt (", msg, ")");
+      }
+      if (k == 0) break;
+      got += size_t(k);
+    }
+    return got;
+  }
+  bool plain() { return gzdirect(f_) == 1; }
+  // Closes after the whole stream was read; a stream that did not end cleanly is an error.
+  void finish() {
+    const int rc = gzclose(f_);
+    f_ = nullptr;
+    LS_CHECK(rc == Z_OK, "'", path_,
+             "' is truncated or corrupt (gzip stream did not end cleanly)");
+  }
+
+ private:
+  std::string path_;
+  gzFile f_ = nullptr;
+};
+
+}  // namespace
 
 Tensor read_idx(const std::string& path) {
-  std::vector<uint8_t> bytes = read_gz(path);  // gz reader passes plain files through
-  LS_CHECK(bytes.size() >= 4, "'", path, "' is too short to be an IDX file (", bytes.size(), " bytes)");
-  LS_CHECK(bytes[0] == 0 && bytes[1] == 0, "'", path, "' is not an IDX file (bad magic)");
-  LS_CHECK(bytes[2] == 0x08, "'", path, "': only unsigned-byte IDX data is supported (type 0x",
-           std::hex, int(bytes[2]), ")");
-  int rank = bytes[3];
+  std::error_code ec;
+  LS_CHECK(std::filesystem::exists(path, ec), "IDX file '", path,
+           "' not found (install Debian's dataset-fashion-mnist or pass --data-dir)");
+  LS_CHECK(!std::filesystem::is_directory(path, ec), "IDX file '", path, "' is a directory");
+  GzReader in(path);  // gz reader passes plain files through
+  uint8_t magic[4] = {0, 0, 0, 0};
+  const size_t got = in.read(magic, 4);
+  LS_CHECK(got == 4, "'", path, "' is too short to be an IDX file (", got, " bytes)");
+  LS_CHECK(magic[0] == 0 && magic[1] == 0, "'", path, "' is not an IDX file (bad magic)");
+  LS_CHECK(magic[2] == 0x08, "'", path, "': only unsigned-byte IDX data is supported (type 0x",
+           std::hex, int(magic[2]), ")");
+  const int rank = magic[3];
   LS_CHECK(rank >= 1 && rank <= 4, "'", path, "': unsupported IDX rank ", rank);
-  LS_CHECK(bytes.size() >= size_t(4 + 4 * rank), "'", path, "' is truncated (header)");
+  uint8_t dim_bytes[16];
+  LS_CHECK(in.read(dim_bytes, size_t(4 * rank)) == size_t(4 * rank), "'", path,
+           "' is truncated (header)");
   std::vector<int64_t> dims;
-  size_t count = 1;
+  uint64_t count = 1;
+  bool overflow = false;
   for (int i = 0; i < rank; ++i) {
-    const uint8_t* p = &bytes[4 + 4 * i];
-    int64_t d = (int64_t(p[0]) << 24) | (int64_t(p[1]) << 16) | (int64_t(p[2]) << 8) | p[3];
-    dims.push_back(d);
-    count *= size_t(d);
+    const uint8_t* p = &dim_bytes[4 * i];
+    const uint64_t d = (uint64_t(p[0]) << 24) | (uint64_t(p[1]) << 16) | (uint64_t(p[2]) << 8) | p[3];
+    dims.push_back(int64_t(d));
+    overflow = overflow || __builtin_mul_overflow(count, d, &count);
   }
-  size_t header = 4 + 4 * rank;
-  LS_CHECK(bytes.size() - header == count, "'", path, "' is truncated: expected ", count,
-           " data bytes for shape ", Shape(dims).str(), ", found ", bytes.size() - header);
-  Tensor t = Tensor::empty(Shape(dims), DType::u8);
-  std::memcpy(t.raw(), bytes.data() + header, count);
+  const Shape shape(dims);
+  LS_CHECK(!overflow && count <= uint64_t(INT64_MAX), "'", path, "': the header's shape ",
+           shape.str(), " is too large (its size overflows 64 bits; the header is corrupt)");
+  const uint64_t header = 4 + 4 * uint64_t(rank);
+  // A plain file's size is known: compare before reading anything.
+  if (in.plain()) {
+    const uint64_t size = std::filesystem::file_size(path, ec);
+    if (!ec && size < header + count) {
+      LS_FAIL("'", path, "' is truncated: expected ", count, " data bytes for shape ", shape.str(),
+              ", found ", size - header);
+    }
+    if (!ec && size > header + count) {
+      LS_FAIL("'", path, "' holds more data than its header says (shape ", shape.str(),
+              " needs ", count, " bytes; the file has ", size - header, ")");
+    }
+  }
+  // Memory follows what the stream actually holds, never what the header claims.
+  std::vector<uint8_t> data;
+  while (data.size() < count) {
+    const size_t have = data.size();
+    const size_t step = size_t(std::min<uint64_t>(count - have, uint64_t(16) << 20));
+    data.resize(have + step);
+    const size_t n = in.read(data.data() + have, step);
+    if (n < step) {
+      LS_FAIL("'", path, "' is truncated: expected ", count, " data bytes for shape ", shape.str(),
+              ", found ", have + n);
+    }
+  }
+  uint8_t extra = 0;
+  LS_CHECK(in.read(&extra, 1) == 0, "'", path, "' holds more data than its header says (shape ",
+           shape.str(), " needs ", count, " bytes)");
+  in.finish();
+  Tensor t = Tensor::empty(shape, DType::u8);
+  if (count > 0) std::memcpy(t.raw(), data.data(), size_t(count));
   return t;
 }
 

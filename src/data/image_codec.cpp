@@ -5,20 +5,33 @@
 #include <turbojpeg.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
+#include "lockstep/core/parse.h"
 #include "lockstep/data/image.h"
 
 namespace lockstep::data {
 
 namespace {
 
-// Corrupt headers must not make us allocate absurd buffers.
-constexpr int64_t kMaxPixels = int64_t(1) << 28;
+// The decoded-image cap set by set_max_image_pixels (image.h); 0: not set.
+std::atomic<int64_t> g_max_image_pixels{0};
+constexpr int64_t kMaxImagePixelsLimit = int64_t(1) << 40;
+
+// Refuses, from the header alone, an image larger than the cap.
+void check_image_pixels(int64_t w, int64_t h, const std::string& name, const char* format) {
+  const int64_t cap = max_image_pixels();
+  LS_CHECK(w * h <= cap, "'", name, "' is a ", w, "x", h, " ", format, " (", w * h,
+           " pixels), larger than the decoded-image cap of ", cap,
+           " pixels; if the image is genuine, raise the cap with LOCKSTEP_MAX_IMAGE_PIXELS=N or "
+           "lockstep::data::set_max_image_pixels(N)");
+}
 
 // One TurboJPEG handle per thread and direction, created on first use.
 struct TjHandle {
@@ -88,6 +101,22 @@ Tensor as_u8_image(const Tensor& image, const char* what) {
 }
 
 }  // namespace
+
+int64_t max_image_pixels() {
+  const int64_t set = g_max_image_pixels.load(std::memory_order_relaxed);
+  if (set > 0) return set;
+  // Not set by the program: the environment's value (a few characters to parse, per decode).
+  if (const char* env = std::getenv("LOCKSTEP_MAX_IMAGE_PIXELS"); env && *env)
+    return parse_int("LOCKSTEP_MAX_IMAGE_PIXELS", env, 1, kMaxImagePixelsLimit);
+  return kDefaultMaxImagePixels;
+}
+
+void set_max_image_pixels(int64_t pixels) {
+  LS_CHECK(pixels >= 0 && pixels <= kMaxImagePixelsLimit,
+           "set_max_image_pixels: the cap must be in 1..", kMaxImagePixelsLimit,
+           " (or 0 for the default), got ", pixels);
+  g_max_image_pixels.store(pixels, std::memory_order_relaxed);
+}
 
 const char* image_format_name(ImageFormat f) {
   switch (f) {
@@ -206,8 +235,8 @@ Tensor decode_jpeg(const uint8_t* data, size_t size, const std::string& name, Co
   int w = 0, h = 0, subsamp = 0, colorspace = 0;
   if (tjDecompressHeader3(tj, data, (unsigned long)size, &w, &h, &subsamp, &colorspace) != 0)
     jpeg_fail(tj, name);
-  LS_CHECK(w > 0 && h > 0 && int64_t(w) * h <= kMaxPixels, "'", name,
-           "' is a corrupt JPEG (implausible size ", w, "x", h, ")");
+  LS_CHECK(w > 0 && h > 0, "'", name, "' is a corrupt JPEG (implausible size ", w, "x", h, ")");
+  check_image_pixels(w, h, name, "JPEG");
   const bool gray_file = colorspace == TJCS_GRAY;
   const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
   int pf, c;
@@ -271,9 +300,15 @@ Tensor decode_png(const uint8_t* data, size_t size, const std::string& name, Col
     png_image_free(&img);
     LS_FAIL("'", name, "' is a corrupt or truncated PNG (", msg, ")");
   }
-  if (int64_t(img.width) * img.height > kMaxPixels || img.width == 0 || img.height == 0) {
+  if (img.width == 0 || img.height == 0) {
     png_image_free(&img);
     LS_FAIL("'", name, "' is a corrupt PNG (implausible size ", img.width, "x", img.height, ")");
+  }
+  try {
+    check_image_pixels(img.width, img.height, name, "PNG");
+  } catch (...) {
+    png_image_free(&img);
+    throw;
   }
   // The file's own layout, expanded to 8-bit direct colour (palettes become RGB/RGBA).
   img.format &= ~(PNG_FORMAT_FLAG_COLORMAP | PNG_FORMAT_FLAG_LINEAR);
@@ -329,8 +364,7 @@ Tensor decode_bmp(const uint8_t* d, size_t n, const std::string& name, ColorMode
            "x", h_raw, ")");
   const bool top_down = h_raw < 0;
   const int64_t h = top_down ? -int64_t(h_raw) : h_raw;
-  LS_CHECK(int64_t(w) * h <= kMaxPixels, "'", name, "' is a corrupt BMP (implausible size ", w, "x",
-           h, ")");
+  check_image_pixels(w, h, name, "BMP");
   LS_CHECK(bpp == 24 || bpp == 32, "'", name, "': unsupported BMP with ", bpp,
            " bits per pixel (only uncompressed 24- and 32-bit)");
   LS_CHECK(compression == 0 || (compression == 3 && bpp == 32), "'", name,

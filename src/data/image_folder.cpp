@@ -2,10 +2,13 @@
 // (slices of paths + labels -> shuffle -> parallel decode/resize map -> batch -> prefetch).
 #include "lockstep/data/image_folder.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -65,7 +68,17 @@ void validate(const std::string& dir, const ImageFolderOptions& o) {
   LS_CHECK(fs::is_directory(dir, ec), fn, ": '", dir, "' is not a directory");
 }
 
+// A directory's identity (device, inode), after following links; nullopt when it cannot be read.
+std::optional<std::pair<dev_t, ino_t>> directory_id(const fs::path& p) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) return std::nullopt;
+  return std::make_pair(st.st_dev, st.st_ino);
+}
+
 // Image files under `root` (recursively), sorted by folder then name as Keras's os.walk.
+// With follow_links, a link to a directory already visited in this walk (root, one of its
+// ancestors, or one listed before; by device and inode) is skipped with a one-line warning: a
+// symlink loop is listed once, not until the path gets too long.
 std::vector<std::string> list_images(const fs::path& root, const ImageFolderOptions& o) {
   std::set<std::string> exts;
   for (const auto& e : o.allowed_extensions) exts.insert(lower(e));
@@ -77,12 +90,33 @@ std::vector<std::string> list_images(const fs::path& root, const ImageFolderOpti
                                       ec),
       end;
   LS_CHECK(!ec, "image_dataset_from_directory: cannot list '", root.string(), "': ", ec.message());
+  std::set<std::pair<dev_t, ino_t>> visited;
+  if (o.follow_links) {  // a link back to root or any of its ancestors is a loop
+    std::error_code aec;
+    fs::path p = fs::absolute(root, aec);
+    for (; !aec; p = p.parent_path()) {
+      if (auto id = directory_id(p)) visited.insert(*id);
+      if (p == p.parent_path()) break;
+    }
+  }
   for (; it != end; it.increment(ec)) {
     LS_CHECK(!ec, "image_dataset_from_directory: cannot list '", root.string(),
              "': ", ec.message());
     const fs::directory_entry& e = *it;
     std::error_code ec2;
-    if (e.is_directory(ec2)) continue;
+    if (e.is_directory(ec2)) {
+      if (o.follow_links) {
+        const auto id = directory_id(e.path());
+        if (id && !visited.insert(*id).second) {
+          it.disable_recursion_pending();
+          std::fprintf(stderr,
+                       "image_dataset_from_directory: warning: not following '%s': it leads to "
+                       "a directory already listed (a symlink loop)\n",
+                       e.path().c_str());
+        }
+      }
+      continue;
+    }
     if (!o.follow_links && e.is_symlink(ec2) && fs::is_directory(e.path(), ec2)) continue;
     if (!exts.count(lower(e.path().extension().string()))) continue;
     found.emplace_back(e.path().parent_path().string(), e.path().filename().string());

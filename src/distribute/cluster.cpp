@@ -4,10 +4,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "lockstep/core/error.h"
+#include "lockstep/core/parse.h"
 
 extern char** environ;
 
@@ -22,30 +25,29 @@ const std::string* find(const Environment& env, const std::string& name) {
   return &it->second;
 }
 
-int parse_int(const std::string& text, const std::string& what) {
-  size_t used = 0;
-  long value = 0;
-  try {
-    value = std::stol(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  LS_CHECK(used == text.size() && used > 0, what, "='", text, "' is not an integer");
-  return int(value);
-}
+// Upper bound on ranks and world sizes read from the environment (beyond it a number is a typo
+// or garbage, not a cluster).
+constexpr int64_t kMaxWorkers = int64_t(1) << 20;
 
-int env_int(const Environment& env, const std::string& name) {
+int env_int(const Environment& env, const std::string& name, int64_t min, int64_t max) {
   const std::string* v = find(env, name);
   LS_CHECK(v != nullptr, name, " is not set");
-  return parse_int(*v, name);
+  return int(parse_int(name, *v, min, max));
+}
+
+int env_rank(const Environment& env, const std::string& name) {
+  return env_int(env, name, 0, kMaxWorkers - 1);
+}
+int env_size(const Environment& env, const std::string& name) {
+  return env_int(env, name, 1, kMaxWorkers);
 }
 
 int master_port(const Environment& env) {
   for (const char* name : {"LOCKSTEP_MASTER_PORT", "MASTER_PORT"}) {
     if (const std::string* v = find(env, name)) {
-      const int port = parse_int(*v, name);
-      LS_CHECK(port > 0 && port < 65536, name, "=", port, " is not a TCP port (1..65535)");
-      return port;
+      const int64_t port = parse_int(name, *v, INT64_MIN, INT64_MAX);
+      LS_CHECK(port > 0 && port < 65536, name, "=", *v, " is not a TCP port (1..65535)");
+      return int(port);
     }
   }
   return kDefaultMasterPort;
@@ -101,11 +103,13 @@ void expand_one(const std::string& item, const std::string& whole, std::vector<s
     };
     LS_CHECK(all_digits(lo_text) && all_digits(hi_text), "Slurm node list '", whole,
              "': bad range '", range, "' (expected N or N-M)");
-    const long lo = std::stol(lo_text), hi = std::stol(hi_text);
+    const std::string bound = "Slurm node list '" + whole + "': range bound";
+    const int64_t lo = parse_int(bound, lo_text, 0, INT64_MAX);
+    const int64_t hi = parse_int(bound, hi_text, 0, INT64_MAX);
     LS_CHECK(lo <= hi, "Slurm node list '", whole, "': descending range '", range, "'");
     LS_CHECK(hi - lo < 100000, "Slurm node list '", whole, "': range '", range, "' too large");
     const size_t width = lo_text.size();
-    for (long i = lo; i <= hi; ++i) {
+    for (int64_t i = lo; i <= hi; ++i) {
       std::string number = std::to_string(i);
       if (number.size() < width) number = std::string(width - number.size(), '0') + number;
       expand_one(prefix + number + suffix, whole, out);  // suffix may hold more brackets
@@ -227,16 +231,22 @@ ClusterResolver ClusterResolver::from_tf_config(const std::string& text) {
            "'; expected \"worker\" (or \"chief\")");
   LS_CHECK(task.contains("index") && task["index"].is_number_integer(),
            "TF_CONFIG task.index is missing or not an integer");
-  const int index = task["index"].get<int>();
+  // Read at full width (never narrowed to int first: 4294967297 must not become 1); the JSON
+  // text is what the messages show.
+  const auto& index_json = task["index"];
+  const std::string index_text = index_json.dump();
+  const int64_t index = index_json.is_number_unsigned()
+                            ? int64_t(std::min<uint64_t>(index_json.get<uint64_t>(), INT64_MAX))
+                            : index_json.get<int64_t>();
   int rank = 0;
   if (type == "chief") {
     LS_CHECK(!chief.empty(), "TF_CONFIG task.type is \"chief\" but cluster.chief is missing");
-    LS_CHECK(index == 0, "TF_CONFIG task.index ", index, " for the chief; must be 0");
+    LS_CHECK(index == 0, "TF_CONFIG task.index ", index_text, " for the chief; must be 0");
   } else {
-    LS_CHECK(index >= 0 && index < int(workers.size()), "TF_CONFIG task.index ", index,
+    LS_CHECK(index >= 0 && index < int64_t(workers.size()), "TF_CONFIG task.index ", index_text,
              " is out of range: cluster.worker has ", workers.size(), " entries (0..",
              int(workers.size()) - 1, ")");
-    rank = int(chief.size()) + index;
+    rank = int(chief.size()) + int(index);
   }
   const HostPort own =
       parse_host_port(all[rank], "TF_CONFIG address of worker " + std::to_string(rank));
@@ -248,14 +258,14 @@ ClusterResolver ClusterResolver::from_tf_config(const std::string& text) {
 ClusterResolver ClusterResolver::from_mpi_environment(const Environment& env) {
   int rank = -1, size = -1;
   if (find(env, "OMPI_COMM_WORLD_RANK")) {
-    rank = env_int(env, "OMPI_COMM_WORLD_RANK");
-    size = env_int(env, "OMPI_COMM_WORLD_SIZE");
+    rank = env_rank(env, "OMPI_COMM_WORLD_RANK");
+    size = env_size(env, "OMPI_COMM_WORLD_SIZE");
   } else if (find(env, "PMI_RANK")) {
-    rank = env_int(env, "PMI_RANK");
-    size = env_int(env, "PMI_SIZE");
+    rank = env_rank(env, "PMI_RANK");
+    size = env_size(env, "PMI_SIZE");
   } else if (find(env, "PMIX_RANK")) {
-    rank = env_int(env, "PMIX_RANK");
-    size = find(env, "PMIX_SIZE") ? env_int(env, "PMIX_SIZE") : env_int(env, "OMPI_UNIVERSE_SIZE");
+    rank = env_rank(env, "PMIX_RANK");
+    size = find(env, "PMIX_SIZE") ? env_size(env, "PMIX_SIZE") : env_size(env, "OMPI_UNIVERSE_SIZE");
   } else {
     LS_FAIL(
         "no MPI environment: OMPI_COMM_WORLD_RANK, PMI_RANK and PMIX_RANK are unset "
@@ -271,7 +281,7 @@ ClusterResolver ClusterResolver::from_mpi_environment(const Environment& env) {
     if (const std::string* nodes = find(env, "SLURM_STEP_NODELIST")) {
       host = expand_slurm_nodelist(*nodes).front();
     } else if (const std::string* local = find(env, "OMPI_COMM_WORLD_LOCAL_SIZE");
-               local && parse_int(*local, "OMPI_COMM_WORLD_LOCAL_SIZE") == size) {
+               local && env_size(env, "OMPI_COMM_WORLD_LOCAL_SIZE") == size) {
       host = "127.0.0.1";  // every rank on this host
     }
   }
@@ -285,9 +295,9 @@ ClusterResolver ClusterResolver::from_mpi_environment(const Environment& env) {
 }
 
 ClusterResolver ClusterResolver::from_slurm_environment(const Environment& env) {
-  const int rank = env_int(env, "SLURM_PROCID");
+  const int rank = env_rank(env, "SLURM_PROCID");
   const int size =
-      find(env, "SLURM_NTASKS") ? env_int(env, "SLURM_NTASKS") : env_int(env, "SLURM_NPROCS");
+      find(env, "SLURM_NTASKS") ? env_size(env, "SLURM_NTASKS") : env_size(env, "SLURM_NPROCS");
   LS_CHECK(size >= 1, "SLURM_NTASKS=", size, " must be at least 1");
   LS_CHECK(rank >= 0 && rank < size, "SLURM_PROCID=", rank,
            " is out of range for SLURM_NTASKS=", size);

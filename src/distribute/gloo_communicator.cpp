@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -430,7 +431,14 @@ GlooConnection connect_gloo_context(const ClusterResolver& resolver,
   if (!resolver.worker_addresses().empty()) c.addresses = resolver.worker_addresses();
   if (c.addresses[0].empty()) c.addresses[0] = chief.str();
 
-  if (rank == 0) c.server = std::make_unique<StoreServer>("", chief.port);
+  // Worker 0's store listens only where the cluster says worker 0 is (LOCKSTEP_STORE_BIND_ADDR
+  // overrides it, e.g. when worker 0's name resolves to a loopback address on worker 0 itself).
+  // Both ends take the job token from the environment (see store.h).
+  if (rank == 0) {
+    const char* bind = std::getenv("LOCKSTEP_STORE_BIND_ADDR");
+    c.server = std::make_unique<StoreServer>(bind && *bind ? std::string(bind) : chief.host,
+                                             chief.port);
+  }
   c.client = std::make_unique<StoreClient>(chief.host, chief.port, options.timeout);
   c.client->register_rank(rank);
 

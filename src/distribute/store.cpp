@@ -3,6 +3,11 @@
 // connection for its lifetime. Blocking requests (get, wait) wait on the server with the
 // client's timeout; the client's socket has a receive timeout a little longer than that, so a
 // dead or frozen server never blocks a worker forever.
+//
+// Hardening (see store.h): a hello carrying the job token opens every connection (required
+// when the server has a token), lengths are capped and read in chunks as bytes arrive, a
+// connection's thread closes its socket and is joined by the acceptor, connections are counted
+// and bounded, and accept() backs off on EMFILE/ENFILE.
 #include "lockstep/distribute/store.h"
 
 #include <fcntl.h>
@@ -11,14 +16,18 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
+#include <system_error>
 #include <thread>
 
 #include "distribute/backends.h"
@@ -31,11 +40,17 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-enum Op : uint8_t { kSet = 1, kGet, kAdd, kCheck, kWait, kRegister, kLost, kBye };
-enum Status : uint8_t { kOk = 0, kTimeout = 1 };
+enum Op : uint8_t { kSet = 1, kGet, kAdd, kCheck, kWait, kRegister, kLost, kBye, kHello };
+enum Status : uint8_t { kOk = 0, kTimeout = 1, kDenied = 2 };
 
 // Extra time the client waits beyond a request's own timeout before calling the server lost.
 constexpr milliseconds kReplyGrace{3000};
+// Longest wait a request may ask the server for (a day; more is clamped).
+constexpr int64_t kMaxWaitMs = 24LL * 3600 * 1000;
+// How long the acceptor pauses when the process is out of descriptors (or threads).
+constexpr milliseconds kAcceptBackoff{100};
+// Bytes read per step of a long string: memory follows what arrived, not what was claimed.
+constexpr size_t kReadChunk = 64 * 1024;
 
 bool write_all(int fd, const void* data, size_t size) {
   const char* p = static_cast<const char*>(data);
@@ -77,32 +92,45 @@ struct Writer {
     pod(uint32_t(v.size()));
     buf.insert(buf.end(), v.begin(), v.end());
   }
-  void str(const std::string& s) { bytes(std::vector<char>(s.begin(), s.end())); }
+  void str(const std::string& s) {
+    pod(uint32_t(s.size()));
+    buf.insert(buf.end(), s.begin(), s.end());
+  }
 };
 
+// Reads from a socket; any failure (I/O, or a length over its cap) clears ok and later reads
+// return nothing. `over_limit` tells a protocol error from an I/O error.
 struct Reader {
   int fd;
   bool ok = true;
+  bool over_limit = false;
   template <typename T>
   T pod() {
     T v{};
     ok = ok && read_all(fd, &v, sizeof(T));
     return v;
   }
-  std::vector<char> bytes() {
+  std::vector<char> bytes(size_t limit) {
     const uint32_t n = pod<uint32_t>();
-    if (!ok || n > (1u << 30)) {
+    std::vector<char> v;
+    if (!ok) return v;
+    if (n > limit) {
       ok = false;
-      return {};
+      over_limit = true;
+      return v;
     }
-    std::vector<char> v(n);
-    ok = ok && read_all(fd, v.data(), n);
+    while (ok && v.size() < n) {
+      const size_t have = v.size(), step = std::min<size_t>(kReadChunk, n - have);
+      v.resize(have + step);
+      ok = read_all(fd, v.data() + have, step);
+    }
     return v;
   }
-  std::string str() {
-    auto v = bytes();
+  std::string str(size_t limit) {
+    auto v = bytes(limit);
     return std::string(v.begin(), v.end());
   }
+  milliseconds wait_ms() { return milliseconds(std::clamp<int64_t>(pod<int64_t>(), 0, kMaxWaitMs)); }
 };
 
 std::string errno_text(int err) { return std::strerror(err); }
@@ -113,13 +141,127 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
+// Compares in time that depends only on the expected token's length.
+bool token_matches(const std::string& expected, const std::string& given) {
+  unsigned diff = expected.size() != given.size() ? 1u : 0u;
+  const size_t n = given.size();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const unsigned char g = n ? static_cast<unsigned char>(given[i % n]) : 0;
+    diff |= static_cast<unsigned char>(expected[i]) ^ g;
+  }
+  return diff == 0;
+}
+
+void set_socket_timeout(int fd, milliseconds limit) {
+  timeval tv{};
+  tv.tv_sec = limit.count() / 1000;
+  tv.tv_usec = (limit.count() % 1000) * 1000;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+std::string trim_right(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t'))
+    s.pop_back();
+  return s;
+}
+
+std::string read_secret_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    throw CollectiveError("LOCKSTEP_JOB_SECRET_FILE='" + path +
+                          "' cannot be read: " + errno_text(errno) +
+                          " (every worker needs to read the same secret file)");
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw CollectiveError("LOCKSTEP_JOB_SECRET_FILE='" + path + "' is not a regular file");
+  }
+  std::string text(kStoreMaxTokenBytes + 1, '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += size_t(n);
+  }
+  ::close(fd);
+  text.resize(got);
+  text = trim_right(text);
+  if (got > kStoreMaxTokenBytes) {
+    throw CollectiveError("LOCKSTEP_JOB_SECRET_FILE='" + path + "' holds more than " +
+                          std::to_string(kStoreMaxTokenBytes) + " bytes; a job secret is short");
+  }
+  if (text.empty()) throw CollectiveError("LOCKSTEP_JOB_SECRET_FILE='" + path + "' is empty");
+  return text;
+}
+
 }  // namespace
+
+bool is_loopback_host(const std::string& host) {
+  if (host.empty() || host == "0.0.0.0" || host == "::") return false;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &result) != 0 || result == nullptr) return false;
+  bool loopback = true;
+  for (addrinfo* ai = result; ai != nullptr; ai = ai->ai_next) {
+    if (ai->ai_family == AF_INET) {
+      const auto* a = reinterpret_cast<const sockaddr_in*>(ai->ai_addr);
+      loopback = loopback && (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+    } else if (ai->ai_family == AF_INET6) {
+      const auto* a = reinterpret_cast<const sockaddr_in6*>(ai->ai_addr);
+      const bool mapped_loopback =
+          IN6_IS_ADDR_V4MAPPED(&a->sin6_addr) && a->sin6_addr.s6_addr[12] == 127;
+      loopback = loopback && (IN6_IS_ADDR_LOOPBACK(&a->sin6_addr) || mapped_loopback);
+    } else {
+      loopback = false;
+    }
+  }
+  ::freeaddrinfo(result);
+  return loopback;
+}
+
+std::string job_token_from_environment(const std::string& host, const Environment& env) {
+  auto get = [&](const char* name) -> std::string {
+    auto it = env.find(name);
+    return it == env.end() ? "" : it->second;
+  };
+  std::string token = get("LOCKSTEP_JOB_TOKEN");
+  if (token.size() > kStoreMaxTokenBytes) {
+    throw CollectiveError("LOCKSTEP_JOB_TOKEN is " + std::to_string(token.size()) +
+                          " bytes; at most " + std::to_string(kStoreMaxTokenBytes));
+  }
+  if (token.empty() && !get("LOCKSTEP_JOB_SECRET_FILE").empty())
+    token = read_secret_file(get("LOCKSTEP_JOB_SECRET_FILE"));
+  if (!token.empty()) return token;
+  const std::string opt_out = get("LOCKSTEP_ALLOW_UNAUTHENTICATED");
+  if (opt_out == "1" || opt_out == "true" || opt_out == "yes") return "";
+  if (!opt_out.empty() && opt_out != "0" && opt_out != "false" && opt_out != "no") {
+    throw CollectiveError("LOCKSTEP_ALLOW_UNAUTHENTICATED='" + opt_out + "' is not 1 or 0");
+  }
+  if (is_loopback_host(host)) return "";
+  throw CollectiveError(
+      "the rendezvous store at '" + (host.empty() ? std::string("0.0.0.0") : host) +
+      "' is reachable from the network but this job has no job token, so anyone who reaches "
+      "the port could join it: give every worker the same secret with LOCKSTEP_JOB_TOKEN "
+      "(e.g. export LOCKSTEP_JOB_TOKEN=$(openssl rand -hex 32) before launching) or "
+      "LOCKSTEP_JOB_SECRET_FILE=<a file every worker can read>, or set "
+      "LOCKSTEP_ALLOW_UNAUTHENTICATED=1 on a trusted, isolated network");
+}
+
+std::string job_token_from_environment(const std::string& host) {
+  return job_token_from_environment(host, process_environment());
+}
 
 // ---- server ----------------------------------------------------------------------------------
 
 struct StoreServer::Impl {
   std::string host;
   int port = 0;
+  StoreServerOptions options;
   int listen_fd = -1;
   int wake_pipe[2] = {-1, -1};
   std::thread acceptor;
@@ -129,17 +271,42 @@ struct StoreServer::Impl {
   std::map<std::string, std::vector<char>> data;
   std::set<int> lost;
   bool stopping = false;
-  std::vector<std::thread> connections;
-  std::vector<int> connection_fds;
+  uint64_t next_id = 0;
+  std::map<uint64_t, std::thread> connections;  // running
+  std::vector<std::thread> finished;             // ended, to be joined by the acceptor
+  std::set<int> connection_fds;                  // open server-side sockets
+
+  // Sleeps `d` unless shutdown is requested first; returns false on shutdown.
+  bool pause(milliseconds d) {
+    pollfd p{wake_pipe[0], POLLIN, 0};
+    return ::poll(&p, 1, int(d.count())) == 0;
+  }
+
+  void reap() {
+    std::vector<std::thread> done;
+    {
+      std::lock_guard lock(mu);
+      done.swap(finished);
+    }
+    for (auto& t : done) t.join();
+  }
 
   void accept_loop() {
     for (;;) {
+      reap();
       pollfd fds[2] = {{listen_fd, POLLIN, 0}, {wake_pipe[0], POLLIN, 0}};
       const int n = ::poll(fds, 2, -1);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 || (fds[1].revents & POLLIN)) return;
-      const int fd = ::accept(listen_fd, nullptr, nullptr);
-      if (fd < 0) continue;
+      const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) {
+        const int err = errno;
+        if (err == EINTR || err == EAGAIN || err == ECONNABORTED || err == EPROTO) continue;
+        // EMFILE / ENFILE / ENOBUFS / ENOMEM (or anything unexpected): the connection waits in
+        // the backlog; try again once descriptors may have been freed, without spinning.
+        if (!pause(kAcceptBackoff)) return;
+        continue;
+      }
       const int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       std::lock_guard lock(mu);
@@ -147,8 +314,20 @@ struct StoreServer::Impl {
         ::close(fd);
         return;
       }
-      connection_fds.push_back(fd);
-      connections.emplace_back([this, fd] { serve(fd); });
+      if (int(connections.size()) >= options.max_connections) {
+        ::close(fd);  // over the bound: refused at once
+        continue;
+      }
+      const uint64_t id = next_id++;
+      try {
+        std::thread& slot = connections[id];  // the slot first: a thread is never dropped
+        connection_fds.insert(fd);
+        slot = std::thread([this, fd, id] { serve(fd, id); });
+      } catch (const std::exception&) {  // no more threads or memory: like EMFILE
+        connections.erase(id);
+        connection_fds.erase(fd);
+        ::close(fd);
+      }
     }
   }
 
@@ -159,105 +338,163 @@ struct StoreServer::Impl {
     return pred();
   }
 
-  void serve(int fd) {
-    Reader in{fd};
+  void serve(int fd, uint64_t id) {
     int rank = -1;
     bool goodbye = false;
-    for (;;) {
-      const uint8_t op = in.pod<uint8_t>();
-      if (!in.ok) break;
-      Writer out;
-      if (op == kSet) {
-        std::string key = in.str();
-        auto value = in.bytes();
-        if (!in.ok) break;
-        {
-          std::lock_guard lock(mu);
-          data[key] = std::move(value);
-        }
-        cv.notify_all();
-        out.pod(kOk);
-      } else if (op == kGet) {
-        const std::string key = in.str();
-        const auto timeout = milliseconds(in.pod<int64_t>());
-        if (!in.ok) break;
-        std::unique_lock lock(mu);
-        if (wait_for(lock, timeout, [&] { return data.count(key) > 0; })) {
-          out.pod(kOk);
-          out.bytes(data[key]);
-        } else {
-          out.pod(kTimeout);
-        }
-      } else if (op == kAdd) {
-        const std::string key = in.str();
-        const int64_t delta = in.pod<int64_t>();
-        if (!in.ok) break;
-        int64_t value = 0;
-        {
-          std::lock_guard lock(mu);
-          auto& stored = data[key];
-          if (stored.size() == sizeof(int64_t)) std::memcpy(&value, stored.data(), sizeof value);
-          value += delta;
-          stored.resize(sizeof value);
-          std::memcpy(stored.data(), &value, sizeof value);
-        }
-        cv.notify_all();
-        out.pod(kOk);
-        out.pod(value);
-      } else if (op == kCheck) {
-        const std::string key = in.str();
-        if (!in.ok) break;
-        std::lock_guard lock(mu);
-        out.pod(uint8_t(data.count(key) ? 1 : 0));
-      } else if (op == kWait) {
-        const uint32_t n = in.pod<uint32_t>();
-        std::vector<std::string> keys;
-        for (uint32_t i = 0; i < n && in.ok; ++i) keys.push_back(in.str());
-        const auto timeout = milliseconds(in.pod<int64_t>());
-        if (!in.ok) break;
-        std::unique_lock lock(mu);
-        auto missing = [&] {
-          std::vector<std::string> m;
-          for (const auto& k : keys) {
-            if (!data.count(k)) m.push_back(k);
-          }
-          return m;
-        };
-        wait_for(lock, timeout, [&] { return missing().empty(); });
-        const auto still = missing();
-        out.pod(still.empty() ? kOk : kTimeout);
-        out.pod(uint32_t(still.size()));
-        for (const auto& k : still) out.str(k);
-      } else if (op == kRegister) {
-        rank = in.pod<int32_t>();
-        if (!in.ok) break;
-        out.pod(kOk);
-      } else if (op == kLost) {
-        const auto wait = milliseconds(in.pod<int64_t>());
-        if (!in.ok) break;
-        std::unique_lock lock(mu);
-        wait_for(lock, wait, [&] { return !lost.empty(); });
-        out.pod(kOk);
-        out.pod(uint32_t(lost.size()));
-        for (int r : lost) out.pod(int32_t(r));
-      } else if (op == kBye) {
-        goodbye = true;
-        break;
-      } else {
-        break;  // protocol error: drop the connection
-      }
-      if (!write_all(fd, out.buf.data(), out.buf.size())) break;
+    try {
+      goodbye = serve_requests(fd, rank);
+    } catch (...) {
+      // bad_alloc or anything else: a protocol failure of this connection only
     }
     std::lock_guard lock(mu);
     if (!goodbye && !stopping && rank >= 0) {
       lost.insert(rank);
       cv.notify_all();
     }
+    connection_fds.erase(fd);
+    ::close(fd);
+    auto it = connections.find(id);
+    if (it != connections.end()) {
+      finished.push_back(std::move(it->second));
+      connections.erase(it);
+    }
+  }
+
+  enum class Next { kReply, kClose };
+
+  // One request after the hello: reads its arguments (each capped), fills the reply. kClose on
+  // a protocol error or a broken connection.
+  Next handle(uint8_t op, Reader& in, Writer& out, int& rank) {
+    if (op == kSet) {
+      std::string key = in.str(kStoreMaxKeyBytes);
+      auto value = in.bytes(kStoreMaxValueBytes);
+      if (!in.ok) return Next::kClose;
+      {
+        std::lock_guard lock(mu);
+        data[key] = std::move(value);
+      }
+      cv.notify_all();
+      out.pod(kOk);
+    } else if (op == kGet) {
+      const std::string key = in.str(kStoreMaxKeyBytes);
+      const auto timeout = in.wait_ms();
+      if (!in.ok) return Next::kClose;
+      std::unique_lock lock(mu);
+      if (wait_for(lock, timeout, [&] { return data.count(key) > 0; })) {
+        out.pod(kOk);
+        out.bytes(data[key]);
+      } else {
+        out.pod(kTimeout);
+      }
+    } else if (op == kAdd) {
+      const std::string key = in.str(kStoreMaxKeyBytes);
+      const int64_t delta = in.pod<int64_t>();
+      if (!in.ok) return Next::kClose;
+      int64_t value = 0;
+      {
+        std::lock_guard lock(mu);
+        auto& stored = data[key];
+        if (stored.size() == sizeof(int64_t)) std::memcpy(&value, stored.data(), sizeof value);
+        value = int64_t(uint64_t(value) + uint64_t(delta));  // wraps, never UB
+        stored.resize(sizeof value);
+        std::memcpy(stored.data(), &value, sizeof value);
+      }
+      cv.notify_all();
+      out.pod(kOk);
+      out.pod(value);
+    } else if (op == kCheck) {
+      const std::string key = in.str(kStoreMaxKeyBytes);
+      if (!in.ok) return Next::kClose;
+      std::lock_guard lock(mu);
+      out.pod(uint8_t(data.count(key) ? 1 : 0));
+    } else if (op == kWait) {
+      const uint32_t n = in.pod<uint32_t>();
+      if (!in.ok || n > kStoreMaxWaitKeys) return Next::kClose;
+      std::vector<std::string> keys;
+      for (uint32_t i = 0; i < n && in.ok; ++i) keys.push_back(in.str(kStoreMaxKeyBytes));
+      const auto timeout = in.wait_ms();
+      if (!in.ok) return Next::kClose;
+      std::unique_lock lock(mu);
+      auto missing = [&] {
+        std::vector<std::string> m;
+        for (const auto& k : keys) {
+          if (!data.count(k)) m.push_back(k);
+        }
+        return m;
+      };
+      wait_for(lock, timeout, [&] { return missing().empty(); });
+      const auto still = missing();
+      out.pod(still.empty() ? kOk : kTimeout);
+      out.pod(uint32_t(still.size()));
+      for (const auto& k : still) out.str(k);
+    } else if (op == kRegister) {
+      rank = in.pod<int32_t>();
+      if (!in.ok) return Next::kClose;
+      out.pod(kOk);
+    } else if (op == kLost) {
+      const auto wait = in.wait_ms();
+      if (!in.ok) return Next::kClose;
+      std::unique_lock lock(mu);
+      wait_for(lock, wait, [&] { return !lost.empty(); });
+      out.pod(kOk);
+      out.pod(uint32_t(lost.size()));
+      for (int r : lost) out.pod(int32_t(r));
+    } else {
+      return Next::kClose;  // unknown op: drop the connection
+    }
+    return Next::kReply;
+  }
+
+  // The hello: checks the token (when the server has one). False closes the connection.
+  bool hello(int fd, Reader& in, Writer& out, bool& authenticated) {
+    const std::string token = in.str(kStoreMaxTokenBytes);
+    if (!in.ok) return false;
+    if (!options.token.empty() && !token_matches(options.token, token)) {
+      out.pod(kDenied);
+      write_all(fd, out.buf.data(), out.buf.size());
+      return false;
+    }
+    if (!authenticated) set_socket_timeout(fd, milliseconds(0));  // workers idle for hours
+    authenticated = true;
+    out.pod(kOk);
+    return true;
+  }
+
+  // Serves one connection until it leaves, breaks the protocol or the server stops. Returns
+  // true when the client said goodbye.
+  bool serve_requests(int fd, int& rank) {
+    Reader in{fd};
+    bool authenticated = options.token.empty();
+    if (!authenticated) set_socket_timeout(fd, options.handshake_timeout);
+    for (;;) {
+      const uint8_t op = in.pod<uint8_t>();
+      if (!in.ok) return false;
+      if (op == kBye) return true;
+      Writer out;
+      if (op == kHello) {
+        if (!hello(fd, in, out, authenticated)) return false;
+      } else if (!authenticated) {
+        return false;  // a stranger: say nothing, close
+      } else if (handle(op, in, out, rank) == Next::kClose) {
+        return false;
+      }
+      if (!write_all(fd, out.buf.data(), out.buf.size())) return false;
+    }
   }
 };
 
-StoreServer::StoreServer(const std::string& host, int port) : impl_(new Impl) {
+StoreServer::StoreServer(const std::string& host, int port)
+    : StoreServer(host, port, StoreServerOptions{job_token_from_environment(host)}) {}
+
+StoreServer::StoreServer(const std::string& host, int port, StoreServerOptions options)
+    : impl_(new Impl) {
   impl_->host = host;
+  impl_->options = std::move(options);
+  if (impl_->options.max_connections < 1) impl_->options.max_connections = 1;
+  if (impl_->options.token.size() > kStoreMaxTokenBytes) {
+    throw CollectiveError("rendezvous store: the job token is longer than " +
+                          std::to_string(kStoreMaxTokenBytes) + " bytes");
+  }
   const bool wildcard = host.empty() || host == "0.0.0.0" || host == "::";
   addrinfo hints{};
   hints.ai_family = wildcard ? AF_INET : AF_UNSPEC;
@@ -280,6 +517,7 @@ StoreServer::StoreServer(const std::string& host, int port) : impl_(new Impl) {
     }
     const int one = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (ai->ai_family == AF_INET6) ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
     if (::bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd, 128) == 0) {
       impl_->listen_fd = fd;
       break;
@@ -317,14 +555,15 @@ StoreServer::~StoreServer() {
   const char byte = 0;
   (void)!::write(impl_->wake_pipe[1], &byte, 1);
   impl_->acceptor.join();
-  std::vector<std::thread> connections;
+  // No new connections now; wake the running ones (each closes its own socket) and join them.
+  std::map<uint64_t, std::thread> running;
   {
     std::lock_guard lock(impl_->mu);
-    connections.swap(impl_->connections);
     for (int fd : impl_->connection_fds) ::shutdown(fd, SHUT_RDWR);
+    running.swap(impl_->connections);
   }
-  for (auto& t : connections) t.join();
-  for (int fd : impl_->connection_fds) ::close(fd);
+  for (auto& [id, t] : running) t.join();
+  impl_->reap();
   ::close(impl_->listen_fd);
   ::close(impl_->wake_pipe[0]);
   ::close(impl_->wake_pipe[1]);
@@ -341,6 +580,7 @@ std::string StoreServer::address() const {
 struct StoreClient::Impl {
   std::string address;
   milliseconds timeout;
+  std::string token;
   int fd = -1;
   milliseconds socket_timeout{-1};
 
@@ -352,31 +592,67 @@ struct StoreClient::Impl {
                         0, address);
   }
 
+  void set_timeout(milliseconds limit) {
+    if (limit != socket_timeout) {
+      set_socket_timeout(fd, limit);
+      socket_timeout = limit;
+    }
+  }
+
   // Sends a request and prepares the socket to wait `wait` for the reply.
   void send(const Writer& w, milliseconds wait, const std::string& during,
             milliseconds grace = kReplyGrace) {
-    const milliseconds limit = wait + grace;
-    if (limit != socket_timeout) {
-      timeval tv{};
-      tv.tv_sec = limit.count() / 1000;
-      tv.tv_usec = (limit.count() % 1000) * 1000;
-      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-      ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-      socket_timeout = limit;
-    }
+    set_timeout(wait + grace);
     if (!write_all(fd, w.buf.data(), w.buf.size())) fail(during, errno);
   }
 
   Reader reader() { return Reader{fd}; }
   void check(const Reader& r, const std::string& during) {
+    if (r.over_limit) {
+      throw PeerLostError("the rendezvous store at " + address + " sent a reply to " + during +
+                              " longer than the protocol allows (is it a Lockstep store of the "
+                              "same version?)",
+                          0, address);
+    }
     if (!r.ok) fail(during, errno == EAGAIN || errno == EWOULDBLOCK ? ETIMEDOUT : errno);
+  }
+
+  // The hello on a fresh connection: kOk, kDenied, or -1 when the connection failed.
+  int hello(milliseconds wait) {
+    Writer w;
+    w.pod(uint8_t(kHello));
+    w.str(token);
+    set_timeout(std::max(wait, milliseconds(1)));
+    if (!write_all(fd, w.buf.data(), w.buf.size())) return -1;
+    Reader r = reader();
+    const uint8_t status = r.pod<uint8_t>();
+    return r.ok ? int(status) : -1;
   }
 };
 
+namespace {
+void check_key(const std::string& key, const std::string& address) {
+  if (key.size() > kStoreMaxKeyBytes) {
+    throw CollectiveError("rendezvous store " + address + ": key '" + key.substr(0, 64) +
+                          "...' is " + std::to_string(key.size()) + " bytes; keys are limited to " +
+                          std::to_string(kStoreMaxKeyBytes));
+  }
+}
+}  // namespace
+
 StoreClient::StoreClient(const std::string& host, int port, milliseconds timeout)
+    : StoreClient(host, port, timeout, job_token_from_environment(host)) {}
+
+StoreClient::StoreClient(const std::string& host, int port, milliseconds timeout,
+                         std::string token)
     : impl_(new Impl) {
   impl_->address = HostPort{host, port}.str();
   impl_->timeout = timeout;
+  impl_->token = std::move(token);
+  if (impl_->token.size() > kStoreMaxTokenBytes) {
+    throw CollectiveError("rendezvous store: the job token is longer than " +
+                          std::to_string(kStoreMaxTokenBytes) + " bytes");
+  }
   const auto deadline = Clock::now() + timeout;
   int err = 0;
   std::string resolve_error;
@@ -408,15 +684,34 @@ StoreClient::StoreClient(const std::string& host, int port, milliseconds timeout
           rc2 = so_error == 0 ? 0 : -1;
           errno = so_error;
         }
-        if (rc2 == 0) {
-          ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-          const int one = 1;
-          ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-          impl_->fd = fd;
-        } else {
+        if (rc2 != 0) {
           err = errno;
           ::close(fd);
+          continue;
         }
+        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        const int one = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        impl_->fd = fd;
+        // Prove membership of the job. A server that is starting, or full, may close the
+        // connection: try again until the deadline. A refused token is final.
+        const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+        const int status = impl_->hello(std::max(left, milliseconds(1000)));
+        if (status == kOk) break;
+        ::close(fd);
+        impl_->fd = -1;
+        impl_->socket_timeout = milliseconds(-1);
+        if (status == kDenied) {
+          ::freeaddrinfo(result);
+          throw CollectiveError(
+              "the rendezvous store at " + impl_->address + " (hosted by worker 0) refused " +
+              (impl_->token.empty() ? std::string("this worker: it presented no job token and "
+                                                  "the store requires one")
+                                    : std::string("this worker's job token")) +
+              "; every worker of a job needs the same LOCKSTEP_JOB_TOKEN (or "
+              "LOCKSTEP_JOB_SECRET_FILE naming the same secret)");
+        }
+        err = errno == EAGAIN || errno == EWOULDBLOCK ? ETIMEDOUT : (errno ? errno : ECONNRESET);
       }
       ::freeaddrinfo(result);
     }
@@ -444,6 +739,12 @@ std::string StoreClient::address() const { return impl_->address; }
 milliseconds StoreClient::timeout() const { return impl_->timeout; }
 
 void StoreClient::set(const std::string& key, const std::vector<char>& value) {
+  check_key(key, impl_->address);
+  if (value.size() > kStoreMaxValueBytes) {
+    throw CollectiveError("rendezvous store " + impl_->address + ": the value for key '" + key +
+                          "' is " + std::to_string(value.size()) +
+                          " bytes; values are limited to " + std::to_string(kStoreMaxValueBytes));
+  }
   Writer w;
   w.pod(uint8_t(kSet));
   w.str(key);
@@ -459,6 +760,7 @@ void StoreClient::set(const std::string& key, const std::string& value) {
 }
 
 std::vector<char> StoreClient::get(const std::string& key) {
+  check_key(key, impl_->address);
   Writer w;
   w.pod(uint8_t(kGet));
   w.str(key);
@@ -471,7 +773,7 @@ std::vector<char> StoreClient::get(const std::string& key) {
     throw CollectiveError("rendezvous store " + impl_->address + ": key '" + key +
                           "' did not appear within " + detail::format_duration(impl_->timeout));
   }
-  auto value = r.bytes();
+  auto value = r.bytes(kStoreMaxValueBytes);
   impl_->check(r, "get('" + key + "')");
   return value;
 }
@@ -482,6 +784,7 @@ std::string StoreClient::get_string(const std::string& key) {
 }
 
 int64_t StoreClient::add(const std::string& key, int64_t delta) {
+  check_key(key, impl_->address);
   Writer w;
   w.pod(uint8_t(kAdd));
   w.str(key);
@@ -495,6 +798,7 @@ int64_t StoreClient::add(const std::string& key, int64_t delta) {
 }
 
 bool StoreClient::check(const std::string& key) {
+  check_key(key, impl_->address);
   Writer w;
   w.pod(uint8_t(kCheck));
   w.str(key);
@@ -507,6 +811,12 @@ bool StoreClient::check(const std::string& key) {
 
 std::vector<std::string> StoreClient::wait_missing(const std::vector<std::string>& keys,
                                                    milliseconds timeout) {
+  if (keys.size() > kStoreMaxWaitKeys) {
+    throw CollectiveError("rendezvous store " + impl_->address + ": wait for " +
+                          std::to_string(keys.size()) + " keys; at most " +
+                          std::to_string(kStoreMaxWaitKeys) + " at a time");
+  }
+  for (const auto& k : keys) check_key(k, impl_->address);
   Writer w;
   w.pod(uint8_t(kWait));
   w.pod(uint32_t(keys.size()));
@@ -517,7 +827,8 @@ std::vector<std::string> StoreClient::wait_missing(const std::vector<std::string
   r.pod<uint8_t>();
   const uint32_t n = r.pod<uint32_t>();
   std::vector<std::string> missing;
-  for (uint32_t i = 0; i < n && r.ok; ++i) missing.push_back(r.str());
+  if (n > keys.size()) r.ok = false, r.over_limit = true;
+  for (uint32_t i = 0; i < n && r.ok; ++i) missing.push_back(r.str(kStoreMaxKeyBytes));
   impl_->check(r, "wait");
   return missing;
 }
@@ -553,6 +864,7 @@ std::vector<int> StoreClient::lost_ranks(milliseconds wait) {
   r.pod<uint8_t>();
   const uint32_t n = r.pod<uint32_t>();
   std::vector<int> ranks;
+  if (n > (1u << 20)) r.ok = false, r.over_limit = true;
   for (uint32_t i = 0; i < n && r.ok; ++i) ranks.push_back(r.pod<int32_t>());
   impl_->check(r, "lost_ranks");
   return ranks;

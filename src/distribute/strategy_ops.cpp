@@ -18,6 +18,7 @@
 #include "distribute/internal/strategy_runtime.h"
 #include "lockstep/graph/autodiff.h"
 #include "lockstep/graph/op_registry.h"
+#include "ops/internal/kernel_util.h"
 
 namespace lockstep::distribute {
 
@@ -35,15 +36,15 @@ Types start_infer(const Node& n, const Types& in) {
              dtype_name(t.dtype));
     total += t.shape.numel();
   }
-  if (n.attrs.b("nonfinite_flag"))
+  if (attr_b(n, "nonfinite_flag"))
     LS_CHECK(in.back().shape.numel() == 1, "all_reduce_start: the flagged loss must be a scalar");
   return {TensorType{DType::f32, Shape{total}}};
 }
 
 Types wait_infer(const Node& n, const Types& in) {
   LS_CHECK(in.size() == 1, "all_reduce_wait takes the packed bucket");
-  const auto& ranks = n.attrs.ints("ranks");
-  const auto& dims = n.attrs.ints("shapes");
+  const auto& ranks = attr_ints(n, "ranks");
+  const auto& dims = attr_ints(n, "shapes");
   Types out;
   size_t k = 0;
   int64_t total = 0;
@@ -53,7 +54,7 @@ Types wait_infer(const Node& n, const Types& in) {
     out.push_back({DType::f32, Shape(s)});
     total += out.back().shape.numel();
   }
-  if (n.attrs.b("nonfinite_flag")) {  // + the count of replicas whose loss was not finite
+  if (attr_b(n, "nonfinite_flag")) {  // + the count of replicas whose loss was not finite
     out.push_back({DType::f32, Shape{}});
     total += 1;
   }
@@ -62,12 +63,23 @@ Types wait_infer(const Node& n, const Types& in) {
   return out;
 }
 
-void start_kernel(const Node& n, const KernelArgs& a) {
-  GradientReducer* r = GradientReducer::lookup(n.attrs.i("group"));
-  const int replica = int(n.attrs.i("replica"));
+// The attributes every collective op reads, once per kernel.
+struct Collective {
+  int64_t group;
+  int replica, bucket;
+  bool flag;  // nonfinite_flag (start and wait) or gradient (cross_replica_sum)
+};
+Collective bucket_of(const Node& n) {
+  return {attr_i(n, "group"), int(attr_i(n, "replica")), int(attr_i(n, "bucket")),
+          attr_b(n, "nonfinite_flag")};
+}
+
+void start_kernel(const Collective& c, const KernelArgs& a) {
+  GradientReducer* r = GradientReducer::lookup(c.group);
+  const int replica = c.replica;
   const float w = r->weight(replica);
   float* out = a.out(0).data<float>();
-  const bool flag = n.attrs.b("nonfinite_flag");
+  const bool flag = c.flag;
   const int num_grads = a.num_inputs - (flag ? 1 : 0);
   for (int i = 0; i < num_grads; ++i) {
     const float* g = a.in(i).data<float>();
@@ -76,12 +88,12 @@ void start_kernel(const Node& n, const KernelArgs& a) {
     out += m;
   }
   if (flag) *out = std::isfinite(a.in(num_grads).data<float>()[0]) ? 0.f : 1.f;
-  r->start(replica, int(n.attrs.i("bucket")), a.out(0).data<float>(), size_t(a.out(0).numel()));
+  r->start(replica, c.bucket, a.out(0).data<float>(), size_t(a.out(0).numel()));
 }
 
-void wait_kernel(const Node& n, const KernelArgs& a) {
-  GradientReducer* r = GradientReducer::lookup(n.attrs.i("group"));
-  r->wait(int(n.attrs.i("replica")), int(n.attrs.i("bucket")));
+void wait_kernel(const Collective& c, const KernelArgs& a) {
+  GradientReducer* r = GradientReducer::lookup(c.group);
+  r->wait(c.replica, c.bucket);
   const float* src = a.in(0).data<float>();
   for (int i = 0; i < a.num_outputs; ++i) {
     const size_t bytes = a.out(i).nbytes();
@@ -90,10 +102,14 @@ void wait_kernel(const Node& n, const KernelArgs& a) {
   }
 }
 
-void cross_replica_sum_kernel(const Node& n, const KernelArgs& a) {
-  GradientReducer* r = GradientReducer::lookup(n.attrs.i("group"));
-  const int replica = int(n.attrs.i("replica"));
-  const bool grad = n.attrs.b("gradient");
+Collective sum_of(const Node& n) {
+  return {attr_i(n, "group"), int(attr_i(n, "replica")), 0, attr_b(n, "gradient")};
+}
+
+void cross_replica_sum_kernel(const Collective& c, const KernelArgs& a) {
+  GradientReducer* r = GradientReducer::lookup(c.group);
+  const int replica = c.replica;
+  const bool grad = c.flag;
   const float w = grad ? r->weight(replica) : 1.f;
   const float* x = a.in(0).data<float>();
   float* y = a.out(0).data<float>();
@@ -106,13 +122,40 @@ void cross_replica_sum_kernel(const Node& n, const KernelArgs& a) {
   }
 }
 
+KernelFactory collective(Collective (*read)(const Node&), void (*run)(const Collective&, const KernelArgs&)) {
+  return [read, run](const Node& n, const std::vector<TensorType>&) {
+    return make_kernel([c = read(n), run](const KernelArgs& a) { run(c, a); });
+  };
+}
+
+using enum AttrType;
+const AttrDecl kGroupAttr{"group", i64, NoDefault::required, "the strategy's GradientReducer group"};
+const AttrDecl kReplica{"replica", i64, NoDefault::required, "this replica's index"};
+const AttrDecl kBucket{"bucket", i64, NoDefault::required, "the gradient bucket's index"};
+const AttrDecl kNonfinite{"nonfinite_flag", boolean, false,
+                          "the last input is the loss; count the replicas where it is not finite"};
+const char* kGroup = "distribute";
+
 }  // namespace
 
 LOCKSTEP_REGISTER(strategy_ops) {
   OpRegistry& R = OpRegistry::get();
-  R.add({.name = "all_reduce_start", .infer = start_infer});
-  R.add({.name = "all_reduce_wait", .infer = wait_infer});
-  R.add({.name = "cross_replica_sum",
+  R.add({.name = "all_reduce_start", .signature = "(g_1, ..., g_k[, loss]) -> packed[sum numel]",
+         .doc = "Packs a bucket of gradients (scaled by the replica's sample weight) and starts "
+                "its reduction on the communication thread.",
+         .attrs = {kGroupAttr, kBucket, kReplica, kNonfinite,
+                   {"schedule_early", boolean, false, "schedule right after the last producer"}},
+         .infer = start_infer, .group = kGroup});
+  R.add({.name = "all_reduce_wait", .signature = "(packed) -> (g_1', ..., g_k'[, bad_replicas])",
+         .doc = "Waits for the bucket's reduction and unpacks the summed gradients.",
+         .attrs = {kGroupAttr, kBucket, kReplica, kNonfinite,
+                   {"ranks", i64_list, NoDefault::required, "each gradient's rank"},
+                   {"shapes", i64_list, NoDefault::required, "the gradients' dims, concatenated"}},
+         .infer = wait_infer, .group = kGroup});
+  R.add({.name = "cross_replica_sum", .signature = "(x) -> sum over replicas",
+         .doc = "Sums x over every replica, blocking (synchronized BatchNormalization).",
+         .attrs = {kGroupAttr, kReplica,
+                   {"gradient", boolean, false, "this is the gradient: weight by the sample weights"}},
          .infer =
              [](const Node&, const Types& in) {
                LS_CHECK(in.size() == 1 && in[0].dtype == DType::f32,
@@ -124,11 +167,12 @@ LOCKSTEP_REGISTER(strategy_ops) {
                Attrs a = n.attrs;
                a.set("gradient", true);
                return std::vector<Value>{b.add("cross_replica_sum", {dy[0]}, a)};
-             }});
-  for (const char* backend : {"reference", "cpu"}) {
-    R.add_kernel("cross_replica_sum", backend, simple_kernel(cross_replica_sum_kernel));
-    R.add_kernel("all_reduce_start", backend, simple_kernel(start_kernel));
-    R.add_kernel("all_reduce_wait", backend, simple_kernel(wait_kernel));
+             },
+         .group = kGroup});
+  for (const std::string& backend : host_backends()) {
+    R.add_kernel("cross_replica_sum", backend, collective(sum_of, cross_replica_sum_kernel));
+    R.add_kernel("all_reduce_start", backend, collective(bucket_of, start_kernel));
+    R.add_kernel("all_reduce_wait", backend, collective(bucket_of, wait_kernel));
   }
 }
 

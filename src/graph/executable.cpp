@@ -79,8 +79,7 @@ std::vector<std::string> fuse_graph(Graph& g, std::vector<Value>& outputs) {
   };
   for (int i : sched) {
     Node& conv = g.node(i);
-    if (conv.op != "conv2d" || conv.attrs.b("fused_bias") ||
-        conv.attrs.s("activation", "linear") != "linear")
+    if (conv.op != "conv2d" || attr_b(conv, "fused_bias") || attr_s(conv, "activation") != "linear")
       continue;
     if (uses[i] != 1) continue;
     // Find the single consumer.
@@ -277,19 +276,50 @@ void Executable::plan_memory() {
                     std::to_string(schedule_.size()) + " nodes");
 }
 
-static const KernelFactory* find_kernel(const Node& nd, const std::string& backend,
-                                        std::vector<std::string>* report) {
-  const KernelFactory* f = OpRegistry::get().kernel(nd.op, backend);
-  if (!f && backend != "reference") {
-    f = OpRegistry::get().kernel(nd.op, "reference");
-    if (f && report) report->push_back("fallback: " + nd.op + " runs on the reference backend");
+// LOCKSTEP_STRICT_KERNELS=1: as CompileOptions::strict_kernels.
+static bool strict_kernels_env() {
+  static const bool on = [] {
+    const char* e = std::getenv("LOCKSTEP_STRICT_KERNELS");
+    return e && *e && std::string(e) != "0";
+  }();
+  return on;
+}
+
+// A node of a `backend` program runs the reference kernel: a report line, or in strict mode an
+// error naming the op and the backend.
+static void note_fallback(const Node& nd, const std::string& backend, const std::string& why,
+                          bool strict, std::vector<std::string>* report) {
+  LS_CHECK(!strict, "op '", nd.op, "' (", nd.name, ") would run the reference kernel on backend '",
+           backend, "' (", why, ") and strict kernels are on (CompileOptions::strict_kernels or ",
+           "LOCKSTEP_STRICT_KERNELS=1): compile for backend \"reference\", or turn strict off");
+  if (report) report->push_back("fallback: " + nd.op + " runs the reference kernel on '" + backend + "': " + why);
+}
+
+// Builds nd's kernel for `backend`. A backend without one falls back to the reference kernel,
+// and so may a backend's own factory for shapes it does not cover: both are noted.
+static std::unique_ptr<Kernel> build_kernel(const Node& nd, const std::vector<TensorType>& in_types,
+                                            const std::string& backend, bool strict,
+                                            std::vector<std::string>* report) {
+  const OpRegistry& registry = OpRegistry::get();
+  const KernelFactory* f = registry.kernel(nd.op, backend);
+  if (!f && backend != kReferenceBackend) {
+    f = registry.kernel(nd.op, kReferenceBackend);
+    const std::string& declared = registry.op(nd.op).reference_only;
+    if (f)
+      note_fallback(nd, backend, declared.empty() ? "no '" + backend + "' kernel, and the op " +
+                                                        "is not declared reference-only" : declared,
+                    strict, report);
   }
   LS_CHECK(f, "op '", nd.op, "' (", nd.name, ") has no kernel for backend '", backend, "'");
-  return f;
+  std::unique_ptr<Kernel> kernel = (*f)(nd, in_types);
+  if (std::string why = kernel->fallback_reason(); !why.empty())
+    note_fallback(nd, backend, why, strict, report);
+  return kernel;
 }
 
 void Executable::build_kernels() {
   std::vector<std::string> fallbacks;
+  const bool strict = options_.strict_kernels || strict_kernels_env();
   for (int i : schedule_) {
     const Node& nd = graph_.node(i);
     const OpDef& def = OpRegistry::get().op(nd.op);
@@ -306,7 +336,7 @@ void Executable::build_kernels() {
       in_types.push_back(graph_.type(v));
     }
     st->out = values_[i];
-    st->kernel = (*find_kernel(nd, options_.backend, &fallbacks))(nd, in_types);
+    st->kernel = build_kernel(nd, in_types, options_.backend, strict, &fallbacks);
     workspace_bytes_ = std::max(workspace_bytes_, st->kernel->workspace_bytes());
     steps_.push_back(std::move(st));
   }
@@ -379,7 +409,8 @@ void Executable::run_eager() {
       continue;
     }
     for (auto& t : nd.outputs) out.push_back(Tensor::zeros(t.shape, t.dtype));
-    auto kernel = (*find_kernel(nd, options_.backend, nullptr))(nd, in_types);
+    auto kernel = build_kernel(nd, in_types, options_.backend,
+                               options_.strict_kernels || strict_kernels_env(), nullptr);
     std::vector<char> ws(kernel->workspace_bytes() + kAlignment);
     void* wsp = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + kAlignment - 1) &
                                         ~uintptr_t(kAlignment - 1));

@@ -32,6 +32,11 @@ std::string Attrs::str() const {
 std::vector<Value> Graph::add_multi(const std::string& op, std::vector<Value> inputs, Attrs attrs,
                                     const std::string& name, VariablePtr var) {
   const OpDef& def = OpRegistry::get().op(op);
+  try {
+    check_attrs(def, attrs);
+  } catch (const Error& e) {
+    LS_FAIL(op, (name.empty() ? "" : " '" + name + "'"), ": ", e.what());
+  }
   Node n;
   n.id = int(nodes_.size());
   n.op = op;
@@ -118,43 +123,6 @@ std::string Graph::dump() const {
     os << "\n";
   }
   return os.str();
-}
-
-// ---- registry ----
-
-OpRegistry& OpRegistry::get() {
-  static OpRegistry r;
-  return r;
-}
-
-void OpRegistry::add(OpDef def) {
-  LS_CHECK(!ops_.count(def.name), "op '", def.name, "' registered twice");
-  std::string n = def.name;
-  ops_.emplace(n, std::move(def));
-}
-
-const OpDef& OpRegistry::op(const std::string& name) const {
-  auto it = ops_.find(name);
-  LS_CHECK(it != ops_.end(), "unknown op '", name, "' (not registered)");
-  return it->second;
-}
-
-void OpRegistry::add_kernel(const std::string& op, const std::string& backend, KernelFactory f) {
-  kernels_[op][backend] = std::move(f);
-}
-
-const KernelFactory* OpRegistry::kernel(const std::string& op, const std::string& backend) const {
-  auto it = kernels_.find(op);
-  if (it == kernels_.end()) return nullptr;
-  auto jt = it->second.find(backend);
-  return jt == it->second.end() ? nullptr : &jt->second;
-}
-
-std::vector<std::string> OpRegistry::op_names() const {
-  std::vector<std::string> v;
-  for (auto& [k, _] : ops_) v.push_back(k);
-  std::sort(v.begin(), v.end());
-  return v;
 }
 
 }  // namespace lockstep

@@ -2,13 +2,17 @@
 #include "lockstep/io/checkpoint.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 
 namespace lockstep::io {
@@ -69,6 +73,74 @@ void write_all(int fd, const char* p, size_t n, const std::string& path) {
   }
 }
 
+// The temporary a save writes before renaming it into place: "<path>.tmp-<pid>".
+std::string temporary_name(const std::string& path, long pid) {
+  return path + ".tmp-" + std::to_string(pid);
+}
+
+// Removes "<path>.tmp-<pid>" files that saves to the same path left behind when they were killed:
+// only those whose process is gone (kill(pid, 0) says ESRCH) and that no process holds locked
+// (every save holds an exclusive flock on its temporary until the rename, which also protects a
+// save running on another host of a shared filesystem). Best effort: errors are ignored.
+void remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const std::string prefix = target.filename().string() + ".tmp-";
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const long pid = std::stol(digits);
+    if (pid <= 0 || pid == long(::getpid())) continue;
+    if (::kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    const int fd = ::open(it->path().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::flock(fd, LOCK_EX | LOCK_NB) == 0)
+      ::unlink(it->path().c_str());
+    ::close(fd);
+  }
+}
+
+// Reads a whole file with POSIX calls (no stream exceptions); errors name the file.
+std::vector<char> read_whole_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  LS_CHECK(fd >= 0, "checkpoint '", path, "': cannot open (", std::strerror(errno), ")");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const bool dir = S_ISDIR(st.st_mode);
+    ::close(fd);
+    LS_FAIL("checkpoint '", path, "': ",
+            dir ? "is a directory, not a checkpoint file" : "is not a regular file");
+  }
+  std::vector<char> buf;
+  try {
+    buf.resize(size_t(st.st_size));
+  } catch (const std::exception&) {
+    ::close(fd);
+    LS_FAIL("checkpoint '", path, "': cannot hold its ", st.st_size, " bytes in memory");
+  }
+  size_t got = 0;
+  while (got < buf.size()) {
+    const ssize_t n = ::read(fd, buf.data() + got, buf.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      ::close(fd);
+      LS_FAIL("checkpoint '", path, "': read failed: ", std::strerror(e));
+    }
+    if (n == 0) break;
+    got += size_t(n);
+  }
+  ::close(fd);
+  buf.resize(got);
+  return buf;
+}
+
 }  // namespace
 
 void write_checkpoint_file(const std::string& path, const CheckpointFile& file) {
@@ -99,10 +171,12 @@ void write_checkpoint_file(const std::string& path, const CheckpointFile& file) 
     std::error_code ec;
     fs::create_directories(target.parent_path(), ec);
   }
-  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  remove_stale_temporaries(path);
+  std::string tmp = temporary_name(path, long(::getpid()));
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   LS_CHECK(fd >= 0, "checkpoint '", path, "': cannot create '", tmp, "': ", std::strerror(errno),
            " (does the folder exist and is it writable?)");
+  ::flock(fd, LOCK_EX | LOCK_NB);  // marks the temporary as in use until it is closed
   try {
     write_all(fd, buf.data(), buf.size(), path);
     LS_CHECK(::fsync(fd) == 0, "checkpoint '", path, "': fsync failed: ", std::strerror(errno));
@@ -124,9 +198,7 @@ void write_checkpoint_file(const std::string& path, const CheckpointFile& file) 
 }
 
 CheckpointFile read_checkpoint_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  LS_CHECK(in, "checkpoint '", path, "': cannot open (", std::strerror(errno), ")");
-  std::vector<char> buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<char> buf = read_whole_file(path);
   LS_CHECK(buf.size() >= 8 + 8 + 8 + 4 + 8 && std::memcmp(buf.data(), kMagic, 7) == 0,
            "checkpoint '", path,
            "': not a Lockstep checkpoint (bad magic or too short: ", buf.size(), " bytes)");
@@ -159,12 +231,31 @@ CheckpointFile read_checkpoint_file(const std::string& path) {
     LS_CHECK(dt <= uint8_t(DType::u8), "checkpoint '", path, "': tensor '", t.name,
              "' has unknown dtype ", int(dt));
     uint8_t rank = r.pod<uint8_t>("rank");
+    LS_CHECK(rank <= Shape::kMaxRank, "checkpoint '", path, "': tensor '", t.name, "' has rank ",
+             int(rank), " (at most ", Shape::kMaxRank, "; the file is damaged)");
     std::vector<int64_t> dims;
-    for (int d = 0; d < rank; ++d) dims.push_back(r.pod<int64_t>("dims"));
+    // Sizes are checked before anything is allocated: a valid checksum does not make them sane.
+    uint64_t numel = 1;
+    bool overflow = false;
+    for (int d = 0; d < rank; ++d) {
+      const int64_t dim = r.pod<int64_t>("dims");
+      LS_CHECK(dim >= 0, "checkpoint '", path, "': tensor '", t.name, "' has a negative dimension ",
+               dim, " (the file is damaged)");
+      dims.push_back(dim);
+      overflow = overflow || __builtin_mul_overflow(numel, uint64_t(dim), &numel);
+    }
+    uint64_t nbytes = 0;
+    overflow = overflow || __builtin_mul_overflow(numel, uint64_t(dtype_size(DType(dt))), &nbytes);
+    const Shape shape(dims);
+    LS_CHECK(!overflow && numel <= uint64_t(INT64_MAX), "checkpoint '", path, "': tensor '", t.name,
+             "' has an impossible shape ", shape.str(), " (its size overflows; the file is damaged)");
     uint64_t bytes = r.pod<uint64_t>("data size");
-    t.value = Tensor::empty(Shape(dims), DType(dt));
-    LS_CHECK(bytes == t.value.nbytes(), "checkpoint '", path, "': tensor '", t.name, "' has ",
-             bytes, " data bytes for shape ", t.value.shape().str());
+    LS_CHECK(bytes == nbytes, "checkpoint '", path, "': tensor '", t.name, "' has ", bytes,
+             " data bytes for shape ", shape.str(), " (", nbytes, " expected)");
+    LS_CHECK(bytes <= body - r.pos(), "checkpoint '", path, "': tensor '", t.name, "' of shape ",
+             shape.str(), " needs ", bytes, " bytes but the file holds only ", body - r.pos(),
+             " more (it is damaged)");
+    t.value = Tensor::empty(shape, DType(dt));
     std::memcpy(t.value.raw(), r.bytes(size_t(bytes), "tensor data"), size_t(bytes));
     f.tensors.push_back(std::move(t));
   }

@@ -1,4 +1,4 @@
-// Elementwise op registrations: broadcasting binaries, unary math, activations and their grads.
+// Elementwise op declarations: broadcasting binaries, unary math, activations and their grads.
 #include "ops/internal/op_util.h"
 
 namespace lockstep::ops {
@@ -7,6 +7,7 @@ namespace {
 
 using Types = std::vector<TensorType>;
 using Values = std::vector<Value>;
+constexpr const char* kGroup = "elementwise";
 
 Types unary_infer(const Node&, const Types& in) {
   expect_inputs(in, 1);
@@ -47,91 +48,161 @@ Value sum_to_input(GradBuilder& b, const Node& n, int i, Value g) {
   return b.sum_to(g, b.type(n.inputs[i]).shape);
 }
 
-// Registers an activation whose gradient op takes (dy, y) or (dy, x) and copies the attrs.
-void add_activation(const std::string& name, const std::string& grad_op, bool uses_output) {
-  add_op({.name = name, .infer = unary_infer,
-          .grad = [grad_op, uses_output](GradBuilder& b, const Node& n, const Values& dy) {
-            Value v = uses_output ? out0(n) : n.inputs[0];
-            return Values{b.add(grad_op, {dy[0], v}, n.attrs)};
-          }});
-  add_op({.name = grad_op, .infer = grad_pair_infer});
+// A simple op: its name, what it computes and its gradient.
+struct MathOp {
+  const char* name;
+  const char* doc;
+  GradFn grad;
+};
+
+void register_binaries() {
+  const MathOp binaries[] = {
+      {"add", "a + b",
+       [](GradBuilder& b, const Node& n, const Values& dy) {
+         return Values{sum_to_input(b, n, 0, dy[0]), sum_to_input(b, n, 1, dy[0])};
+       }},
+      {"sub", "a - b",
+       [](GradBuilder& b, const Node& n, const Values& dy) {
+         return Values{sum_to_input(b, n, 0, dy[0]), sum_to_input(b, n, 1, b.add("neg", {dy[0]}))};
+       }},
+      {"mul", "a * b",
+       [](GradBuilder& b, const Node& n, const Values& dy) {
+         return Values{sum_to_input(b, n, 0, b.add("mul", {dy[0], n.inputs[1]})),
+                       sum_to_input(b, n, 1, b.add("mul", {dy[0], n.inputs[0]}))};
+       }},
+      // y = a / b: da = dy / b, db = -dy * y / b.
+      {"div", "a / b",
+       [](GradBuilder& b, const Node& n, const Values& dy) {
+         Value da = b.add("div", {dy[0], n.inputs[1]});
+         Value db = b.add("neg", {b.add("mul", {da, out0(n)})});
+         return Values{sum_to_input(b, n, 0, da), sum_to_input(b, n, 1, db)};
+       }},
+  };
+  for (const MathOp& op : binaries)
+    add_op(kGroup, {.name = op.name,
+                    .signature = "(a, b) -> y",
+                    .doc = std::string(op.doc) + ", elementwise with numpy broadcasting.",
+                    .infer = binary_infer,
+                    .grad = op.grad});
+  for (std::string op : {"maximum", "minimum"}) {
+    add_op(kGroup, {.name = op,
+                    .signature = "(a, b) -> y",
+                    .doc = "The elementwise " + op + " of a and b, with numpy broadcasting.",
+                    .infer = binary_infer,
+                    .grad = [op](GradBuilder& b, const Node& n, const Values& dy) {
+                      auto g = b.add_multi(op + "_grad", {dy[0], n.inputs[0], n.inputs[1]});
+                      return Values{sum_to_input(b, n, 0, g[0]), sum_to_input(b, n, 1, g[1])};
+                    }});
+    add_op(kGroup, {.name = op + "_grad",
+                    .signature = "(dy, a, b) -> (da, db)",
+                    .doc = "Gradient of " + op +
+                           ": dy goes to the selected input, ties split it "
+                           "evenly; both at the broadcast shape.",
+                    .infer = minmax_grad_infer,
+                    .reference_only = "only Maximum/Minimum layers' backward pass uses it, "
+                                      "with general broadcasting"});
+  }
+}
+
+void register_unary_math() {
+  const MathOp unaries[] = {
+      {"neg", "-x",
+       [](GradBuilder& b, const Node&, const Values& dy) { return Values{b.add("neg", {dy[0]})}; }},
+      {"exp", "e^x",
+       [](GradBuilder& b, const Node& n, const Values& dy) {
+         return Values{b.add("mul", {dy[0], out0(n)})};
+       }},
+      {"log", "The natural logarithm of x",
+       [](GradBuilder& b, const Node& n, const Values& dy) {
+         return Values{b.add("div", {dy[0], n.inputs[0]})};
+       }},
+      {"sqrt", "The square root of x",
+       [](GradBuilder& b, const Node& n, const Values& dy) {
+         return Values{b.add("div", {dy[0], scaled(b, out0(n), 2.0)})};
+       }},
+      {"square", "x * x",
+       [](GradBuilder& b, const Node& n, const Values& dy) {
+         return Values{b.add("mul", {dy[0], scaled(b, n.inputs[0], 2.0)})};
+       }},
+      {"abs", "|x|",
+       [](GradBuilder& b, const Node& n, const Values& dy) {
+         return Values{b.add("abs_grad", {dy[0], n.inputs[0]})};
+       }},
+  };
+  for (const MathOp& op : unaries)
+    add_op(kGroup, {.name = op.name,
+                    .signature = "(x) -> y",
+                    .doc = std::string(op.doc) + ", elementwise.",
+                    .infer = unary_infer,
+                    .grad = op.grad});
+  add_op(kGroup, {.name = "abs_grad",
+                  .signature = "(dy, x) -> dx",
+                  .doc = "Gradient of abs: dy * sign(x).",
+                  .infer = grad_pair_infer});
+  add_op(kGroup, {.name = "scale_shift",
+                  .signature = "(x) -> y",
+                  .doc = "x * scale + shift, elementwise (Rescaling, and gradient scaling).",
+                  .attrs = {{"scale", f64, 1.0, "multiplier"}, {"shift", f64, 0.0, "offset"}},
+                  .infer = unary_infer,
+                  .grad = [](GradBuilder& b, const Node& n, const Values& dy) {
+                    return Values{scaled(b, dy[0], attr_f(n, "scale"))};
+                  }});
+}
+
+struct Activation {
+  const char* name;
+  const char* doc;
+  bool grad_of_output;  // the gradient op takes (dy, y), else (dy, x)
+  std::vector<AttrDecl> attrs;
+};
+
+// An activation and its gradient op, which takes the activation's attributes too.
+void add_activation(const Activation& act) {
+  const std::string grad_op = std::string(act.name) + "_grad";
+  const bool uses_output = act.grad_of_output;
+  add_op(kGroup, {.name = act.name,
+                  .signature = "(x) -> y",
+                  .doc = std::string(act.doc) + ", elementwise.",
+                  .attrs = act.attrs,
+                  .infer = unary_infer,
+                  .grad = [grad_op, uses_output](GradBuilder& b, const Node& n, const Values& dy) {
+                    Value v = uses_output ? out0(n) : n.inputs[0];
+                    return Values{b.add(grad_op, {dy[0], v}, n.attrs)};
+                  }});
+  add_op(kGroup, {.name = grad_op,
+                  .signature = uses_output ? "(dy, y) -> dx" : "(dy, x) -> dx",
+                  .doc = std::string("Gradient of ") + act.name + ", from its " +
+                         (uses_output ? "output y." : "input x."),
+                  .attrs = act.attrs,
+                  .infer = grad_pair_infer});
+}
+
+void register_activations() {
+  const Activation activations[] = {
+      {"relu", "max(x, 0)", true, {}},
+      {"relu6", "min(max(x, 0), 6)", true, {}},
+      {"sigmoid", "1 / (1 + e^-x)", true, {}},
+      {"tanh", "The hyperbolic tangent of x", true, {}},
+      {"gelu",
+       "x * Phi(x), Phi the standard normal CDF (Keras gelu)",
+       false,
+       {{"approximate", boolean, false, "use the tanh approximation"}}},
+      {"swish", "x * sigmoid(x) (silu)", false, {}},
+      {"leaky_relu",
+       "x for x > 0, else alpha * x",
+       false,
+       {{"alpha", f64, 0.2, "slope for x <= 0 (Keras negative_slope)"}}},
+      {"softplus", "log(1 + e^x)", false, {}},
+  };
+  for (const Activation& act : activations) add_activation(act);
 }
 
 }  // namespace
 
 LOCKSTEP_REGISTER(elementwise_ops) {
-  // Binary ops with numpy broadcasting.
-  add_op({.name = "add", .infer = binary_infer,
-          .grad = [](GradBuilder& b, const Node& n, const Values& dy) {
-            return Values{sum_to_input(b, n, 0, dy[0]), sum_to_input(b, n, 1, dy[0])};
-          }});
-  add_op({.name = "sub", .infer = binary_infer,
-          .grad = [](GradBuilder& b, const Node& n, const Values& dy) {
-            return Values{sum_to_input(b, n, 0, dy[0]),
-                          sum_to_input(b, n, 1, b.add("neg", {dy[0]}))};
-          }});
-  add_op({.name = "mul", .infer = binary_infer,
-          .grad = [](GradBuilder& b, const Node& n, const Values& dy) {
-            return Values{sum_to_input(b, n, 0, b.add("mul", {dy[0], n.inputs[1]})),
-                          sum_to_input(b, n, 1, b.add("mul", {dy[0], n.inputs[0]}))};
-          }});
-  // y = a / b: da = dy / b, db = -dy * y / b.
-  add_op({.name = "div", .infer = binary_infer,
-          .grad = [](GradBuilder& b, const Node& n, const Values& dy) {
-            Value da = b.add("div", {dy[0], n.inputs[1]});
-            Value db = b.add("neg", {b.add("mul", {da, out0(n)})});
-            return Values{sum_to_input(b, n, 0, da), sum_to_input(b, n, 1, db)};
-          }});
-  for (std::string op : {"maximum", "minimum"}) {
-    add_op({.name = op, .infer = binary_infer,
-            .grad = [op](GradBuilder& b, const Node& n, const Values& dy) {
-              auto g = b.add_multi(op + "_grad", {dy[0], n.inputs[0], n.inputs[1]});
-              return Values{sum_to_input(b, n, 0, g[0]), sum_to_input(b, n, 1, g[1])};
-            }});
-    // (dy, a, b) -> (da, db): dy goes to the selected input; ties split it evenly.
-    add_op({.name = op + "_grad", .infer = minmax_grad_infer});
-  }
-
-  // Unary math.
-  add_op({.name = "neg", .infer = unary_infer,
-          .grad = [](GradBuilder& b, const Node&, const Values& dy) {
-            return Values{b.add("neg", {dy[0]})};
-          }});
-  add_op({.name = "exp", .infer = unary_infer,
-          .grad = [](GradBuilder& b, const Node& n, const Values& dy) {
-            return Values{b.add("mul", {dy[0], out0(n)})};
-          }});
-  add_op({.name = "log", .infer = unary_infer,
-          .grad = [](GradBuilder& b, const Node& n, const Values& dy) {
-            return Values{b.add("div", {dy[0], n.inputs[0]})};
-          }});
-  add_op({.name = "sqrt", .infer = unary_infer,
-          .grad = [](GradBuilder& b, const Node& n, const Values& dy) {
-            return Values{b.add("div", {dy[0], scaled(b, out0(n), 2.0)})};
-          }});
-  add_op({.name = "square", .infer = unary_infer,
-          .grad = [](GradBuilder& b, const Node& n, const Values& dy) {
-            return Values{b.add("mul", {dy[0], scaled(b, n.inputs[0], 2.0)})};
-          }});
-  add_op({.name = "abs", .infer = unary_infer,
-          .grad = [](GradBuilder& b, const Node& n, const Values& dy) {
-            return Values{b.add("abs_grad", {dy[0], n.inputs[0]})};
-          }});
-  add_op({.name = "abs_grad", .infer = grad_pair_infer});  // dy * sign(x)
-  add_op({.name = "scale_shift", .infer = unary_infer,
-          .grad = [](GradBuilder& b, const Node& n, const Values& dy) {
-            return Values{scaled(b, dy[0], n.attrs.f("scale", 1.0))};
-          }});
-
-  // Activations.
-  add_activation("relu", "relu_grad", true);
-  add_activation("relu6", "relu6_grad", true);
-  add_activation("sigmoid", "sigmoid_grad", true);
-  add_activation("tanh", "tanh_grad", true);
-  add_activation("gelu", "gelu_grad", false);
-  add_activation("swish", "swish_grad", false);
-  add_activation("leaky_relu", "leaky_relu_grad", false);
-  add_activation("softplus", "softplus_grad", false);
+  register_binaries();
+  register_unary_math();
+  register_activations();
 }
 
 }  // namespace lockstep::ops

@@ -2,26 +2,22 @@
 #include "ops/internal/nn_geometry.h"
 
 #include "lockstep/core/error.h"
+#include "lockstep/graph/op_registry.h"
 
 namespace lockstep::ops {
 
-std::vector<int64_t> pair_attr(const Attrs& a, const std::string& key, std::vector<int64_t> dflt) {
-  if (!a.has(key)) return dflt;
+std::vector<int64_t> pair_attr(const Node& n, const std::string& key) {
   std::vector<int64_t> v;
-  if (std::holds_alternative<int64_t>(a.map().at(key))) v = {a.i(key)};
-  else v = a.ints(key);
+  auto it = n.attrs.map().find(key);
+  if (it != n.attrs.map().end() && std::holds_alternative<int64_t>(it->second))
+    v = {std::get<int64_t>(it->second)};
+  else
+    v = attr_ints(n, key);
   if (v.size() == 1) v.push_back(v[0]);
   LS_CHECK(v.size() == 2, "attribute '", key, "' needs 2 values, got ", v.size());
   LS_CHECK(v[0] >= 1 && v[1] >= 1, "attribute '", key, "' must be positive, got [", v[0], ", ",
            v[1], "]");
   return v;
-}
-
-bool flag_attr(const Attrs& a, const std::string& key) {
-  if (!a.has(key)) return false;
-  const AttrValue& v = a.map().at(key);
-  if (std::holds_alternative<int64_t>(v)) return std::get<int64_t>(v) != 0;
-  return a.b(key);
 }
 
 void axis_geometry(int64_t in, int64_t k, int64_t stride, int64_t dil, const std::string& padding,
@@ -43,11 +39,12 @@ void axis_geometry(int64_t in, int64_t k, int64_t stride, int64_t dil, const std
   }
 }
 
-static void apply_geometry(ConvGeom& g, const Attrs& a, const std::vector<int64_t>& dil) {
-  auto s = pair_attr(a, "strides", {1, 1});
-  g.SH = s[0]; g.SW = s[1]; g.DH = dil[0]; g.DW = dil[1];
-  if (a.has("pads")) {
-    auto p = a.ints("pads");
+// Strides, dilations, padding (Keras rule or explicit pads) and the output size.
+static void apply_geometry(ConvGeom& g, const Node& n, const std::vector<int64_t>& strides,
+                           const std::vector<int64_t>& dil) {
+  g.SH = strides[0]; g.SW = strides[1]; g.DH = dil[0]; g.DW = dil[1];
+  if (n.attrs.has("pads")) {
+    const auto& p = attr_ints(n, "pads");
     LS_CHECK(p.size() == 4, "pads must be [top, bottom, left, right], got ", p.size(), " values");
     g.PT = p[0]; g.PB = p[1]; g.PL = p[2]; g.PR = p[3];
     auto one = [](int64_t in, int64_t k, int64_t st, int64_t d, int64_t lo, int64_t hi) -> int64_t {
@@ -59,45 +56,59 @@ static void apply_geometry(ConvGeom& g, const Attrs& a, const std::vector<int64_
     g.OH = one(g.H, g.KH, g.SH, g.DH, g.PT, g.PB);
     g.OW = one(g.W, g.KW, g.SW, g.DW, g.PL, g.PR);
   } else {
-    std::string pad = a.s("padding", "valid");
+    const std::string& pad = attr_s(n, "padding");
     axis_geometry(g.H, g.KH, g.SH, g.DH, pad, &g.OH, &g.PT, &g.PB);
     axis_geometry(g.W, g.KW, g.SW, g.DW, pad, &g.OW, &g.PL, &g.PR);
   }
 }
 
-ConvGeom conv_geometry(const Shape& x, const Shape& w, const Attrs& a) {
+ConvGeom conv_geometry(const Shape& x, const Shape& w, const Node& n) {
   LS_CHECK(x.rank() == 4, "expects a 4-D input [batch, height, width, channels], got ",
            x.str(), " (check Input shape, or add a Reshape before the convolution)");
   LS_CHECK(w.rank() == 4, "expects a 4-D filter [kh, kw, in/groups, out], got ", w.str());
   ConvGeom g;
   g.N = x[0]; g.H = x[1]; g.W = x[2]; g.C = x[3];
   g.KH = w[0]; g.KW = w[1]; g.O = w[3];
-  g.G = a.i("groups", 1);
+  g.G = attr_i(n, "groups");
   LS_CHECK(g.G >= 1, "groups must be >= 1, got ", g.G);
   LS_CHECK(g.C > 0, "input channel count must be known, got ", x.str());
   LS_CHECK(g.C == w[2] * g.G, "input has ", g.C, " channels, kernel expects ", w[2] * g.G,
            (g.G > 1 ? " (" + std::to_string(w[2]) + " per group x " + std::to_string(g.G) + " groups)" : ""),
            " (check Input shape)");
   LS_CHECK(g.O % g.G == 0, "filters (", g.O, ") must be divisible by groups (", g.G, ")");
-  g.fused_bias = flag_attr(a, "fused_bias");
-  std::string act = a.s("activation", "linear");
-  LS_CHECK(act == "linear" || act == "relu", "conv2d activation must be linear or relu, got ", act);
-  g.relu = act == "relu";
-  apply_geometry(g, a, pair_attr(a, "dilations", {1, 1}));
+  apply_geometry(g, n, pair_attr(n, "strides"), pair_attr(n, "dilations"));
   return g;
 }
 
-ConvGeom pool_geometry(const Shape& x, const Attrs& a) {
+ConvGeom conv2d_geometry(const Shape& x, const Shape& w, const Node& n) {
+  ConvGeom g = conv_geometry(x, w, n);
+  g.fused_bias = attr_b(n, "fused_bias");
+  const std::string& act = attr_s(n, "activation");
+  LS_CHECK(act == "linear" || act == "relu", "conv2d activation must be linear or relu, got ", act);
+  g.relu = act == "relu";
+  return g;
+}
+
+ConvGeom pool_geometry(const Shape& x, const Node& n) {
   LS_CHECK(x.rank() == 4, "expects a 4-D input [batch, height, width, channels], got ",
            x.str(), " (check Input shape)");
-  auto k = pair_attr(a, "pool_size", {2, 2});
+  auto k = pair_attr(n, "pool_size");
   ConvGeom g;
   g.N = x[0]; g.H = x[1]; g.W = x[2]; g.C = x[3];
   g.KH = k[0]; g.KW = k[1]; g.O = g.C; g.G = g.C;
-  Attrs b = a;
-  if (!a.has("strides")) b.set("strides", k);
-  apply_geometry(g, b, {1, 1});
+  apply_geometry(g, n, n.attrs.has("strides") ? pair_attr(n, "strides") : k, {1, 1});
   return g;
+}
+
+Shape input_shape_attr(const Node& n, int64_t batch) {
+  Shape xs(attr_ints(n, "input_shape"));
+  LS_CHECK(xs.rank() >= 1, "input_shape must not be empty");
+  xs[0] = batch;
+  return xs;
+}
+
+ConvGeom pool_grad_geometry(const Node& n, const Shape& dy) {
+  return pool_geometry(input_shape_attr(n, dy[0]), n);
 }
 
 }  // namespace lockstep::ops

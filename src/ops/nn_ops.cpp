@@ -1,21 +1,8 @@
-// Registrations of matmul, conv2d (+ backward ops) and pooling: shape functions and gradients.
+// Declarations of matmul, conv2d (+ backward ops) and pooling: shape functions and gradients.
 #include "ops/internal/nn_geometry.h"
 #include "ops/internal/op_util.h"
 
 namespace lockstep::ops {
-
-// The geometry attrs of a conv (without fusion attrs), for its backward ops.
-static Attrs conv_attrs(const Attrs& a) {
-  Attrs r;
-  for (const char* k : {"strides", "padding", "pads", "dilations", "groups", "pool_size"})
-    if (a.has(k)) r.set(k, a.map().at(k));
-  return r;
-}
-
-static Shape with_batch(Shape s, int64_t n) {
-  s[0] = n;
-  return s;
-}
 
 static void check_dy(const ConvGeom& g, const Shape& dy, const char* what) {
   LS_CHECK(dy.rank() == 4, what, ": dy must be 4-D, got ", dy.str());
@@ -31,7 +18,7 @@ static std::vector<TensorType> infer_matmul(const Node& n, const std::vector<Ten
   expect_f32(in[1], "b");
   LS_CHECK(in[0].shape.rank() == 2 && in[1].shape.rank() == 2, "expects 2-D operands, got ",
            in[0].shape.str(), " and ", in[1].shape.str(), " (flatten the input first)");
-  bool ta = flag_attr(n.attrs, "transpose_a"), tb = flag_attr(n.attrs, "transpose_b");
+  bool ta = attr_b(n, "transpose_a"), tb = attr_b(n, "transpose_b");
   int64_t M = in[0].shape[ta ? 1 : 0], Ka = in[0].shape[ta ? 0 : 1];
   int64_t Kb = in[1].shape[tb ? 1 : 0], N = in[1].shape[tb ? 0 : 1];
   LS_CHECK(Ka < 0 || Kb < 0 || Ka == Kb, "inner dimensions differ: a ", in[0].shape.str(),
@@ -41,7 +28,7 @@ static std::vector<TensorType> infer_matmul(const Node& n, const std::vector<Ten
 }
 
 static std::vector<Value> grad_matmul(GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
-  bool ta = flag_attr(n.attrs, "transpose_a"), tb = flag_attr(n.attrs, "transpose_b");
+  bool ta = attr_b(n, "transpose_a"), tb = attr_b(n, "transpose_b");
   Value A = n.inputs[0], B = n.inputs[1], G = dy[0];
   auto mm = [&](Value x, Value y, bool t1, bool t2) {
     return b.add("matmul", {x, y}, Attrs{{"transpose_a", t1}, {"transpose_b", t2}});
@@ -54,100 +41,193 @@ static std::vector<Value> grad_matmul(GradBuilder& b, const Node& n, const std::
 static std::vector<TensorType> infer_conv(const Node& n, const std::vector<TensorType>& in) {
   LS_CHECK(in.size() == 2 || in.size() == 3, "expects inputs (x, w[, b]), got ", in.size());
   for (auto& t : in) expect_f32(t, "conv2d inputs");
-  ConvGeom g = conv_geometry(in[0].shape, in[1].shape, n.attrs);
+  ConvGeom g = conv2d_geometry(in[0].shape, in[1].shape, n);
   LS_CHECK(g.fused_bias == (in.size() == 3), "fused_bias=", g.fused_bias, " needs ",
            g.fused_bias ? 3 : 2, " inputs, got ", in.size());
   if (g.fused_bias)
-    LS_CHECK(in[2].shape == Shape{g.O}, "bias has shape ", in[2].shape.str(), ", expected (", g.O, ")");
+    LS_CHECK(in[2].shape == Shape{g.O}, "bias has shape ", in[2].shape.str(), ", expected (", g.O,
+             ")");
   return {f32(Shape{g.N, g.OH, g.OW, g.O})};
 }
 
 static std::vector<Value> grad_conv(GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
   Value G = dy[0];
-  if (n.attrs.s("activation", "linear") == "relu") G = b.add("relu_grad", {G, Value{n.id, 0}});
+  if (attr_s(n, "activation") == "relu") G = b.add("relu_grad", {G, Value{n.id, 0}});
   Value x = n.inputs[0], w = n.inputs[1];
-  Attrs ai = conv_attrs(n.attrs), af = conv_attrs(n.attrs);
+  Attrs ai = attrs_for("conv2d_backward_input", n.attrs);
+  Attrs af = attrs_for("conv2d_backward_filter", n.attrs);
   ai.set("input_shape", b.type(x).shape.vec());
   af.set("filter_shape", b.type(w).shape.vec());
   std::vector<Value> r{b.add("conv2d_backward_input", {G, w}, ai),
                        b.add("conv2d_backward_filter", {G, x}, af)};
   if (n.inputs.size() == 3)
-    r.push_back(b.add("reduce_sum", {G}, Attrs{{"axes", std::vector<int64_t>{0, 1, 2}}, {"keepdims", false}}));
+    r.push_back(b.add("reduce_sum", {G},
+                      Attrs{{"axes", std::vector<int64_t>{0, 1, 2}}, {"keepdims", false}}));
   return r;
 }
 
-static std::vector<TensorType> infer_conv_bwd_input(const Node& n, const std::vector<TensorType>& in) {
+static std::vector<TensorType> infer_conv_bwd_input(const Node& n,
+                                                    const std::vector<TensorType>& in) {
   expect_inputs(in, 2);
-  Shape xs = with_batch(Shape(n.attrs.ints("input_shape")), in[0].shape[0]);
-  check_dy(conv_geometry(xs, in[1].shape, n.attrs), in[0].shape, "conv2d_backward_input");
+  Shape xs = input_shape_attr(n, in[0].shape[0]);
+  check_dy(conv_geometry(xs, in[1].shape, n), in[0].shape, "conv2d_backward_input");
   return {f32(xs)};
 }
 
-static std::vector<TensorType> infer_conv_bwd_filter(const Node& n, const std::vector<TensorType>& in) {
+static std::vector<TensorType> infer_conv_bwd_filter(const Node& n,
+                                                     const std::vector<TensorType>& in) {
   expect_inputs(in, 2);
-  Shape ws(n.attrs.ints("filter_shape"));
-  check_dy(conv_geometry(in[1].shape, ws, n.attrs), in[0].shape, "conv2d_backward_filter");
+  Shape ws(attr_ints(n, "filter_shape"));
+  check_dy(conv_geometry(in[1].shape, ws, n), in[0].shape, "conv2d_backward_filter");
   return {f32(ws)};
 }
 
 // bwd_input(dy, w) is linear in each argument: its adjoints are a conv and a filter gradient.
-static std::vector<Value> grad_conv_bwd_input(GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
+static std::vector<Value> grad_conv_bwd_input(GradBuilder& b, const Node& n,
+                                              const std::vector<Value>& dy) {
   Value d = n.inputs[0], w = n.inputs[1];
-  Attrs af = conv_attrs(n.attrs);
+  Attrs af = attrs_for("conv2d_backward_filter", n.attrs);
   af.set("filter_shape", b.type(w).shape.vec());
-  return {b.add("conv2d", {dy[0], w}, conv_attrs(n.attrs)),
+  return {b.add("conv2d", {dy[0], w}, attrs_for("conv2d", n.attrs)),
           b.add("conv2d_backward_filter", {d, dy[0]}, af)};
 }
 
-static std::vector<Value> grad_conv_bwd_filter(GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
+static std::vector<Value> grad_conv_bwd_filter(GradBuilder& b, const Node& n,
+                                               const std::vector<Value>& dy) {
   Value d = n.inputs[0], x = n.inputs[1];
-  Attrs ai = conv_attrs(n.attrs);
+  Attrs ai = attrs_for("conv2d_backward_input", n.attrs);
   ai.set("input_shape", b.type(x).shape.vec());
-  return {b.add("conv2d", {x, dy[0]}, conv_attrs(n.attrs)),
+  return {b.add("conv2d", {x, dy[0]}, attrs_for("conv2d", n.attrs)),
           b.add("conv2d_backward_input", {d, dy[0]}, ai)};
 }
 
 static std::vector<TensorType> infer_pool(const Node& n, const std::vector<TensorType>& in) {
   expect_inputs(in, 1);
   expect_f32(in[0], "x");
-  ConvGeom g = pool_geometry(in[0].shape, n.attrs);
+  ConvGeom g = pool_geometry(in[0].shape, n);
   return {f32(Shape{g.N, g.OH, g.OW, g.C})};
 }
 
+static std::vector<TensorType> infer_max_pool_grad(const Node& n,
+                                                   const std::vector<TensorType>& in) {
+  expect_inputs(in, 3);
+  ConvGeom g = pool_geometry(in[1].shape, n);
+  check_dy(g, in[0].shape, "max_pool2d_grad");
+  LS_CHECK(in[2].shape == in[0].shape, "y ", in[2].shape.str(), " and dy ", in[0].shape.str(),
+           " differ");
+  return {in[1]};
+}
+
+static std::vector<TensorType> infer_avg_pool_grad(const Node& n,
+                                                   const std::vector<TensorType>& in) {
+  expect_inputs(in, 1);
+  ConvGeom g = pool_grad_geometry(n, in[0].shape);
+  check_dy(g, in[0].shape, "avg_pool2d_grad");
+  return {f32(Shape{g.N, g.H, g.W, g.C})};
+}
+
+namespace {
+
+constexpr const char* kGroup = "nn";
+using Values = std::vector<Value>;
+
+// The attributes of one conv node, plus `extra` (a backward op's shape attr).
+std::vector<AttrDecl> conv_attrs(std::vector<AttrDecl> extra) {
+  std::vector<AttrDecl> a = {
+      {"strides", i64_list, Ints{1, 1}, "[sh, sw] (one int: both)"},
+      {"padding", str, "valid", "\"valid\" or \"same\" (Keras: extra pad at the bottom/right)"},
+      {"pads", i64_list, optional, "[top, bottom, left, right]; overrides padding"},
+      {"dilations", i64_list, Ints{1, 1}, "[dh, dw]"},
+      {"groups", i64, 1, "channel groups (depthwise: groups = C)"}};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+std::vector<AttrDecl> pool_attrs(std::vector<AttrDecl> extra) {
+  std::vector<AttrDecl> a = {
+      {"pool_size", i64_list, Ints{2, 2}, "[ph, pw] (one int: both)"},
+      {"strides", i64_list, optional, "[sh, sw]; absent: pool_size"},
+      {"padding", str, "valid", "\"valid\" or \"same\""},
+      {"pads", i64_list, optional, "[top, bottom, left, right]; overrides padding"}};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+void register_matmul_conv() {
+  add_op(kGroup, {.name = "matmul",
+                  .signature = "(a[M, K], b[K, N]) -> y[M, N]",
+                  .doc = "The matrix product, either operand optionally transposed.",
+                  .attrs = {{"transpose_a", boolean, false, "use a's transpose ([K, M] given)"},
+                            {"transpose_b", boolean, false, "use b's transpose ([N, K] given)"}},
+                  .infer = infer_matmul,
+                  .grad = grad_matmul});
+  add_op(
+      kGroup,
+      {.name = "conv2d",
+       .signature = "(x[N, H, W, C], w[kh, kw, C/groups, O][, bias[O]]) -> y[N, OH, OW, O]",
+       .doc = "2-D convolution (cross-correlation), NHWC with HWIO filters; the "
+              "fusion pass folds a following bias_add and relu into it.",
+       .attrs = conv_attrs({{"fused_bias", boolean, false, "input 2 is a bias added to y"},
+                            {"activation", str, "linear", "\"linear\" or \"relu\", applied last"}}),
+       .infer = infer_conv,
+       .grad = grad_conv});
+  add_op(kGroup, {.name = "conv2d_backward_input",
+                  .signature = "(dy, w) -> dx",
+                  .doc = "Gradient of conv2d with respect to x (linear in dy and w, so it has a "
+                         "gradient too).",
+                  .attrs = conv_attrs({{"input_shape", i64_list, required, "x's shape"}}),
+                  .infer = infer_conv_bwd_input,
+                  .grad = grad_conv_bwd_input});
+  add_op(kGroup, {.name = "conv2d_backward_filter",
+                  .signature = "(dy, x) -> dw",
+                  .doc = "Gradient of conv2d with respect to the filter (linear, so it has a "
+                         "gradient too).",
+                  .attrs = conv_attrs({{"filter_shape", i64_list, required, "w's shape"}}),
+                  .infer = infer_conv_bwd_filter,
+                  .grad = grad_conv_bwd_filter});
+}
+
+void register_pools() {
+  add_op(kGroup, {.name = "max_pool2d",
+                  .signature = "(x[N, H, W, C]) -> y",
+                  .doc = "The maximum of each window, NHWC.",
+                  .attrs = pool_attrs({}),
+                  .infer = infer_pool,
+                  .grad = [](GradBuilder& b, const Node& n, const Values& dy) {
+                    return Values{b.add("max_pool2d_grad", {dy[0], n.inputs[0], Value{n.id, 0}},
+                                        attrs_for("max_pool2d_grad", n.attrs))};
+                  }});
+  add_op(kGroup, {.name = "max_pool2d_grad",
+                  .signature = "(dy, x, y) -> dx",
+                  .doc = "Gradient of max_pool2d: dy goes to the first maximum of each window "
+                         "(found again from x and y, no saved indices).",
+                  .attrs = pool_attrs({}),
+                  .infer = infer_max_pool_grad});
+  add_op(kGroup, {.name = "avg_pool2d",
+                  .signature = "(x[N, H, W, C]) -> y",
+                  .doc = "The mean of each window, padding excluded from the count (Keras).",
+                  .attrs = pool_attrs({}),
+                  .infer = infer_pool,
+                  .grad = [](GradBuilder& b, const Node& n, const Values& dy) {
+                    Attrs a = attrs_for("avg_pool2d_grad", n.attrs);
+                    a.set("input_shape", b.type(n.inputs[0]).shape.vec());
+                    return Values{b.add("avg_pool2d_grad", {dy[0]}, a)};
+                  }});
+  add_op(kGroup, {.name = "avg_pool2d_grad",
+                  .signature = "(dy) -> dx",
+                  .doc = "Gradient of avg_pool2d (linear: its gradient is avg_pool2d).",
+                  .attrs = pool_attrs({{"input_shape", i64_list, required, "x's shape"}}),
+                  .infer = infer_avg_pool_grad,
+                  .grad = [](GradBuilder& b, const Node& n, const Values& dy) {
+                    return Values{b.add("avg_pool2d", {dy[0]}, attrs_for("avg_pool2d", n.attrs))};
+                  }});
+}
+
+}  // namespace
+
 LOCKSTEP_REGISTER(nn_ops) {
-  add_op({.name = "matmul", .infer = infer_matmul, .grad = grad_matmul});
-  add_op({.name = "conv2d", .infer = infer_conv, .grad = grad_conv});
-  add_op({.name = "conv2d_backward_input", .infer = infer_conv_bwd_input, .grad = grad_conv_bwd_input});
-  add_op({.name = "conv2d_backward_filter", .infer = infer_conv_bwd_filter, .grad = grad_conv_bwd_filter});
-  add_op({.name = "max_pool2d", .infer = infer_pool,
-          .grad = [](GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
-            return std::vector<Value>{
-                b.add("max_pool2d_grad", {dy[0], n.inputs[0], Value{n.id, 0}}, conv_attrs(n.attrs))};
-          }});
-  add_op({.name = "max_pool2d_grad", .infer = [](const Node& n, const std::vector<TensorType>& in) {
-            expect_inputs(in, 3);
-            ConvGeom g = pool_geometry(in[1].shape, n.attrs);
-            check_dy(g, in[0].shape, "max_pool2d_grad");
-            LS_CHECK(in[2].shape == in[0].shape, "y ", in[2].shape.str(), " and dy ",
-                     in[0].shape.str(), " differ");
-            return std::vector<TensorType>{in[1]};
-          }});
-  add_op({.name = "avg_pool2d", .infer = infer_pool,
-          .grad = [](GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
-            Attrs a = conv_attrs(n.attrs);
-            a.set("input_shape", b.type(n.inputs[0]).shape.vec());
-            return std::vector<Value>{b.add("avg_pool2d_grad", {dy[0]}, a)};
-          }});
-  add_op({.name = "avg_pool2d_grad",
-          .infer = [](const Node& n, const std::vector<TensorType>& in) {
-            expect_inputs(in, 1);
-            Shape xs = with_batch(Shape(n.attrs.ints("input_shape")), in[0].shape[0]);
-            check_dy(pool_geometry(xs, n.attrs), in[0].shape, "avg_pool2d_grad");
-            return std::vector<TensorType>{f32(xs)};
-          },
-          .grad = [](GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
-            return std::vector<Value>{b.add("avg_pool2d", {dy[0]}, conv_attrs(n.attrs))};
-          }});
+  register_matmul_conv();
+  register_pools();
 }
 
 }  // namespace lockstep::ops

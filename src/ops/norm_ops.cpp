@@ -1,4 +1,4 @@
-// Registrations of batch_norm_{train,infer}(+grads) and layer_norm(+grad): shapes and gradients.
+// Declarations of batch_norm_{train,infer}(+grads) and layer_norm(+grad): shapes and gradients.
 #include "ops/internal/op_util.h"
 
 namespace lockstep::ops {
@@ -33,79 +33,132 @@ static std::vector<Value> norm_grad(GradBuilder& b, const Node& n, const std::ve
     in.push_back(dy[1]);
     in.push_back(dy[2]);
   }
-  Attrs a;
-  a.set("epsilon", AttrValue(n.attrs.f("epsilon", 1e-3)));
-  return b.add_multi(op, in, a);
+  return b.add_multi(op, in, attrs_for(op, n.attrs));
 }
 
+namespace {
+
+using Types = std::vector<TensorType>;
+constexpr const char* kGroup = "norm";
+const std::vector<AttrDecl> kEpsilon = {
+    {"epsilon", f64, 1e-3, "added to the variance before the square root (Keras default)"}};
+
+Types batch_norm_train_infer(const Node&, const Types& in) {
+  expect_inputs(in, 3);
+  int64_t C = channels(in[0]);
+  check_param(in[1], C, "gamma");
+  check_param(in[2], C, "beta");
+  return {in[0], f32(Shape{C}), f32(Shape{C})};
+}
+
+Types batch_norm_train_grad_infer(const Node&, const Types& in) {
+  LS_CHECK(in.size() == 5 || in.size() == 7, "expects 5 or 7 inputs, got ", in.size());
+  int64_t C = channels(in[1]);
+  LS_CHECK(in[0].shape == in[1].shape, "dy ", in[0].shape.str(), " and x ", in[1].shape.str(),
+           " differ");
+  for (size_t i = 2; i < in.size(); ++i) check_param(in[i], C, "gamma/mean/var");
+  return {in[1], f32(Shape{C}), f32(Shape{C})};
+}
+
+Types batch_norm_infer_infer(const Node&, const Types& in) {
+  expect_inputs(in, 5);
+  int64_t C = channels(in[0]);
+  const char* names[] = {"", "gamma", "beta", "moving_mean", "moving_variance"};
+  for (int i = 1; i < 5; ++i) check_param(in[i], C, names[i]);
+  return {in[0]};
+}
+
+// (dy, x, gamma, mean, var) -> (dx, dgamma, dbeta, dmean, dvar).
+Types batch_norm_infer_grad_infer(const Node&, const Types& in) {
+  expect_inputs(in, 5);
+  int64_t C = channels(in[1]);
+  for (int i = 2; i < 5; ++i) check_param(in[i], C, "gamma/mean/var");
+  auto c = f32(Shape{C});
+  return {in[1], c, c, c, c};
+}
+
+Types layer_norm_infer(const Node&, const Types& in) {
+  expect_inputs(in, 3);
+  int64_t C = channels(in[0]);
+  check_param(in[1], C, "gamma");
+  check_param(in[2], C, "beta");
+  Shape r = rows_shape(in[0].shape);
+  return {in[0], f32(r), f32(r)};
+}
+
+Types layer_norm_grad_infer(const Node&, const Types& in) {
+  LS_CHECK(in.size() == 5 || in.size() == 7, "expects 5 or 7 inputs, got ", in.size());
+  int64_t C = channels(in[1]);
+  LS_CHECK(in[0].shape == in[1].shape, "dy ", in[0].shape.str(), " and x ", in[1].shape.str(),
+           " differ");
+  check_param(in[2], C, "gamma");
+  Shape r = rows_shape(in[1].shape);
+  for (size_t i = 3; i < in.size(); ++i)
+    LS_CHECK(in[i].shape == r, "row statistics have shape ", in[i].shape.str(), ", expected ",
+             r.str());
+  return {in[1], f32(Shape{C}), f32(Shape{C})};
+}
+
+std::vector<Value> batch_norm_infer_grad(GradBuilder& b, const Node& n,
+                                         const std::vector<Value>& dy) {
+  const auto& in = n.inputs;
+  return b.add_multi("batch_norm_infer_grad", {dy[0], in[0], in[1], in[3], in[4]},
+                     attrs_for("batch_norm_infer_grad", n.attrs));
+}
+
+void register_batch_norm() {
+  add_op(kGroup, {.name = "batch_norm_train",
+                  .signature = "(x[..., C], gamma[C], beta[C]) -> (y, mean[C], var[C])",
+                  .doc = "Batch normalisation with the batch's statistics over all but the last "
+                         "axis (biased variance).",
+                  .attrs = kEpsilon,
+                  .infer = batch_norm_train_infer,
+                  .grad = [](GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
+                    return norm_grad(b, n, dy, "batch_norm_train_grad");
+                  }});
+  add_op(kGroup, {.name = "batch_norm_train_grad",
+                  .signature = "(dy, x, gamma, mean, var[, dmean, dvar]) -> (dx, dgamma, dbeta)",
+                  .doc = "Gradient of batch_norm_train; takes dmean/dvar when the statistics "
+                         "themselves get gradients.",
+                  .attrs = kEpsilon,
+                  .infer = batch_norm_train_grad_infer});
+  add_op(kGroup, {.name = "batch_norm_infer",
+                  .signature = "(x, gamma, beta, moving_mean, moving_variance) -> y",
+                  .doc = "Batch normalisation with given statistics.",
+                  .attrs = kEpsilon,
+                  .infer = batch_norm_infer_infer,
+                  .grad = batch_norm_infer_grad});
+  add_op(kGroup, {.name = "batch_norm_infer_grad",
+                  .signature = "(dy, x, gamma, mean, var) -> (dx, dgamma, dbeta, dmean, dvar)",
+                  .doc = "Gradient of batch_norm_infer with respect to every input.",
+                  .attrs = kEpsilon,
+                  .infer = batch_norm_infer_grad_infer,
+                  .reference_only = "only a backward pass through a frozen BatchNormalization "
+                                    "(training=False) uses it"});
+}
+
+void register_layer_norm() {
+  add_op(kGroup, {.name = "layer_norm",
+                  .signature = "(x[..., C], gamma[C], beta[C]) -> (y, mean[...], rstd[...])",
+                  .doc = "Layer normalisation over the last axis; mean and rstd have x's shape "
+                         "without it.",
+                  .attrs = kEpsilon,
+                  .infer = layer_norm_infer,
+                  .grad = [](GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
+                    return norm_grad(b, n, dy, "layer_norm_grad");
+                  }});
+  add_op(kGroup, {.name = "layer_norm_grad",
+                  .signature = "(dy, x, gamma, mean, rstd[, dmean, drstd]) -> (dx, dgamma, dbeta)",
+                  .doc = "Gradient of layer_norm.",
+                  .attrs = kEpsilon,
+                  .infer = layer_norm_grad_infer});
+}
+
+}  // namespace
+
 LOCKSTEP_REGISTER(norm_ops) {
-  add_op({.name = "batch_norm_train",
-          .infer = [](const Node&, const std::vector<TensorType>& in) {
-            expect_inputs(in, 3);
-            int64_t C = channels(in[0]);
-            check_param(in[1], C, "gamma");
-            check_param(in[2], C, "beta");
-            return std::vector<TensorType>{in[0], f32(Shape{C}), f32(Shape{C})};
-          },
-          .grad = [](GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
-            return norm_grad(b, n, dy, "batch_norm_train_grad");
-          }});
-  add_op({.name = "batch_norm_train_grad",
-          .infer = [](const Node&, const std::vector<TensorType>& in) {
-            LS_CHECK(in.size() == 5 || in.size() == 7, "expects 5 or 7 inputs, got ", in.size());
-            int64_t C = channels(in[1]);
-            LS_CHECK(in[0].shape == in[1].shape, "dy ", in[0].shape.str(), " and x ", in[1].shape.str(), " differ");
-            for (size_t i = 2; i < in.size(); ++i) check_param(in[i], C, "gamma/mean/var");
-            return std::vector<TensorType>{in[1], f32(Shape{C}), f32(Shape{C})};
-          }});
-  add_op({.name = "batch_norm_infer",
-          .infer = [](const Node&, const std::vector<TensorType>& in) {
-            expect_inputs(in, 5);
-            int64_t C = channels(in[0]);
-            const char* names[] = {"", "gamma", "beta", "moving_mean", "moving_variance"};
-            for (int i = 1; i < 5; ++i) check_param(in[i], C, names[i]);
-            return std::vector<TensorType>{in[0]};
-          },
-          .grad = [](GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
-            Attrs a;
-            a.set("epsilon", AttrValue(n.attrs.f("epsilon", 1e-3)));
-            auto in = n.inputs;
-            std::vector<Value> args{dy[0], in[0], in[1], in[3], in[4]};
-            auto g = b.add_multi("batch_norm_infer_grad", args, a);  // dx, dgamma, dbeta, dmean, dvar
-            return g;
-          }});
-  // (dy, x, gamma, mean, var) -> (dx, dgamma, dbeta, dmean, dvar).
-  add_op({.name = "batch_norm_infer_grad",
-          .infer = [](const Node&, const std::vector<TensorType>& in) {
-            expect_inputs(in, 5);
-            int64_t C = channels(in[1]);
-            for (int i = 2; i < 5; ++i) check_param(in[i], C, "gamma/mean/var");
-            auto c = f32(Shape{C});
-            return std::vector<TensorType>{in[1], c, c, c, c};
-          }});
-  add_op({.name = "layer_norm",
-          .infer = [](const Node&, const std::vector<TensorType>& in) {
-            expect_inputs(in, 3);
-            int64_t C = channels(in[0]);
-            check_param(in[1], C, "gamma");
-            check_param(in[2], C, "beta");
-            Shape r = rows_shape(in[0].shape);
-            return std::vector<TensorType>{in[0], f32(r), f32(r)};
-          },
-          .grad = [](GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
-            return norm_grad(b, n, dy, "layer_norm_grad");
-          }});
-  add_op({.name = "layer_norm_grad",
-          .infer = [](const Node&, const std::vector<TensorType>& in) {
-            LS_CHECK(in.size() == 5 || in.size() == 7, "expects 5 or 7 inputs, got ", in.size());
-            int64_t C = channels(in[1]);
-            LS_CHECK(in[0].shape == in[1].shape, "dy ", in[0].shape.str(), " and x ", in[1].shape.str(), " differ");
-            check_param(in[2], C, "gamma");
-            Shape r = rows_shape(in[1].shape);
-            for (size_t i = 3; i < in.size(); ++i)
-              LS_CHECK(in[i].shape == r, "row statistics have shape ", in[i].shape.str(), ", expected ", r.str());
-            return std::vector<TensorType>{in[1], f32(Shape{C}), f32(Shape{C})};
-          }});
+  register_batch_norm();
+  register_layer_norm();
 }
 
 }  // namespace lockstep::ops

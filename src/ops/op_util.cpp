@@ -32,4 +32,12 @@ std::vector<int64_t> normalise_axes(std::vector<int64_t> axes, int rank) {
   return axes;
 }
 
+Attrs attrs_for(const std::string& to, const Attrs& from) {
+  const OpDef& def = OpRegistry::get().op(to);
+  Attrs out;
+  for (const auto& [key, value] : from.map())
+    if (def.attr(key)) out.set(key, value);
+  return out;
+}
+
 }  // namespace lockstep::ops

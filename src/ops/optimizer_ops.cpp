@@ -1,4 +1,4 @@
-// Optimizer op registrations: in-place variable updates (side effects) and lr_schedule.
+// Optimizer op declarations: in-place variable updates (side effects) and lr_schedule.
 #include "ops/internal/op_util.h"
 
 namespace lockstep::ops {
@@ -24,7 +24,8 @@ std::function<Types(const Node&, const Types&)> update_infer(size_t min_slots, s
   return [=](const Node&, const Types& in) {
     size_t fixed = 3 + trailing_scalars;
     LS_CHECK(in.size() >= fixed + min_slots && in.size() <= fixed + max_slots, "expected ",
-             fixed + min_slots, (min_slots == max_slots ? "" : " to " + std::to_string(fixed + max_slots)),
+             fixed + min_slots,
+             (min_slots == max_slots ? "" : " to " + std::to_string(fixed + max_slots)),
              " inputs, got ", in.size());
     expect_f32(in[0], "var");
     expect_like(in[1], in[0], "grad");
@@ -36,22 +37,76 @@ std::function<Types(const Node&, const Types&)> update_infer(size_t min_slots, s
   };
 }
 
+constexpr const char* kGroup = "optimizer";
+const AttrDecl kWeightDecay{"weight_decay", f64, 0.0,
+                            "decoupled decay: var -= var * weight_decay * lr before the update"};
+const AttrDecl kEpsilon{"epsilon", f64, 1e-7, "added to the denominator (Keras backend epsilon)"};
+
+void register_updates() {
+  add_op(kGroup, {.name = "sgd_update",
+                  .signature = "(var, grad, lr[][, momentum_slot]) -> ()",
+                  .doc = "SGD step in place (Keras 3): with momentum, m = momentum * m - lr * g; "
+                         "var += m (or the Nesterov form).",
+                  .attrs = {{"momentum", f64, 0.0, "velocity decay; needs the slot input"},
+                            {"nesterov", boolean, false, "Nesterov momentum"},
+                            kWeightDecay},
+                  .infer = update_infer(0, 1, 0),
+                  .side_effects = true});
+  add_op(kGroup, {.name = "adam_update",
+                  .signature = "(var, grad, lr[], m, v, t[]) -> ()",
+                  .doc = "Adam step in place (Keras 3; AdamW with weight_decay); t is the "
+                         "1-based step count.",
+                  .attrs = {{"beta_1", f64, 0.9, "decay of the first moment"},
+                            {"beta_2", f64, 0.999, "decay of the second moment"},
+                            kEpsilon,
+                            kWeightDecay},
+                  .infer = update_infer(2, 2, 1),
+                  .side_effects = true});
+  add_op(kGroup, {.name = "rmsprop_update",
+                  .signature = "(var, grad, lr[], ms[, mom]) -> ()",
+                  .doc = "RMSprop step in place (Keras 3, not centered).",
+                  .attrs = {{"rho", f64, 0.9, "decay of the mean square"},
+                            {"momentum", f64, 0.0, "momentum; > 0 needs the mom input"},
+                            kEpsilon,
+                            kWeightDecay},
+                  .infer = update_infer(1, 2, 0),
+                  .side_effects = true});
+}
+
+void register_lr_schedule() {
+  add_op(kGroup,
+         {.name = "lr_schedule",
+          .signature = "(iterations[]) -> lr[]",
+          .doc = "The learning rate of a Keras schedule at step `iterations` "
+                 "(lockstep/train/schedules.h builds the attributes).",
+          .attrs = {{"kind", str, required,
+                     "constant, exponential_decay, cosine_decay or "
+                     "piecewise_constant_decay"},
+                    {"value", f64, optional, "constant: the rate"},
+                    {"initial_learning_rate", f64, optional, "the decays' starting rate"},
+                    {"decay_steps", i64, optional, "the decays' period"},
+                    {"decay_rate", f64, optional, "exponential_decay: factor per period"},
+                    {"staircase", boolean, false, "exponential_decay: whole periods only"},
+                    {"alpha", f64, 0.0, "cosine_decay: the final fraction of the rate"},
+                    {"warmup_target", f64, -1.0,
+                     "cosine_decay: the rate after warmup; "
+                     "< 0 = no warmup"},
+                    {"warmup_steps", i64, 0, "cosine_decay: linear warmup steps"},
+                    {"boundaries", i64_list, optional, "piecewise: step boundaries"},
+                    {"values", f64_list, optional, "piecewise: one more rate than boundaries"}},
+          .infer = [](const Node& n, const Types& in) {
+            expect_inputs(in, 1);
+            expect_scalar(in[0], "iterations");
+            attr_s(n, "kind");
+            return Types{f32(Shape{})};
+          }});
+}
+
 }  // namespace
 
 LOCKSTEP_REGISTER(optimizer_ops) {
-  // sgd_update(var, grad, lr[, momentum_slot]){momentum, nesterov, weight_decay}
-  add_op({.name = "sgd_update", .infer = update_infer(0, 1, 0), .side_effects = true});
-  // adam_update(var, grad, lr, m, v, t){beta_1, beta_2, epsilon, weight_decay}
-  add_op({.name = "adam_update", .infer = update_infer(2, 2, 1), .side_effects = true});
-  // rmsprop_update(var, grad, lr, ms[, mom]){rho, momentum, epsilon, weight_decay}
-  add_op({.name = "rmsprop_update", .infer = update_infer(1, 2, 0), .side_effects = true});
-  // lr_schedule(iterations){kind, ...} -> lr (scalar f32).
-  add_op({.name = "lr_schedule", .infer = [](const Node& n, const Types& in) {
-            expect_inputs(in, 1);
-            expect_scalar(in[0], "iterations");
-            LS_CHECK(n.attrs.has("kind"), "missing schedule kind");
-            return Types{f32(Shape{})};
-          }});
+  register_updates();
+  register_lr_schedule();
 }
 
 }  // namespace lockstep::ops

@@ -5,23 +5,27 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lockstep/graph/op_registry.h"
+
 namespace lockstep::ops {
 
 namespace {
 
+const char* kOp = "lr_schedule";
+
 double exponential(const Attrs& a, double step) {
-  double p = step / double(a.i("decay_steps"));
-  if (a.b("staircase", false)) p = std::floor(p);
-  return a.f("initial_learning_rate") * std::pow(a.f("decay_rate"), p);
+  double p = step / double(attr_i(kOp, a, "decay_steps"));
+  if (attr_b(kOp, a, "staircase")) p = std::floor(p);
+  return attr_f(kOp, a, "initial_learning_rate") * std::pow(attr_f(kOp, a, "decay_rate"), p);
 }
 
 // keras.optimizers.schedules.CosineDecay.__call__ (warmup_target < 0 means None).
 double cosine(const Attrs& a, double step) {
-  double initial = a.f("initial_learning_rate");
-  double decay_steps = double(a.i("decay_steps"));
-  double alpha = a.f("alpha", 0.0);
-  double warmup_target = a.f("warmup_target", -1.0);
-  double warmup_steps = double(a.i("warmup_steps", 0));
+  double initial = attr_f(kOp, a, "initial_learning_rate");
+  double decay_steps = double(attr_i(kOp, a, "decay_steps"));
+  double alpha = attr_f(kOp, a, "alpha");
+  double warmup_target = attr_f(kOp, a, "warmup_target");
+  double warmup_steps = double(attr_i(kOp, a, "warmup_steps"));
   auto decay = [&](double s, double from) {
     double frac = s / decay_steps;
     double cosine_decayed = 0.5 * (1.0 + std::cos(M_PI * frac));
@@ -29,14 +33,13 @@ double cosine(const Attrs& a, double step) {
   };
   if (warmup_target < 0) return decay(std::min(step, decay_steps), initial);
   step = std::min(step, decay_steps + warmup_steps);
-  if (step < warmup_steps)
-    return (warmup_target - initial) * (step / warmup_steps) + initial;
+  if (step < warmup_steps) return (warmup_target - initial) * (step / warmup_steps) + initial;
   return decay(step - warmup_steps, warmup_target);
 }
 
 double piecewise(const Attrs& a, int64_t step) {
-  const auto& b = a.ints("boundaries");
-  const auto& v = a.floats("values");
+  const auto& b = attr_ints(kOp, a, "boundaries");
+  const auto& v = attr_floats(kOp, a, "values");
   for (size_t i = 0; i < b.size(); ++i)
     if (step <= b[i]) return v[i];
   return v.back();
@@ -45,12 +48,29 @@ double piecewise(const Attrs& a, int64_t step) {
 }  // namespace
 
 double evaluate_schedule(const Attrs& attrs, int64_t step) {
-  const std::string& kind = attrs.s("kind");
-  if (kind == "constant") return attrs.f("value");
+  const std::string& kind = attr_s(kOp, attrs, "kind");
+  if (kind == "constant") return attr_f(kOp, attrs, "value");
   if (kind == "exponential_decay") return exponential(attrs, double(step));
   if (kind == "cosine_decay") return cosine(attrs, double(step));
   if (kind == "piecewise_constant_decay") return piecewise(attrs, step);
   LS_FAIL("unknown learning-rate schedule '", kind, "'");
+}
+
+std::function<double(int64_t)> compile_schedule(const Attrs& attrs) {
+  const std::string kind = attr_s(kOp, attrs, "kind");
+  if (kind == "constant") {
+    const double value = attr_f(kOp, attrs, "value");
+    return [value](int64_t) { return value; };
+  }
+  LS_CHECK(
+      kind == "exponential_decay" || kind == "cosine_decay" || kind == "piecewise_constant_decay",
+      "unknown learning-rate schedule '", kind, "'");
+  // The others read their defaults once: a copy of the attrs with every declared one set.
+  Attrs full = attrs;
+  for (const AttrDecl& d : OpRegistry::get().op(kOp).attrs)
+    if (!full.has(d.name) && d.default_value) full.set(d.name, *d.default_value);
+  evaluate_schedule(full, 0);  // validates now, not on the first step
+  return [full](int64_t step) { return evaluate_schedule(full, step); };
 }
 
 }  // namespace lockstep::ops

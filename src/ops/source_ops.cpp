@@ -1,105 +1,163 @@
-// Ops without computation of their own: placeholders, variables, constants, views.
+// Ops without computation of their own: placeholders, variables, constants, views, and the
+// variable writes. Their kernels (fills and copies) are the same code on every host backend.
 #include <cstring>
 
+#include "ops/internal/kernel_util.h"
 #include "ops/internal/op_util.h"
 
 namespace lockstep::ops {
 
-static void fill_kernel(const Node&, const KernelArgs& a, float v) { a.out(0).fill(v); }
+namespace {
+
+using Types = std::vector<TensorType>;
+using Values = std::vector<Value>;
+constexpr const char* kGroup = "structure";
+
+Types same_as_input(const Node&, const Types& in) { return {in[0]}; }
+
+// reshape: one -1 allowed; with an unknown input dim the -1 stays unknown.
+Types reshape_infer(const Node& n, const Types& in) {
+  Shape target(attr_ints(n, "shape"));
+  int64_t known = 1;
+  int unknown = -1;
+  for (int i = 0; i < target.rank(); ++i) {
+    if (target[i] < 0) {
+      LS_CHECK(unknown < 0, "more than one -1 in target shape ", target.str());
+      unknown = i;
+    } else {
+      known *= target[i];
+    }
+  }
+  int64_t numel = in[0].shape.numel();
+  if (numel >= 0) {
+    if (unknown >= 0) {
+      LS_CHECK(known > 0 && numel % known == 0, "cannot reshape ", in[0].shape.str(), " to ",
+               target.str());
+      target[unknown] = numel / known;
+    }
+    LS_CHECK(target.numel() == numel, "cannot reshape ", in[0].shape.str(), " (", numel,
+             " elements) to ", target.str());
+  }
+  return {{in[0].dtype, target}};
+}
+
+// (variable read, value) with as many elements: the variable writes.
+ShapeFn write_infer(const char* op) {
+  return [op](const Node&, const Types& in) {
+    expect_inputs(in, 2);
+    LS_CHECK(in[0].shape.numel() == in[1].shape.numel(), op, ": ", in[1].shape.str(), " into ",
+             in[0].shape.str());
+    return Types{};
+  };
+}
+
+void register_placeholders() {
+  add_op(kGroup,
+         {.name = "input",
+          .signature = "() -> x",
+          .doc = "A placeholder the caller writes before each step.",
+          .attrs = {{"shape", i64_list, required, "dims; -1 for the batch, set at compile"},
+                    {"dtype", str, "float32", "element type"}},
+          .infer =
+              [](const Node& n, const Types&) {
+                return Types{{dtype_from_name(attr_s(n, "dtype")), Shape(attr_ints(n, "shape"))}};
+              },
+          .backends = {}});
+  add_op(kGroup, {.name = "variable",
+                  .signature = "() -> value",
+                  .doc = "Reads a persistent variable (weights, optimizer slots, metric state).",
+                  .infer =
+                      [](const Node& n, const Types&) {
+                        LS_CHECK(n.variable && n.variable->value.defined(),
+                                 "variable without a value");
+                        return Types{{n.variable->value.dtype(), n.variable->value.shape()}};
+                      },
+                  .backends = {}});
+  add_op(kGroup, {.name = "constant",
+                  .signature = "() -> y",
+                  .doc = "A float32 tensor filled with one value.",
+                  .attrs = {{"value", f64, required, "the fill value"},
+                            {"shape", i64_list, Ints{}, "dims of the result ([] = a scalar)"}},
+                  .infer = [](const Node& n, const Types&) {
+                    return Types{f32(Shape(attr_ints(n, "shape")))};
+                  }});
+  for (const char* op : {"ones_like", "zeros_like"})
+    add_op(kGroup, {.name = op,
+                    .signature = "(x) -> y",
+                    .doc = std::string("float32 ") + (op[0] == 'o' ? "ones" : "zeros") +
+                           " of x's shape (autodiff's seed and missing gradients).",
+                    .infer = [](const Node&, const Types& in) { return Types{f32(in[0].shape)}; }});
+}
+
+void register_views_and_writes() {
+  add_op(kGroup, {.name = "identity",
+                  .signature = "(x) -> x",
+                  .doc = "x itself (a view; the fusion pass turns fused nodes into identities).",
+                  .infer = same_as_input,
+                  .grad = [](GradBuilder&, const Node&, const Values& dy) { return Values{dy[0]}; },
+                  .alias_input = 0,
+                  .backends = {}});
+  add_op(kGroup, {.name = "stop_gradient",
+                  .signature = "(x) -> x",
+                  .doc = "x itself, with no gradient flowing back (a view).",
+                  .infer = same_as_input,
+                  .alias_input = 0,
+                  .backends = {}});
+  add_op(kGroup, {.name = "reshape",
+                  .signature = "(x) -> y",
+                  .doc = "x with another shape of as many elements (a view).",
+                  .attrs = {{"shape", i64_list, required, "target dims; one may be -1"}},
+                  .infer = reshape_infer,
+                  .grad =
+                      [](GradBuilder& b, const Node& n, const Values& dy) {
+                        return Values{b.add("reshape", {dy[0]},
+                                            Attrs{{"shape", b.type(n.inputs[0]).shape.vec()}})};
+                      },
+                  .alias_input = 0,
+                  .backends = {}});
+  add_op(kGroup, {.name = "assign",
+                  .signature = "(var, value) -> ()",
+                  .doc = "Copies value into the variable read by input 0 (side effect).",
+                  .infer = write_infer("assign"),
+                  .side_effects = true});
+  add_op(kGroup, {.name = "assign_add",
+                  .signature = "(var, delta) -> ()",
+                  .doc = "var += delta, in place (side effect; metric accumulators).",
+                  .infer = write_infer("assign_add"),
+                  .side_effects = true});
+}
+
+KernelFactory fill_kernel(float (*value)(const Node&)) {
+  return [value](const Node& n, const Types&) {
+    const float v = value(n);
+    return make_kernel([v](const KernelArgs& a) { a.out(0).fill(v); });
+  };
+}
+
+void register_kernels() {
+  auto& R = OpRegistry::get();
+  for (const std::string& backend : host_backends()) {
+    R.add_kernel("constant", backend,
+                 fill_kernel([](const Node& n) { return float(attr_f(n, "value")); }));
+    R.add_kernel("ones_like", backend, fill_kernel([](const Node&) { return 1.f; }));
+    R.add_kernel("zeros_like", backend, fill_kernel([](const Node&) { return 0.f; }));
+    R.add_kernel("assign", backend, simple_kernel([](const Node&, const KernelArgs& a) {
+                   std::memcpy(a.in(0).raw(), a.in(1).raw(), a.in(0).nbytes());
+                 }));
+    R.add_kernel("assign_add", backend, simple_kernel([](const Node&, const KernelArgs& a) {
+                   float* d = a.in(0).data<float>();
+                   const float* s = a.in(1).data<float>();
+                   for (int64_t i = 0, n = a.in(0).numel(); i < n; ++i) d[i] += s[i];
+                 }));
+  }
+}
+
+}  // namespace
 
 LOCKSTEP_REGISTER(source_ops) {
-  add_op({.name = "input", .infer = [](const Node& n, const std::vector<TensorType>&) {
-            return std::vector<TensorType>{
-                {dtype_from_name(n.attrs.s("dtype", "float32")), Shape(n.attrs.ints("shape"))}};
-          }});
-  add_op({.name = "variable", .infer = [](const Node& n, const std::vector<TensorType>&) {
-            LS_CHECK(n.variable && n.variable->value.defined(), "variable without a value");
-            return std::vector<TensorType>{{n.variable->value.dtype(), n.variable->value.shape()}};
-          }});
-  add_op({.name = "constant", .infer = [](const Node& n, const std::vector<TensorType>&) {
-            return std::vector<TensorType>{f32(Shape(n.attrs.ints("shape", {})))};
-          }});
-  add_op({.name = "ones_like", .infer = [](const Node&, const std::vector<TensorType>& in) {
-            return std::vector<TensorType>{f32(in[0].shape)};
-          }});
-  add_op({.name = "zeros_like", .infer = [](const Node&, const std::vector<TensorType>& in) {
-            return std::vector<TensorType>{f32(in[0].shape)};
-          }});
-  auto same = [](const Node&, const std::vector<TensorType>& in) {
-    return std::vector<TensorType>{in[0]};
-  };
-  add_op({.name = "identity", .infer = same,
-          .grad = [](GradBuilder&, const Node&, const std::vector<Value>& dy) {
-            return std::vector<Value>{dy[0]};
-          },
-          .alias_input = 0});
-  add_op({.name = "stop_gradient", .infer = same, .alias_input = 0});
-  // reshape: attr shape (one -1 allowed; with an unknown input dim the -1 stays unknown).
-  add_op({.name = "reshape",
-          .infer = [](const Node& n, const std::vector<TensorType>& in) {
-            Shape target(n.attrs.ints("shape"));
-            int64_t known = 1;
-            int unknown = -1;
-            for (int i = 0; i < target.rank(); ++i) {
-              if (target[i] < 0) {
-                LS_CHECK(unknown < 0, "more than one -1 in target shape ", target.str());
-                unknown = i;
-              } else {
-                known *= target[i];
-              }
-            }
-            int64_t numel = in[0].shape.numel();
-            if (numel >= 0) {
-              if (unknown >= 0) {
-                LS_CHECK(known > 0 && numel % known == 0, "cannot reshape ", in[0].shape.str(),
-                         " to ", target.str());
-                target[unknown] = numel / known;
-              }
-              LS_CHECK(target.numel() == numel, "cannot reshape ", in[0].shape.str(), " (",
-                       numel, " elements) to ", target.str());
-            }
-            return std::vector<TensorType>{{in[0].dtype, target}};
-          },
-          .grad = [](GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
-            return std::vector<Value>{
-                b.add("reshape", {dy[0]}, Attrs{{"shape", b.type(n.inputs[0]).shape.vec()}})};
-          },
-          .alias_input = 0});
-  // assign(var_value, new_value): copies new_value into the variable (side effect).
-  add_op({.name = "assign",
-          .infer = [](const Node&, const std::vector<TensorType>& in) {
-            expect_inputs(in, 2);
-            LS_CHECK(in[0].shape.numel() == in[1].shape.numel(), "assign: ", in[1].shape.str(),
-                     " into ", in[0].shape.str());
-            return std::vector<TensorType>{};
-          },
-          .side_effects = true});
-  // assign_add(var_value, delta): var += delta (side effect).
-  add_op({.name = "assign_add",
-          .infer = [](const Node&, const std::vector<TensorType>& in) {
-            expect_inputs(in, 2);
-            LS_CHECK(in[0].shape.numel() == in[1].shape.numel(), "assign_add: ",
-                     in[1].shape.str(), " into ", in[0].shape.str());
-            return std::vector<TensorType>{};
-          },
-          .side_effects = true});
-
-  auto& R = OpRegistry::get();
-  R.add_kernel("constant", "reference", simple_kernel([](const Node& n, const KernelArgs& a) {
-                 fill_kernel(n, a, float(n.attrs.f("value")));
-               }));
-  R.add_kernel("ones_like", "reference",
-               simple_kernel([](const Node& n, const KernelArgs& a) { fill_kernel(n, a, 1.f); }));
-  R.add_kernel("zeros_like", "reference",
-               simple_kernel([](const Node& n, const KernelArgs& a) { fill_kernel(n, a, 0.f); }));
-  R.add_kernel("assign", "reference", simple_kernel([](const Node&, const KernelArgs& a) {
-                 std::memcpy(a.in(0).raw(), a.in(1).raw(), a.in(0).nbytes());
-               }));
-  R.add_kernel("assign_add", "reference", simple_kernel([](const Node&, const KernelArgs& a) {
-                 float* d = a.in(0).data<float>();
-                 const float* s = a.in(1).data<float>();
-                 for (int64_t i = 0, n = a.in(0).numel(); i < n; ++i) d[i] += s[i];
-               }));
+  register_placeholders();
+  register_views_and_writes();
+  register_kernels();
 }
 
 }  // namespace lockstep::ops

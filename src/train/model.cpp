@@ -3,6 +3,7 @@
 
 #include "distribute/internal/strategy_runtime.h"
 #include "lockstep/distribute/strategy.h"
+#include "lockstep/graph/backends.h"
 #include "lockstep/train/checkpoint.h"
 #include "train/program.h"
 
@@ -34,8 +35,8 @@ std::vector<MetricPtr> Model::metrics() const {
 void Model::compile(CompileConfig config) {
   LS_CHECK(config.steps_per_execution >= 1, "compile: steps_per_execution must be >= 1, got ",
            config.steps_per_execution);
-  LS_CHECK(config.backend == "cpu" || config.backend == "reference", "compile: unknown backend '",
-           config.backend, "' (expected \"cpu\" or \"reference\")");
+  LS_CHECK(is_known_backend(config.backend), "compile: unknown backend '", config.backend,
+           "' (expected one of ", known_backend_names(), ")");
   config_ = std::move(config);
   programs_.clear();
   if (auto current = distribute::Strategy::current()) strategy_ = current;  // compiled in a scope

@@ -1,11 +1,17 @@
 // Image codecs: pixel values of files the test writes (PNG/BMP exact, JPEG within a
 // tolerance), Keras colour conversions, and errors that name the file.
 #include <gtest/gtest.h>
+#include <grp.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -284,15 +290,72 @@ TEST(ImageCodec, ErrorsNameTheFileAndTheProblem) {
   EXPECT_NE(e.find("1 or 3 channels"), std::string::npos) << e;
 }
 
+// read_image's error for `path`, read in a child process that first drops root privileges
+// (to nobody) when the test runs as root: root reads a chmod-000 file, an unprivileged user
+// cannot. Returns "<setuid failed>" when the privileges cannot be dropped.
+static std::string read_error_unprivileged(const std::string& path) {
+  if (::geteuid() != 0) return error_of([&] { read_image(path); });
+  int fds[2];
+  if (::pipe(fds) != 0) return "<pipe failed>";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string msg;
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0 || ::geteuid() == 0)
+      msg = "<setuid failed>";
+    else
+      msg = error_of([&] { read_image(path); });
+    ssize_t ignored = ::write(fds[1], msg.data(), msg.size());
+    (void)ignored;
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string msg;
+  char buf[512];
+  for (ssize_t k; (k = ::read(fds[0], buf, sizeof buf)) > 0;) msg.append(buf, size_t(k));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return msg;
+}
+
 TEST(ImageCodec, UnreadableFileIsAClearError) {
-  if (::geteuid() == 0) GTEST_SKIP() << "running as root: chmod 000 does not stop root reading";
-  auto path = tmp_path("locked.png");
+  // A file its reader may not open (run as root, the read happens in a child that dropped to
+  // nobody; the directory must let nobody reach the file).
+  fs::path dir = test_util::temp_dir("imgcodec_perm");
+  fs::permissions(dir, fs::perms::owner_all | fs::perms::others_exec | fs::perms::group_exec);
+  auto path = (dir / "locked.png").string();
   write_file_bytes(path, encode_png(make_u8(2, 2, 3, 1)));
   ::chmod(path.c_str(), 0);
-  std::string e = error_of([&] { read_image(path); });
+  std::string e = read_error_unprivileged(path);
   ::chmod(path.c_str(), 0644);
+  ASSERT_NE(e, "<setuid failed>") << "cannot drop root privileges to test an unreadable file";
   EXPECT_NE(e.find(path), std::string::npos) << e;
   EXPECT_NE(e.find("cannot read"), std::string::npos) << e;
+  EXPECT_NE(e.find("Permission denied"), std::string::npos) << e;
+
+  // A path nobody can open, root included: a UNIX socket exists and is no directory, but
+  // open() fails (ENXIO).
+  auto sock_path = tmp_path("socket.png");
+  ::unlink(sock_path.c_str());
+  int sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(sock, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(sock_path.size(), sizeof(addr.sun_path));
+  std::strcpy(addr.sun_path, sock_path.c_str());
+  ASSERT_EQ(::bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << std::strerror(errno);
+  e = error_of([&] { read_image(sock_path); });
+  ::close(sock);
+  ::unlink(sock_path.c_str());
+  EXPECT_NE(e.find(sock_path), std::string::npos) << e;
+  EXPECT_NE(e.find("cannot read"), std::string::npos) << e;
+
+  // Missing files and directories name the path too.
+  e = error_of([&] { read_image(tmp_path("missing.png")); });
+  EXPECT_NE(e.find(tmp_path("missing.png")), std::string::npos) << e;
+  e = error_of([&] { read_image(dir.string()); });
+  EXPECT_NE(e.find(dir.string()), std::string::npos) << e;
 }
 
 TEST(ImageCodec, WriteImageByExtensionAndFloatInput) {

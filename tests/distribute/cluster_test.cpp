@@ -120,7 +120,7 @@ TEST(ClusterResolver, MpiEnvironment) {
         ld::ClusterResolver::from_environment(
             {{"OMPI_COMM_WORLD_RANK", "x"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
       },
-      "OMPI_COMM_WORLD_RANK='x' is not an integer");
+      "OMPI_COMM_WORLD_RANK expects an integer in 0..1048575, got 'x' (not an integer)");
   expect_error(
       [] {
         ld::ClusterResolver::from_environment(

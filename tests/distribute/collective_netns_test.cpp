@@ -68,6 +68,9 @@ class NetnsPair {
   bool created_ = false;
 };
 
+// 192.0.2.x is not loopback: the workers prove they belong to the job with a shared token.
+const std::string kToken = "netns-test-job-token-5d1f0a9b";
+
 std::string tf_config(int index) {
   return R"('{"cluster":{"worker":["192.0.2.1:29500","192.0.2.2:29501"]},"task":{"type":"worker","index":)" +
          std::to_string(index) + "}}'";
@@ -83,7 +86,7 @@ TEST(NetnsCollective, TwoWorkersInTwoNamespacesOverVeth) {
   // Both workers run at once (forked); each only sees its own 192.0.2.x address.
   auto results = lt::run_workers(2, [&](int rank, std::string& message) {
     return lt::run_command("timeout 30 ip netns exec " + pair.ns(rank) +
-                               " env TF_CONFIG=" + tf_config(rank) + " " + worker +
+                               " env LOCKSTEP_JOB_TOKEN=" + kToken + " TF_CONFIG=" + tf_config(rank) + " " + worker +
                                " --implementation ring --timeout-ms 10000",
                            &message);
   });
@@ -109,7 +112,7 @@ TEST(NetnsCollective, PartitionedWorkerIsNamedWithinTimeout) {
   const auto start = std::chrono::steady_clock::now();
   std::string output;
   const int rc =
-      lt::run_command("timeout 20 ip netns exec " + pair.ns(0) + " env TF_CONFIG=" + tf_config(0) +
+      lt::run_command("timeout 20 ip netns exec " + pair.ns(0) + " env LOCKSTEP_JOB_TOKEN=" + kToken + " TF_CONFIG=" + tf_config(0) +
                           " " + worker + " --timeout-ms 1500",
                       &output);
   const double seconds =
@@ -134,7 +137,7 @@ TEST(NetnsCollective, LinkCutMidAllreduceIsNamedWithinTimeout) {
                              &message);
     }
     return lt::run_command("timeout 30 ip netns exec " + pair.ns(rank) +
-                               " env TF_CONFIG=" + tf_config(rank) + " " + worker +
+                               " env LOCKSTEP_JOB_TOKEN=" + kToken + " TF_CONFIG=" + tf_config(rank) + " " + worker +
                                " --count 100000 --timeout-ms 1500 --repeat-seconds 20",
                            &message);
   });

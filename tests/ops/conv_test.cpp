@@ -58,7 +58,7 @@ TEST_P(ConvExact, AvgPoolSameExcludesPadding) {
   EXPECT_EQ(exe.output(1).to_vector(), (std::vector<float>{11, 12, 15, 16}));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, ConvExact, ::testing::Values("reference", "cpu"));
+INSTANTIATE_TEST_SUITE_P(Backends, ConvExact, ::testing::ValuesIn(host_backends()));
 
 TEST(ConvShapes, UnknownBatchPropagates) {
   Graph g;

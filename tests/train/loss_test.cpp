@@ -1,6 +1,7 @@
 // Losses against hand-computed values: logits/probability paths, label smoothing, clipping.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "lockstep/graph/autodiff.h"
@@ -164,11 +165,48 @@ TEST(Loss, GetAndConfig) {
 }
 
 TEST(Loss, GradientOfProbabilityPathIsFinite) {
-  // A graph with the probs path must be differentiable (maximum/minimum/log).
+  // The probs path (clip to [eps, 1 - eps], log, softmax cross-entropy, i.e. Keras's
+  // -log(clip(p)_y / sum_j clip(p)_j)) must be differentiable and give the right gradient, also
+  // where a probability is 0 (clipped: log(0) must not reach the gradient).
   Graph g;
   Value yt = g.input({DType::i32, Shape{2}}, "y");
   Value yp = g.input({DType::f32, Shape{2, 3}}, "p");
   Value per = losses::SparseCategoricalCrossentropy()->per_sample(g, yt, yp);
   Value l = g.add("reduce_mean", {per}, Attrs{{"axes", std::vector<int64_t>{}}, {"keepdims", false}});
-  EXPECT_NO_THROW(gradients(g, l, {yp}));
+  std::vector<Value> grads;
+  ASSERT_NO_THROW(grads = gradients(g, l, {yp}));
+  // Rows do not sum to 1, so the normalisation shows in the gradient.
+  const std::vector<float> p = {0.f, 0.5f, 0.25f, 0.125f, 0.375f, 0.75f};
+  const std::vector<int32_t> y = {1, 2};
+  // Independently: L = mean_i [-log q_iy + log S_i], q = clip(p), S_i = sum_j q_ij, so
+  // dL/dp_ij = (1/N) (1/S_i - [j == y_i] / q_iy) where p is inside the clip range, else 0.
+  const double eps = 1e-7;
+  std::vector<double> want_grad(6);
+  double want_loss = 0;
+  for (int i = 0; i < 2; ++i) {
+    double S = 0;
+    for (int j = 0; j < 3; ++j) S += std::clamp(double(p[3 * i + j]), eps, 1 - eps);
+    const double qy = std::clamp(double(p[3 * i + y[i]]), eps, 1 - eps);
+    want_loss += (-std::log(qy) + std::log(S)) / 2;
+    for (int j = 0; j < 3; ++j) {
+      const double pij = p[3 * i + j];
+      const bool inside = pij > eps && pij < 1 - eps;
+      want_grad[3 * i + j] = inside ? (1.0 / S - (j == y[i] ? 1.0 / qy : 0.0)) / 2 : 0.0;
+    }
+  }
+  for (const std::string backend : {"reference", "cpu"}) {
+    CompileOptions o;
+    o.backend = backend;
+    Executable exe(g, {yt, yp}, {l, grads[0]}, o);
+    exe.input(0).copy_from(Tensor::from_vector_i32(Shape{2}, y));
+    exe.input(1).copy_from(Tensor::from_vector(Shape{2, 3}, p));
+    exe.run();
+    EXPECT_NEAR(exe.output(0).item(), want_loss, 1e-5) << backend;
+    auto got = exe.output(1).to_vector();
+    ASSERT_EQ(got.size(), 6u);
+    for (int k = 0; k < 6; ++k) {
+      EXPECT_TRUE(std::isfinite(got[k])) << backend << " element " << k;
+      EXPECT_NEAR(got[k], want_grad[k], 1e-5) << backend << " element " << k;
+    }
+  }
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <regex>
 #include <thread>
@@ -218,11 +219,29 @@ TEST(Callback, FitWithOptimizerLossMetricAndEarlyStopping) {
   ASSERT_EQ(h.history["loss"].size(), 2u);
   ASSERT_EQ(h.history["accuracy"].size(), 2u);
   EXPECT_LT(h.history["loss"][1], h.history["loss"][0]);
-  Model m2 = Sequential({layers::Input({4}), layers::Dense(3)});
+  // Optimizer and loss by name (probabilities path: the model ends in a softmax). One batch
+  // of all n samples, so the epoch's loss is the loss of the initial weights, computed here
+  // independently: mean_i -log softmax(x_i W + b)[y_i].
+  Model m2 = Sequential({layers::Input({4}), layers::Dense(3, {.activation = "softmax"})});
   m2.compile({.optimizer = optimizers::get("adam"), .loss = losses::get("sparse_categorical_crossentropy"),
               .metrics = {"accuracy"}});
-  History h2 = m2.fit(x, y, {.batch_size = 16, .epochs = 1, .verbose = 0});
-  EXPECT_GT(h2.history["loss"][0], 0.0);
+  const std::vector<Tensor> w0 = m2.get_weights();  // kernel [4, 3], bias [3]
+  ASSERT_EQ(w0.size(), 2u);
+  double want = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double z[3], mx = -1e30, s = 0;
+    for (int k = 0; k < 3; ++k) {
+      z[k] = w0[1].data<float>()[k];
+      for (int j = 0; j < 4; ++j) z[k] += double(x.data<float>()[i * 4 + j]) * w0[0].data<float>()[j * 3 + k];
+      mx = std::max(mx, z[k]);
+    }
+    for (int k = 0; k < 3; ++k) s += std::exp(z[k] - mx);
+    want += -(z[y.data<int32_t>()[i]] - mx - std::log(s)) / double(n);
+  }
+  History h2 = m2.fit(x, y, {.batch_size = int(n), .epochs = 1, .verbose = 0});
+  ASSERT_EQ(h2.history["loss"].size(), 1u);
+  EXPECT_NEAR(h2.history["loss"][0], want, 1e-5);
+  EXPECT_GT(want, 0.1);  // not a degenerate case (an untrained 3-class model is near log 3)
   EXPECT_EQ(m.compile_config().optimizer->variables().size(), 5u);  // iterations + m, v for 2 weights
   EXPECT_FLOAT_EQ(m.compile_config().optimizer->iterations()->value.item(), 12.f);
 }

@@ -28,6 +28,19 @@ int color_mode_channels(ColorMode m);              // 1, 3, 4; 0 for keep
 // Reads a whole file. Errors: missing, a directory, unreadable (permissions), read failure.
 std::vector<uint8_t> read_file_bytes(const std::string& path);
 
+// Decoded-image size cap. Every decoder reads the image's width and height from its header
+// and refuses an image of more than max_image_pixels() pixels before allocating anything, with a
+// lockstep::Error naming the file, its size and how to raise the cap: a small compressed file
+// can otherwise expand to gigabytes (a 1 MB PNG of 16384 x 16384 RGBA decodes to 1 GiB).
+// Default kDefaultMaxImagePixels = 2^26 = 67,108,864 pixels (8192 x 8192, at most 256 MiB
+// decoded as RGBA), far above any training image. set_max_image_pixels(N) (1..2^40; for
+// decodes that start afterwards) changes it; until a program sets it, the environment variable
+// LOCKSTEP_MAX_IMAGE_PIXELS=N does (a value that is not a number in range makes every decode
+// fail naming the variable). set_max_image_pixels(0) goes back to the environment / default.
+constexpr int64_t kDefaultMaxImagePixels = int64_t(1) << 26;
+int64_t max_image_pixels();
+void set_max_image_pixels(int64_t pixels);
+
 // Decodes an in-memory image (format by magic bytes) to uint8 [H, W, C]. `name` appears in
 // error messages (pass the path). `mode` converts channels like Keras:
 //   grayscale: luma 0.299 R + 0.587 G + 0.114 B (ITU-R 601, as libjpeg and PIL), alpha dropped;

@@ -2,21 +2,69 @@
 // StoreServer, every worker (worker 0 included) talks to it through a StoreClient. Used to
 // exchange transport addresses before the collective engine connects, and to learn which
 // worker's connection dropped when a collective fails.
+//
+// Safe to expose on a shared network:
+//   - The server listens only on the address it is given (worker 0's host from TF_CONFIG /
+//     Slurm / MPI), never on every interface unless told "0.0.0.0".
+//   - Every connection proves it belongs to the job: it presents the job token, compared in
+//     constant time; a connection that does not (or sends anything else first) is closed.
+//     The token comes from LOCKSTEP_JOB_TOKEN, or from the file LOCKSTEP_JOB_SECRET_FILE names
+//     (a file on a shared filesystem every worker can read; its content, trailing whitespace
+//     removed, is the token). Generate one with e.g. `openssl rand -hex 32`.
+//     A job without a token may only use a loopback address (127.0.0.0/8, ::1, localhost);
+//     anywhere else it is refused with a message saying what to set, unless
+//     LOCKSTEP_ALLOW_UNAUTHENTICATED=1 opts out (a trusted, isolated network).
+//     The token travels in clear text: it keeps strangers who can reach the port out, not an
+//     eavesdropper on the path (Gloo's own transport is not authenticated either).
+//   - Every length is capped (kStoreMaxKeyBytes, kStoreMaxValueBytes, kStoreMaxWaitKeys) and
+//     memory is allocated as bytes arrive, never from a claimed length; a request that breaks
+//     the protocol closes that connection and nothing else.
+//   - Connections are closed as soon as their client leaves; their number is bounded
+//     (StoreServerOptions::max_connections, more are closed at once); a connection must present
+//     its token within handshake_timeout; accept() backs off when the process is out of file
+//     descriptors (EMFILE/ENFILE) instead of spinning, and resumes when they free up.
 #pragma once
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "lockstep/distribute/cluster.h"
+
 namespace lockstep::distribute {
+
+constexpr size_t kStoreMaxKeyBytes = 4096;
+constexpr size_t kStoreMaxValueBytes = size_t(16) << 20;  // 16 MiB
+constexpr size_t kStoreMaxWaitKeys = 65536;               // keys in one wait()
+constexpr size_t kStoreMaxTokenBytes = 4096;
+
+// The job token for a store listening on (or a client connecting to) `host`, from `env`:
+// LOCKSTEP_JOB_TOKEN, else the content of the file LOCKSTEP_JOB_SECRET_FILE names (trailing
+// whitespace removed); "" when neither is set. Throws CollectiveError when the token cannot be
+// read, or when there is none, `host` is not a loopback address and
+// LOCKSTEP_ALLOW_UNAUTHENTICATED is not 1.
+std::string job_token_from_environment(const std::string& host, const Environment& env);
+std::string job_token_from_environment(const std::string& host);  // the process's environment
+
+// True when every address `host` resolves to is a loopback address.
+bool is_loopback_host(const std::string& host);
+
+struct StoreServerOptions {
+  std::string token;  // "" = no token required (loopback or opted-out jobs)
+  int max_connections = 1024;
+  std::chrono::milliseconds handshake_timeout{5000};  // to present the token (token set only)
+};
 
 // Listens on host:port (port 0 = pick a free one; see port()). Serves clients on background
 // threads until destroyed. Keeps track of which registered ranks' connections closed without
 // saying goodbye (lost_ranks), so survivors can name a dead worker.
 class StoreServer {
  public:
+  // The token from job_token_from_environment(host).
   StoreServer(const std::string& host, int port);
+  StoreServer(const std::string& host, int port, StoreServerOptions options);
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
@@ -34,8 +82,12 @@ class StoreServer {
 // answering within the timeout.
 class StoreClient {
  public:
-  // Retries connecting until `timeout`; throws PeerLostError naming the address otherwise.
+  // Retries connecting until `timeout`; throws PeerLostError naming the address otherwise, and
+  // CollectiveError at once when the server refuses the token. The token comes from
+  // job_token_from_environment(host) unless given.
   StoreClient(const std::string& host, int port, std::chrono::milliseconds timeout);
+  StoreClient(const std::string& host, int port, std::chrono::milliseconds timeout,
+              std::string token);
   ~StoreClient();  // says goodbye (so the server does not count this rank as lost)
   StoreClient(const StoreClient&) = delete;
   StoreClient& operator=(const StoreClient&) = delete;
@@ -43,6 +95,8 @@ class StoreClient {
   std::string address() const;  // the server's "host:port"
   std::chrono::milliseconds timeout() const;
 
+  // Keys longer than kStoreMaxKeyBytes and values longer than kStoreMaxValueBytes throw
+  // CollectiveError before anything is sent.
   void set(const std::string& key, const std::vector<char>& value);
   void set(const std::string& key, const std::string& value);
   // Waits up to the timeout for the key; throws CollectiveError naming it otherwise.

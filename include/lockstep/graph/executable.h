@@ -14,7 +14,9 @@ namespace lockstep {
 class DeviceAllocator;
 
 struct CompileOptions {
-  std::string backend = "cpu";  // "cpu" (falls back to "reference" per op) or "reference"
+  // A name of known_backends() (lockstep/graph/backends.h): "cpu" (an op without a cpu kernel
+  // runs its reference kernel, and report() says so) or "reference".
+  std::string backend = "cpu";
   bool eager = false;           // op by op, fresh buffers each step (debug path, test oracle)
   bool fuse = true;             // run the fusion pass
   uint64_t seed = 0;
@@ -22,6 +24,9 @@ struct CompileOptions {
   // Where the arena, the workspace and so input(i)/output(i) live; their memory comes from
   // device_allocator(device). The kernels of `backend` must run on this device.
   Device device = Device::cpu();
+  // Refuse to run an op of a non-reference program on the reference kernel (an error naming the
+  // op and the backend) instead of reporting it. Also on with env LOCKSTEP_STRICT_KERNELS=1.
+  bool strict_kernels = false;
 };
 
 class Executable {

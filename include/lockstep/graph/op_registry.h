@@ -1,11 +1,16 @@
-// One registration per op: shape function, gradient builder, flags, and kernels per backend.
+// One declaration per op (OpDef: name, signature, doc, typed attributes with defaults, shape
+// function, gradient, kernel coverage) and the kernels each backend registers for it. The
+// declarations are the source of docs/ops.md, and tests/ops/registry_test.cpp checks them
+// against the registered kernels and the op table.
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "lockstep/graph/backends.h"
 #include "lockstep/graph/graph.h"
 
 namespace lockstep {
@@ -33,6 +38,9 @@ class Kernel {
   virtual ~Kernel() = default;
   virtual size_t workspace_bytes() const { return 0; }
   virtual void run(const KernelArgs& args) = 0;
+  // Non-empty when a backend's factory handed this node to the reference kernel (shapes its
+  // own kernel does not cover): says why. The executable reports it; strict mode refuses it.
+  virtual std::string fallback_reason() const { return {}; }
 };
 
 // Builds a kernel for one node with its concrete input types (shapes known).
@@ -54,15 +62,52 @@ KernelFactory simple_kernel(Fn fn) {
 
 class GradBuilder;
 
+// The type of a declared attribute. Reads are lenient where Attrs is: an int is accepted for a
+// float, a bool and (as [v, v]) an int list.
+enum class AttrType { i64, f64, boolean, str, i64_list, f64_list };
+const char* attr_type_name(AttrType t);  // "int", "float", "bool", "string", "int list", ...
+
+// An attribute without a default is either required (the shape function rejects a node without
+// it) or optional (its absence means something the doc says, e.g. conv2d's `pads`).
+enum class NoDefault { required, optional };
+
+// One declared attribute: {"epsilon", AttrType::f64, 1e-3, "added to the variance"}.
+struct AttrDecl {
+  AttrDecl(std::string name, AttrType type, AttrValue default_value, std::string doc);
+  AttrDecl(std::string name, AttrType type, NoDefault none, std::string doc);
+  std::string name;
+  AttrType type;
+  std::optional<AttrValue> default_value;  // unset: see `required`
+  bool required = false;
+  std::string doc;
+};
+
+using ShapeFn = std::function<std::vector<TensorType>(const Node&, const std::vector<TensorType>&)>;
+using GradFn =
+    std::function<std::vector<Value>(GradBuilder&, const Node&, const std::vector<Value>& dy)>;
+
 struct OpDef {
   std::string name;
+  std::string signature;  // inputs -> outputs, e.g. "(x[..., C], bias[C]) -> y"
+  std::string doc;        // one line: what it computes
+  std::vector<AttrDecl> attrs;  // every attribute a node of this op may carry
   // Validates inputs/attrs and returns output types. Throw lockstep::Error on bad input;
   // Graph::add prefixes the op and node name.
-  std::function<std::vector<TensorType>(const Node&, const std::vector<TensorType>&)> infer;
+  ShapeFn infer;
   // Builds gradient values for each input from the output gradients; empty = not differentiable.
-  std::function<std::vector<Value>(GradBuilder&, const Node&, const std::vector<Value>& dy)> grad;
+  GradFn grad;
   bool side_effects = false;  // mutates node.variable (scheduled after all pure nodes)
   int alias_input = -1;       // output 0 is a view of this input (reshape, identity)
+  // Kernel coverage: the backends that register a kernel for this op ({} for placeholders and
+  // views, which run none). tests/ops/registry_test.cpp holds it to the registered kernels.
+  std::vector<std::string> backends = host_backends();
+  // Non-empty: only a reference kernel, on purpose, and why. OpRegistry::add then sets
+  // backends = {"reference"}; a "cpu" executable reports the reason when it falls back.
+  std::string reference_only;
+  std::string group;  // its section of docs/ops.md (src/ops/op_docs.cpp)
+
+  const AttrDecl* attr(const std::string& name) const;  // nullptr when undeclared
+  std::string attr_names() const;                       // "axis, keepdims" for errors
 };
 
 class OpRegistry {
@@ -74,11 +119,39 @@ class OpRegistry {
   void add_kernel(const std::string& op, const std::string& backend, KernelFactory f);
   const KernelFactory* kernel(const std::string& op, const std::string& backend) const;
   std::vector<std::string> op_names() const;
+  // The backends with a kernel registered for `op` (sorted).
+  std::vector<std::string> kernel_backends(const std::string& op) const;
 
  private:
   std::unordered_map<std::string, OpDef> ops_;
   std::unordered_map<std::string, std::unordered_map<std::string, KernelFactory>> kernels_;
 };
+
+// Checks the attributes of a node of `def` against its declaration: every key declared, every
+// value of a compatible type. Throws naming the op, the attribute and the valid ones.
+// (Graph::add runs it for every node.)
+void check_attrs(const OpDef& def, const Attrs& attrs);
+
+// ---- attribute reads with the declared defaults ----
+// attr_f(node, "epsilon"): the node's value, or else the default its op declares. An unset
+// attribute the op does not declare, or a required one, is an error naming the op. Kernels read
+// attributes in their factory (once per compile), not in run().
+int64_t attr_i(const Node& n, const std::string& key);
+double attr_f(const Node& n, const std::string& key);
+bool attr_b(const Node& n, const std::string& key);
+const std::string& attr_s(const Node& n, const std::string& key);
+const std::vector<int64_t>& attr_ints(const Node& n, const std::string& key);
+const std::vector<double>& attr_floats(const Node& n, const std::string& key);
+// The same for an attribute set of op `op` that is not a node (lr_schedule's attrs, evaluated
+// on the host by train's schedule objects).
+int64_t attr_i(const std::string& op, const Attrs& a, const std::string& key);
+double attr_f(const std::string& op, const Attrs& a, const std::string& key);
+bool attr_b(const std::string& op, const Attrs& a, const std::string& key);
+const std::string& attr_s(const std::string& op, const Attrs& a, const std::string& key);
+const std::vector<int64_t>& attr_ints(const std::string& op, const Attrs& a,
+                                      const std::string& key);
+const std::vector<double>& attr_floats(const std::string& op, const Attrs& a,
+                                       const std::string& key);
 
 // Static registration: LOCKSTEP_REGISTER(unique_id) { ...code run at load time... }
 #define LS_CONCAT2(a, b) a##b

@@ -1,6 +1,8 @@
 // Checkpoints: a model's weights, optionally with the optimizer's state and training progress,
 // in one binary file written atomically (temporary file, fsync, rename, fsync of the folder),
-// so a crash while saving never damages the last good checkpoint.
+// so a crash while saving never damages the last good checkpoint. A save first removes the
+// temporaries ("<path>.tmp-<pid>") that earlier saves to the same path left when they were
+// killed (their process is gone and no one holds them locked).
 //
 // File format (little-endian), version 1:
 //   "LSCKPT\0\1"                     8 bytes magic (the last byte is the format version)

@@ -157,18 +157,17 @@ class ConvBwdWeights final : public ConvKernel {
 LOCKSTEP_REGISTER(cpu_conv_kernels) {
   auto& R = OpRegistry::get();
   R.add_kernel("conv2d", "cpu", [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
-    return std::make_unique<ConvFwd>(ops::conv_geometry(in[0].shape, in[1].shape, n.attrs));
+    return std::make_unique<ConvFwd>(ops::conv2d_geometry(in[0].shape, in[1].shape, n));
   });
   R.add_kernel("conv2d_backward_input", "cpu",
                [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
-                 Shape xs(n.attrs.ints("input_shape"));
-                 xs[0] = in[0].shape[0];
-                 return std::make_unique<ConvBwdData>(ops::conv_geometry(xs, in[1].shape, n.attrs));
+                 Shape xs = ops::input_shape_attr(n, in[0].shape[0]);
+                 return std::make_unique<ConvBwdData>(ops::conv_geometry(xs, in[1].shape, n));
                });
   R.add_kernel("conv2d_backward_filter", "cpu",
                [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
-                 Shape ws(n.attrs.ints("filter_shape"));
-                 return std::make_unique<ConvBwdWeights>(ops::conv_geometry(in[1].shape, ws, n.attrs));
+                 Shape ws(attr_ints(n, "filter_shape"));
+                 return std::make_unique<ConvBwdWeights>(ops::conv_geometry(in[1].shape, ws, n));
                });
 }
 

@@ -1,8 +1,10 @@
 // CPU (OpenMP) kernels for elementwise ops: binaries with same-shape/scalar/row broadcasting,
-// unary math and activation grads, bias_add and dropout. Other shapes use the reference kernel.
+// unary math and activation grads, bias_add and dropout. Other broadcasts use the reference
+// kernel, which the executable reports.
 #include <memory>
 
 #include "ops/internal/kernel_math.h"
+#include "ops/internal/kernel_util.h"
 
 namespace lockstep {
 
@@ -10,12 +12,6 @@ namespace {
 
 const char* kCpu = "cpu";
 constexpr int64_t kParallelMin = 1 << 15;  // elements below which a loop stays serial
-
-std::unique_ptr<Kernel> reference_kernel(const Node& n, const std::vector<TensorType>& in) {
-  const KernelFactory* f = OpRegistry::get().kernel(n.op, "reference");
-  LS_CHECK(f, "no reference kernel for '", n.op, "'");
-  return (*f)(n, in);
-}
 
 // True when `small` (right-aligned) equals the trailing dims of `big` after dropping its
 // leading 1s, i.e. big is [rows, small.numel()] and small repeats per row.
@@ -93,8 +89,42 @@ KernelFactory binary_factory(F f) {
       return std::make_unique<BinaryKernel<F>>(f, Mode::b_row, b.numel());
     if (b == out && is_row_of(a, b) && a.numel() > 0)
       return std::make_unique<BinaryKernel<F>>(f, Mode::a_row, a.numel());
-    return reference_kernel(n, in);
+    return reference_fallback(n, in, "general broadcasting (" + a.str() + " with " + b.str() +
+                                         "): the cpu loops cover same shapes, scalars and rows");
   };
+}
+
+// Same values as the reference kernel: each block of 4 elements is one Philox draw.
+std::unique_ptr<Kernel> dropout(const Node& n, const std::vector<TensorType>&) {
+  const double rate = attr_f(n, "rate");
+  const float r = float(rate), scale = float(1.0 / (1.0 - rate));
+  const uint64_t node = ew::node_key(n);
+  return make_kernel([r, scale, node](const KernelArgs& a) {
+    const uint64_t key = ew::dropout_key(node, a.step);
+    const uint64_t step = a.step ? a.step->step : 0;
+    const int64_t e = a.in(0).numel(), blocks = (e + 3) / 4;
+    const float* x = a.in(0).data<float>();
+    float* y = a.out(0).data<float>();
+    float* mask = a.out(1).data<float>();
+    const int64_t groups = (blocks + 15) / 16;  // 16 Philox blocks = 64 elements
+#pragma omp parallel for if (e > kParallelMin) schedule(static)
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t b0 = g * 16;
+      if ((b0 + 16) * 4 > e) {  // ragged tail
+        for (int64_t blk = b0; blk < blocks; ++blk) ew::dropout_block(key, step, blk, x, y, mask, e, r, scale);
+        continue;
+      }
+      uint32_t w[4][16];
+      ew::philox4x32_x16(key, step, uint64_t(b0), w);
+      for (int l = 0; l < 16; ++l)
+        for (int k = 0; k < 4; ++k) {
+          const int64_t i = (b0 + l) * 4 + k;
+          const float m = uint_to_unit_float(w[k][l]) >= r ? scale : 0.f;
+          mask[i] = m;
+          y[i] = x[i] * m;
+        }
+    }
+  });
 }
 
 }  // namespace
@@ -103,25 +133,27 @@ LOCKSTEP_REGISTER(cpu_elementwise_kernels) {
   auto& R = OpRegistry::get();
   ew::binary_ops([&](const char* op, auto f) { R.add_kernel(op, kCpu, binary_factory(f)); });
   ew::unary_ops([&](const char* op, auto make) {
-    R.add_kernel(op, kCpu, simple_kernel([make](const Node& n, const KernelArgs& a) {
-                   auto f = make(n);
-                   const float* x = a.in(0).data<float>();
-                   float* y = a.out(0).data<float>();
-                   const int64_t e = a.out(0).numel();
+    R.add_kernel(op, kCpu, [make](const Node& n, const std::vector<TensorType>&) {
+      return make_kernel([f = make(n)](const KernelArgs& a) {
+        const float* x = a.in(0).data<float>();
+        float* y = a.out(0).data<float>();
+        const int64_t e = a.out(0).numel();
 #pragma omp parallel for simd if (e > kParallelMin) schedule(static)
-                   for (int64_t i = 0; i < e; ++i) y[i] = f(x[i]);
-                 }));
+        for (int64_t i = 0; i < e; ++i) y[i] = f(x[i]);
+      });
+    });
   });
   ew::unary_grad_ops([&](const char* op, auto make) {
-    R.add_kernel(op, kCpu, simple_kernel([make](const Node& n, const KernelArgs& a) {
-                   auto f = make(n);
-                   const float* dy = a.in(0).data<float>();
-                   const float* v = a.in(1).data<float>();
-                   float* dx = a.out(0).data<float>();
-                   const int64_t e = a.out(0).numel();
+    R.add_kernel(op, kCpu, [make](const Node& n, const std::vector<TensorType>&) {
+      return make_kernel([f = make(n)](const KernelArgs& a) {
+        const float* dy = a.in(0).data<float>();
+        const float* v = a.in(1).data<float>();
+        float* dx = a.out(0).data<float>();
+        const int64_t e = a.out(0).numel();
 #pragma omp parallel for simd if (e > kParallelMin) schedule(static)
-                   for (int64_t i = 0; i < e; ++i) dx[i] = f(dy[i], v[i]);
-                 }));
+        for (int64_t i = 0; i < e; ++i) dx[i] = f(dy[i], v[i]);
+      });
+    });
   });
   R.add_kernel("bias_add", kCpu, simple_kernel([](const Node&, const KernelArgs& a) {
                  const float* x = a.in(0).data<float>();
@@ -134,36 +166,7 @@ LOCKSTEP_REGISTER(cpu_elementwise_kernels) {
                    for (int64_t c = 0; c < C; ++c) y[r * C + c] = x[r * C + c] + b[c];
                  }
                }));
-  // Same values as the reference kernel: each block of 4 elements is one Philox draw.
-  R.add_kernel("dropout", kCpu, simple_kernel([](const Node& n, const KernelArgs& a) {
-                 const double rate = n.attrs.f("rate", 0.5);
-                 const uint64_t key = ew::dropout_key(n, a.step);
-                 const uint64_t step = a.step ? a.step->step : 0;
-                 const int64_t e = a.in(0).numel(), blocks = (e + 3) / 4;
-                 const float* x = a.in(0).data<float>();
-                 float* y = a.out(0).data<float>();
-                 float* mask = a.out(1).data<float>();
-                 const float r = float(rate), scale = float(1.0 / (1.0 - rate));
-                 const int64_t groups = (blocks + 15) / 16;  // 16 Philox blocks = 64 elements
-#pragma omp parallel for if (e > kParallelMin) schedule(static)
-                 for (int64_t g = 0; g < groups; ++g) {
-                   const int64_t b0 = g * 16;
-                   if ((b0 + 16) * 4 > e) {  // ragged tail
-                     for (int64_t blk = b0; blk < blocks; ++blk)
-                       ew::dropout_block(key, step, blk, x, y, mask, e, r, scale);
-                     continue;
-                   }
-                   uint32_t w[4][16];
-                   ew::philox4x32_x16(key, step, uint64_t(b0), w);
-                   for (int l = 0; l < 16; ++l)
-                     for (int k = 0; k < 4; ++k) {
-                       const int64_t i = (b0 + l) * 4 + k;
-                       const float m = uint_to_unit_float(w[k][l]) >= r ? scale : 0.f;
-                       mask[i] = m;
-                       y[i] = x[i] * m;
-                     }
-                 }
-               }));
+  R.add_kernel("dropout", kCpu, dropout);
 }
 
 }  // namespace lockstep

@@ -1,6 +1,5 @@
 // cpu backend: matmul (with transposes) on the oneDNN matmul primitive, built once per node.
 #include "backends/cpu/dnnl_common.h"
-#include "ops/internal/nn_geometry.h"
 
 namespace lockstep::cpu {
 namespace {
@@ -40,7 +39,7 @@ class Matmul final : public Kernel {
 
 LOCKSTEP_REGISTER(cpu_matmul_kernels) {
   OpRegistry::get().add_kernel("matmul", "cpu", [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
-    const bool ta = ops::flag_attr(n.attrs, "transpose_a"), tb = ops::flag_attr(n.attrs, "transpose_b");
+    const bool ta = attr_b(n, "transpose_a"), tb = attr_b(n, "transpose_b");
     return std::make_unique<Matmul>(in[0].shape[ta ? 1 : 0], in[0].shape[ta ? 0 : 1],
                                     in[1].shape[tb ? 0 : 1], ta, tb);
   });

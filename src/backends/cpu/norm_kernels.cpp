@@ -17,7 +17,7 @@ struct Dims {
 
 Dims dims_of(const Node& n, const Shape& x) {
   const int64_t C = x[-1];
-  return {x.numel() / C, C, n.attrs.f("epsilon", 1e-3), omp_get_max_threads()};
+  return {x.numel() / C, C, attr_f(n, "epsilon"), omp_get_max_threads()};
 }
 
 inline void rows_of(const Dims& d, int64_t* r0, int64_t* r1) {

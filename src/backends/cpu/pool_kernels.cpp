@@ -14,12 +14,8 @@ namespace {
 
 using ops::ConvGeom;
 
-struct Window { int64_t h0, h1, w0, w1; };  // valid input rows [h0, h1), cols [w0, w1)
-
-inline Window window(const ConvGeom& g, int64_t oh, int64_t ow) {
-  const int64_t h = oh * g.SH - g.PT, w = ow * g.SW - g.PL;
-  return {std::max<int64_t>(h, 0), std::min(h + g.KH, g.H), std::max<int64_t>(w, 0), std::min(w + g.KW, g.W)};
-}
+using ops::pool_window;
+using Window = ops::PoolWindow;
 
 void max_fwd(const ConvGeom& g, const float* x, float* y) {
   const int64_t C = g.C;
@@ -28,7 +24,7 @@ void max_fwd(const ConvGeom& g, const float* x, float* y) {
     for (int64_t oh = 0; oh < g.OH; ++oh)
       for (int64_t ow = 0; ow < g.OW; ++ow) {
         float* __restrict yp = y + ((n * g.OH + oh) * g.OW + ow) * C;
-        const Window wd = window(g, oh, ow);
+        const Window wd = pool_window(g, oh, ow);
         for (int64_t c = 0; c < C; ++c) yp[c] = -std::numeric_limits<float>::infinity();
         for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
           for (int64_t iw = wd.w0; iw < wd.w1; ++iw) {
@@ -63,7 +59,7 @@ void max_bwd(const ConvGeom& g, const float* dy, const float* x, const float* y,
         const int64_t yo = ((n * g.OH + oh) * g.OW + ow) * C;
         const float* __restrict yp = y + yo;
         const float* __restrict dyp = dy + yo;
-        const Window wd = window(g, oh, ow);
+        const Window wd = pool_window(g, oh, ow);
         for (int64_t c = 0; c < C; ++c) idx[c] = -1;
         // Reverse window order, so the last write is the first maximum.
         for (int64_t ih = wd.h1 - 1; ih >= wd.h0; --ih)
@@ -94,8 +90,8 @@ void avg_fwd(const ConvGeom& g, const float* x, float* y) {
     for (int64_t oh = 0; oh < g.OH; ++oh)
       for (int64_t ow = 0; ow < g.OW; ++ow) {
         float* __restrict yp = y + ((n * g.OH + oh) * g.OW + ow) * C;
-        const Window wd = window(g, oh, ow);
-        const float inv = 1.f / float((wd.h1 - wd.h0) * (wd.w1 - wd.w0));
+        const Window wd = pool_window(g, oh, ow);
+        const float inv = 1.f / float(wd.size());
         for (int64_t c = 0; c < C; ++c) yp[c] = 0.f;
         for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
           for (int64_t iw = wd.w0; iw < wd.w1; ++iw) {
@@ -115,8 +111,8 @@ void avg_bwd(const ConvGeom& g, const float* dy, float* dx) {
     for (int64_t oh = 0; oh < g.OH; ++oh)
       for (int64_t ow = 0; ow < g.OW; ++ow) {
         const float* __restrict dyp = dy + ((n * g.OH + oh) * g.OW + ow) * C;
-        const Window wd = window(g, oh, ow);
-        const float inv = 1.f / float((wd.h1 - wd.h0) * (wd.w1 - wd.w0));
+        const Window wd = pool_window(g, oh, ow);
+        const float inv = 1.f / float(wd.size());
         for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
           for (int64_t iw = wd.w0; iw < wd.w1; ++iw) {
             float* __restrict xp = dxi + (ih * g.W + iw) * C;
@@ -126,20 +122,14 @@ void avg_bwd(const ConvGeom& g, const float* dy, float* dx) {
   }
 }
 
-ConvGeom grad_geom(const Node& n, const Shape& dy) {
-  Shape xs(n.attrs.ints("input_shape"));
-  xs[0] = dy[0];
-  return ops::pool_geometry(xs, n.attrs);
-}
-
 LOCKSTEP_REGISTER(cpu_pool_kernels) {
   auto& R = OpRegistry::get();
   R.add_kernel("max_pool2d", "cpu", [](const Node& n, const std::vector<TensorType>& in) {
-    ConvGeom g = ops::pool_geometry(in[0].shape, n.attrs);
+    ConvGeom g = ops::pool_geometry(in[0].shape, n);
     return make_kernel([g](const KernelArgs& a) { max_fwd(g, in_f(a, 0), out_f(a, 0)); });
   });
   R.add_kernel("max_pool2d_grad", "cpu", [](const Node& n, const std::vector<TensorType>& in) {
-    ConvGeom g = ops::pool_geometry(in[1].shape, n.attrs);
+    ConvGeom g = ops::pool_geometry(in[1].shape, n);
     LS_CHECK(g.H * g.W * g.C < (int64_t(1) << 31), "max_pool2d_grad: image too large");
     const int threads = omp_get_max_threads();
     return make_kernel([g, threads](const KernelArgs& a) {
@@ -147,11 +137,11 @@ LOCKSTEP_REGISTER(cpu_pool_kernels) {
     }, sizeof(int32_t) * threads * g.C);
   });
   R.add_kernel("avg_pool2d", "cpu", [](const Node& n, const std::vector<TensorType>& in) {
-    ConvGeom g = ops::pool_geometry(in[0].shape, n.attrs);
+    ConvGeom g = ops::pool_geometry(in[0].shape, n);
     return make_kernel([g](const KernelArgs& a) { avg_fwd(g, in_f(a, 0), out_f(a, 0)); });
   });
   R.add_kernel("avg_pool2d_grad", "cpu", [](const Node& n, const std::vector<TensorType>& in) {
-    ConvGeom g = grad_geom(n, in[0].shape);
+    ConvGeom g = ops::pool_grad_geometry(n, in[0].shape);
     return make_kernel([g](const KernelArgs& a) { avg_bwd(g, in_f(a, 0), out_f(a, 0)); });
   });
 }

@@ -1,11 +1,13 @@
 // CPU (OpenMP) kernels for reductions over leading or trailing axes (deterministic: the
 // summation order does not depend on the thread count), softmax along the last axis, sparse
-// softmax cross-entropy (+ grad) and sparse categorical accuracy. Other cases use reference.
+// softmax cross-entropy (+ grad) and sparse categorical accuracy. Other axes use the reference
+// kernel, which the executable reports.
 #include <algorithm>
 #include <cstring>
 #include <memory>
 
 #include "ops/internal/kernel_math.h"
+#include "ops/internal/kernel_util.h"
 
 namespace lockstep {
 
@@ -14,12 +16,6 @@ namespace {
 const char* kCpu = "cpu";
 constexpr int64_t kParallelMin = 1 << 15;
 constexpr int64_t kChunks = 64;  // fixed row chunks for reductions with few columns
-
-std::unique_ptr<Kernel> reference_kernel(const Node& n, const std::vector<TensorType>& in) {
-  const KernelFactory* f = OpRegistry::get().kernel(n.op, "reference");
-  LS_CHECK(f, "no reference kernel for '", n.op, "'");
-  return (*f)(n, in);
-}
 
 // x viewed as [outer, inner]; reduced over dim 0 (leading) or dim 1 (trailing).
 struct ReduceSplit {
@@ -113,7 +109,9 @@ template <class K>
 KernelFactory reduce_factory(bool mean, int shape_input) {
   return [mean, shape_input](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
     ReduceSplit s = split_reduce(n, in[shape_input].shape);
-    if (!s.ok) return reference_kernel(n, in);
+    if (!s.ok)
+      return reference_fallback(n, in, "axes that are neither leading nor trailing: the cpu "
+                                       "loops reduce over leading or trailing axes");
     return std::make_unique<K>(s, mean);
   };
 }
@@ -123,14 +121,51 @@ template <class F>
 KernelFactory last_axis_factory(F body) {
   return [body](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
     int r = in[0].shape.rank();
-    int64_t axis = n.attrs.i("axis", -1);
-    if (axis != -1 && axis != r - 1) return reference_kernel(n, in);
+    int64_t axis = attr_i(n, "axis");
+    if (axis != -1 && axis != r - 1)
+      return reference_fallback(n, in, "axis " + std::to_string(axis) + " of rank " +
+                                           std::to_string(r) + ": the cpu loop is along the last axis");
     return simple_kernel([body](const Node&, const KernelArgs& a) {
       const int64_t C = a.in(0).dim(-1), e = a.in(0).numel(), R = C ? e / C : 0;
 #pragma omp parallel for if (e > kParallelMin / 4) schedule(static)
       for (int64_t i = 0; i < R; ++i) body(a, i * C, C);
     })(n, in);
   };
+}
+
+// Labels are validated serially before the parallel loop (no throwing inside OpenMP).
+std::unique_ptr<Kernel> sparse_xent(const Node& n, const std::vector<TensorType>&) {
+  return make_kernel([&n, ls = float(attr_f(n, "label_smoothing"))](const KernelArgs& a) {
+    const int64_t C = a.in(0).dim(-1), N = C ? a.in(0).numel() / C : 0;
+    const auto lab = ew::labels_of(a.in(1));
+    ew::check_labels(n, lab, N, C);
+    const float* z = a.in(0).data<float>();
+    float* loss = a.out(0).data<float>();
+#pragma omp parallel for if (N * C > kParallelMin / 4) schedule(static)
+    for (int64_t r = 0; r < N; ++r) loss[r] = ew::sparse_xent_row(z + r * C, C, lab[r], ls);
+  });
+}
+
+std::unique_ptr<Kernel> sparse_xent_grad(const Node& n, const std::vector<TensorType>&) {
+  return make_kernel([&n, ls = float(attr_f(n, "label_smoothing"))](const KernelArgs& a) {
+    const int64_t C = a.in(1).dim(-1), N = C ? a.in(1).numel() / C : 0;
+    const auto lab = ew::labels_of(a.in(2));
+    ew::check_labels(n, lab, N, C);
+    const float* dy = a.in(0).data<float>();
+    const float* z = a.in(1).data<float>();
+    float* dz = a.out(0).data<float>();
+#pragma omp parallel for if (N * C > kParallelMin / 4) schedule(static)
+    for (int64_t r = 0; r < N; ++r) ew::sparse_xent_grad_row(z + r * C, C, lab[r], ls, dy[r], dz + r * C);
+  });
+}
+
+void sparse_accuracy(const Node&, const KernelArgs& a) {
+  const int64_t C = a.in(0).dim(-1), N = C ? a.in(0).numel() / C : 0;
+  const auto lab = ew::labels_of(a.in(1));
+  const float* p = a.in(0).data<float>();
+  float* acc = a.out(0).data<float>();
+#pragma omp parallel for if (N * C > kParallelMin / 4) schedule(static)
+  for (int64_t r = 0; r < N; ++r) acc[r] = ew::argmax_row(p + r * C, C) == lab[r] ? 1.f : 0.f;
 }
 
 }  // namespace
@@ -157,37 +192,9 @@ LOCKSTEP_REGISTER(cpu_reduce_kernels) {
                                           a.out(0).data<float>() + off, C, 1);
                }));
 
-  // Labels are validated serially before the parallel loop (no throwing inside OpenMP).
-  R.add_kernel("sparse_softmax_cross_entropy", kCpu, simple_kernel([](const Node& n, const KernelArgs& a) {
-                 const int64_t C = a.in(0).dim(-1), N = C ? a.in(0).numel() / C : 0;
-                 const auto lab = ew::labels_of(a.in(1));
-                 ew::check_labels(n, lab, N, C);
-                 const float ls = float(n.attrs.f("label_smoothing", 0.0));
-                 const float* z = a.in(0).data<float>();
-                 float* loss = a.out(0).data<float>();
-#pragma omp parallel for if (N * C > kParallelMin / 4) schedule(static)
-                 for (int64_t r = 0; r < N; ++r) loss[r] = ew::sparse_xent_row(z + r * C, C, lab[r], ls);
-               }));
-  R.add_kernel("sparse_softmax_cross_entropy_grad", kCpu, simple_kernel([](const Node& n, const KernelArgs& a) {
-                 const int64_t C = a.in(1).dim(-1), N = C ? a.in(1).numel() / C : 0;
-                 const auto lab = ew::labels_of(a.in(2));
-                 ew::check_labels(n, lab, N, C);
-                 const float ls = float(n.attrs.f("label_smoothing", 0.0));
-                 const float* dy = a.in(0).data<float>();
-                 const float* z = a.in(1).data<float>();
-                 float* dz = a.out(0).data<float>();
-#pragma omp parallel for if (N * C > kParallelMin / 4) schedule(static)
-                 for (int64_t r = 0; r < N; ++r)
-                   ew::sparse_xent_grad_row(z + r * C, C, lab[r], ls, dy[r], dz + r * C);
-               }));
-  R.add_kernel("sparse_categorical_accuracy", kCpu, simple_kernel([](const Node&, const KernelArgs& a) {
-                 const int64_t C = a.in(0).dim(-1), N = C ? a.in(0).numel() / C : 0;
-                 const auto lab = ew::labels_of(a.in(1));
-                 const float* p = a.in(0).data<float>();
-                 float* acc = a.out(0).data<float>();
-#pragma omp parallel for if (N * C > kParallelMin / 4) schedule(static)
-                 for (int64_t r = 0; r < N; ++r) acc[r] = ew::argmax_row(p + r * C, C) == lab[r] ? 1.f : 0.f;
-               }));
+  R.add_kernel("sparse_softmax_cross_entropy", kCpu, sparse_xent);
+  R.add_kernel("sparse_softmax_cross_entropy_grad", kCpu, sparse_xent_grad);
+  R.add_kernel("sparse_categorical_accuracy", kCpu, simple_kernel(sparse_accuracy));
 }
 
 }  // namespace lockstep

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "ops/internal/kernel_math.h"
+#include "ops/internal/kernel_util.h"
 
 namespace lockstep {
 
@@ -34,7 +35,7 @@ struct SliceMap {
   int r = 0;
   int64_t begin[Shape::kMaxRank], out[Shape::kMaxRank], stride[Shape::kMaxRank];
   SliceMap(const Node& n, const Shape& in, const Shape& o) {
-    auto b = n.attrs.ints("begin");
+    const auto& b = attr_ints(n, "begin");
     r = in.rank();
     Shape st = in.contiguous_strides();
     for (int d = 0; d < r; ++d) begin[d] = b[d], out[d] = o[d], stride[d] = st[d];
@@ -49,6 +50,58 @@ struct SliceMap {
   }
 };
 
+using Types = std::vector<TensorType>;
+
+std::unique_ptr<Kernel> concat(const Node& n, const Types& in) {
+  const Shape& os = n.outputs[0].shape;
+  int64_t axis = attr_i(n, "axis");
+  if (axis < 0) axis += os.rank();
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= os[i];
+  for (int i = int(axis) + 1; i < os.rank(); ++i) inner *= os[i];
+  const size_t es = dtype_size(n.outputs[0].dtype);
+  return make_kernel([axis, outer, inner, es](const KernelArgs& a) {
+    char* y = static_cast<char*>(a.out(0).raw());
+    for (int64_t o = 0; o < outer; ++o)
+      for (int k = 0; k < a.num_inputs; ++k) {
+        size_t bytes = size_t(a.in(k).dim(int(axis)) * inner) * es;
+        std::memcpy(y, static_cast<const char*>(a.in(k).raw()) + o * bytes, bytes);
+        y += bytes;
+      }
+  });
+}
+
+std::unique_ptr<Kernel> slice(const Node& n, const Types& in) {
+  return make_kernel([map = SliceMap(n, in[0].shape, n.outputs[0].shape)](const KernelArgs& a) {
+    size_t es = dtype_size(a.in(0).dtype());
+    const char* x = static_cast<const char*>(a.in(0).raw());
+    char* y = static_cast<char*>(a.out(0).raw());
+    for (int64_t i = 0, e = a.out(0).numel(); i < e; ++i) std::memcpy(y + i * es, x + map(i) * es, es);
+  });
+}
+
+// (dy, x) -> dx: the slice map of x's shape.
+std::unique_ptr<Kernel> slice_grad(const Node& n, const Types& in) {
+  return make_kernel([map = SliceMap(n, in[1].shape, in[0].shape)](const KernelArgs& a) {
+    const float* dy = a.in(0).data<float>();
+    float* dx = a.out(0).data<float>();
+    std::memset(dx, 0, a.out(0).nbytes());
+    for (int64_t i = 0, e = a.in(0).numel(); i < e; ++i) dx[map(i)] = dy[i];
+  });
+}
+
+std::unique_ptr<Kernel> dropout(const Node& n, const Types&) {
+  const float rate = float(attr_f(n, "rate")), scale = float(1.0 / (1.0 - attr_f(n, "rate")));
+  const uint64_t node = ew::node_key(n);
+  return make_kernel([rate, scale, node](const KernelArgs& a) {
+    const uint64_t key = ew::dropout_key(node, a.step), step = a.step ? a.step->step : 0;
+    const int64_t e = a.in(0).numel();
+    for (int64_t blk = 0; blk < (e + 3) / 4; ++blk)
+      ew::dropout_block(key, step, blk, a.in(0).data<float>(), a.out(0).data<float>(),
+                        a.out(1).data<float>(), e, rate, scale);
+  });
+}
+
 }  // namespace
 
 LOCKSTEP_REGISTER(reference_array_kernels) {
@@ -58,46 +111,10 @@ LOCKSTEP_REGISTER(reference_array_kernels) {
                  for (int64_t i = 0, n = a.in(0).numel(); i < n; ++i)
                    store(a.out(0).raw(), to, i, load(a.in(0).raw(), ti, i));
                }));
-  R.add_kernel("concat", kRef, simple_kernel([](const Node& n, const KernelArgs& a) {
-                 const Shape& os = a.out(0).shape();
-                 int64_t axis = n.attrs.i("axis", -1);
-                 if (axis < 0) axis += os.rank();
-                 int64_t outer = 1, inner = 1;
-                 for (int i = 0; i < axis; ++i) outer *= os[i];
-                 for (int i = int(axis) + 1; i < os.rank(); ++i) inner *= os[i];
-                 size_t es = dtype_size(a.out(0).dtype());
-                 char* y = static_cast<char*>(a.out(0).raw());
-                 for (int64_t o = 0; o < outer; ++o)
-                   for (int k = 0; k < a.num_inputs; ++k) {
-                     size_t bytes = size_t(a.in(k).dim(int(axis)) * inner) * es;
-                     std::memcpy(y, static_cast<const char*>(a.in(k).raw()) + o * bytes, bytes);
-                     y += bytes;
-                   }
-               }));
-  R.add_kernel("slice", kRef, simple_kernel([](const Node& n, const KernelArgs& a) {
-                 SliceMap map(n, a.in(0).shape(), a.out(0).shape());
-                 size_t es = dtype_size(a.in(0).dtype());
-                 const char* x = static_cast<const char*>(a.in(0).raw());
-                 char* y = static_cast<char*>(a.out(0).raw());
-                 for (int64_t i = 0, e = a.out(0).numel(); i < e; ++i)
-                   std::memcpy(y + i * es, x + map(i) * es, es);
-               }));
-  R.add_kernel("slice_grad", kRef, simple_kernel([](const Node& n, const KernelArgs& a) {
-                 SliceMap map(n, a.out(0).shape(), a.in(0).shape());
-                 const float* dy = a.in(0).data<float>();
-                 float* dx = a.out(0).data<float>();
-                 std::memset(dx, 0, a.out(0).nbytes());
-                 for (int64_t i = 0, e = a.in(0).numel(); i < e; ++i) dx[map(i)] = dy[i];
-               }));
-  R.add_kernel("dropout", kRef, simple_kernel([](const Node& n, const KernelArgs& a) {
-                 double rate = n.attrs.f("rate", 0.5);
-                 uint64_t key = ew::dropout_key(n, a.step);
-                 uint64_t step = a.step ? a.step->step : 0;
-                 int64_t e = a.in(0).numel();
-                 for (int64_t blk = 0; blk < (e + 3) / 4; ++blk)
-                   ew::dropout_block(key, step, blk, a.in(0).data<float>(), a.out(0).data<float>(),
-                                     a.out(1).data<float>(), e, float(rate), float(1.0 / (1.0 - rate)));
-               }));
+  R.add_kernel("concat", kRef, concat);
+  R.add_kernel("slice", kRef, slice);
+  R.add_kernel("slice_grad", kRef, slice_grad);
+  R.add_kernel("dropout", kRef, dropout);
 }
 
 }  // namespace lockstep

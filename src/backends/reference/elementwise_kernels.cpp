@@ -1,5 +1,6 @@
 // Reference kernels for elementwise ops: broadcasting binaries, unary math and activation grads.
 #include "ops/internal/kernel_math.h"
+#include "ops/internal/kernel_util.h"
 
 namespace lockstep {
 
@@ -41,21 +42,23 @@ LOCKSTEP_REGISTER(reference_elementwise_kernels) {
     R.add_kernel(op, kRef, simple_kernel([f](const Node&, const KernelArgs& a) { binary_kernel(a, f); }));
   });
   ew::unary_ops([&](const char* op, auto make) {
-    R.add_kernel(op, kRef, simple_kernel([make](const Node& n, const KernelArgs& a) {
-                   auto f = make(n);
-                   const float* x = a.in(0).data<float>();
-                   float* y = a.out(0).data<float>();
-                   for (int64_t i = 0, e = a.out(0).numel(); i < e; ++i) y[i] = f(x[i]);
-                 }));
+    R.add_kernel(op, kRef, [make](const Node& n, const std::vector<TensorType>&) {
+      return make_kernel([f = make(n)](const KernelArgs& a) {
+        const float* x = a.in(0).data<float>();
+        float* y = a.out(0).data<float>();
+        for (int64_t i = 0, e = a.out(0).numel(); i < e; ++i) y[i] = f(x[i]);
+      });
+    });
   });
   ew::unary_grad_ops([&](const char* op, auto make) {
-    R.add_kernel(op, kRef, simple_kernel([make](const Node& n, const KernelArgs& a) {
-                   auto f = make(n);
-                   const float* dy = a.in(0).data<float>();
-                   const float* v = a.in(1).data<float>();
-                   float* dx = a.out(0).data<float>();
-                   for (int64_t i = 0, e = a.out(0).numel(); i < e; ++i) dx[i] = f(dy[i], v[i]);
-                 }));
+    R.add_kernel(op, kRef, [make](const Node& n, const std::vector<TensorType>&) {
+      return make_kernel([f = make(n)](const KernelArgs& a) {
+        const float* dy = a.in(0).data<float>();
+        const float* v = a.in(1).data<float>();
+        float* dx = a.out(0).data<float>();
+        for (int64_t i = 0, e = a.out(0).numel(); i < e; ++i) dx[i] = f(dy[i], v[i]);
+      });
+    });
   });
   R.add_kernel("maximum_grad", kRef, simple_kernel([](const Node&, const KernelArgs& a) {
                  minmax_grad_kernel(a, [](float x, float y) { return x > y; });

@@ -68,7 +68,7 @@ void conv_bwd_filter(const ConvGeom& g, const float* dy, const float* x, float* 
 }
 
 std::unique_ptr<Kernel> make_matmul(const Node& n, const std::vector<TensorType>& in) {
-  const bool ta = ops::flag_attr(n.attrs, "transpose_a"), tb = ops::flag_attr(n.attrs, "transpose_b");
+  const bool ta = attr_b(n, "transpose_a"), tb = attr_b(n, "transpose_b");
   const int64_t M = in[0].shape[ta ? 1 : 0], K = in[0].shape[ta ? 0 : 1], N = in[1].shape[tb ? 0 : 1];
   return make_kernel([=](const KernelArgs& a) {
     const float *A = in_f(a, 0), *B = in_f(a, 1);
@@ -87,23 +87,21 @@ LOCKSTEP_REGISTER(reference_nn_kernels) {
   auto& R = OpRegistry::get();
   R.add_kernel("matmul", "reference", make_matmul);
   R.add_kernel("conv2d", "reference", [](const Node& n, const std::vector<TensorType>& in) {
-    ConvGeom g = ops::conv_geometry(in[0].shape, in[1].shape, n.attrs);
+    ConvGeom g = ops::conv2d_geometry(in[0].shape, in[1].shape, n);
     return make_kernel([g](const KernelArgs& a) {
       conv_fwd(g, in_f(a, 0), in_f(a, 1), g.fused_bias ? in_f(a, 2) : nullptr, out_f(a, 0),
                static_cast<double*>(a.workspace));
     }, sizeof(double) * g.N * g.OH * g.OW * g.O);
   });
   R.add_kernel("conv2d_backward_input", "reference", [](const Node& n, const std::vector<TensorType>& in) {
-    Shape xs(n.attrs.ints("input_shape"));
-    xs[0] = in[0].shape[0];
-    ConvGeom g = ops::conv_geometry(xs, in[1].shape, n.attrs);
-    return make_kernel([g](const KernelArgs& a) { 
+    ConvGeom g = ops::conv_geometry(ops::input_shape_attr(n, in[0].shape[0]), in[1].shape, n);
+    return make_kernel([g](const KernelArgs& a) {
       conv_bwd_input(g, in_f(a, 0), in_f(a, 1), out_f(a, 0), static_cast<double*>(a.workspace));
     }, sizeof(double) * g.N * g.H * g.W * g.C);
   });
   R.add_kernel("conv2d_backward_filter", "reference", [](const Node& n, const std::vector<TensorType>& in) {
-    ConvGeom g = ops::conv_geometry(in[1].shape, Shape(n.attrs.ints("filter_shape")), n.attrs);
-    return make_kernel([g](const KernelArgs& a) { 
+    ConvGeom g = ops::conv_geometry(in[1].shape, Shape(attr_ints(n, "filter_shape")), n);
+    return make_kernel([g](const KernelArgs& a) {
       conv_bwd_filter(g, in_f(a, 0), in_f(a, 1), out_f(a, 0), static_cast<double*>(a.workspace));
     }, sizeof(double) * g.KH * g.KW * g.Cg() * g.O);
   });

@@ -11,7 +11,7 @@ struct Dims { int64_t R, C; double eps; };
 
 Dims dims_of(const Node& n, const Shape& x) {
   int64_t C = x[-1];
-  return {x.numel() / C, C, n.attrs.f("epsilon", 1e-3)};
+  return {x.numel() / C, C, attr_f(n, "epsilon")};
 }
 
 void bn_train(Dims d, const KernelArgs& a) {

@@ -15,19 +15,14 @@ template <typename Fn>
 void for_each_window(const ConvGeom& g, Fn fn) {
   for (int64_t n = 0; n < g.N; ++n)
     for (int64_t oh = 0; oh < g.OH; ++oh)
-      for (int64_t ow = 0; ow < g.OW; ++ow)
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        const ops::PoolWindow wd = ops::pool_window(g, oh, ow);
         for (int64_t c = 0; c < g.C; ++c) {
           const int64_t yi = ((n * g.OH + oh) * g.OW + ow) * g.C + c;
-          for (int64_t kh = 0; kh < g.KH; ++kh) {
-            const int64_t ih = oh * g.SH - g.PT + kh;
-            if (ih < 0 || ih >= g.H) continue;
-            for (int64_t kw = 0; kw < g.KW; ++kw) {
-              const int64_t iw = ow * g.SW - g.PL + kw;
-              if (iw < 0 || iw >= g.W) continue;
-              fn(yi, ((n * g.H + ih) * g.W + iw) * g.C + c);
-            }
-          }
+          for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
+            for (int64_t iw = wd.w0; iw < wd.w1; ++iw) fn(yi, ((n * g.H + ih) * g.W + iw) * g.C + c);
         }
+      }
 }
 
 int64_t ny(const ConvGeom& g) { return g.N * g.OH * g.OW * g.C; }
@@ -63,32 +58,26 @@ void avg_bwd(const ConvGeom& g, const float* dy, float* dx, int64_t* cnt) {
   for_each_window(g, [&](int64_t yi, int64_t xi) { dx[xi] += dy[yi] / float(cnt[yi]); });
 }
 
-ConvGeom grad_geom(const Node& n, const Shape& dy) {
-  Shape xs(n.attrs.ints("input_shape"));
-  xs[0] = dy[0];
-  return ops::pool_geometry(xs, n.attrs);
-}
-
 LOCKSTEP_REGISTER(reference_pool_kernels) {
   auto& R = OpRegistry::get();
   R.add_kernel("max_pool2d", "reference", [](const Node& n, const std::vector<TensorType>& in) {
-    ConvGeom g = ops::pool_geometry(in[0].shape, n.attrs);
+    ConvGeom g = ops::pool_geometry(in[0].shape, n);
     return make_kernel([g](const KernelArgs& a) { max_fwd(g, in_f(a, 0), out_f(a, 0)); });
   });
   R.add_kernel("max_pool2d_grad", "reference", [](const Node& n, const std::vector<TensorType>& in) {
-    ConvGeom g = ops::pool_geometry(in[1].shape, n.attrs);
+    ConvGeom g = ops::pool_geometry(in[1].shape, n);
     return make_kernel([g](const KernelArgs& a) {
       max_bwd(g, in_f(a, 0), in_f(a, 1), static_cast<int64_t*>(a.workspace), out_f(a, 0));
     }, sizeof(int64_t) * ny(g));
   });
   R.add_kernel("avg_pool2d", "reference", [](const Node& n, const std::vector<TensorType>& in) {
-    ConvGeom g = ops::pool_geometry(in[0].shape, n.attrs);
+    ConvGeom g = ops::pool_geometry(in[0].shape, n);
     return make_kernel([g](const KernelArgs& a) {
       avg_fwd(g, in_f(a, 0), out_f(a, 0), static_cast<int64_t*>(a.workspace));
     }, sizeof(int64_t) * ny(g));
   });
   R.add_kernel("avg_pool2d_grad", "reference", [](const Node& n, const std::vector<TensorType>& in) {
-    ConvGeom g = grad_geom(n, in[0].shape);
+    ConvGeom g = ops::pool_grad_geometry(n, in[0].shape);
     return make_kernel([g](const KernelArgs& a) {
       avg_bwd(g, in_f(a, 0), out_f(a, 0), static_cast<int64_t*>(a.workspace));
     }, sizeof(int64_t) * ny(g));

@@ -1,8 +1,10 @@
 // Optimizer update kernels (Keras 3 formulas) and lr_schedule. Registered for "reference"
-// (plain loops) and "cpu" (same loops, OpenMP-parallel; they are elementwise).
+// (plain loops) and "cpu" (same loops, OpenMP-parallel; they are elementwise). Hyperparameters
+// are read from the node once, when the kernel is built.
 #include <cmath>
 
 #include "lockstep/graph/op_registry.h"
+#include "ops/internal/kernel_util.h"
 #include "ops/internal/schedule_math.h"
 
 namespace lockstep {
@@ -20,15 +22,23 @@ void weight_decay(float* w, int64_t n, float lr, float wd) {
   for (int64_t i = 0; i < n; ++i) w[i] -= w[i] * k;
 }
 
+struct SgdParams {
+  float momentum, weight_decay;
+  bool nesterov;
+};
+SgdParams sgd_params(const Node& n) {
+  return {float(attr_f(n, "momentum")), float(attr_f(n, "weight_decay")), attr_b(n, "nesterov")};
+}
+
 template <bool Par>
-void sgd(const Node& node, const KernelArgs& a) {
+void sgd(const SgdParams& p, const KernelArgs& a) {
   float* w = a.in(0).data<float>();
   const float* g = a.in(1).data<float>();
   const float lr = a.in(2).data<float>()[0];
   const int64_t n = a.in(0).numel();
-  const float mom = float(node.attrs.f("momentum", 0.0));
-  const bool nesterov = node.attrs.b("nesterov", false);
-  weight_decay<Par>(w, n, lr, float(node.attrs.f("weight_decay", 0.0)));
+  const float mom = p.momentum;
+  const bool nesterov = p.nesterov;
+  weight_decay<Par>(w, n, lr, p.weight_decay);
   if (a.num_inputs < 4) {
 #pragma omp parallel for simd if (Par && n >= kParallelMin)
     for (int64_t i = 0; i < n; ++i) w[i] -= g[i] * lr;
@@ -50,8 +60,17 @@ void sgd(const Node& node, const KernelArgs& a) {
   }
 }
 
+struct AdamParams {
+  double beta_1, beta_2;
+  float epsilon, weight_decay;
+};
+AdamParams adam_params(const Node& n) {
+  return {attr_f(n, "beta_1"), attr_f(n, "beta_2"), float(attr_f(n, "epsilon")),
+          float(attr_f(n, "weight_decay"))};
+}
+
 template <bool Par>
-void adam(const Node& node, const KernelArgs& a) {
+void adam(const AdamParams& p, const KernelArgs& a) {
   float* w = a.in(0).data<float>();
   const float* g = a.in(1).data<float>();
   const float lr = a.in(2).data<float>()[0];
@@ -59,9 +78,9 @@ void adam(const Node& node, const KernelArgs& a) {
   float* v = a.in(4).data<float>();
   const double t = a.in(5).data<float>()[0];
   const int64_t n = a.in(0).numel();
-  const double b1 = node.attrs.f("beta_1", 0.9), b2 = node.attrs.f("beta_2", 0.999);
-  const float eps = float(node.attrs.f("epsilon", 1e-7));
-  weight_decay<Par>(w, n, lr, float(node.attrs.f("weight_decay", 0.0)));
+  const double b1 = p.beta_1, b2 = p.beta_2;
+  const float eps = p.epsilon;
+  weight_decay<Par>(w, n, lr, p.weight_decay);
   const float alpha = float(lr * std::sqrt(1.0 - std::pow(b2, t)) / (1.0 - std::pow(b1, t)));
   const float c1 = float(1.0 - b1), c2 = float(1.0 - b2);
 #pragma omp parallel for simd if (Par && n >= kParallelMin)
@@ -72,18 +91,24 @@ void adam(const Node& node, const KernelArgs& a) {
   }
 }
 
+struct RmspropParams {
+  float rho, momentum, epsilon, weight_decay;
+};
+RmspropParams rmsprop_params(const Node& n) {
+  return {float(attr_f(n, "rho")), float(attr_f(n, "momentum")), float(attr_f(n, "epsilon")),
+          float(attr_f(n, "weight_decay"))};
+}
+
 template <bool Par>
-void rmsprop(const Node& node, const KernelArgs& a) {
+void rmsprop(const RmspropParams& p, const KernelArgs& a) {
   float* w = a.in(0).data<float>();
   const float* g = a.in(1).data<float>();
   const float lr = a.in(2).data<float>()[0];
   float* ms = a.in(3).data<float>();
   float* mom = a.num_inputs > 4 ? a.in(4).data<float>() : nullptr;
   const int64_t n = a.in(0).numel();
-  const float rho = float(node.attrs.f("rho", 0.9));
-  const float momentum = float(node.attrs.f("momentum", 0.0));
-  const float eps = float(node.attrs.f("epsilon", 1e-7));
-  weight_decay<Par>(w, n, lr, float(node.attrs.f("weight_decay", 0.0)));
+  const float rho = p.rho, momentum = p.momentum, eps = p.epsilon;
+  weight_decay<Par>(w, n, lr, p.weight_decay);
   if (mom && momentum > 0.f) {
 #pragma omp parallel for simd if (Par && n >= kParallelMin)
     for (int64_t i = 0; i < n; ++i) {
@@ -101,22 +126,35 @@ void rmsprop(const Node& node, const KernelArgs& a) {
   }
 }
 
-void lr_schedule(const Node& node, const KernelArgs& a) {
-  auto step = int64_t(std::llround(double(a.in(0).data<float>()[0])));
-  a.out(0).data<float>()[0] = float(ops::evaluate_schedule(node.attrs, step));
+KernelFactory lr_schedule() {
+  return [](const Node& n, const std::vector<TensorType>&) {
+    return make_kernel([at = ops::compile_schedule(n.attrs)](const KernelArgs& a) {
+      auto step = int64_t(std::llround(double(a.in(0).data<float>()[0])));
+      a.out(0).data<float>()[0] = float(at(step));
+    });
+  };
+}
+
+// An update kernel: its parameters read in the factory, run(params, args) each step.
+template <class Params, class Run>
+KernelFactory update(Params (*read)(const Node&), Run run) {
+  return [read, run](const Node& n, const std::vector<TensorType>&) {
+    return make_kernel([p = read(n), run](const KernelArgs& a) { run(p, a); });
+  };
 }
 
 }  // namespace
 
 LOCKSTEP_REGISTER(optimizer_kernels) {
   auto& R = OpRegistry::get();
-  R.add_kernel("sgd_update", "reference", simple_kernel(sgd<false>));
-  R.add_kernel("adam_update", "reference", simple_kernel(adam<false>));
-  R.add_kernel("rmsprop_update", "reference", simple_kernel(rmsprop<false>));
-  R.add_kernel("lr_schedule", "reference", simple_kernel(lr_schedule));
-  R.add_kernel("sgd_update", "cpu", simple_kernel(sgd<true>));
-  R.add_kernel("adam_update", "cpu", simple_kernel(adam<true>));
-  R.add_kernel("rmsprop_update", "cpu", simple_kernel(rmsprop<true>));
+  R.add_kernel("sgd_update", "reference", update(sgd_params, sgd<false>));
+  R.add_kernel("adam_update", "reference", update(adam_params, adam<false>));
+  R.add_kernel("rmsprop_update", "reference", update(rmsprop_params, rmsprop<false>));
+  R.add_kernel("sgd_update", "cpu", update(sgd_params, sgd<true>));
+  R.add_kernel("adam_update", "cpu", update(adam_params, adam<true>));
+  R.add_kernel("rmsprop_update", "cpu", update(rmsprop_params, rmsprop<true>));
+  // The schedule is one scalar per step: the same kernel on every host backend.
+  for (const std::string& backend : host_backends()) R.add_kernel("lr_schedule", backend, lr_schedule());
 }
 
 }  // namespace lockstep

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "ops/internal/kernel_math.h"
+#include "ops/internal/kernel_util.h"
 
 namespace lockstep {
 
@@ -83,28 +84,38 @@ void split_axis(const Shape& s, int64_t axis, int64_t& outer, int64_t& C, int64_
   for (int i = int(axis) + 1; i < s.rank(); ++i) inner *= s[i];
 }
 
+// softmax / log_softmax along attr axis: `row` on each of the outer x inner rows of C.
 template <class F>
-void softmax_kernel(const Node& n, const KernelArgs& a, F row) {
-  int64_t outer, C, inner;
-  split_axis(a.in(0).shape(), n.attrs.i("axis", -1), outer, C, inner);
-  const float* x = a.in(0).data<float>();
-  float* y = a.out(0).data<float>();
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < inner; ++i) row(x + o * C * inner + i, y + o * C * inner + i, C, inner);
+KernelFactory softmax_factory(F row) {
+  return [row](const Node& n, const std::vector<TensorType>& in) {
+    int64_t outer, C, inner;
+    split_axis(in[0].shape, attr_i(n, "axis"), outer, C, inner);
+    return make_kernel([row, outer, C, inner](const KernelArgs& a) {
+      const float* x = a.in(0).data<float>();
+      float* y = a.out(0).data<float>();
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) row(x + o * C * inner + i, y + o * C * inner + i, C, inner);
+    });
+  };
 }
 
+// Their gradients (dy, y) -> dx.
 template <class F>
-void softmax_grad_kernel(const Node& n, const KernelArgs& a, F row) {
-  int64_t outer, C, inner;
-  split_axis(a.in(0).shape(), n.attrs.i("axis", -1), outer, C, inner);
-  const float* dy = a.in(0).data<float>();
-  const float* y = a.in(1).data<float>();
-  float* dx = a.out(0).data<float>();
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < inner; ++i) {
-      int64_t off = o * C * inner + i;
-      row(dy + off, y + off, dx + off, C, inner);
-    }
+KernelFactory softmax_grad_factory(F row) {
+  return [row](const Node& n, const std::vector<TensorType>& in) {
+    int64_t outer, C, inner;
+    split_axis(in[0].shape, attr_i(n, "axis"), outer, C, inner);
+    return make_kernel([row, outer, C, inner](const KernelArgs& a) {
+      const float* dy = a.in(0).data<float>();
+      const float* y = a.in(1).data<float>();
+      float* dx = a.out(0).data<float>();
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+          int64_t off = o * C * inner + i;
+          row(dy + off, y + off, dx + off, C, inner);
+        }
+    });
+  };
 }
 
 }  // namespace
@@ -134,18 +145,10 @@ LOCKSTEP_REGISTER(reference_reduce_kernels) {
                  int64_t C = a.in(1).numel();
                  for (int64_t i = 0, e = a.out(0).numel(); i < e; ++i) y[i] = x[i] + b[i % C];
                }));
-  R.add_kernel("softmax", kRef, simple_kernel([](const Node& n, const KernelArgs& a) {
-                 softmax_kernel(n, a, ew::softmax_row);
-               }));
-  R.add_kernel("log_softmax", kRef, simple_kernel([](const Node& n, const KernelArgs& a) {
-                 softmax_kernel(n, a, ew::log_softmax_row);
-               }));
-  R.add_kernel("softmax_grad", kRef, simple_kernel([](const Node& n, const KernelArgs& a) {
-                 softmax_grad_kernel(n, a, ew::softmax_grad_row);
-               }));
-  R.add_kernel("log_softmax_grad", kRef, simple_kernel([](const Node& n, const KernelArgs& a) {
-                 softmax_grad_kernel(n, a, ew::log_softmax_grad_row);
-               }));
+  R.add_kernel("softmax", kRef, softmax_factory(ew::softmax_row));
+  R.add_kernel("log_softmax", kRef, softmax_factory(ew::log_softmax_row));
+  R.add_kernel("softmax_grad", kRef, softmax_grad_factory(ew::softmax_grad_row));
+  R.add_kernel("log_softmax_grad", kRef, softmax_grad_factory(ew::log_softmax_grad_row));
 }
 
 }  // namespace lockstep

@@ -6,11 +6,9 @@ namespace lockstep {
 Value apply_activation(Graph& g, Value x, const std::string& activation, const std::string& name) {
   const std::string& a = activation;
   if (a.empty() || a == "linear") return x;
-  if (a == "softmax" || a == "log_softmax")
-    return g.add(a, {x}, Attrs{{"axis", int64_t(-1)}}, name);
+  // Keras's activation strings use the ops' declared defaults (softmax over the last axis, exact
+  // gelu, leaky_relu with slope 0.2).
   if (a == "silu" || a == "swish") return g.add("swish", {x}, {}, name);
-  if (a == "gelu") return g.add("gelu", {x}, Attrs{{"approximate", false}}, name);
-  if (a == "leaky_relu") return g.add("leaky_relu", {x}, Attrs{{"alpha", 0.2}}, name);
   if (a == "exponential") return g.add("exp", {x}, {}, name);
   LS_CHECK(layer_util::is_activation(a), (name.empty() ? "" : "'" + name + "': "),
            "unknown activation '", a, "'; valid names: ", layer_util::activation_names());

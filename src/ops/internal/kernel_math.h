@@ -31,7 +31,8 @@ inline float gelu_grad(float x, bool approx) {
 }
 inline float softplus(float x) { return std::log1p(std::exp(-std::fabs(x))) + (x > 0 ? x : 0.f); }
 
-// Calls reg(op, make) for each f32 -> f32 unary op; make(node) returns the scalar function.
+// Calls reg(op, make) for each f32 -> f32 unary op; make(node) returns the scalar function
+// (call it in the kernel factory: it reads the node's attributes).
 template <class Reg> void unary_ops(Reg&& reg) {
   reg("neg", [](const Node&) { return [](float x) { return -x; }; });
   reg("exp", [](const Node&) { return [](float x) { return std::exp(x); }; });
@@ -40,7 +41,7 @@ template <class Reg> void unary_ops(Reg&& reg) {
   reg("square", [](const Node&) { return [](float x) { return x * x; }; });
   reg("abs", [](const Node&) { return [](float x) { return std::fabs(x); }; });
   reg("scale_shift", [](const Node& n) {
-    float s = float(n.attrs.f("scale", 1.0)), t = float(n.attrs.f("shift", 0.0));
+    float s = float(attr_f(n, "scale")), t = float(attr_f(n, "shift"));
     return [s, t](float x) { return x * s + t; };
   });
   reg("relu", [](const Node&) { return [](float x) { return x > 0 ? x : 0.f; }; });
@@ -48,12 +49,12 @@ template <class Reg> void unary_ops(Reg&& reg) {
   reg("sigmoid", [](const Node&) { return [](float x) { return sigmoid(x); }; });
   reg("tanh", [](const Node&) { return [](float x) { return std::tanh(x); }; });
   reg("gelu", [](const Node& n) {
-    bool a = n.attrs.b("approximate", false);
+    bool a = attr_b(n, "approximate");
     return [a](float x) { return gelu(x, a); };
   });
   reg("swish", [](const Node&) { return [](float x) { return x * sigmoid(x); }; });
   reg("leaky_relu", [](const Node& n) {
-    float al = float(n.attrs.f("alpha", 0.2));
+    float al = float(attr_f(n, "alpha"));
     return [al](float x) { return x > 0 ? x : al * x; };
   });
   reg("softplus", [](const Node&) { return [](float x) { return softplus(x); }; });
@@ -68,7 +69,7 @@ template <class Reg> void unary_grad_ops(Reg&& reg) {
   reg("sigmoid_grad", [](const Node&) { return [](float dy, float y) { return dy * y * (1.f - y); }; });
   reg("tanh_grad", [](const Node&) { return [](float dy, float y) { return dy * (1.f - y * y); }; });
   reg("gelu_grad", [](const Node& n) {
-    bool a = n.attrs.b("approximate", false);
+    bool a = attr_b(n, "approximate");
     return [a](float dy, float x) { return dy * gelu_grad(x, a); };
   });
   reg("swish_grad", [](const Node&) {
@@ -78,7 +79,7 @@ template <class Reg> void unary_grad_ops(Reg&& reg) {
     };
   });
   reg("leaky_relu_grad", [](const Node& n) {
-    float al = float(n.attrs.f("alpha", 0.2));
+    float al = float(attr_f(n, "alpha"));
     return [al](float dy, float x) { return x > 0 ? dy : al * dy; };
   });
   reg("softplus_grad", [](const Node&) { return [](float dy, float x) { return dy * sigmoid(x); }; });
@@ -132,7 +133,7 @@ void broadcast_loop(const Shape& out, const Shape& a, const Shape& b, F f) {
 
 // Reduction axes of a reduce_* node (missing/empty = all) and x's shape with them set to 1.
 inline std::vector<int64_t> reduce_axes(const Node& n, int rank) {
-  std::vector<int64_t> axes = n.attrs.ints("axes", {});
+  std::vector<int64_t> axes = attr_ints(n, "axes");
   if (axes.empty())
     for (int i = 0; i < rank; ++i) axes.push_back(i);
   return ops::normalise_axes(axes, rank);
@@ -244,12 +245,15 @@ inline uint64_t splitmix64(uint64_t x) {
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
 }
-inline uint64_t dropout_key(const Node& n, const StepInfo* s) {
-  uint64_t k = splitmix64(uint64_t(n.attrs.i("seed", 0)));
-  k = splitmix64(k ^ uint64_t(n.id));
-  k = splitmix64(k ^ uint64_t(s ? s->replica : 0));
+// The node's part of the key (attr seed, node id): computed once, in the kernel factory.
+inline uint64_t node_key(const Node& n) {
+  return splitmix64(splitmix64(uint64_t(attr_i(n, "seed"))) ^ uint64_t(n.id));
+}
+inline uint64_t dropout_key(uint64_t node_key, const StepInfo* s) {
+  uint64_t k = splitmix64(node_key ^ uint64_t(s ? s->replica : 0));
   return splitmix64(k ^ (s ? s->seed : 0));
 }
+inline uint64_t dropout_key(const Node& n, const StepInfo* s) { return dropout_key(node_key(n), s); }
 // Elements [4*blk, 4*blk + 4) of y and mask (clipped to n).
 inline void dropout_block(uint64_t key, uint64_t step, int64_t blk, const float* x, float* y,
                           float* mask, int64_t n, float rate, float scale) {

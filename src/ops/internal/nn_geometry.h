@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/graph/attrs.h"
 #include "lockstep/core/shape.h"
+#include "lockstep/graph/graph.h"
 
 namespace lockstep::ops {
 
@@ -23,23 +23,45 @@ struct ConvGeom {
   double flops() const { return 2.0 * N * OH * OW * O * KH * KW * Cg(); }
 };
 
-// Conv geometry for x [N,H,W,C] and filter [KH,KW,C/G,O] under the conv2d attrs
-// (strides, padding|pads, dilations, groups, fused_bias, activation). Validates and throws
-// lockstep::Error naming the problem. Unknown (-1) N/H/W propagate to the outputs.
-ConvGeom conv_geometry(const Shape& x, const Shape& w, const Attrs& a);
+// Geometry of a conv node (conv2d, conv2d_backward_input/_filter) for x [N,H,W,C] and filter
+// [KH,KW,C/G,O] under its attrs strides, padding | pads, dilations and groups (defaults from
+// the op's declaration). Validates and throws lockstep::Error naming the problem. Unknown (-1)
+// N/H/W propagate to the outputs.
+ConvGeom conv_geometry(const Shape& x, const Shape& w, const Node& n);
 
-// Pool geometry: O = C, G = C, filter pool_size; strides default to pool_size.
-ConvGeom pool_geometry(const Shape& x, const Attrs& a);
+// conv2d's geometry: conv_geometry plus its fusion attrs fused_bias and activation.
+ConvGeom conv2d_geometry(const Shape& x, const Shape& w, const Node& n);
+
+// Geometry of a pool node for x: O = C, G = C, filter pool_size; strides default to pool_size.
+ConvGeom pool_geometry(const Shape& x, const Node& n);
+
+// The x shape of a gradient op that gets it as attr `input_shape` (conv2d_backward_input,
+// avg_pool2d_grad), with dim 0 set to `batch` (dy's, which may differ from the traced one).
+Shape input_shape_attr(const Node& n, int64_t batch);
+
+// The one pool-gradient geometry: avg_pool2d_grad's (x from input_shape, dy's batch); the
+// max_pool2d_grad node reads x's shape from its input, pool_geometry(x, n).
+ConvGeom pool_grad_geometry(const Node& n, const Shape& dy);
+
+// The valid input rows [h0, h1) and columns [w0, w1) of the window under pool output (oh, ow):
+// the window clipped to the image, so padding never counts (Keras's average). Every pool
+// kernel of every backend walks windows through this.
+struct PoolWindow {
+  int64_t h0, h1, w0, w1;
+  int64_t size() const { return (h1 - h0) * (w1 - w0); }
+};
+inline PoolWindow pool_window(const ConvGeom& g, int64_t oh, int64_t ow) {
+  const int64_t h = oh * g.SH - g.PT, w = ow * g.SW - g.PL;
+  return {h < 0 ? 0 : h, h + g.KH < g.H ? h + g.KH : g.H, w < 0 ? 0 : w,
+          w + g.KW < g.W ? w + g.KW : g.W};
+}
 
 // Output length and leading pad for one spatial axis (Keras rules). in may be -1.
 void axis_geometry(int64_t in, int64_t k, int64_t stride, int64_t dil, const std::string& padding,
                    int64_t* out, int64_t* pad_lo, int64_t* pad_hi);
 
-// A boolean attr that may also be stored as an int (Attrs::set(key, true) picks the int
-// overload, as the fusion pass's fused_bias does).
-bool flag_attr(const Attrs& a, const std::string& key);
-
-// Reads a 2-element int list attr that may also be given as one int or a 1-element list.
-std::vector<int64_t> pair_attr(const Attrs& a, const std::string& key, std::vector<int64_t> dflt);
+// Reads a 2-element int list attr that may also be given as one int or a 1-element list;
+// absent: the op's declared default.
+std::vector<int64_t> pair_attr(const Node& n, const std::string& key);
 
 }  // namespace lockstep::ops

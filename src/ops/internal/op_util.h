@@ -1,4 +1,5 @@
-// Helpers shared by op registrations: type checks, broadcasting, axis normalisation.
+// Helpers shared by op registrations: type checks, broadcasting, axis normalisation, and the
+// registration of a declared op under its docs/ops.md section.
 #pragma once
 #include <vector>
 
@@ -23,7 +24,20 @@ Shape broadcast_shapes(const Shape& a, const Shape& b);
 // Normalises possibly negative axes against rank; sorts and de-duplicates.
 std::vector<int64_t> normalise_axes(std::vector<int64_t> axes, int rank);
 
-// Registers an op with no gradient whose kernels come later.
-inline void add_op(OpDef def) { OpRegistry::get().add(std::move(def)); }
+// Registers a declared op under `group`, its section of docs/ops.md (src/ops/op_docs.cpp).
+inline void add_op(const char* group, OpDef def) {
+  def.group = group;
+  OpRegistry::get().add(std::move(def));
+}
+
+// The attributes of `from` that op `to` declares: what a gradient builder hands from a forward
+// node to its gradient op (a random op's ranges and seed stay behind).
+Attrs attrs_for(const std::string& to, const Attrs& from);
+
+// Shorthands for declarations: {"axis", i64, -1, "..."}.
+using enum AttrType;
+using enum NoDefault;
+using Ints = std::vector<int64_t>;
+using Floats = std::vector<double>;
 
 }  // namespace lockstep::ops

@@ -33,7 +33,7 @@ ExportImageFolderResult export_image_folder(const Tensor& images_in, const Tenso
            images_in.defined() ? images_in.shape().str() : std::string("an undefined tensor"));
   LS_CHECK(o.format == "jpeg" || o.format == "png" || o.format == "mixed", fn,
            ": format must be \"jpeg\", \"png\" or \"mixed\", got \"", o.format, "\"");
-  LS_CHECK(o.size >= 0, fn, ": size must be >= 0, got ", o.size);
+  LS_CHECK(o.size >= 0 && o.size <= 8192, fn, ": size must be in 0..8192 (0: keep), got ", o.size);
   LS_CHECK(!class_names.empty(), fn, ": class_names is empty");
   Tensor images = images_in.contiguous();
   const int64_t N = images.dim(0), H = images.dim(1), W = images.dim(2);

@@ -1,0 +1,124 @@
+// The registry checks (see registry_check.h).
+#include "ops/registry_check.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "lockstep/ops/op_docs.h"
+
+namespace lockstep::testing {
+
+namespace {
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// Placeholders the executable runs no kernel for (besides views, alias_input >= 0).
+bool runs_no_kernel(const OpDef& def) {
+  return def.alias_input >= 0 || def.name == "input" || def.name == "variable";
+}
+
+void check_op_kernels(const OpDef& def, const std::vector<std::string>& registered,
+                      std::vector<std::string>& out) {
+  const std::string op = "op '" + def.name + "': ";
+  for (const std::string& b : def.backends)
+    if (!is_known_backend(b)) out.push_back(op + "declares unknown backend '" + b + "'");
+  for (const std::string& b : def.backends)
+    if (!contains(registered, b))
+      out.push_back(op + "declares backend '" + b + "' but registers no kernel for it");
+  for (const std::string& b : registered)
+    if (!contains(def.backends, b))
+      out.push_back(op + "registers a '" + b + "' kernel but does not declare backend '" + b + "'");
+  if (def.backends.empty()) {
+    if (!runs_no_kernel(def))
+      out.push_back(op + "declares no kernels, but the executable runs one for it");
+    return;
+  }
+  for (const BackendInfo& b : known_backends())
+    if (b.host && b.name != kReferenceBackend && !contains(registered, b.name) &&
+        def.reference_only.empty())
+      out.push_back(op + "has no '" + b.name + "' kernel and no reference_only reason");
+}
+
+}  // namespace
+
+std::vector<std::string> kernel_coverage_problems(const OpRegistry& registry,
+                                                  const KernelLookup& kernels) {
+  std::vector<std::string> out;
+  for (const std::string& name : registry.op_names())
+    check_op_kernels(registry.op(name), kernels(name), out);
+  return out;
+}
+
+std::vector<std::string> op_table_problems(const std::vector<std::string>& ops,
+                                           const std::set<std::string>& case_ops,
+                                           const std::map<std::string, std::string>& exempt) {
+  std::vector<std::string> out;
+  for (const std::string& op : ops)
+    if (!case_ops.count(op) && !exempt.count(op))
+      out.push_back("op '" + op + "' has no case in the op table (tests/ops/*_cases.cpp)");
+  for (const auto& [op, why] : exempt) {
+    if (!contains(ops, op))
+      out.push_back("exemption for op '" + op + "', which does not exist");
+    else if (case_ops.count(op))
+      out.push_back("exemption for op '" + op + "', which has cases");
+    if (why.empty()) out.push_back("exemption for op '" + op + "' without a reason");
+  }
+  return out;
+}
+
+namespace {
+
+bool default_matches(AttrType t, const AttrValue& v) {
+  switch (t) {
+    case AttrType::i64:
+      return std::holds_alternative<int64_t>(v);
+    case AttrType::f64:
+      return std::holds_alternative<double>(v);
+    case AttrType::boolean:
+      return std::holds_alternative<bool>(v);
+    case AttrType::str:
+      return std::holds_alternative<std::string>(v);
+    case AttrType::i64_list:
+      return std::holds_alternative<std::vector<int64_t>>(v);
+    case AttrType::f64_list:
+      return std::holds_alternative<std::vector<double>>(v);
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> declaration_problems(const OpRegistry& registry) {
+  const std::vector<std::string> groups = ops_doc_groups();
+  std::vector<std::string> out;
+  for (const std::string& name : registry.op_names()) {
+    const OpDef& def = registry.op(name);
+    const std::string op = "op '" + name + "': ";
+    if (def.signature.empty() || def.doc.empty()) out.push_back(op + "no signature or doc");
+    if (!contains(groups, def.group))
+      out.push_back(op + "group '" + def.group + "' has no docs section");
+    for (const AttrDecl& a : def.attrs) {
+      if (a.doc.empty()) out.push_back(op + "attribute '" + a.name + "' has no doc");
+      if (a.default_value && !default_matches(a.type, *a.default_value))
+        out.push_back(op + "attribute '" + a.name + "' has a default of another type");
+    }
+  }
+  return out;
+}
+
+std::string first_difference(const std::string& committed, const std::string& generated) {
+  std::istringstream a(committed), b(generated);
+  std::string la, lb;
+  for (int line = 1;; ++line) {
+    const bool more_a = bool(std::getline(a, la)), more_b = bool(std::getline(b, lb));
+    if (!more_a && !more_b) return "";
+    if (!more_a) la = "<end of file>";
+    if (!more_b) lb = "<end of file>";
+    if (la != lb || !more_a || !more_b)
+      return "line " + std::to_string(line) + ": committed '" + la + "', generated '" + lb + "'";
+  }
+}
+
+}  // namespace lockstep::testing

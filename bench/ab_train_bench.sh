@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A/B of two Lockstep builds on the reference CNN (train_bench): the builds alternate for ROUNDS
-# rounds with the machine-health probe between runs; prints medians and the ratio B/A.
+# rounds with the machine-health probe (B's fma_health) between runs; prints medians and B/A.
 #   bench/ab_train_bench.sh BUILD_A BUILD_B [ROUNDS=5] [THREADS=2]
 set -euo pipefail
 A=$1 B=$2 ROUNDS=${3:-5} THREADS=${4:-2}
@@ -11,7 +11,7 @@ for r in $(seq 1 "$ROUNDS"); do
   (( r % 2 == 0 )) && order=(b a)
   for which in "${order[@]}"; do
     dir=$A; [ "$which" = b ] && dir=$B
-    "$dir/bin/fma_health" "$THREADS" | tail -n 1 >> "$out/health.jsonl"
+    "$B/bin/fma_health" "$THREADS" | tail -n 1 >> "$out/health.jsonl"
     OMP_NUM_THREADS=$THREADS "$dir/bin/train_bench" --threads "$THREADS" --train-steps "$STEPS" \
       | tail -n 1 >> "$out/$which.jsonl"
     echo "round $r $which: $(tail -n 1 "$out/$which.jsonl")" >&2

@@ -56,6 +56,7 @@ const std::string kNoData = " --data-dir /nonexistent/lockstep-flags-test";
 }  // namespace
 
 TEST(ExampleFlags, FashionMnistRefusesNumbersThatDoNotFit) {
+  if (binary("fashion_mnist").empty()) GTEST_SKIP() << "bin/fashion_mnist not built";
   expect_refused("fashion_mnist", "--batch-size 4294967297" + kNoData, "--batch-size");
   expect_refused("fashion_mnist", "--epochs 4294967297" + kNoData, "--epochs");
   expect_refused("fashion_mnist", "--batch-size 1e12" + kNoData, "--batch-size");
@@ -66,6 +67,7 @@ TEST(ExampleFlags, FashionMnistRefusesNumbersThatDoNotFit) {
 }
 
 TEST(ExampleFlags, FlowersRefusesNumbersThatDoNotFit) {
+  if (binary("flowers").empty()) GTEST_SKIP() << "bin/flowers not built";
   const std::string out = " --out-dir /tmp/lockstep-flags-test-flowers";
   expect_refused("flowers", "--batch-size 1e12" + kNoData + out, "--batch-size");
   expect_refused("flowers", "--batch-size 4294967297" + kNoData + out, "--batch-size");
@@ -80,6 +82,8 @@ TEST(ExampleFlags, FlowersRefusesNumbersThatDoNotFit) {
 }
 
 TEST(ExampleFlags, DistributedTrainAndCollectiveWorkerRefuseNonNumbersWithoutAborting) {
+  if (binary("distributed_train").empty() && binary("collective_worker").empty())
+    GTEST_SKIP() << "bin/distributed_train and bin/collective_worker not built";
   expect_refused("distributed_train", "--strategy one_device --epochs abc", "--epochs");
   expect_refused("distributed_train", "--strategy one_device --batch 4294967297", "--batch");
   expect_refused("distributed_train", "--strategy one_device --timeout-ms 1e99", "--timeout-ms");
@@ -90,6 +94,7 @@ TEST(ExampleFlags, DistributedTrainAndCollectiveWorkerRefuseNonNumbersWithoutAbo
 
 // The `lockstep` command exits 1 on any error it reports (flags included).
 TEST(ExampleFlags, LockstepCliNamesItsBadFlags) {
+  if (binary("lockstep").empty()) GTEST_SKIP() << "bin/lockstep not built";
   const std::string args = " --out /tmp/lockstep-flags-test-cli --images /nonexistent/i.gz "
                            "--labels /nonexistent/l.gz";
   expect_refused("lockstep", "export-image-folder --size 4294967297" + args, "--size", 1);

@@ -1,7 +1,11 @@
 # Thin wrapper over the CMake presets. `make demo` and `make test` install what is missing,
 # build, and run; both are fast when nothing changed.
 JOBS ?= $(shell nproc)
-.PHONY: setup build demo test test-release test-asan bench package clean
+# Fuzzing: `make fuzz` runs every libFuzzer target (tests/fuzz) FUZZ_SECONDS each (default
+# 600); `make test` runs each TEST_FUZZ_SECONDS (default 10) after the other tests.
+FUZZ_SECONDS ?= 600
+TEST_FUZZ_SECONDS ?= 10
+.PHONY: setup build demo test test-release test-asan test-fuzz fuzz fuzz-build bench package clean
 
 setup:
 	@./scripts/setup.sh
@@ -21,7 +25,17 @@ test-asan: setup
 	@cmake --build build-asan -j $(JOBS) --target lockstep_tests
 	ctest --preset asan -j $(JOBS) -LE slow
 
-test: test-release test-asan
+fuzz-build: setup
+	@cmake --preset fuzz >/dev/null
+	@cmake --build build-fuzz -j $(JOBS)
+
+fuzz: fuzz-build
+	./tests/fuzz/run_fuzz.sh build-fuzz $(FUZZ_SECONDS) $(JOBS)
+
+test-fuzz: fuzz-build
+	./tests/fuzz/run_fuzz.sh build-fuzz $(TEST_FUZZ_SECONDS) $(JOBS)
+
+test: test-release test-asan test-fuzz
 
 # A .deb of the library, headers, CMake package and `lockstep` tool, built for any x86-64 CPU.
 package: setup
@@ -33,4 +47,4 @@ bench: build
 	./bench/run_train_bench.sh
 
 clean:
-	rm -rf build build-asan build-tsan build-debug build-package
+	rm -rf build build-asan build-tsan build-debug build-package build-fuzz

@@ -3,7 +3,7 @@
 // multi-worker example, and the equivalence / fault tests run it as worker processes.
 //   distributed_train --strategy one_device|mirrored|multi_worker [--epochs N] [--batch N]
 //       [--samples N] [--sync-bn] [--dataset] [--nan-sample K] [--out FILE] [--backup-dir DIR]
-//       [--step-delay-ms N]
+//       [--step-delay-ms N] [--units N] [--replicas-per-worker N]
 //       [--timeout-ms N]
 // multi_worker reads the cluster from TF_CONFIG, or the MPI / Slurm environment.
 #include <signal.h>
@@ -19,8 +19,8 @@
 #include "lockstep/core/parse.h"
 #include "lockstep/distribute/strategy.h"
 #include "lockstep/io/checkpoint.h"
-#include "lockstep/train/checkpoint.h"
 #include "lockstep/lockstep.h"
+#include "lockstep/train/checkpoint.h"
 
 namespace ls = lockstep;
 namespace dist = lockstep::distribute;
@@ -29,9 +29,11 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);  // a dying peer must not kill this worker
   std::string strategy_name = "one_device", out, backup_dir;
   int epochs = 2, batch = 16, samples = 96, delay_ms = 0, timeout_ms = 10000;
-  bool sync_bn = false;  // a BatchNormalization(synchronized=true) after the convolution
-  bool dataset = false;  // fit a Dataset (unshuffled global batches) instead of arrays
-  int nan_sample = -1;   // a NaN in this sample, and a linear model (stop-on-NaN tests)
+  int units = 16;               // the hidden Dense layer's width (the mismatch tests vary it)
+  int replicas_per_worker = 1;  // multi_worker: local replicas per worker
+  bool sync_bn = false;         // a BatchNormalization(synchronized=true) after the convolution
+  bool dataset = false;         // fit a Dataset (unshuffled global batches) instead of arrays
+  int nan_sample = -1;          // a NaN in this sample, and a linear model (stop-on-NaN tests)
   try {
     for (int i = 1; i < argc; ++i) {
       std::string k = argv[i];
@@ -61,6 +63,10 @@ int main(int argc, char** argv) {
         backup_dir = next();
       else if (k == "--step-delay-ms")
         delay_ms = num(0, 24 * 3600 * 1000);
+      else if (k == "--units")
+        units = num(1, 1 << 16);
+      else if (k == "--replicas-per-worker")
+        replicas_per_worker = num(1, 64);
       else if (k == "--timeout-ms")
         timeout_ms = num(1, 24 * 3600 * 1000);
       else
@@ -73,6 +79,7 @@ int main(int argc, char** argv) {
   try {
     dist::StrategyOptions opts;
     opts.communication.timeout = std::chrono::milliseconds(timeout_ms);
+    opts.replicas_per_worker = replicas_per_worker;
     // mirrored: always two replicas (the equivalence tests compare against exactly two).
     dist::Strategy strategy = strategy_name == "mirrored"
                                   ? dist::MirroredStrategy({"cpu:0", "cpu:1"}, opts)
@@ -100,12 +107,12 @@ int main(int argc, char** argv) {
       else if (sync_bn)
         model = ls::Sequential({Input({8, 8, 2}), Conv2D(4, 3, {.use_bias = false}),
                                 BatchNormalization({.synchronized = true}), Activation("relu"),
-                                MaxPooling2D({2, 2}), Flatten(), Dense(16, {.activation = "relu"}),
-                                Dense(3)});
+                                MaxPooling2D({2, 2}), Flatten(),
+                                Dense(units, {.activation = "relu"}), Dense(3)});
       else
         model = ls::Sequential({Input({8, 8, 2}), Conv2D(4, 3, {.activation = "relu"}),
-                                MaxPooling2D({2, 2}), Flatten(), Dense(16, {.activation = "relu"}),
-                                Dense(3)});
+                                MaxPooling2D({2, 2}), Flatten(),
+                                Dense(units, {.activation = "relu"}), Dense(3)});
       model.compile({.optimizer = ls::optimizers::Adam(0.01),
                      .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
                      .metrics = {"accuracy"}});

@@ -4,7 +4,9 @@
 set -euo pipefail
 PACKAGES=(cmake make g++ pkg-config zlib1g-dev libdnnl-dev libgtest-dev googletest
           nlohmann-json3-dev dataset-fashion-mnist libturbojpeg0-dev libpng-dev
-          libgloo-dev libopenmpi-dev openmpi-bin iproute2)
+          libgloo-dev libopenmpi-dev openmpi-bin iproute2
+          libhdf5-dev libzip-dev
+          clang libclang-rt-14-dev libomp-14-dev)  # clang: the libFuzzer targets (make fuzz)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

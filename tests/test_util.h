@@ -13,6 +13,15 @@
 
 namespace lockstep::test_util {
 
+// True in the ASan/UBSan and TSan builds. Tests that measure resident memory or run with a
+// tiny descriptor limit skip there (the sanitizers' shadow memory, allocator and runtime
+// change exactly what they measure); the release suite runs them.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitizerBuild = true;
+#else
+inline constexpr bool kSanitizerBuild = false;
+#endif
+
 // Runs f and returns the message of the lockstep::Error it throws, or "" when it throws
 // nothing. Other exception types propagate (a test that expects a lockstep::Error should fail
 // loudly on anything else).

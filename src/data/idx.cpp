@@ -78,16 +78,19 @@ Tensor read_idx(const std::string& path) {
   LS_CHECK(in.read(dim_bytes, size_t(4 * rank)) == size_t(4 * rank), "'", path,
            "' is truncated (header)");
   std::vector<int64_t> dims;
-  uint64_t count = 1;
+  // extent: the product of the non-zero dims, which a tensor's strides reach even when a zero
+  // dim makes count 0 (found by tests/fuzz/idx_fuzz).
+  uint64_t count = 1, extent = 1;
   bool overflow = false;
   for (int i = 0; i < rank; ++i) {
     const uint8_t* p = &dim_bytes[4 * i];
     const uint64_t d = (uint64_t(p[0]) << 24) | (uint64_t(p[1]) << 16) | (uint64_t(p[2]) << 8) | p[3];
     dims.push_back(int64_t(d));
-    overflow = overflow || __builtin_mul_overflow(count, d, &count);
+    overflow = overflow || __builtin_mul_overflow(count, d, &count) ||
+               (d > 0 && __builtin_mul_overflow(extent, d, &extent));
   }
   const Shape shape(dims);
-  LS_CHECK(!overflow && count <= uint64_t(INT64_MAX), "'", path, "': the header's shape ",
+  LS_CHECK(!overflow && extent <= uint64_t(INT64_MAX), "'", path, "': the header's shape ",
            shape.str(), " is too large (its size overflows 64 bits; the header is corrupt)");
   const uint64_t header = 4 + 4 * uint64_t(rank);
   // A plain file's size is known: compare before reading anything.

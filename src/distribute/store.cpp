@@ -31,6 +31,7 @@
 #include <thread>
 
 #include "distribute/backends.h"
+#include "distribute/store_protocol.h"
 #include "lockstep/distribute/cluster.h"
 #include "lockstep/distribute/collective.h"
 
@@ -40,17 +41,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-enum Op : uint8_t { kSet = 1, kGet, kAdd, kCheck, kWait, kRegister, kLost, kBye, kHello };
-enum Status : uint8_t { kOk = 0, kTimeout = 1, kDenied = 2 };
+using namespace store_protocol;  // Op, Status, Reader, Writer, Request, read_request
 
 // Extra time the client waits beyond a request's own timeout before calling the server lost.
 constexpr milliseconds kReplyGrace{3000};
-// Longest wait a request may ask the server for (a day; more is clamped).
-constexpr int64_t kMaxWaitMs = 24LL * 3600 * 1000;
 // How long the acceptor pauses when the process is out of descriptors (or threads).
 constexpr milliseconds kAcceptBackoff{100};
-// Bytes read per step of a long string: memory follows what arrived, not what was claimed.
-constexpr size_t kReadChunk = 64 * 1024;
 
 bool write_all(int fd, const void* data, size_t size) {
   const char* p = static_cast<const char*>(data);
@@ -79,59 +75,10 @@ bool read_all(int fd, void* data, size_t size) {
   return true;
 }
 
-// Request / reply encoding: little-endian host integers (all peers run the same build),
-// strings as u32 length + bytes.
-struct Writer {
-  std::vector<char> buf;
-  template <typename T>
-  void pod(T v) {
-    const char* p = reinterpret_cast<const char*>(&v);
-    buf.insert(buf.end(), p, p + sizeof(T));
-  }
-  void bytes(const std::vector<char>& v) {
-    pod(uint32_t(v.size()));
-    buf.insert(buf.end(), v.begin(), v.end());
-  }
-  void str(const std::string& s) {
-    pod(uint32_t(s.size()));
-    buf.insert(buf.end(), s.begin(), s.end());
-  }
-};
-
-// Reads from a socket; any failure (I/O, or a length over its cap) clears ok and later reads
-// return nothing. `over_limit` tells a protocol error from an I/O error.
-struct Reader {
-  int fd;
-  bool ok = true;
-  bool over_limit = false;
-  template <typename T>
-  T pod() {
-    T v{};
-    ok = ok && read_all(fd, &v, sizeof(T));
-    return v;
-  }
-  std::vector<char> bytes(size_t limit) {
-    const uint32_t n = pod<uint32_t>();
-    std::vector<char> v;
-    if (!ok) return v;
-    if (n > limit) {
-      ok = false;
-      over_limit = true;
-      return v;
-    }
-    while (ok && v.size() < n) {
-      const size_t have = v.size(), step = std::min<size_t>(kReadChunk, n - have);
-      v.resize(have + step);
-      ok = read_all(fd, v.data() + have, step);
-    }
-    return v;
-  }
-  std::string str(size_t limit) {
-    auto v = bytes(limit);
-    return std::string(v.begin(), v.end());
-  }
-  milliseconds wait_ms() { return milliseconds(std::clamp<int64_t>(pod<int64_t>(), 0, kMaxWaitMs)); }
-};
+// A Reader of a socket (store_protocol.h has the encoding).
+Reader fd_reader(int fd) {
+  return Reader{[fd](void* data, size_t size) { return read_all(fd, data, size); }};
+}
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -365,90 +312,79 @@ struct StoreServer::Impl {
   // One request after the hello: reads its arguments (each capped), fills the reply. kClose on
   // a protocol error or a broken connection.
   Next handle(uint8_t op, Reader& in, Writer& out, int& rank) {
+    Request request;
+    if (op == kHello || op == kBye || !read_request(op, in, request)) return Next::kClose;
     if (op == kSet) {
-      std::string key = in.str(kStoreMaxKeyBytes);
-      auto value = in.bytes(kStoreMaxValueBytes);
-      if (!in.ok) return Next::kClose;
       {
         std::lock_guard lock(mu);
-        data[key] = std::move(value);
+        data[request.key] = std::move(request.value);
       }
       cv.notify_all();
       out.pod(kOk);
     } else if (op == kGet) {
-      const std::string key = in.str(kStoreMaxKeyBytes);
-      const auto timeout = in.wait_ms();
-      if (!in.ok) return Next::kClose;
       std::unique_lock lock(mu);
-      if (wait_for(lock, timeout, [&] { return data.count(key) > 0; })) {
+      if (wait_for(lock, request.timeout, [&] { return data.count(request.key) > 0; })) {
         out.pod(kOk);
-        out.bytes(data[key]);
+        out.bytes(data[request.key]);
       } else {
         out.pod(kTimeout);
       }
     } else if (op == kAdd) {
-      const std::string key = in.str(kStoreMaxKeyBytes);
-      const int64_t delta = in.pod<int64_t>();
-      if (!in.ok) return Next::kClose;
-      int64_t value = 0;
-      {
-        std::lock_guard lock(mu);
-        auto& stored = data[key];
-        if (stored.size() == sizeof(int64_t)) std::memcpy(&value, stored.data(), sizeof value);
-        value = int64_t(uint64_t(value) + uint64_t(delta));  // wraps, never UB
-        stored.resize(sizeof value);
-        std::memcpy(stored.data(), &value, sizeof value);
-      }
-      cv.notify_all();
       out.pod(kOk);
-      out.pod(value);
+      out.pod(add(request.key, request.delta));
     } else if (op == kCheck) {
-      const std::string key = in.str(kStoreMaxKeyBytes);
-      if (!in.ok) return Next::kClose;
       std::lock_guard lock(mu);
-      out.pod(uint8_t(data.count(key) ? 1 : 0));
+      out.pod(uint8_t(data.count(request.key) ? 1 : 0));
     } else if (op == kWait) {
-      const uint32_t n = in.pod<uint32_t>();
-      if (!in.ok || n > kStoreMaxWaitKeys) return Next::kClose;
-      std::vector<std::string> keys;
-      for (uint32_t i = 0; i < n && in.ok; ++i) keys.push_back(in.str(kStoreMaxKeyBytes));
-      const auto timeout = in.wait_ms();
-      if (!in.ok) return Next::kClose;
-      std::unique_lock lock(mu);
-      auto missing = [&] {
-        std::vector<std::string> m;
-        for (const auto& k : keys) {
-          if (!data.count(k)) m.push_back(k);
-        }
-        return m;
-      };
-      wait_for(lock, timeout, [&] { return missing().empty(); });
-      const auto still = missing();
-      out.pod(still.empty() ? kOk : kTimeout);
-      out.pod(uint32_t(still.size()));
-      for (const auto& k : still) out.str(k);
+      wait_for_keys(request.keys, request.timeout, out);
     } else if (op == kRegister) {
-      rank = in.pod<int32_t>();
-      if (!in.ok) return Next::kClose;
+      rank = request.rank;
       out.pod(kOk);
     } else if (op == kLost) {
-      const auto wait = in.wait_ms();
-      if (!in.ok) return Next::kClose;
       std::unique_lock lock(mu);
-      wait_for(lock, wait, [&] { return !lost.empty(); });
+      wait_for(lock, request.timeout, [&] { return !lost.empty(); });
       out.pod(kOk);
       out.pod(uint32_t(lost.size()));
       for (int r : lost) out.pod(int32_t(r));
-    } else {
-      return Next::kClose;  // unknown op: drop the connection
     }
     return Next::kReply;
   }
 
+  int64_t add(const std::string& key, int64_t delta) {
+    int64_t value = 0;
+    {
+      std::lock_guard lock(mu);
+      auto& stored = data[key];
+      if (stored.size() == sizeof(int64_t)) std::memcpy(&value, stored.data(), sizeof value);
+      value = int64_t(uint64_t(value) + uint64_t(delta));  // wraps, never UB
+      stored.resize(sizeof value);
+      std::memcpy(stored.data(), &value, sizeof value);
+    }
+    cv.notify_all();
+    return value;
+  }
+
+  void wait_for_keys(const std::vector<std::string>& keys, milliseconds timeout, Writer& out) {
+    std::unique_lock lock(mu);
+    auto missing = [&] {
+      std::vector<std::string> m;
+      for (const auto& k : keys) {
+        if (!data.count(k)) m.push_back(k);
+      }
+      return m;
+    };
+    wait_for(lock, timeout, [&] { return missing().empty(); });
+    const auto still = missing();
+    out.pod(still.empty() ? kOk : kTimeout);
+    out.pod(uint32_t(still.size()));
+    for (const auto& k : still) out.str(k);
+  }
+
   // The hello: checks the token (when the server has one). False closes the connection.
   bool hello(int fd, Reader& in, Writer& out, bool& authenticated) {
-    const std::string token = in.str(kStoreMaxTokenBytes);
-    if (!in.ok) return false;
+    Request request;
+    if (!read_request(kHello, in, request)) return false;
+    const std::string& token = request.token;
     if (!options.token.empty() && !token_matches(options.token, token)) {
       out.pod(kDenied);
       write_all(fd, out.buf.data(), out.buf.size());
@@ -463,7 +399,7 @@ struct StoreServer::Impl {
   // Serves one connection until it leaves, breaks the protocol or the server stops. Returns
   // true when the client said goodbye.
   bool serve_requests(int fd, int& rank) {
-    Reader in{fd};
+    Reader in = fd_reader(fd);
     bool authenticated = options.token.empty();
     if (!authenticated) set_socket_timeout(fd, options.handshake_timeout);
     for (;;) {
@@ -606,7 +542,7 @@ struct StoreClient::Impl {
     if (!write_all(fd, w.buf.data(), w.buf.size())) fail(during, errno);
   }
 
-  Reader reader() { return Reader{fd}; }
+  Reader reader() { return fd_reader(fd); }
   void check(const Reader& r, const std::string& during) {
     if (r.over_limit) {
       throw PeerLostError("the rendezvous store at " + address + " sent a reply to " + during +

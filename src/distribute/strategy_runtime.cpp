@@ -210,6 +210,14 @@ void StrategyImpl::broadcast_from_chief(float* data, size_t count) {
   if (global_) global_->broadcast(data, count, 0);
 }
 
+std::vector<std::string> StrategyImpl::allgather_workers(const std::string& bytes) {
+  if (!global_) return {bytes};
+  std::vector<std::string> out;
+  for (auto& part : global_->allgather_bytes(bytes.data(), bytes.size()))
+    out.emplace_back(part.begin(), part.end());
+  return out;
+}
+
 // ----------------------------------------------------------------------------- GradientReducer
 
 namespace {

@@ -235,19 +235,20 @@ CheckpointFile read_checkpoint_file(const std::string& path) {
              int(rank), " (at most ", Shape::kMaxRank, "; the file is damaged)");
     std::vector<int64_t> dims;
     // Sizes are checked before anything is allocated: a valid checksum does not make them sane.
-    uint64_t numel = 1;
+    uint64_t numel = 1, extent = 1;  // extent: the non-zero dims' product (the strides reach it)
     bool overflow = false;
     for (int d = 0; d < rank; ++d) {
       const int64_t dim = r.pod<int64_t>("dims");
       LS_CHECK(dim >= 0, "checkpoint '", path, "': tensor '", t.name, "' has a negative dimension ",
                dim, " (the file is damaged)");
       dims.push_back(dim);
-      overflow = overflow || __builtin_mul_overflow(numel, uint64_t(dim), &numel);
+      overflow = overflow || __builtin_mul_overflow(numel, uint64_t(dim), &numel) ||
+                 (dim > 0 && __builtin_mul_overflow(extent, uint64_t(dim), &extent));
     }
     uint64_t nbytes = 0;
     overflow = overflow || __builtin_mul_overflow(numel, uint64_t(dtype_size(DType(dt))), &nbytes);
     const Shape shape(dims);
-    LS_CHECK(!overflow && numel <= uint64_t(INT64_MAX), "checkpoint '", path, "': tensor '", t.name,
+    LS_CHECK(!overflow && extent <= uint64_t(INT64_MAX), "checkpoint '", path, "': tensor '", t.name,
              "' has an impossible shape ", shape.str(), " (its size overflows; the file is damaged)");
     uint64_t bytes = r.pod<uint64_t>("data size");
     LS_CHECK(bytes == nbytes, "checkpoint '", path, "': tensor '", t.name, "' has ", bytes,

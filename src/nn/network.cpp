@@ -39,7 +39,8 @@ Network::Network(std::vector<KTensor> inputs, std::vector<KTensor> outputs, std:
     if (layer_seen.insert(c->layer.get()).second) layers_.push_back(c->layer);
 }
 
-Network Network::sequential(std::vector<SequentialItem> items, std::string name) {
+Network Network::sequential(std::vector<SequentialItem> items, std::string name,
+                             bool exact_name) {
   LS_CHECK(!items.empty() && items[0].is_input, "Sequential '", name,
            "': the first item must be layers::Input({...}) so that shapes are known");
   KTensor x = items[0].input;
@@ -48,7 +49,9 @@ Network Network::sequential(std::vector<SequentialItem> items, std::string name)
     LS_CHECK(!items[i].is_input, "Sequential '", name, "': Input may only be the first item");
     x = (*items[i].layer)(x);
   }
-  return Network({in}, {x}, name == "sequential" ? unique_layer_name("sequential") : name);
+  Network net({in}, {x}, name == "sequential" && !exact_name ? unique_layer_name("sequential") : name);
+  net.sequential_ = true;
+  return net;
 }
 
 std::vector<Value> Network::call(CallContext& ctx, const std::vector<Value>& inputs) const {
@@ -117,11 +120,6 @@ int64_t Network::count_params() const {
   return n;
 }
 
-json Network::get_config() const {
-  json layers = json::array();
-  for (auto& l : layers_)
-    layers.push_back({{"class_name", l->class_name()}, {"config", l->config()}});
-  return {{"class_name", "Functional"}, {"config", {{"name", name_}, {"layers", layers}}}};
-}
+// Network::get_config() is in src/nn/config.cpp, next to the layer registry.
 
 }  // namespace lockstep

@@ -80,20 +80,30 @@ void register_lr_schedule() {
           .doc = "The learning rate of a Keras schedule at step `iterations` "
                  "(lockstep/train/schedules.h builds the attributes).",
           .attrs = {{"kind", str, required,
-                     "constant, exponential_decay, cosine_decay or "
-                     "piecewise_constant_decay"},
+                     "constant, exponential_decay, cosine_decay, piecewise_constant_decay, "
+                     "polynomial_decay, inverse_time_decay or cosine_decay_restarts"},
                     {"value", f64, optional, "constant: the rate"},
                     {"initial_learning_rate", f64, optional, "the decays' starting rate"},
                     {"decay_steps", i64, optional, "the decays' period"},
-                    {"decay_rate", f64, optional, "exponential_decay: factor per period"},
-                    {"staircase", boolean, false, "exponential_decay: whole periods only"},
-                    {"alpha", f64, 0.0, "cosine_decay: the final fraction of the rate"},
+                    {"decay_rate", f64, optional,
+                     "exponential_decay: factor per period; inverse_time_decay: 1 + rate * p"},
+                    {"staircase", boolean, false,
+                     "exponential_decay, inverse_time_decay: whole periods only"},
+                    {"alpha", f64, 0.0,
+                     "cosine_decay, cosine_decay_restarts: the final fraction of the rate"},
                     {"warmup_target", f64, -1.0,
                      "cosine_decay: the rate after warmup; "
                      "< 0 = no warmup"},
                     {"warmup_steps", i64, 0, "cosine_decay: linear warmup steps"},
                     {"boundaries", i64_list, optional, "piecewise: step boundaries"},
-                    {"values", f64_list, optional, "piecewise: one more rate than boundaries"}},
+                    {"values", f64_list, optional, "piecewise: one more rate than boundaries"},
+                    {"end_learning_rate", f64, 0.0001, "polynomial_decay: the final rate"},
+                    {"power", f64, 1.0, "polynomial_decay: the polynomial's power"},
+                    {"cycle", boolean, false, "polynomial_decay: restart after decay_steps"},
+                    {"first_decay_steps", i64, optional,
+                     "cosine_decay_restarts: the first period"},
+                    {"t_mul", f64, 2.0, "cosine_decay_restarts: period growth per restart"},
+                    {"m_mul", f64, 1.0, "cosine_decay_restarts: rate factor per restart"}},
           .infer = [](const Node& n, const Types& in) {
             expect_inputs(in, 1);
             expect_scalar(in[0], "iterations");

@@ -45,6 +45,44 @@ double piecewise(const Attrs& a, int64_t step) {
   return v.back();
 }
 
+// keras.optimizers.schedules.PolynomialDecay.__call__.
+double polynomial(const Attrs& a, double step) {
+  double decay_steps = double(attr_i(kOp, a, "decay_steps"));
+  if (attr_b(kOp, a, "cycle")) {
+    decay_steps *= step == 0 ? 1.0 : std::ceil(step / decay_steps);
+  } else {
+    step = std::min(step, decay_steps);
+  }
+  double initial = attr_f(kOp, a, "initial_learning_rate");
+  double end = attr_f(kOp, a, "end_learning_rate");
+  return (initial - end) * std::pow(1.0 - step / decay_steps, attr_f(kOp, a, "power")) + end;
+}
+
+// keras.optimizers.schedules.InverseTimeDecay.__call__.
+double inverse_time(const Attrs& a, double step) {
+  double p = step / double(attr_i(kOp, a, "decay_steps"));
+  if (attr_b(kOp, a, "staircase")) p = std::floor(p);
+  return attr_f(kOp, a, "initial_learning_rate") / (1.0 + attr_f(kOp, a, "decay_rate") * p);
+}
+
+// keras.optimizers.schedules.CosineDecayRestarts.__call__ (SGDR).
+double cosine_restarts(const Attrs& a, double step) {
+  double t_mul = attr_f(kOp, a, "t_mul"), m_mul = attr_f(kOp, a, "m_mul");
+  double alpha = attr_f(kOp, a, "alpha");
+  double fraction = step / double(attr_i(kOp, a, "first_decay_steps"));
+  double restart;
+  if (t_mul == 1.0) {
+    restart = std::floor(fraction);
+    fraction -= restart;
+  } else {
+    restart = std::floor(std::log(1.0 - fraction * (1.0 - t_mul)) / std::log(t_mul));
+    double periods_done = (1.0 - std::pow(t_mul, restart)) / (1.0 - t_mul);
+    fraction = (fraction - periods_done) / std::pow(t_mul, restart);
+  }
+  double cosine_decayed = 0.5 * std::pow(m_mul, restart) * (1.0 + std::cos(M_PI * fraction));
+  return attr_f(kOp, a, "initial_learning_rate") * ((1.0 - alpha) * cosine_decayed + alpha);
+}
+
 }  // namespace
 
 double evaluate_schedule(const Attrs& attrs, int64_t step) {
@@ -53,6 +91,9 @@ double evaluate_schedule(const Attrs& attrs, int64_t step) {
   if (kind == "exponential_decay") return exponential(attrs, double(step));
   if (kind == "cosine_decay") return cosine(attrs, double(step));
   if (kind == "piecewise_constant_decay") return piecewise(attrs, step);
+  if (kind == "polynomial_decay") return polynomial(attrs, double(step));
+  if (kind == "inverse_time_decay") return inverse_time(attrs, double(step));
+  if (kind == "cosine_decay_restarts") return cosine_restarts(attrs, double(step));
   LS_FAIL("unknown learning-rate schedule '", kind, "'");
 }
 
@@ -62,9 +103,10 @@ std::function<double(int64_t)> compile_schedule(const Attrs& attrs) {
     const double value = attr_f(kOp, attrs, "value");
     return [value](int64_t) { return value; };
   }
-  LS_CHECK(
-      kind == "exponential_decay" || kind == "cosine_decay" || kind == "piecewise_constant_decay",
-      "unknown learning-rate schedule '", kind, "'");
+  LS_CHECK(kind == "exponential_decay" || kind == "cosine_decay" ||
+               kind == "piecewise_constant_decay" || kind == "polynomial_decay" ||
+               kind == "inverse_time_decay" || kind == "cosine_decay_restarts",
+           "unknown learning-rate schedule '", kind, "'");
   // The others read their defaults once: a copy of the attrs with every declared one set.
   Attrs full = attrs;
   for (const AttrDecl& d : OpRegistry::get().op(kOp).attrs)

@@ -13,12 +13,16 @@
 #include "train/fit_loop.h"
 #include "train/fit_source.h"
 #include "train/program.h"
+#include "train/worker_agreement.h"
 
 namespace lockstep {
 
 History Model::fit(const Tensor& x_in, const Tensor& y_in, FitConfig cfg) {
   LS_CHECK(compiled_, "Model '", name_, "': call compile() before fit()");
   LS_CHECK(cfg.batch_size >= 1, "fit: batch_size must be >= 1, got ", cfg.batch_size);
+  // Before any check a worker could fail alone: the same fingerprint makes the same checks
+  // pass or fail on every worker, so none is left waiting for another.
+  agree_before_fit(*this, cfg, {"arrays", std::to_string(cfg.batch_size), ""});
   LS_CHECK(cfg.validation_split >= 0 && cfg.validation_split < 1,
            "fit: validation_split must be in [0, 1), got ", cfg.validation_split);
   Tensor y_all = check_model_data(*this, x_in, &y_in, "fit");
@@ -44,7 +48,20 @@ History Model::fit(const Tensor& x_in, const Tensor& y_in, FitConfig cfg) {
   return fit_loop(source, cfg);
 }
 
+namespace {
+FitData dataset_fit_data(const data::Dataset& dataset, const std::string& kind) {
+  const auto spec = dataset.element_spec();
+  FitData data{kind, "\"unknown\"", spec ? spec->str() : "unknown"};
+  if (spec && !spec->components.empty() && spec->components[0].shape.rank() >= 1 &&
+      spec->components[0].shape[0] >= 0)
+    data.global_batch = std::to_string(spec->components[0].shape[0]);
+  return data;
+}
+}  // namespace
+
 History Model::fit(const data::Dataset& dataset, FitConfig cfg) {
+  LS_CHECK(compiled_, "Model '", name_, "': call compile() before fit()");
+  agree_before_fit(*this, cfg, dataset_fit_data(dataset, "dataset"));
   return fit_dataset(dataset, std::move(cfg), false);
 }
 
@@ -70,6 +87,8 @@ History Model::fit_dataset(const data::Dataset& dataset, FitConfig cfg, bool dis
 History Model::fit(const distribute::DistributedDataset& dataset, FitConfig cfg) {
   LS_CHECK(strategy_, "fit(DistributedDataset): model '", name_,
            "' is not replicated (create or compile it inside strategy.scope())");
+  LS_CHECK(compiled_, "Model '", name_, "': call compile() before fit()");
+  agree_before_fit(*this, cfg, dataset_fit_data(dataset.dataset(), "distributed_dataset"));
   return fit_dataset(dataset.dataset(), std::move(cfg), true);
 }
 

@@ -367,6 +367,7 @@ void FitLoop::add_validation_logs(Logs& logs) {
 
 // The History takes the epoch's metrics (and the input wait); the callbacks get the same logs.
 void FitLoop::record_epoch(int epoch, Logs& logs, double epoch_seconds) {
+  for (auto& cb : config_.callbacks) cb->add_epoch_logs(epoch, logs);
   for (auto& [name, value] : logs) history_.history[name].push_back(value);
   logs["input_wait_seconds"] = input_wait_seconds_;
   logs["input_wait_fraction"] = epoch_seconds > 0 ? input_wait_seconds_ / epoch_seconds : 0;

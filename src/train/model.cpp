@@ -5,6 +5,7 @@
 #include "lockstep/distribute/strategy.h"
 #include "lockstep/graph/backends.h"
 #include "lockstep/train/checkpoint.h"
+#include "lockstep/train/saving.h"
 #include "train/program.h"
 
 namespace lockstep {
@@ -67,7 +68,19 @@ Program& Model::program(const std::string& kind, int64_t batch, int replica) {
 
 namespace lockstep {
 
-void Model::save_weights(const std::string& path) const { train::save_weights(*this, path); }
-void Model::load_weights(const std::string& path) { train::load_weights(*this, path); }
+void Model::save_weights(const std::string& path) const {
+  if (is_keras_weights_path(path)) {
+    if (!strategy_ || strategy_->is_chief()) save_keras_weights(*this, path);
+    return;
+  }
+  train::save_weights(*this, path);
+}
+void Model::load_weights(const std::string& path) {
+  if (is_keras_weights_path(path)) return load_keras_weights(*this, path);
+  train::load_weights(*this, path);
+}
+void Model::save(const std::string& path) const {
+  if (!strategy_ || strategy_->is_chief()) save_model(*this, path);
+}
 
 }  // namespace lockstep

@@ -1,6 +1,8 @@
 // Optimizers (Keras 3): clipping, lr_schedule, per-variable update ops, iterations += 1.
 #include "lockstep/train/optimizer.h"
 
+#include <cmath>
+
 #include "train/names.h"
 
 namespace lockstep {
@@ -22,7 +24,10 @@ json schedule_json(const Attrs& a) {
   static const std::map<std::string, std::string> kClass = {
       {"exponential_decay", "ExponentialDecay"},
       {"cosine_decay", "CosineDecay"},
-      {"piecewise_constant_decay", "PiecewiseConstantDecay"}};
+      {"piecewise_constant_decay", "PiecewiseConstantDecay"},
+      {"polynomial_decay", "PolynomialDecay"},
+      {"inverse_time_decay", "InverseTimeDecay"},
+      {"cosine_decay_restarts", "CosineDecayRestarts"}};
   json cfg = json::object();
   for (auto& [k, v] : a.map()) {
     if (k == "kind") continue;
@@ -128,6 +133,7 @@ template <typename T, typename... A>
 OptimizerPtr make(A&&... args) {
   auto p = std::make_shared<T>(std::forward<A>(args)...);
   p->iterations()->name = p->name() + "/iterations";
+  p->learning_rate_variable()->name = p->name() + "/learning_rate";
   return p;
 }
 
@@ -138,6 +144,9 @@ Optimizer::Optimizer(OptimizerOptions o) : opts_(std::move(o)) {
   LS_CHECK(!(opts_.clipnorm > 0 && opts_.global_clipnorm > 0),
            "only one of clipnorm and global_clipnorm can be set");
   iterations_ = std::make_shared<Variable>(Variable{"iterations", Tensor::zeros(Shape{}), false});
+  learning_rate_ =
+      std::make_shared<Variable>(Variable{"learning_rate", Tensor::zeros(Shape{}), false});
+  learning_rate_->value.data<float>()[0] = float(opts_.learning_rate);
 }
 
 json Optimizer::get_config() const {
@@ -157,9 +166,20 @@ json Optimizer::get_config() const {
   return c;
 }
 
-double Optimizer::current_learning_rate() const {
-  if (!opts_.schedule) return opts_.learning_rate;
+double Optimizer::learning_rate() const {
+  if (!opts_.schedule) return opts_.learning_rate;  // what learning_rate_ holds, unrounded
   return (*opts_.schedule)(int64_t(iterations_->value.item()));
+}
+
+void Optimizer::set_learning_rate(double learning_rate) {
+  LS_CHECK(!opts_.schedule, name(),
+           ": this optimizer was created with a learning-rate schedule, so its learning rate is "
+           "not settable (Keras raises TypeError too); build it with a number to change the rate "
+           "during training");
+  LS_CHECK(learning_rate >= 0 && std::isfinite(learning_rate), name(),
+           ": learning_rate must be a finite number >= 0, got ", learning_rate);
+  opts_.learning_rate = learning_rate;
+  learning_rate_->value.data<float>()[0] = float(learning_rate);  // in place: programs read it
 }
 
 std::vector<VariablePtr> Optimizer::variables() const {
@@ -184,9 +204,9 @@ void Optimizer::apply(Graph& g, const std::vector<Value>& grads,
   LS_CHECK(grads.size() == vars.size(), name(), ": ", grads.size(), " gradients for ",
            vars.size(), " variables");
   Value it = g.variable(iterations_);
-  Attrs sched = opts_.schedule ? opts_.schedule->attrs()
-                               : schedules::Constant(opts_.learning_rate)->attrs();
-  Value lr = g.add("lr_schedule", {it}, sched, name() + "/learning_rate");
+  Value lr = opts_.schedule ? g.add("lr_schedule", {it}, opts_.schedule->attrs(),
+                                    name() + "/learning_rate")
+                            : g.variable(learning_rate_);
   Value t = g.add("scale_shift", {it}, Attrs{{"scale", 1.0}, {"shift", 1.0}});
 
   std::vector<size_t> live;

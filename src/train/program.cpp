@@ -122,9 +122,14 @@ Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tr
     if (nonfinite.valid()) outputs.push_back(nonfinite), has_nonfinite_ = true;
   }
   if (replication && replica > 0) {  // this replica's copies of every variable
+    // ... but the learning rate, which every replica reads from one variable (set_learning_rate
+    // then reaches them all; no program writes it).
+    const Variable* shared_rate =
+        cfg.optimizer ? cfg.optimizer->learning_rate_variable().get() : nullptr;
     for (int i = 0; i < g.size(); ++i) {
       Node& nd = g.node(i);
-      if (nd.variable) nd.variable = replication->variable(nd.variable, replica);
+      if (nd.variable && nd.variable.get() != shared_rate)
+        nd.variable = replication->variable(nd.variable, replica);
     }
   }
   CompileOptions opts;

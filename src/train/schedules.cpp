@@ -60,6 +60,40 @@ SchedulePtr PiecewiseConstantDecay(std::vector<int64_t> boundaries, std::vector<
                                               {"values", values}});
 }
 
+SchedulePtr PolynomialDecay(double initial_learning_rate, int64_t decay_steps,
+                            double end_learning_rate, double power, bool cycle) {
+  LS_CHECK(decay_steps > 0, "PolynomialDecay: decay_steps must be positive, got ", decay_steps);
+  return std::make_shared<AttrSchedule>(Attrs{{"kind", std::string("polynomial_decay")},
+                                              {"initial_learning_rate", initial_learning_rate},
+                                              {"decay_steps", decay_steps},
+                                              {"end_learning_rate", end_learning_rate},
+                                              {"power", power},
+                                              {"cycle", cycle}});
+}
+
+SchedulePtr InverseTimeDecay(double initial_learning_rate, int64_t decay_steps, double decay_rate,
+                             bool staircase) {
+  LS_CHECK(decay_steps > 0, "InverseTimeDecay: decay_steps must be positive, got ", decay_steps);
+  return std::make_shared<AttrSchedule>(Attrs{{"kind", std::string("inverse_time_decay")},
+                                              {"initial_learning_rate", initial_learning_rate},
+                                              {"decay_steps", decay_steps},
+                                              {"decay_rate", decay_rate},
+                                              {"staircase", staircase}});
+}
+
+SchedulePtr CosineDecayRestarts(double initial_learning_rate, int64_t first_decay_steps,
+                                double t_mul, double m_mul, double alpha) {
+  LS_CHECK(first_decay_steps > 0, "CosineDecayRestarts: first_decay_steps must be positive, got ",
+           first_decay_steps);
+  LS_CHECK(t_mul > 0, "CosineDecayRestarts: t_mul must be positive, got ", t_mul);
+  return std::make_shared<AttrSchedule>(Attrs{{"kind", std::string("cosine_decay_restarts")},
+                                              {"initial_learning_rate", initial_learning_rate},
+                                              {"first_decay_steps", first_decay_steps},
+                                              {"t_mul", t_mul},
+                                              {"m_mul", m_mul},
+                                              {"alpha", alpha}});
+}
+
 }  // namespace schedules
 
 }  // namespace lockstep

@@ -140,6 +140,37 @@ class MultiWorker : public ::testing::Test {
     }
     for (auto& p : workers) ASSERT_EQ(wait_for(p, seconds), 0) << read_file(p.log);
   }
+  // Two multi_worker processes on loopback, worker k with flags[k] (plus a 60 s collective
+  // timeout, so that a hang shows as one); waits up to 30 s for each. Fills status (exit code,
+  // 128 + signal, -1: still running) and log per worker; returns the seconds until both ended.
+  double run_mismatched_pair(const std::vector<std::string> flags[2], int status[2],
+                             std::string log[2]) {
+    const int port = free_port();
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<Proc> workers;
+    for (int w = 0; w < 2; ++w) {
+      std::vector<std::string> f = flags[w];
+      f.insert(f.begin(), {"--strategy", "multi_worker", "--timeout-ms", "60000"});
+      workers.push_back(spawn(f, tf_config(port, w), path("m" + std::to_string(w) + ".log")));
+    }
+    for (int w = 0; w < 2; ++w) status[w] = wait_for(workers[size_t(w)], 30);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (int w = 0; w < 2; ++w) log[w] = read_file(workers[size_t(w)].log);
+    return seconds;
+  }
+  // Both workers fail (exit 1, no signal) within 10 s, each naming `expected`.
+  void expect_both_fail_naming(const std::vector<std::string> flags[2],
+                               const std::string& expected) {
+    int status[2];
+    std::string log[2];
+    const double seconds = run_mismatched_pair(flags, status, log);
+    EXPECT_LT(seconds, 10.0) << log[0] << log[1];
+    for (int w = 0; w < 2; ++w) {
+      EXPECT_EQ(status[w], 1) << "worker " << w << ":\n" << log[w];
+      EXPECT_NE(log[w].find(expected), std::string::npos) << "worker " << w << ":\n" << log[w];
+    }
+  }
   fs::path dir_;
 };
 
@@ -257,4 +288,26 @@ TEST_F(MultiWorker, KilledWorkerIsNamedAndBackupResumes) {
                      io::read_checkpoint_file(path("r0.lsckpt"))),
             2e-5f);
   EXPECT_FALSE(fs::exists(backup + "/checkpoint.lsckpt"));
+}
+
+// Workers that disagree (issue 12): a different model crashed one worker in Gloo (SIGABRT), a
+// different global batch trained "successfully", a different replica count left one worker
+// waiting for the whole timeout. Now every worker fails within seconds, naming the field.
+TEST_F(MultiWorker, DifferentModelsFailEveryWorkerNamingTheField) {
+  const std::vector<std::string> flags[2] = {{"--units", "16"}, {"--units", "32"}};
+  expect_both_fail_naming(flags, "units: worker 0 has 16, worker 1 has 32");
+}
+
+TEST_F(MultiWorker, DifferentBatchSizesFailEveryWorkerNamingTheField) {
+  // 96 samples: two batches per epoch either way, so the step-count check cannot catch it.
+  const std::vector<std::string> flags[2] = {{"--batch", "64"}, {"--batch", "66"}};
+  expect_both_fail_naming(
+      flags, "workers disagree on global_batch_size: worker 0 has 64, worker 1 has 66");
+}
+
+TEST_F(MultiWorker, DifferentReplicaCountsFailEveryWorkerNamingTheField) {
+  const std::vector<std::string> flags[2] = {{"--replicas-per-worker", "2", "--batch", "6"},
+                                             {"--replicas-per-worker", "1", "--batch", "6"}};
+  expect_both_fail_naming(
+      flags, "workers disagree on replicas_per_worker: worker 0 has 2, worker 1 has 1");
 }

@@ -54,6 +54,22 @@ LS_OP_CASES(lr_schedule) {
                   Attrs{{"kind", "piecewise_constant_decay"},
                         {"boundaries", I{5, 10}},
                         {"values", F{1.0, 0.5, 0.1}}}));
+  c.push_back(fwd("lr_schedule_polynomial_cycle", "lr_schedule", {step(15)},
+                  Attrs{{"kind", "polynomial_decay"},
+                        {"initial_learning_rate", 0.1},
+                        {"decay_steps", int64_t(10)},
+                        {"power", 2.0},
+                        {"cycle", true}}));
+  c.push_back(fwd("lr_schedule_inverse_time", "lr_schedule", {step(12)},
+                  Attrs{{"kind", "inverse_time_decay"},
+                        {"initial_learning_rate", 0.1},
+                        {"decay_steps", int64_t(5)},
+                        {"decay_rate", 0.5}}));
+  c.push_back(fwd("lr_schedule_cosine_restarts", "lr_schedule", {step(35)},
+                  Attrs{{"kind", "cosine_decay_restarts"},
+                        {"initial_learning_rate", 0.1},
+                        {"first_decay_steps", int64_t(10)},
+                        {"m_mul", 0.5}}));
   return c;
 }
 

@@ -210,3 +210,92 @@ TEST(Loss, GradientOfProbabilityPathIsFinite) {
     }
   }
 }
+
+TEST(Loss, MaeHuberAndKLDivergencePerSample) {
+  const std::vector<float> t = {0, 0, 1, -1}, p = {0.5f, 2.f, 1.2f, -3.5f};
+  Tensor yt = Tensor::from_vector(Shape{2, 2}, t), yp = Tensor::from_vector(Shape{2, 2}, p);
+  auto huber = [](double e, double delta) {  // Keras: where(|e| <= delta, ...)
+    return std::fabs(e) <= delta ? 0.5 * e * e : delta * std::fabs(e) - 0.5 * delta * delta;
+  };
+  for (const std::string backend : {"reference", "cpu"}) {
+    auto mae = run_loss(losses::get("mae"), yt, yp, backend);
+    auto h1 = run_loss(losses::Huber(), yt, yp, backend);
+    auto h2 = run_loss(losses::Huber(2.0), yt, yp, backend);
+    for (int i = 0; i < 2; ++i) {
+      double e0 = p[size_t(2 * i)] - t[size_t(2 * i)], e1 = p[size_t(2 * i + 1)] - t[size_t(2 * i + 1)];
+      EXPECT_NEAR(mae[size_t(i)], (std::fabs(e0) + std::fabs(e1)) / 2, 1e-6) << backend;
+      EXPECT_NEAR(h1[size_t(i)], (huber(e0, 1) + huber(e1, 1)) / 2, 1e-6) << backend;
+      EXPECT_NEAR(h2[size_t(i)], (huber(e0, 2) + huber(e1, 2)) / 2, 1e-6) << backend;
+    }
+    EXPECT_NEAR(h1[0], (0.125 + 1.5) / 2, 1e-6);  // by hand
+    // KL: rows (0.2, 0.8) vs (0.5, 0.5); (0, 1) vs (0.25, 0.75) with 0 clipped to 1e-7.
+    auto kl = run_loss(losses::get("kl_divergence"),
+                       Tensor::from_vector(Shape{2, 2}, {0.2f, 0.8f, 0.f, 1.f}),
+                       Tensor::from_vector(Shape{2, 2}, {0.5f, 0.5f, 0.25f, 0.75f}), backend);
+    EXPECT_NEAR(kl[0], 0.2 * std::log(0.4) + 0.8 * std::log(1.6), 1e-6) << backend;
+    EXPECT_NEAR(kl[1], 1e-7 * std::log(1e-7 / 0.25) + std::log(1 / 0.75), 1e-6) << backend;
+  }
+  EXPECT_EQ(losses::get("huber")->get_config()["name"], "huber_loss");
+  EXPECT_DOUBLE_EQ(losses::Huber(2.0)->get_config()["delta"].get<double>(), 2.0);
+  EXPECT_EQ(losses::get("KLDivergence")->name(), "KLDivergence");
+  EXPECT_EQ(losses::get("mean_absolute_error")->get_config()["name"], "mean_absolute_error");
+  EXPECT_THROW(losses::Huber(0.0), Error);
+}
+
+TEST(Loss, FocalCrossentropiesPerSample) {
+  // Keras's formulas written out in doubles.
+  const std::vector<float> y = {1, 0, 0, 1}, p = {0.9f, 0.3f, 0.2f, 0.6f};
+  auto binary = [&](int i, double gamma, bool balance, double alpha) {
+    double sum = 0;
+    for (int j = 0; j < 2; ++j) {
+      double t = y[size_t(2 * i + j)], q = p[size_t(2 * i + j)];
+      double bce = -(t * std::log(q) + (1 - t) * std::log(1 - q));
+      double p_t = t * q + (1 - t) * (1 - q);
+      double focal = std::pow(1 - p_t, gamma) * bce;
+      sum += balance ? (t * alpha + (1 - t) * (1 - alpha)) * focal : focal;
+    }
+    return sum / 2;
+  };
+  Tensor yt = Tensor::from_vector(Shape{2, 2}, y), yp = Tensor::from_vector(Shape{2, 2}, p);
+  std::vector<float> logits(p.size());
+  for (size_t i = 0; i < p.size(); ++i) logits[i] = float(std::log(p[i] / (1 - p[i])));
+  for (const std::string backend : {"reference", "cpu"}) {
+    auto plain = run_loss(losses::get("binary_focal_crossentropy"), yt, yp, backend);
+    auto balanced = run_loss(losses::BinaryFocalCrossentropy({.apply_class_balancing = true,
+                                                              .alpha = 0.4, .gamma = 1.5}),
+                             yt, yp, backend);
+    auto from_logits = run_loss(losses::BinaryFocalCrossentropy({.from_logits = true}), yt,
+                                Tensor::from_vector(Shape{2, 2}, logits), backend);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_NEAR(plain[size_t(i)], binary(i, 2.0, false, 0), 1e-6) << backend;
+      EXPECT_NEAR(balanced[size_t(i)], binary(i, 1.5, true, 0.4), 1e-6) << backend;
+      EXPECT_NEAR(from_logits[size_t(i)], binary(i, 2.0, false, 0), 1e-5) << backend;
+    }
+  }
+  // Categorical: the second row sums to 0.8 and is normalised first.
+  const std::vector<float> onehot = {0, 1, 0, 1, 0, 0}, probs = {0.2f, 0.5f, 0.3f, 0.6f, 0.1f, 0.1f};
+  auto categorical = [&](int i, double alpha, double gamma) {
+    double total = 0, loss = 0;
+    for (int j = 0; j < 3; ++j) total += probs[size_t(3 * i + j)];
+    for (int j = 0; j < 3; ++j) {
+      double q = probs[size_t(3 * i + j)] / total;
+      loss += -alpha * std::pow(1 - q, gamma) * onehot[size_t(3 * i + j)] * std::log(q);
+    }
+    return loss;
+  };
+  for (const std::string backend : {"reference", "cpu"}) {
+    auto got = run_loss(losses::get("CategoricalFocalCrossentropy"),
+                        Tensor::from_vector(Shape{2, 3}, onehot),
+                        Tensor::from_vector(Shape{2, 3}, probs), backend);
+    auto g3 = run_loss(losses::CategoricalFocalCrossentropy({.alpha = 0.5, .gamma = 3.0}),
+                       Tensor::from_vector(Shape{2, 3}, onehot),
+                       Tensor::from_vector(Shape{2, 3}, probs), backend);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_NEAR(got[size_t(i)], categorical(i, 0.25, 2.0), 1e-6) << backend;
+      EXPECT_NEAR(g3[size_t(i)], categorical(i, 0.5, 3.0), 1e-6) << backend;
+    }
+  }
+  EXPECT_EQ(losses::get("binary_focal_crossentropy")->get_config()["name"],
+            "binary_focal_crossentropy");
+  EXPECT_THROW(losses::BinaryFocalCrossentropy({.gamma = -1}), Error);
+}

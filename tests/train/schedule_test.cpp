@@ -76,3 +76,40 @@ TEST(Sched, AttrsRoundTripAndLrScheduleOp) {
   exe.run();
   EXPECT_NEAR(exe.output(0).item(), 0.07071067811865475, 1e-7);
 }
+
+TEST(Sched, PolynomialDecay) {
+  // (0.1 - 0.01) * (1 - min(step, 10) / 10)^2 + 0.01
+  auto s = schedules::PolynomialDecay(0.1, 10, 0.01, 2.0);
+  EXPECT_NEAR((*s)(0), 0.1, 1e-12);
+  EXPECT_NEAR((*s)(4), 0.0424, 1e-12);  // 0.09 * 0.36 + 0.01
+  EXPECT_NEAR((*s)(10), 0.01, 1e-12);
+  EXPECT_NEAR((*s)(15), 0.01, 1e-12);
+  // cycle: the period grows to the next multiple of 10 (20 at step 15: p = 0.75).
+  auto c = schedules::PolynomialDecay(0.1, 10, 0.01, 1.0, true);
+  EXPECT_NEAR((*c)(0), 0.1, 1e-12);
+  EXPECT_NEAR((*c)(15), 0.0325, 1e-12);  // 0.09 * 0.25 + 0.01
+  EXPECT_NEAR((*c)(20), 0.01, 1e-12);
+  EXPECT_THROW(schedules::PolynomialDecay(0.1, 0), Error);
+}
+
+TEST(Sched, InverseTimeDecay) {
+  auto s = schedules::InverseTimeDecay(0.1, 5, 0.5);
+  EXPECT_NEAR((*s)(0), 0.1, 1e-12);
+  EXPECT_NEAR((*s)(3), 0.1 / 1.3, 1e-12);
+  auto st = schedules::InverseTimeDecay(0.1, 5, 0.5, true);
+  EXPECT_NEAR((*st)(4), 0.1, 1e-12);
+  EXPECT_NEAR((*st)(12), 0.05, 1e-12);  // floor(12 / 5) = 2 -> 0.1 / (1 + 1)
+}
+
+TEST(Sched, CosineDecayRestarts) {
+  // Periods 10, 20, 40 ... starting at steps 0, 10, 30; peaks 1, 0.5, 0.25; floor alpha 0.1.
+  auto s = schedules::CosineDecayRestarts(0.1, 10, 2.0, 0.5, 0.1);
+  EXPECT_NEAR((*s)(0), 0.1, 1e-12);
+  EXPECT_NEAR((*s)(5), 0.055, 1e-12);    // 0.1 * (0.9 * 0.5 + 0.1)
+  EXPECT_NEAR((*s)(10), 0.055, 1e-12);   // restart: peak 0.5
+  EXPECT_NEAR((*s)(20), 0.0325, 1e-12);  // half of period 2: 0.1 * (0.9 * 0.25 + 0.1)
+  EXPECT_NEAR((*s)(30), 0.0325, 1e-12);  // restart: peak 0.25
+  auto fixed = schedules::CosineDecayRestarts(0.1, 10, 1.0, 1.0, 0.0);
+  EXPECT_NEAR((*fixed)(25), 0.05, 1e-12);
+  EXPECT_NEAR((*fixed)(30), 0.1, 1e-12);
+}

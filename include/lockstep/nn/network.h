@@ -29,7 +29,9 @@ class Network {
   // that is not among `inputs`.
   Network(std::vector<KTensor> inputs, std::vector<KTensor> outputs, std::string name = "");
   // keras.Sequential: the first item must be an Input (so shapes are known when built).
-  static Network sequential(std::vector<SequentialItem> items, std::string name = "sequential");
+  // (The default name becomes "sequential", "sequential_1", ... unless exact_name.)
+  static Network sequential(std::vector<SequentialItem> items, std::string name = "sequential",
+                            bool exact_name = false);
 
   void summary(std::ostream& os) const;
   void summary() const;
@@ -41,7 +43,13 @@ class Network {
   std::vector<Tensor> get_weights() const;
   void set_weights(const std::vector<Tensor>& values);
   int64_t count_params() const;
+  // Keras 3's model config (Functional: layers with inbound_nodes, input_layers,
+  // output_layers; Sequential: the layer list), as keras `model.to_json()` writes it
+  // (lockstep/nn/config.h rebuilds a Network from one).
   json get_config() const;
+  bool is_sequential() const { return sequential_; }
+  // The layer calls, topological (depth-first from the outputs, inputs in order).
+  const std::vector<std::shared_ptr<LayerCall>>& calls() const { return calls_; }
   const std::vector<KTensor>& inputs() const { return inputs_; }
   const std::vector<KTensor>& outputs() const { return outputs_; }
   // Adds the network's computation to ctx.graph for the given input values (replay).
@@ -52,6 +60,7 @@ class Network {
   std::vector<KTensor> inputs_, outputs_;
   std::vector<std::shared_ptr<LayerCall>> calls_;  // topological order
   std::vector<LayerPtr> layers_;
+  bool sequential_ = false;
 };
 
 }  // namespace lockstep

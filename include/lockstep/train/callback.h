@@ -23,6 +23,10 @@ class Callback {
   virtual void on_epoch_end(int epoch, const Logs&) {}
   virtual void on_train_batch_begin(int batch, const Logs&) {}
   virtual void on_train_batch_end(int batch, const Logs&) {}
+  // Entries this callback adds to an epoch's logs (Keras callbacks write into the logs dict:
+  // ReduceLROnPlateau and LearningRateScheduler add "learning_rate"). fit() asks every callback
+  // before the History records the epoch and before any on_epoch_end.
+  virtual void add_epoch_logs(int epoch, Logs& logs) {}
   Model* model = nullptr;
 };
 using CallbackPtr = std::shared_ptr<Callback>;
@@ -80,6 +84,24 @@ CallbackPtr TerminateOnNaN();
 CallbackPtr BackupAndRestore(const std::string& backup_dir,
                              std::variant<std::string, int64_t> save_freq = std::string("epoch"),
                              bool delete_checkpoint = true);
+// keras.callbacks.ReduceLROnPlateau: when `monitor` has not improved (by more than min_delta;
+// mode "min", "max", or "auto" = max when the name contains "acc") for `patience` epochs,
+// multiplies the optimizer's rate by factor (< 1), not below min_lr, then waits `cooldown`
+// epochs before counting again. Adds "learning_rate" (the epoch's rate) to the epoch logs.
+// The optimizer must have a settable rate (no schedule).
+CallbackPtr ReduceLROnPlateau(const std::string& monitor = "val_loss", double factor = 0.1,
+                              int patience = 10, int verbose = 0, const std::string& mode = "auto",
+                              double min_delta = 1e-4, int cooldown = 0, double min_lr = 0.0);
+// keras.callbacks.LearningRateScheduler: at each epoch's start sets the optimizer's rate to
+// schedule(epoch, current_rate) (epoch counts from 0). Adds "learning_rate" to the epoch logs.
+CallbackPtr LearningRateScheduler(std::function<double(int epoch, double learning_rate)> schedule,
+                                  int verbose = 0);
+// keras.callbacks.CSVLogger: one row per epoch, columns "epoch" then the log keys sorted (with
+// "val_" twins, written "NA", when the first epoch has no validation keys), values separated
+// by `separator`. append: keep an existing file's rows (and write the header only when the
+// file is empty).
+CallbackPtr CSVLogger(const std::string& filename, const std::string& separator = ",",
+                      bool append = false);
 }  // namespace callbacks
 
 }  // namespace lockstep

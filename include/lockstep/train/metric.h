@@ -40,6 +40,45 @@ MetricPtr CategoricalAccuracy(const std::string& name = "categorical_accuracy");
 MetricPtr BinaryAccuracy(const std::string& name = "binary_accuracy", double threshold = 0.5);
 MetricPtr SparseTopKCategoricalAccuracy(int k = 5,
                                         const std::string& name = "sparse_top_k_categorical_accuracy");
+// Top-k accuracy for one-hot labels [N, C] (Keras TopKCategoricalAccuracy): a hit when fewer
+// than k classes score strictly higher than the labelled one.
+MetricPtr TopKCategoricalAccuracy(int k = 5,
+                                  const std::string& name = "top_k_categorical_accuracy");
+// keras.metrics.Precision / Recall options. thresholds: y_pred > t is a positive prediction
+// (default {0.5}; with top_k, default: every top-k prediction is positive); class_id: only that
+// column of [N, C] labels and predictions (-1: every entry is one binary decision); top_k (0 =
+// off): only each row's top k predictions can be positive (ties at the k-th score all count).
+struct ConfusionOptions {
+  std::vector<double> thresholds;
+  int64_t class_id = -1;
+  int64_t top_k = 0;
+};
+// TP / (TP + FP) per threshold; result() is the first threshold's (0 when nothing was
+// predicted positive). State: TP and TP + FP, summed across replicas and workers.
+MetricPtr Precision(ConfusionOptions o = {}, const std::string& name = "precision");
+// TP / (TP + FN) per threshold (0 when there were no positive labels).
+MetricPtr Recall(ConfusionOptions o = {}, const std::string& name = "recall");
+// Every threshold's value of a Precision or Recall (Keras returns a list when given several
+// thresholds); another metric's result() alone.
+std::vector<float> threshold_values(const Metric& metric);
+// keras.metrics.FBetaScore / F1Score on [N, C] labels and predictions: per class
+// (1 + beta^2) P R / (beta^2 P + R), P and R from counts summed over batches, replicas and
+// workers. A prediction is positive when > threshold, or, with threshold < 0 (Keras None),
+// when it is its row's maximum. average: "" (None: result() is the mean of the class scores,
+// class_scores() has each), "micro" (counts pooled over classes), "macro" (mean), "weighted"
+// (by each class's label count).
+MetricPtr FBetaScore(const std::string& average = "", double beta = 1.0, double threshold = -1,
+                     const std::string& name = "fbeta_score");
+MetricPtr F1Score(const std::string& average = "", double threshold = -1,
+                  const std::string& name = "f1_score");
+// The per-class scores of an FBetaScore / F1Score (one entry for "micro").
+std::vector<double> class_scores(const Metric& metric);
+// tf.math.confusion_matrix on the host: [C, C] f32 counts, row = true class, column = predicted
+// class. labels and predictions: int32 class indices [N], or f32 [N, C] scores / one-hot rows
+// (the argmax is taken, the first on ties). num_classes 0: one more than the largest class seen.
+Tensor confusion_matrix(const Tensor& labels, const Tensor& predictions, int64_t num_classes = 0);
+// Mean over samples of mean(|y_pred - y_true|, axis=-1).
+MetricPtr MeanAbsoluteError(const std::string& name = "mean_absolute_error");
 // Mean of a per-sample value; update() takes y_pred as the value (y_true ignored).
 MetricPtr Mean(const std::string& name = "mean");
 // Mean over samples of mean((y_pred - y_true)^2, axis=-1).

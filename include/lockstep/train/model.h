@@ -102,8 +102,12 @@ class Model : public Network {
 
   // Checkpoints (lockstep/io/checkpoint.h): weights only, or weights + optimizer state +
   // progress. Strategy-agnostic: one copy of the weights, loadable under any replica count.
+  // "*.h5" (e.g. "x.weights.h5"): Keras's .weights.h5 layout (lockstep/train/saving.h).
   void save_weights(const std::string& path) const;
   void load_weights(const std::string& path);
+  // keras model.save: a Keras 3 .keras file (lockstep/train/saving.h; no optimizer yet).
+  void save(const std::string& path) const;
+  std::string to_json() const { return get_config().dump(); }
   // The strategy this model is replicated by (nullptr: none).
   const std::shared_ptr<distribute::StrategyImpl>& strategy() const { return strategy_; }
   // Where the next fit() starts (set by BackupAndRestore in on_train_begin): epoch and step

@@ -27,10 +27,20 @@ class Optimizer {
   virtual std::string name() const = 0;
   virtual json get_config() const;
 
-  // Adds clipping, the lr_schedule op, per-variable updates and iterations += 1.
+  // Adds clipping, the learning rate (a read of learning_rate_variable(), or the lr_schedule
+  // op when a schedule is set), per-variable updates and iterations += 1.
   void apply(Graph& g, const std::vector<Value>& grads, const std::vector<VariablePtr>& vars);
   const VariablePtr& iterations() const { return iterations_; }
-  double current_learning_rate() const;
+  // The rate the next step uses: the schedule's value at iterations(), or the variable's.
+  double learning_rate() const;
+  double current_learning_rate() const { return learning_rate(); }
+  // Sets the rate the compiled steps read from the next step on (no recompile). An optimizer
+  // built with a schedule has no settable rate (Keras raises TypeError): this throws.
+  void set_learning_rate(double learning_rate);
+  bool has_schedule() const { return opts_.schedule != nullptr; }
+  // The scalar f32 variable the compiled step reads the rate from (no schedule). Replicas of
+  // a strategy share it rather than copying it, so a new rate reaches every replica.
+  const VariablePtr& learning_rate_variable() const { return learning_rate_; }
   // All optimizer state (iterations first, then slots in variable order) for checkpoints.
   std::vector<VariablePtr> variables() const;
 
@@ -42,6 +52,7 @@ class Optimizer {
 
  private:
   VariablePtr iterations_;
+  VariablePtr learning_rate_;
   std::map<Variable*, std::vector<std::pair<std::string, VariablePtr>>> slots_;
   std::vector<VariablePtr> slot_order_;
 };

@@ -67,6 +67,9 @@ class StrategyImpl {
   // local replicas), in place. No-ops with one worker.
   void allreduce_workers(double* data, size_t count);
   void broadcast_from_chief(float* data, size_t count);
+  // Every worker's `bytes` (sizes may differ), indexed by worker, the same on every worker;
+  // {bytes} with one worker.
+  std::vector<std::string> allgather_workers(const std::string& bytes);
   void abort(const std::string& reason);
 
   // Gradient all-reduce of one bucket for local replica r (called by the compiled step):

@@ -627,6 +627,45 @@ def schedules():
     sched("piecewise", {"kind": "piecewise_constant_decay", "boundaries": bounds, "values": values},
           [0, 10, 11, 20, 21], piecewise)
 
+    def polynomial(initial, decay_steps, end, power, cycle):
+        def fn(s):
+            if cycle:  # the period: the first multiple of decay_steps at or past s (one at 0)
+                period = decay_steps
+                while period < s:
+                    period += decay_steps
+                return (initial - end) * (1 - s / period) ** power + end
+            return (initial - end) * (1 - min(s, decay_steps) / decay_steps) ** power + end
+        return fn
+    sched("polynomial", {"kind": "polynomial_decay", "initial_learning_rate": 0.1, "decay_steps": 10,
+                         "end_learning_rate": 0.01, "power": 2.0, "cycle": False},
+          [0, 4, 10, 15], polynomial(0.1, 10, 0.01, 2.0, False))
+    sched("polynomial_cycle", {"kind": "polynomial_decay", "initial_learning_rate": 0.1,
+                               "decay_steps": 10, "end_learning_rate": 0.01, "power": 1.0,
+                               "cycle": True},
+          [0, 4, 15, 20], polynomial(0.1, 10, 0.01, 1.0, True))
+    sched("inverse_time", {"kind": "inverse_time_decay", "initial_learning_rate": 0.1,
+                           "decay_steps": 5, "decay_rate": 0.5, "staircase": False},
+          [0, 3, 12], lambda s: 0.1 / (1 + 0.5 * s / 5))
+    sched("inverse_time_staircase", {"kind": "inverse_time_decay", "initial_learning_rate": 0.1,
+                                     "decay_steps": 5, "decay_rate": 0.5, "staircase": True},
+          [3, 12], lambda s: 0.1 / (1 + 0.5 * (s // 5)))
+
+    def restarts(initial, first, t_mul, m_mul, alpha):
+        def fn(s):  # walk the periods: first, first * t_mul, ...; the peak shrinks by m_mul
+            start, period, peak = 0.0, float(first), 1.0
+            while s >= start + period:
+                start, period, peak = start + period, period * t_mul, peak * m_mul
+            frac = (s - start) / period
+            return initial * ((1 - alpha) * peak * 0.5 * (1 + math.cos(math.pi * frac)) + alpha)
+        return fn
+    sched("cosine_restarts", {"kind": "cosine_decay_restarts", "initial_learning_rate": 0.1,
+                              "first_decay_steps": 10, "t_mul": 2.0, "m_mul": 0.5, "alpha": 0.1},
+          [0, 5, 10, 20, 35], restarts(0.1, 10, 2.0, 0.5, 0.1))
+    sched("cosine_restarts_fixed_period", {"kind": "cosine_decay_restarts",
+                                           "initial_learning_rate": 0.1, "first_decay_steps": 10,
+                                           "t_mul": 1.0, "m_mul": 1.0, "alpha": 0.0},
+          [5, 10, 25], restarts(0.1, 10, 1.0, 1.0, 0.0))
+
 
 # ---------------------------------------------------------------- images (NHWC)
 

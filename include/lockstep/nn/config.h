@@ -1,0 +1,77 @@
+// Keras configs: a registry of layer classes (class_name -> factory from a Keras layer config),
+// Keras 3's model configs (Functional with inbound_nodes / input_layers / output_layers, and
+// Sequential, as keras `model.to_json()` writes them), and rebuilding a Network from one.
+//
+//   json cfg = network.get_config();                // Keras 3 model config
+//   Network again = network_from_config(cfg);       // same layers, names and graph
+//   register_layer("MyLayer", [](const json& c) { return LayerPtr(...); });  // user layers
+//
+// A layer class or option Lockstep cannot represent is an error naming the layer and the key.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lockstep/core/json.h"
+#include "lockstep/nn/network.h"
+
+namespace lockstep {
+
+// Builds a layer from its Keras config (the "config" object: name, trainable, dtype, ...).
+using LayerFactory = std::function<LayerPtr(const json& config)>;
+// Registers (or replaces) the factory for `class_name`. The built-in Keras layers are
+// registered when the library loads.
+void register_layer(const std::string& class_name, LayerFactory factory);
+bool is_layer_registered(const std::string& class_name);
+std::vector<std::string> registered_layers();
+// {"class_name": ..., "config": {...}} -> a layer (throws for an unknown class).
+LayerPtr layer_from_config(const json& layer);
+
+// keras `model.layers` order: Functional by depth from the inputs, ties in traversal order
+// (as keras.src.ops.function.map_graph); Sequential in list order without the InputLayer.
+std::vector<LayerPtr> keras_layer_order(const Network& network);
+// Keras's naming.to_snake_case ("Conv2D" -> "conv2d", "MaxPooling2D" -> "max_pooling2d").
+std::string keras_snake_case(const std::string& class_name);
+
+// Model config -> Network. Accepts Functional / Model and Sequential configs, with or without
+// the outer {"class_name", "config"} wrapper.
+Network network_from_config(const json& config);
+Network network_from_json(const std::string& json_text);
+
+// Helper for factories: reads keys of a Keras layer config and, at finish(), fails on any key
+// it did not read, naming the layer and the key.
+class KerasConfigReader {
+ public:
+  KerasConfigReader(std::string class_name, const json& config);
+  const std::string& name() const { return name_; }
+  bool has(const std::string& key) const;
+  const json& get(const std::string& key);
+  template <class T>
+  T get(const std::string& key, T fallback) {
+    const json& v = get(key);
+    if (v.is_null()) return fallback;
+    try {
+      return v.get<T>();
+    } catch (const std::exception& e) {
+      fail(key, std::string("has an unexpected value ") + v.dump());
+    }
+  }
+  // Ints or one int -> a list of ints.
+  std::vector<int64_t> ints(const std::string& key, std::vector<int64_t> fallback);
+  // Reads `key`; it must be absent, null or equal to one of `allowed`.
+  void expect(const std::string& key, std::vector<json> allowed);
+  // Keras initializer / regularizer objects -> Lockstep names / L2 factors.
+  std::string initializer(const std::string& key, const std::string& fallback);
+  double l2_regularizer(const std::string& key);
+  [[noreturn]] void fail(const std::string& key, const std::string& why) const;
+  void finish() const;
+  bool trainable() const { return trainable_; }
+
+ private:
+  std::string class_name_, name_;
+  json config_;
+  std::vector<std::string> read_;
+  bool trainable_ = true;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,433 @@
+// Keras configs: the layer registry, KerasConfigReader, Network::get_config (Keras 3 model
+// configs) and network_from_config. The built-in layers' factories are in
+// src/nn/layers/layer_configs.cpp.
+#include "lockstep/nn/config.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <regex>
+#include <set>
+
+#include "lockstep/nn/initializers.h"
+#include "lockstep/nn/layers.h"
+
+namespace lockstep {
+
+// ---- registry ---------------------------------------------------------------------------
+namespace {
+std::map<std::string, LayerFactory>& registry() {
+  static std::map<std::string, LayerFactory> r;
+  return r;
+}
+std::mutex& registry_mu() {
+  static std::mutex m;
+  return m;
+}
+}  // namespace
+
+void register_layer(const std::string& class_name, LayerFactory factory) {
+  std::lock_guard<std::mutex> lock(registry_mu());
+  registry()[class_name] = std::move(factory);
+}
+
+bool is_layer_registered(const std::string& class_name) {
+  std::lock_guard<std::mutex> lock(registry_mu());
+  return registry().count(class_name) > 0;
+}
+
+std::vector<std::string> registered_layers() {
+  std::lock_guard<std::mutex> lock(registry_mu());
+  std::vector<std::string> r;
+  for (auto& [k, v] : registry()) r.push_back(k);
+  return r;
+}
+
+LayerPtr layer_from_config(const json& layer) {
+  LS_CHECK(layer.is_object() && layer.contains("class_name"),
+           "layer config: expected {\"class_name\": ..., \"config\": ...}, got ",
+           layer.dump().substr(0, 200));
+  std::string cls = layer["class_name"].get<std::string>();
+  json cfg = layer.value("config", json::object());
+  LayerFactory f;
+  {
+    std::lock_guard<std::mutex> lock(registry_mu());
+    auto it = registry().find(cls);
+    if (it != registry().end()) f = it->second;
+  }
+  if (!f) {
+    std::string known;
+    for (auto& k : registered_layers()) known += (known.empty() ? "" : ", ") + k;
+    LS_FAIL("layer '", cfg.value("name", std::string("?")), "': unknown layer class '", cls,
+            "' (Lockstep knows: ", known, "; register_layer() adds your own)");
+  }
+  LayerPtr l = f(cfg);
+  if (cfg.contains("trainable") && cfg["trainable"].is_boolean()) l->trainable = cfg["trainable"];
+  return l;
+}
+
+std::string keras_snake_case(const std::string& class_name) {
+  std::string s = std::regex_replace(class_name, std::regex("\\W+"), "");
+  s = std::regex_replace(s, std::regex("(.)([A-Z][a-z]+)"), "$1_$2");
+  s = std::regex_replace(s, std::regex("([a-z])([A-Z])"), "$1_$2");
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// ---- KerasConfigReader ------------------------------------------------------------------
+KerasConfigReader::KerasConfigReader(std::string class_name, const json& config)
+    : class_name_(std::move(class_name)), config_(config) {
+  LS_CHECK(config_.is_object(), class_name_, ": config must be an object, got ",
+           config_.dump().substr(0, 200));
+  name_ = config_.value("name", std::string());
+  read_ = {"name", "trainable"};
+  if (config_.contains("trainable") && config_["trainable"].is_boolean())
+    trainable_ = config_["trainable"];
+  // dtype: "float32" or a DTypePolicy {"config": {"name": "float32"}}.
+  if (has("dtype")) {
+    const json& d = get("dtype");
+    std::string dt = d.is_string() ? d.get<std::string>()
+                     : d.is_object() ? d.value("config", json::object()).value("name", "")
+                                     : "float32";
+    if (!d.is_null() && dt != "float32") fail("dtype", "is '" + dt + "'; Lockstep layers compute in float32");
+  }
+}
+
+bool KerasConfigReader::has(const std::string& key) const { return config_.contains(key); }
+
+const json& KerasConfigReader::get(const std::string& key) {
+  read_.push_back(key);
+  static const json null_json;
+  auto it = config_.find(key);
+  return it == config_.end() ? null_json : *it;
+}
+
+std::vector<int64_t> KerasConfigReader::ints(const std::string& key, std::vector<int64_t> fb) {
+  const json& v = get(key);
+  if (v.is_null()) return fb;
+  if (v.is_number_integer()) return {v.get<int64_t>()};
+  try {
+    return v.get<std::vector<int64_t>>();
+  } catch (const std::exception&) {
+    fail(key, "must be an int or a list of ints, got " + v.dump());
+  }
+}
+
+void KerasConfigReader::expect(const std::string& key, std::vector<json> allowed) {
+  const json& v = get(key);
+  if (v.is_null()) return;
+  for (auto& a : allowed)
+    if (v == a) return;
+  fail(key, "is " + v.dump() + ", which Lockstep cannot represent");
+}
+
+std::string KerasConfigReader::initializer(const std::string& key, const std::string& fb) {
+  const json& v = get(key);
+  if (v.is_null()) return fb;
+  if (v.is_string()) return v.get<std::string>();
+  std::string cls = v.value("class_name", "");
+  json c = v.value("config", json::object());
+  if (cls == "Constant") return "constant:" + std::to_string(c.value("value", 0.0));
+  for (auto& [k, val] : c.items()) {
+    bool keras_default = val.is_null() || (k == "mean" && val == 0.0) ||
+                         (k == "stddev" && val == 0.05) || (k == "minval" && val == -0.05) ||
+                         (k == "maxval" && val == 0.05);
+    if (!keras_default) fail(key, "has " + cls + " option '" + k + "' = " + val.dump() +
+                                      ", which Lockstep's initializers do not take");
+  }
+  std::string n = keras_snake_case(cls);
+  try {
+    check_initializer(n);
+  } catch (const Error& e) {
+    fail(key, std::string("names initializer '") + cls + "': " + e.what());
+  }
+  return n;
+}
+
+double KerasConfigReader::l2_regularizer(const std::string& key) {
+  const json& v = get(key);
+  if (v.is_null()) return 0.0;
+  std::string cls = v.is_object() ? v.value("class_name", "") : "";
+  if (cls == "L2") return v.value("config", json::object()).value("l2", 0.01);
+  fail(key, "is " + v.dump() + "; Lockstep supports only L2 regularizers");
+}
+
+void KerasConfigReader::fail(const std::string& key, const std::string& why) const {
+  LS_FAIL(class_name_, " '", name_, "': config key '", key, "' ", why);
+}
+
+void KerasConfigReader::finish() const {
+  for (auto& [k, v] : config_.items())
+    if (std::find(read_.begin(), read_.end(), k) == read_.end())
+      fail(k, "(= " + v.dump().substr(0, 80) + ") is not an option Lockstep supports");
+}
+
+// ---- layer order and get_config ----------------------------------------------------------
+std::vector<LayerPtr> keras_layer_order(const Network& net) {
+  if (net.is_sequential()) {
+    std::vector<LayerPtr> r;
+    for (auto& l : net.layers())
+      if (l->class_name() != "InputLayer") r.push_back(l);
+    return r;
+  }
+  // keras.src.ops.function.map_graph: node depths from the outputs (post-order = calls()),
+  // layers by decreasing depth, ties by pre-order index of the traversal from the outputs.
+  const auto& calls = net.calls();
+  std::map<LayerCall*, int> node_depth;
+  std::map<Layer*, int> layer_depth;
+  for (auto it = calls.rbegin(); it != calls.rend(); ++it) {
+    LayerCall* c = it->get();
+    int d = std::max(node_depth[c], layer_depth[c->layer.get()]);
+    layer_depth[c->layer.get()] = d;
+    node_depth[c] = d;
+    for (auto& in : c->inputs) node_depth[in.call.get()] = std::max(node_depth[in.call.get()], d + 1);
+  }
+  std::map<Layer*, int> pre_index;
+  std::set<LayerCall*> done;
+  std::function<void(const std::shared_ptr<LayerCall>&)> visit = [&](const auto& c) {
+    if (done.count(c.get())) return;
+    pre_index.emplace(c->layer.get(), int(pre_index.size()));
+    for (auto& in : c->inputs) visit(in.call);
+    done.insert(c.get());
+  };
+  for (auto& o : net.outputs()) visit(o.call);
+  std::vector<LayerPtr> r = net.layers();
+  std::stable_sort(r.begin(), r.end(), [&](const LayerPtr& a, const LayerPtr& b) {
+    int da = layer_depth[a.get()], db = layer_depth[b.get()];
+    return da != db ? da > db : pre_index[a.get()] < pre_index[b.get()];
+  });
+  return r;
+}
+
+namespace {
+
+json shape_json(const Shape& s) {
+  json a = json::array();
+  for (int i = 0; i < s.rank(); ++i) a.push_back(s[i] < 0 ? json(nullptr) : json(s[i]));
+  return a;
+}
+
+json layer_entry(const Layer& l) {
+  json cfg = l.config();
+  if (l.class_name() == "InputLayer") cfg.erase("trainable");  // as Keras writes it
+  return {{"module", "keras.layers"},
+          {"class_name", l.class_name()},
+          {"config", cfg},
+          {"registered_name", nullptr}};
+}
+
+// Node index of each call = its position among its layer's calls in the network.
+std::map<LayerCall*, int> node_indices(const Network& net) {
+  std::map<LayerCall*, int> idx;
+  std::map<Layer*, int> count;
+  for (auto& c : net.calls()) idx[c.get()] = count[c->layer.get()]++;
+  return idx;
+}
+
+json history(const KTensor& t, const std::map<LayerCall*, int>& idx) {
+  return json::array({t.call->layer->name(), idx.at(t.call.get()), t.index});
+}
+
+json keras_tensor(const KTensor& t, const std::map<LayerCall*, int>& idx) {
+  return {{"class_name", "__keras_tensor__"},
+          {"config",
+           {{"shape", shape_json(t.shape())},
+            {"dtype", dtype_name(t.dtype()) == std::string("f32") ? "float32" : dtype_name(t.dtype())},
+            {"keras_history", history(t, idx)}}}};
+}
+
+json functional_config(const Network& net) {
+  auto idx = node_indices(net);
+  json layers = json::array();
+  for (auto& l : keras_layer_order(net)) {
+    json e = layer_entry(*l);
+    e["name"] = l->name();
+    json nodes = json::array();
+    for (auto& c : net.calls()) {
+      if (c->layer != l || c->inputs.empty()) continue;
+      json args = json::array();
+      for (auto& in : c->inputs) args.push_back(keras_tensor(in, idx));
+      nodes.push_back({{"args", c->inputs.size() == 1 ? args : json::array({args})},
+                       {"kwargs", json::object()}});
+    }
+    e["inbound_nodes"] = nodes;
+    layers.push_back(e);
+  }
+  json ins = json::array(), outs = json::array();
+  for (auto& t : net.inputs()) ins.push_back(history(t, idx));
+  for (auto& t : net.outputs()) outs.push_back(history(t, idx));
+  return {{"module", "keras.src.models.functional"},
+          {"class_name", "Functional"},
+          {"config",
+           {{"name", net.name()}, {"trainable", true}, {"layers", layers},
+            {"input_layers", ins}, {"output_layers", outs}}},
+          {"registered_name", "Functional"},
+          {"build_config", {{"input_shape", nullptr}}},
+          {"compile_config", nullptr}};
+}
+
+json sequential_config(const Network& net) {
+  json layers = json::array();
+  json input_shape = shape_json(net.inputs().at(0).shape());
+  layers.push_back(layer_entry(*net.inputs().at(0).call->layer));
+  for (auto& l : keras_layer_order(net)) layers.push_back(layer_entry(*l));
+  return {{"module", "keras"},
+          {"class_name", "Sequential"},
+          {"config",
+           {{"name", net.name()}, {"trainable", true}, {"dtype", "float32"},
+            {"layers", layers}, {"build_input_shape", input_shape}}},
+          {"registered_name", nullptr},
+          {"build_config", {{"input_shape", input_shape}}},
+          {"compile_config", nullptr}};
+}
+
+}  // namespace
+
+json Network::get_config() const {
+  if (inputs_.empty()) return json::object();
+  return sequential_ ? sequential_config(*this) : functional_config(*this);
+}
+
+// ---- from config ---------------------------------------------------------------------------
+namespace {
+
+KTensor input_from_config(const json& cfg) {
+  KerasConfigReader r("InputLayer", cfg);
+  std::vector<int64_t> shape;
+  json bs = r.has("batch_shape") ? r.get("batch_shape") : r.get("batch_input_shape");
+  if (bs.is_null() && r.has("shape")) {
+    bs = json::array({nullptr});
+    for (auto& d : r.get("shape")) bs.push_back(d);
+  }
+  LS_CHECK(bs.is_array() && bs.size() >= 2, "InputLayer '", r.name(),
+           "': config key 'batch_shape' must be [null, dims...], got ", bs.dump());
+  for (size_t i = 1; i < bs.size(); ++i) {
+    if (bs[i].is_null()) r.fail("batch_shape", "has an unknown dimension (None) at " +
+                                                   std::to_string(i) + "; Lockstep needs static shapes");
+    shape.push_back(bs[i].get<int64_t>());
+  }
+  r.expect("sparse", {false});
+  r.expect("ragged", {false});
+  r.expect("optional", {false});
+  r.get("batch_shape");
+  r.get("batch_input_shape");
+  r.get("shape");
+  r.finish();
+  return layers::Input(shape, r.name());
+}
+
+// The tensors a node's args refer to ([layer, node, index] histories, nested lists).
+void collect_args(const json& a, std::vector<json>& out) {
+  if (a.is_object() && a.value("class_name", "") == "__keras_tensor__") {
+    out.push_back(a["config"]["keras_history"]);
+  } else if (a.is_array() && a.size() == 3 && a[0].is_string() && a[1].is_number()) {
+    out.push_back(a);  // legacy [name, node, index, kwargs?]
+  } else if (a.is_array()) {
+    for (auto& x : a) collect_args(x, out);
+  }
+}
+
+using NodeOutputs = std::map<std::string, std::vector<std::vector<KTensor>>>;
+
+const KTensor& lookup(const NodeOutputs& outs, const json& h, const std::string& where) {
+  std::string n = h.at(0).get<std::string>();
+  int node = h.at(1).get<int>(), idx = h.at(2).get<int>();
+  auto it = outs.find(n);
+  LS_CHECK(it != outs.end() && node < int(it->second.size()) && idx < int(it->second[node].size()),
+           where, ": refers to [", n, ", ", node, ", ", idx, "], which is not defined");
+  return it->second[node][idx];
+}
+
+Network functional_from_config(const json& c) {
+  std::string name = c.value("name", std::string("functional"));
+  NodeOutputs outs;
+  std::vector<std::pair<LayerPtr, json>> pending;  // layer, its inbound nodes
+  for (auto& e : c.at("layers")) {
+    std::string cls = e.at("class_name");
+    json cfg = e.value("config", json::object());
+    if (!cfg.contains("name") && e.contains("name")) cfg["name"] = e["name"];
+    if (cls == "InputLayer") {
+      outs[cfg.value("name", "")].push_back({input_from_config(cfg)});
+      continue;
+    }
+    pending.push_back({layer_from_config({{"class_name", cls}, {"config", cfg}}),
+                       e.value("inbound_nodes", json::array())});
+  }
+  std::vector<size_t> next(pending.size(), 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      auto& [layer, nodes] = pending[i];
+      while (next[i] < nodes.size()) {
+        std::vector<json> hist;
+        collect_args(nodes[next[i]].is_object() ? nodes[next[i]].value("args", json::array())
+                                                : nodes[next[i]], hist);
+        bool ready = true;
+        for (auto& h : hist) {
+          auto it = outs.find(h.at(0).get<std::string>());
+          ready = ready && it != outs.end() && h.at(1).get<size_t>() < it->second.size();
+        }
+        if (!ready) break;
+        std::vector<KTensor> ins;
+        for (auto& h : hist) ins.push_back(lookup(outs, h, "layer '" + layer->name() + "'"));
+        outs[layer->name()].push_back((*layer)(ins));
+        ++next[i];
+        progress = true;
+      }
+    }
+  }
+  for (size_t i = 0; i < pending.size(); ++i)
+    LS_CHECK(next[i] == pending[i].second.size(), "model '", name, "': layer '",
+             pending[i].first->name(), "' has inbound nodes whose inputs are never defined");
+  auto tensors = [&](const json& spec, const char* what) {
+    std::vector<KTensor> r;
+    json list = spec.size() == 3 && spec[0].is_string() ? json::array({spec}) : spec;
+    for (auto& h : list) r.push_back(lookup(outs, h, "model '" + name + "' " + what));
+    return r;
+  };
+  return Network(tensors(c.at("input_layers"), "input_layers"),
+                 tensors(c.at("output_layers"), "output_layers"), name);
+}
+
+Network sequential_from_config(const json& c) {
+  std::string name = c.value("name", std::string("sequential"));
+  std::vector<SequentialItem> items;
+  const json& ls = c.at("layers");
+  size_t first = 0;
+  if (!ls.empty() && ls[0].value("class_name", "") == "InputLayer") {
+    items.push_back(input_from_config(ls[0].value("config", json::object())));
+    first = 1;
+  } else {
+    json bs = c.value("build_input_shape", json(nullptr));
+    LS_CHECK(bs.is_array(), "Sequential '", name,
+             "': no InputLayer and no build_input_shape: Lockstep needs the input shape");
+    items.push_back(input_from_config({{"batch_shape", bs}}));
+  }
+  for (size_t i = first; i < ls.size(); ++i) items.push_back(layer_from_config(ls[i]));
+  return Network::sequential(std::move(items), name, /*exact_name=*/true);
+}
+
+}  // namespace
+
+Network network_from_config(const json& config) {
+  json c = config;
+  std::string cls = c.value("class_name", "");
+  if (c.contains("config") && c["config"].is_object() && !c.contains("layers")) c = c["config"];
+  else if (cls.empty()) cls = c.contains("input_layers") ? "Functional" : "Sequential";
+  if (cls == "Sequential") return sequential_from_config(c);
+  LS_CHECK(cls == "Functional" || cls == "Model", "model config: class '", cls,
+           "' is not a model Lockstep can build (Functional, Model, Sequential)");
+  return functional_from_config(c);
+}
+
+Network network_from_json(const std::string& text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    LS_FAIL("model JSON: ", e.what());
+  }
+  return network_from_config(j);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,250 @@
+// Factories from Keras layer configs for the built-in layers (registered with
+// lockstep/nn/config.h's registry when the library loads). Every key Keras writes is read:
+// a value Lockstep cannot represent is an error naming the layer and the key.
+#include "lockstep/nn/config.h"
+#include "nn/layers/layer_util.h"
+
+namespace lockstep {
+namespace {
+
+const json kChannelsLast = "channels_last";
+
+std::string activation(KerasConfigReader& r) {
+  const json& a = r.get("activation");
+  if (a.is_null()) return "linear";
+  std::string s = a.is_string() ? a.get<std::string>() : a.value("config", json::object()).value("name", "");
+  if (!layer_util::is_activation(s))
+    r.fail("activation", "is " + a.dump() + "; Lockstep knows " + layer_util::activation_names());
+  return s;
+}
+
+void no_constraints(KerasConfigReader& r, std::initializer_list<const char*> keys) {
+  for (auto k : keys) r.expect(k, {});
+}
+
+LayerPtr dense(const json& c) {
+  KerasConfigReader r("Dense", c);
+  layers::DenseOptions o;
+  o.name = r.name();
+  int64_t units = r.get<int64_t>("units", 0);
+  o.activation = activation(r);
+  o.use_bias = r.get<bool>("use_bias", true);
+  o.kernel_initializer = r.initializer("kernel_initializer", "glorot_uniform");
+  o.bias_initializer = r.initializer("bias_initializer", "zeros");
+  o.kernel_regularizer_l2 = r.l2_regularizer("kernel_regularizer");
+  o.bias_regularizer_l2 = r.l2_regularizer("bias_regularizer");
+  no_constraints(r, {"activity_regularizer", "kernel_constraint", "bias_constraint",
+                     "quantization_config", "lora_rank"});
+  r.expect("lora_alpha", {});
+  r.finish();
+  return layers::Dense(units, o);
+}
+
+// Conv2D, DepthwiseConv2D, SeparableConv2D.
+LayerPtr conv(const std::string& cls, const json& c) {
+  KerasConfigReader r(cls, c);
+  layers::ConvOptions o;
+  o.name = r.name();
+  int64_t filters = cls == "DepthwiseConv2D" ? 0 : r.get<int64_t>("filters", 0);
+  std::vector<int64_t> k = r.ints("kernel_size", {});
+  o.strides = r.ints("strides", {1, 1});
+  o.padding = r.get<std::string>("padding", "valid");
+  r.expect("data_format", {kChannelsLast});
+  o.dilation_rate = r.ints("dilation_rate", {1, 1});
+  o.activation = activation(r);
+  o.use_bias = r.get<bool>("use_bias", true);
+  o.bias_initializer = r.initializer("bias_initializer", "zeros");
+  o.bias_regularizer_l2 = r.l2_regularizer("bias_regularizer");
+  no_constraints(r, {"activity_regularizer", "bias_constraint"});
+  if (cls == "Conv2D") {
+    o.groups = r.get<int64_t>("groups", 1);
+    o.kernel_initializer = r.initializer("kernel_initializer", "glorot_uniform");
+    o.kernel_regularizer_l2 = r.l2_regularizer("kernel_regularizer");
+    no_constraints(r, {"kernel_constraint", "lora_rank", "lora_alpha"});
+    r.finish();
+    return layers::Conv2D(filters, k, o);
+  }
+  o.depth_multiplier = r.get<int64_t>("depth_multiplier", 1);
+  o.depthwise_initializer = r.initializer("depthwise_initializer", "glorot_uniform");
+  no_constraints(r, {"depthwise_regularizer", "depthwise_constraint"});
+  if (cls == "DepthwiseConv2D") {
+    r.finish();
+    return layers::DepthwiseConv2D(k, o);
+  }
+  o.pointwise_initializer = r.initializer("pointwise_initializer", "glorot_uniform");
+  no_constraints(r, {"pointwise_regularizer", "pointwise_constraint"});
+  r.finish();
+  return layers::SeparableConv2D(filters, k, o);
+}
+
+LayerPtr pooling(const std::string& cls, const json& c) {
+  KerasConfigReader r(cls, c);
+  r.expect("data_format", {kChannelsLast});
+  if (cls.rfind("Global", 0) == 0) {
+    bool keepdims = r.get<bool>("keepdims", false);
+    r.finish();
+    return cls == "GlobalAveragePooling2D" ? layers::GlobalAveragePooling2D(keepdims, r.name())
+                                           : layers::GlobalMaxPooling2D(keepdims, r.name());
+  }
+  layers::PoolOptions o;
+  o.name = r.name();
+  std::vector<int64_t> pool = r.ints("pool_size", {2, 2});
+  o.strides = r.ints("strides", {});
+  o.padding = r.get<std::string>("padding", "valid");
+  r.finish();
+  return cls == "MaxPooling2D" ? layers::MaxPooling2D(pool, o) : layers::AveragePooling2D(pool, o);
+}
+
+LayerPtr batch_norm(const json& c) {
+  KerasConfigReader r("BatchNormalization", c);
+  layers::BatchNormOptions o;
+  o.name = r.name();
+  o.axis = r.get<int64_t>("axis", -1);
+  o.momentum = r.get<double>("momentum", 0.99);
+  o.epsilon = r.get<double>("epsilon", 1e-3);
+  o.center = r.get<bool>("center", true);
+  o.scale = r.get<bool>("scale", true);
+  o.synchronized = r.get<bool>("synchronized", false);
+  for (auto [k, d] : {std::pair{"beta_initializer", "zeros"}, {"gamma_initializer", "ones"},
+                      {"moving_mean_initializer", "zeros"}, {"moving_variance_initializer", "ones"}})
+    if (r.initializer(k, d) != d) r.fail(k, std::string("must be ") + d + " in Lockstep");
+  no_constraints(r, {"beta_regularizer", "gamma_regularizer", "beta_constraint",
+                     "gamma_constraint", "renorm_clipping"});
+  r.expect("renorm", {false});
+  r.get("renorm_momentum");  // unused unless renorm
+  r.finish();
+  return layers::BatchNormalization(o);
+}
+
+LayerPtr layer_norm(const json& c) {
+  KerasConfigReader r("LayerNormalization", c);
+  layers::LayerNormOptions o;
+  o.name = r.name();
+  const json& ax = r.get("axis");
+  if (ax.is_array()) {
+    if (ax.size() != 1) r.fail("axis", "is " + ax.dump() + "; Lockstep normalises one axis");
+    o.axis = ax[0].get<int64_t>();
+  } else if (!ax.is_null()) {
+    o.axis = ax.get<int64_t>();
+  }
+  o.epsilon = r.get<double>("epsilon", 1e-3);
+  o.center = r.get<bool>("center", true);
+  o.scale = r.get<bool>("scale", true);
+  r.expect("rms_scaling", {false});
+  for (auto [k, d] : {std::pair{"beta_initializer", "zeros"}, {"gamma_initializer", "ones"}})
+    if (r.initializer(k, d) != d) r.fail(k, std::string("must be ") + d + " in Lockstep");
+  no_constraints(r, {"beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint"});
+  r.finish();
+  return layers::LayerNormalization(o);
+}
+
+LayerPtr simple(const std::string& cls, const json& c) {
+  KerasConfigReader r(cls, c);
+  LayerPtr l;
+  if (cls == "Flatten") {
+    r.expect("data_format", {kChannelsLast});
+    l = layers::Flatten(r.name());
+  } else if (cls == "Reshape") {
+    l = layers::Reshape(r.ints("target_shape", {}), r.name());
+  } else if (cls == "Dropout") {
+    double rate = r.get<double>("rate", 0.0);
+    uint64_t seed = r.get<uint64_t>("seed", 0);
+    r.expect("noise_shape", {});
+    l = layers::Dropout(rate, seed, r.name());
+  } else if (cls == "Activation") {
+    l = layers::Activation(activation(r), r.name());
+  } else if (cls == "ReLU") {
+    r.expect("max_value", {});
+    r.expect("negative_slope", {0, 0.0});
+    r.expect("threshold", {0, 0.0});
+    l = layers::ReLU(r.name());
+  } else if (cls == "Rescaling") {
+    if (!r.has("scale") || !r.get("scale").is_number()) r.fail("scale", "must be one number");
+    if (r.has("offset") && !r.get("offset").is_number()) r.fail("offset", "must be one number");
+    l = layers::Rescaling(r.get<double>("scale", 1.0), r.get<double>("offset", 0.0), r.name());
+  } else if (cls == "Add" || cls == "Multiply") {
+    l = cls == "Add" ? layers::Add(r.name()) : layers::Multiply(r.name());
+  } else if (cls == "Concatenate") {
+    l = layers::Concatenate(r.get<int64_t>("axis", -1), r.name());
+  }
+  r.finish();
+  return l;
+}
+
+layers::Factor factor(KerasConfigReader& r, const std::string& key) {
+  const json& f = r.get(key);
+  if (f.is_number()) return layers::Factor(f.get<double>());
+  if (f.is_array() && f.size() == 2) return layers::Factor(f[0].get<double>(), f[1].get<double>());
+  r.fail(key, "must be a number or [lower, upper], got " + f.dump());
+}
+
+// RandomFlip, RandomRotation, RandomZoom, RandomTranslation, RandomBrightness, RandomCrop,
+// CenterCrop, Resizing. (RandomContrast and Normalization: not yet.)
+LayerPtr image_layer(const std::string& cls, const json& c) {
+  KerasConfigReader r(cls, c);
+  r.expect("data_format", {kChannelsLast});
+  uint64_t seed = r.get<uint64_t>("seed", 0);
+  LayerPtr l;
+  if (cls == "RandomFlip") {
+    l = layers::RandomFlip(r.get<std::string>("mode", "horizontal_and_vertical"), seed, r.name());
+  } else if (cls == "RandomCrop" || cls == "CenterCrop" || cls == "Resizing") {
+    int64_t h = r.get<int64_t>("height", 0), w = r.get<int64_t>("width", 0);
+    if (cls == "RandomCrop") return r.finish(), layers::RandomCrop(h, w, seed, r.name());
+    if (cls == "CenterCrop") return r.finish(), layers::CenterCrop(h, w, r.name());
+    layers::ResizingOptions o{.interpolation = r.get<std::string>("interpolation", "bilinear"),
+                              .crop_to_aspect_ratio = r.get<bool>("crop_to_aspect_ratio", false),
+                              .name = r.name()};
+    r.expect("pad_to_aspect_ratio", {false});
+    r.expect("antialias", {false});
+    r.get("fill_mode");  // used only with pad_to_aspect_ratio
+    r.get("fill_value");
+    l = layers::Resizing(h, w, o);
+  } else if (cls == "RandomBrightness") {
+    layers::Factor f = factor(r, "factor");
+    std::vector<double> range = r.has("value_range") ? r.get("value_range").get<std::vector<double>>()
+                                                     : std::vector<double>{0, 255};
+    l = layers::RandomBrightness(f, {.value_range = range, .seed = seed, .name = r.name()});
+  } else {
+    layers::TransformLayerOptions o{.fill_mode = r.get<std::string>("fill_mode", "reflect"),
+                                    .interpolation = r.get<std::string>("interpolation", "bilinear"),
+                                    .seed = seed,
+                                    .fill_value = r.get<double>("fill_value", 0.0),
+                                    .name = r.name()};
+    if (cls == "RandomRotation") {
+      l = layers::RandomRotation(factor(r, "factor"), o);
+    } else if (cls == "RandomZoom") {
+      layers::Factor hf = factor(r, "height_factor");
+      std::optional<layers::Factor> wf;
+      if (!r.get("width_factor").is_null()) wf = factor(r, "width_factor");
+      l = layers::RandomZoom(hf, wf, o);
+    } else {
+      layers::Factor hf = factor(r, "height_factor");
+      l = layers::RandomTranslation(hf, factor(r, "width_factor"), o);
+    }
+  }
+  r.finish();
+  return l;
+}
+
+bool register_builtins() {
+  register_layer("Dense", dense);
+  for (std::string cls : {"Conv2D", "DepthwiseConv2D", "SeparableConv2D"})
+    register_layer(cls, [cls](const json& c) { return conv(cls, c); });
+  for (std::string cls : {"MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D",
+                          "GlobalMaxPooling2D"})
+    register_layer(cls, [cls](const json& c) { return pooling(cls, c); });
+  register_layer("BatchNormalization", batch_norm);
+  register_layer("LayerNormalization", layer_norm);
+  for (std::string cls : {"Flatten", "Reshape", "Dropout", "Activation", "ReLU", "Rescaling",
+                          "Add", "Multiply", "Concatenate"})
+    register_layer(cls, [cls](const json& c) { return simple(cls, c); });
+  for (std::string cls : {"RandomFlip", "RandomRotation", "RandomZoom", "RandomTranslation",
+                          "RandomBrightness", "RandomCrop", "CenterCrop", "Resizing"})
+    register_layer(cls, [cls](const json& c) { return image_layer(cls, c); });
+  return true;
+}
+
+const bool registered = register_builtins();
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,131 @@
+// Keras 3 files for Models: `.keras` archives and `.weights.h5` files, mapped onto io's files
+// of named tensors (lockstep/io/keras_file.h); configs through lockstep/nn/config.h.
+#include "lockstep/train/saving.h"
+
+#include <chrono>
+#include <ctime>
+#include <map>
+
+#include "lockstep/io/keras_file.h"
+
+namespace lockstep {
+namespace {
+
+// The Keras 3 release whose file layout this follows (written as metadata "keras_version").
+constexpr const char* kKerasVersion = "3.15.1";
+
+struct Slot {
+  std::string path;  // "layers/dense_1"
+  LayerPtr layer;
+};
+
+// Keras's saving_lib names container items by snake_case class, deduplicated with _1, _2, ...
+std::vector<Slot> weight_slots(const Network& net) {
+  std::vector<Slot> slots;
+  std::map<std::string, int> used;
+  for (auto& l : keras_layer_order(net)) {
+    std::string base = keras_snake_case(l->class_name());
+    auto it = used.find(base);
+    std::string name = base;
+    if (it == used.end()) used[base] = 0;
+    else name = base + "_" + std::to_string(++it->second);
+    slots.push_back({"layers/" + name, l});
+  }
+  return slots;
+}
+
+void weights_to_tensors(const Network& net, std::vector<io::NamedTensor>& tensors,
+                        std::vector<std::string>& groups) {
+  groups = {"vars", "layers"};
+  for (auto& s : weight_slots(net)) {
+    groups.push_back(s.path + "/vars");
+    const auto& w = s.layer->weights();
+    for (size_t i = 0; i < w.size(); ++i)
+      tensors.push_back({s.path + "/vars/" + std::to_string(i), w[i]->value});
+  }
+}
+
+void tensors_to_weights(Network& net, const std::vector<io::NamedTensor>& tensors,
+                        const std::string& file) {
+  std::map<std::string, const Tensor*> by_name;
+  for (auto& t : tensors) by_name[t.name] = &t.value;
+  for (auto& s : weight_slots(net)) {
+    const auto& w = s.layer->weights();
+    size_t in_file = 0;
+    std::string prefix = s.path + "/vars/";
+    for (auto it = by_name.lower_bound(prefix); it != by_name.end() && it->first.rfind(prefix, 0) == 0; ++it)
+      ++in_file;
+    LS_CHECK(in_file == w.size(), "'", file, "': ", s.layer->class_name(), " '", s.layer->name(),
+             "' has ", w.size(), " weights but the file's '", s.path, "/vars' holds ", in_file,
+             " (a different architecture?)");
+    for (size_t i = 0; i < w.size(); ++i) {
+      const Tensor& src = *by_name.at(prefix + std::to_string(i));
+      LS_CHECK(src.shape() == w[i]->value.shape() && src.dtype() == w[i]->value.dtype(), "'", file,
+               "': ", prefix, i, " is ", dtype_name(src.dtype()), src.shape().str(),
+               " but ", s.layer->class_name(), " '", s.layer->name(), "' weight '", w[i]->name,
+               "' is ", dtype_name(w[i]->value.dtype()), w[i]->value.shape().str());
+    }
+  }
+  // All checked: now copy (in place, so compiled programs keep their views).
+  for (auto& s : weight_slots(net)) {
+    const auto& w = s.layer->weights();
+    for (size_t i = 0; i < w.size(); ++i)
+      w[i]->value.copy_from(*by_name.at(s.path + "/vars/" + std::to_string(i)));
+  }
+}
+
+std::string now_string() {
+  std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d@%H:%M:%S", std::gmtime(&t));
+  return buf;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+Model model_from_config(const json& config) { return Model(network_from_config(config)); }
+Model model_from_json(const std::string& json_text) { return Model(network_from_json(json_text)); }
+
+bool is_keras_weights_path(const std::string& path) { return ends_with(path, ".h5"); }
+
+void save_keras_weights(const Network& model, const std::string& path) {
+  std::vector<io::NamedTensor> tensors;
+  std::vector<std::string> groups;
+  weights_to_tensors(model, tensors, groups);
+  io::write_h5_tensors(path, tensors, groups);
+}
+
+void load_keras_weights(Network& model, const std::string& path) {
+  tensors_to_weights(model, io::read_h5_tensors(path), path);
+}
+
+void save_model(const Network& model, const std::string& path) {
+  LS_CHECK(ends_with(path, ".keras"), "save_model: '", path,
+           "' must end in .keras (use save_weights for .weights.h5 or checkpoints)");
+  io::KerasArchive a;
+  a.config = model.get_config();
+  a.metadata = {{"keras_version", kKerasVersion}, {"date_saved", now_string()},
+                {"producer", "lockstep"}};
+  weights_to_tensors(model, a.weights, a.groups);
+  io::write_keras_archive(path, a);
+}
+
+Model load_model(const std::string& path) {
+  LS_CHECK(ends_with(path, ".keras"), "load_model: '", path,
+           "' is not a .keras file (load_weights reads .weights.h5 and checkpoints)");
+  io::KerasArchive a = io::read_keras_archive(path);
+  Model m;
+  try {
+    m = model_from_config(a.config);
+  } catch (const Error& e) {
+    LS_FAIL("'", path, "': config.json: ", e.what());
+  }
+  tensors_to_weights(m, a.weights, path + ": model.weights.h5");
+  return m;
+}
+
+}  // namespace lockstep

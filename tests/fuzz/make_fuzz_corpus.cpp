@@ -1,0 +1,146 @@
+// Writes the seed corpus of the fuzz targets (tests/fuzz/corpus/<target>/, committed): a few
+// small valid inputs each, made with Lockstep's own writers so they stay valid as formats
+// evolve. Run by hand after a format change:
+//   cmake --preset fuzz && cmake --build build-fuzz && build-fuzz/bin/make_fuzz_corpus
+//   tests/fuzz/corpus
+#include <zlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "distribute/store_protocol.h"
+#include "lockstep/data/image.h"
+#include "lockstep/io/checkpoint.h"
+
+namespace fs = std::filesystem;
+using namespace lockstep;
+
+namespace {
+
+void write(const fs::path& path, const std::vector<uint8_t>& bytes) {
+  fs::create_directories(path.parent_path());
+  data::write_file_bytes(path.string(), bytes);
+}
+void write(const fs::path& path, const std::string& text) {
+  write(path, std::vector<uint8_t>(text.begin(), text.end()));
+}
+
+Tensor gradient_image(int64_t height, int64_t width, int64_t channels) {
+  Tensor image = Tensor::empty(Shape{height, width, channels}, DType::u8);
+  uint8_t* p = image.data<uint8_t>();
+  for (int64_t i = 0; i < image.numel(); ++i) p[i] = uint8_t((i * 37) & 0xff);
+  return image;
+}
+
+std::vector<uint8_t> idx_file(uint8_t type, const std::vector<uint32_t>& dims, size_t elem) {
+  std::vector<uint8_t> out = {0, 0, type, uint8_t(dims.size())};
+  size_t count = 1;
+  for (uint32_t d : dims) {
+    for (int shift = 24; shift >= 0; shift -= 8) out.push_back(uint8_t(d >> shift));
+    count *= d;
+  }
+  for (size_t i = 0; i < count * elem; ++i) out.push_back(uint8_t(i * 7));
+  return out;
+}
+
+std::vector<uint8_t> gzip(const std::vector<uint8_t>& in) {
+  z_stream z{};
+  deflateInit2(&z, 9, Z_DEFLATED, 16 + 15, 8, Z_DEFAULT_STRATEGY);
+  std::vector<uint8_t> out(deflateBound(&z, in.size()) + 32);
+  z.next_in = const_cast<uint8_t*>(in.data());
+  z.avail_in = uInt(in.size());
+  z.next_out = out.data();
+  z.avail_out = uInt(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+void images(const fs::path& root) {
+  write(root / "image_png/gray_4x3.png", data::encode_png(gradient_image(3, 4, 1)));
+  write(root / "image_png/gray_alpha_4x3.png", data::encode_png(gradient_image(3, 4, 2)));
+  write(root / "image_png/rgb_5x4.png", data::encode_png(gradient_image(4, 5, 3)));
+  write(root / "image_png/rgba_3x3.png", data::encode_png(gradient_image(3, 3, 4)));
+  write(root / "image_jpeg/gray_8x8.jpg", data::encode_jpeg(gradient_image(8, 8, 1), 75));
+  write(root / "image_jpeg/rgb_9x7.jpg", data::encode_jpeg(gradient_image(7, 9, 3), 75));
+  write(root / "image_bmp/rgb_5x3.bmp", data::encode_bmp(gradient_image(3, 5, 3)));
+  write(root / "image_bmp/rgba_4x4.bmp", data::encode_bmp(gradient_image(4, 4, 4)));
+}
+
+void idx(const fs::path& root) {
+  write(root / "idx/labels_u8_10.idx", idx_file(0x08, {10}, 1));
+  write(root / "idx/images_u8_2x3x4.idx", idx_file(0x08, {2, 3, 4}, 1));
+  write(root / "idx/images_u8_3x2x2.idx.gz", gzip(idx_file(0x08, {3, 2, 2}, 1)));
+}
+
+void checkpoints(const fs::path& root) {
+  io::CheckpointFile file;
+  file.metadata = {{"format", "fuzz seed"}, {"epoch", 1}};
+  file.tensors.push_back({"dense/kernel", Tensor::from_vector(Shape{2, 3}, {1, 2, 3, 4, 5, 6})});
+  file.tensors.push_back({"dense/bias", Tensor::from_vector(Shape{3}, {0.5f, -1, 2})});
+  file.tensors.push_back({"labels", Tensor::from_vector_i32(Shape{2}, {7, 9})});
+  const fs::path tmp = fs::temp_directory_path() / "lockstep_fuzz_seed.lsckpt";
+  io::write_checkpoint_file(tmp.string(), file);
+  write(root / "checkpoint/three_tensors.lsckpt", data::read_file_bytes(tmp.string()));
+  file.tensors.clear();
+  io::write_checkpoint_file(tmp.string(), file);
+  write(root / "checkpoint/metadata_only.lsckpt", data::read_file_bytes(tmp.string()));
+  fs::remove(tmp);
+}
+
+void clusters(const fs::path& root) {
+  write(root / "tf_config/two_workers.json",
+        R"({"cluster":{"worker":["127.0.0.1:23456","127.0.0.1:23457"]},)"
+        R"("task":{"type":"worker","index":1}})");
+  write(root / "tf_config/chief_and_worker.json",
+        R"({"cluster":{"chief":["host-a:2222"],"worker":["host-b:2222","[::1]:2223"]},)"
+        R"("task":{"type":"chief","index":0}})");
+  write(root / "cluster_env/tf_config.env",
+        "TF_CONFIG={\"cluster\":{\"worker\":[\"localhost:1\",\"localhost:2\"]},"
+        "\"task\":{\"type\":\"worker\",\"index\":0}}\n");
+  write(root / "cluster_env/openmpi.env",
+        "OMPI_COMM_WORLD_RANK=1\nOMPI_COMM_WORLD_SIZE=4\nOMPI_COMM_WORLD_LOCAL_SIZE=4\n"
+        "LOCKSTEP_MASTER_PORT=29500\n");
+  write(root / "cluster_env/pmix.env", "PMIX_RANK=0\nPMIX_SIZE=2\nMASTER_ADDR=node7\n");
+  write(root / "cluster_env/slurm.env",
+        "SLURM_PROCID=2\nSLURM_NTASKS=3\nSLURM_STEP_NODELIST=gpu[01-02,07],cpu-x\n"
+        "SLURMD_NODENAME=gpu02\nMASTER_PORT=29600\n");
+}
+
+void store_requests(const fs::path& root) {
+  namespace sp = distribute::store_protocol;
+  sp::Writer w;
+  w.pod(uint8_t(sp::kHello)), w.str("job-token");
+  w.pod(uint8_t(sp::kSet)), w.str("worker/0/address"), w.bytes({'1', '2', '7'});
+  w.pod(uint8_t(sp::kGet)), w.str("worker/0/address"), w.pod(int64_t(1000));
+  w.pod(uint8_t(sp::kAdd)), w.str("arrived"), w.pod(int64_t(1));
+  w.pod(uint8_t(sp::kCheck)), w.str("arrived");
+  w.pod(uint8_t(sp::kWait)), w.pod(uint32_t(2)), w.str("a"), w.str("b"), w.pod(int64_t(50));
+  w.pod(uint8_t(sp::kRegister)), w.pod(int32_t(1));
+  w.pod(uint8_t(sp::kLost)), w.pod(int64_t(0));
+  w.pod(uint8_t(sp::kBye));
+  write(root / "store_protocol/session.bin", std::vector<uint8_t>(w.buf.begin(), w.buf.end()));
+  sp::Writer hello;
+  hello.pod(uint8_t(sp::kHello)), hello.str("");
+  write(root / "store_protocol/hello.bin",
+        std::vector<uint8_t>(hello.buf.begin(), hello.buf.end()));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_fuzz_corpus DIR (tests/fuzz/corpus)\n");
+    return 2;
+  }
+  const fs::path root = argv[1];
+  images(root);
+  idx(root);
+  checkpoints(root);
+  clusters(root);
+  store_requests(root);
+  return 0;
+}

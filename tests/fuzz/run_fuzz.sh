@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Runs every libFuzzer target of a fuzz build (cmake --preset fuzz) for SECONDS each, JOBS at a
+# time, starting from its committed seed corpus (tests/fuzz/corpus/<target>/) and its crash
+# regressions (tests/fuzz/regressions/<target>/, inputs that once failed: each must pass now).
+# New interesting inputs go to BUILD/fuzz-corpus/<target>/ (kept between runs, never into the
+# source tree); a failure's input to BUILD/fuzz-artifacts/<target>/. Prints executions per
+# target; exits 1 when any target found something (its log is printed).
+#   run_fuzz.sh BUILD_DIR SECONDS [JOBS]
+set -uo pipefail
+build=${1:?usage: run_fuzz.sh BUILD_DIR SECONDS [JOBS]}
+seconds=${2:?usage: run_fuzz.sh BUILD_DIR SECONDS [JOBS]}
+jobs=${3:-1}
+src=$(cd "$(dirname "$0")" && pwd)
+targets=()
+for bin in "$build"/bin/*_fuzz; do [ -x "$bin" ] && targets+=("$(basename "$bin")"); done
+if [ ${#targets[@]} -eq 0 ]; then
+  echo "run_fuzz: no *_fuzz binaries in $build/bin (cmake --preset fuzz && cmake --build build-fuzz)"
+  exit 1
+fi
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+run_one() {
+  local name=$1 corpus=$build/fuzz-corpus/$1 artifacts=$build/fuzz-artifacts/$1
+  mkdir -p "$corpus" "$artifacts"
+  local dirs=("$corpus" "$src/corpus/${name%_fuzz}")
+  [ -d "$src/regressions/${name%_fuzz}" ] && dirs+=("$src/regressions/${name%_fuzz}")
+  TMPDIR=$corpus/.. "$build/bin/$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$artifacts/" "${dirs[@]}" >"$build/fuzz-$name.log" 2>&1
+  echo $? >"$build/fuzz-$name.status"
+}
+export -f run_one
+export build seconds src
+start=$(date +%s)
+printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one {}'
+status=0
+printf 'fuzz: %-22s %12s %10s %s\n' target executions exec/s result
+for name in "${targets[@]}"; do
+  log=$build/fuzz-$name.log
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  result=ok
+  if [ "$(cat "$build/fuzz-$name.status" 2>/dev/null)" != 0 ] || grep -qE '^==[0-9]+==ERROR|runtime error:|deadly signal|uncaught exception|out-of-memory|timeout after|SUMMARY: libFuzzer' "$log" || [ -z "$execs" ]; then
+    result=FAILED
+    status=1
+  fi
+  printf 'fuzz: %-22s %12s %10s %s\n' "$name" "${execs:-?}" "${rate:-?}" "$result"
+done
+echo "fuzz: ${#targets[@]} targets, ${seconds} s each, $jobs at a time: $(( $(date +%s) - start )) s"
+if [ $status -ne 0 ]; then
+  for name in "${targets[@]}"; do
+    log=$build/fuzz-$name.log
+    if [ "$(cat "$build/fuzz-$name.status" 2>/dev/null)" != 0 ] ||
+       grep -qE '^==[0-9]+==ERROR|runtime error:|deadly signal|uncaught exception|out-of-memory|timeout after|SUMMARY: libFuzzer' "$log"; then
+      echo "---- $name ($log); inputs in $build/fuzz-artifacts/$name/"
+      tail -60 "$log"
+    fi
+  done
+fi
+exit $status

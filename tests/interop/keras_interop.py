@@ -1,0 +1,110 @@
+"""The Python half of tests/interop/keras_interop_test.cpp (real Keras 3 on JAX).
+
+    python keras_interop.py DIR
+
+1. Loads every DIR/lockstep_<name>.keras that Lockstep wrote with keras.saving.load_model,
+   predicts on DIR/lockstep_<name>.input.f32 and compares with Lockstep's predictions
+   (DIR/lockstep_<name>.pred.f32): max abs diff <= 1e-5.
+2. Builds Keras models (a small CNN with BatchNormalization, a functional model with Add and
+   Concatenate and two Dense heads' worth of shared classes), saves DIR/keras_<name>.keras,
+   fixed inputs DIR/keras_<name>.input.f32 and Keras's predictions DIR/keras_<name>.pred.f32
+   (raw little-endian float32; shapes in DIR/keras_<name>.json) for Lockstep to check.
+Exit status 0 when every comparison holds.
+"""
+import json
+import os
+import sys
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+import numpy as np  # noqa: E402
+import keras  # noqa: E402
+
+TOL = 1e-5
+
+
+def check_lockstep_files(d):
+    ok = True
+    names = sorted(f[len("lockstep_"):-len(".keras")] for f in os.listdir(d)
+                   if f.startswith("lockstep_") and f.endswith(".keras"))
+    assert names, "no lockstep_*.keras files in " + d
+    for n in names:
+        meta = json.load(open(os.path.join(d, f"lockstep_{n}.json")))
+        x = np.fromfile(os.path.join(d, f"lockstep_{n}.input.f32"), np.float32).reshape(meta["input"])
+        want = np.fromfile(os.path.join(d, f"lockstep_{n}.pred.f32"), np.float32).reshape(meta["output"])
+        model = keras.saving.load_model(os.path.join(d, f"lockstep_{n}.keras"))
+        got = np.asarray(model.predict(x, verbose=0))
+        diff = float(np.max(np.abs(got - want)))
+        print(f"keras loads lockstep_{n}.keras ({len(model.layers)} layers): max abs diff {diff:.3g}")
+        ok = ok and diff <= TOL
+    return ok
+
+
+def small_cnn():
+    return keras.Sequential([
+        keras.Input((12, 12, 3)),
+        keras.layers.RandomFlip("horizontal"),
+        keras.layers.RandomRotation(0.1),
+        keras.layers.CenterCrop(10, 10),
+        keras.layers.Rescaling(1 / 2.0),
+        keras.layers.Conv2D(6, 3, activation="relu"),
+        keras.layers.BatchNormalization(),
+        keras.layers.MaxPooling2D(),
+        keras.layers.Conv2D(8, 3, padding="same", strides=2, use_bias=False),
+        keras.layers.ReLU(),
+        keras.layers.AveragePooling2D(pool_size=(2, 2)),
+        keras.layers.Flatten(),
+        keras.layers.Dropout(0.25),
+        keras.layers.Dense(10, activation="softmax"),
+    ], name="small_cnn")
+
+
+def branchy():
+    i = keras.Input((10, 10, 4), name="pixels")
+    a = keras.layers.Conv2D(5, 3, padding="same", activation="relu")(i)
+    b = keras.layers.DepthwiseConv2D(3, padding="same")(i)
+    b = keras.layers.Conv2D(5, 1)(b)
+    s = keras.layers.Add()([a, b])
+    s = keras.layers.BatchNormalization()(s)
+    c = keras.layers.Concatenate()([s, a, i])
+    c = keras.layers.SeparableConv2D(6, 3, activation="tanh")(c)
+    g = keras.layers.GlobalAveragePooling2D()(c)
+    m = keras.layers.GlobalMaxPooling2D()(c)
+    h = keras.layers.Multiply()([keras.layers.Dense(7, activation="gelu")(g),
+                                 keras.layers.Dense(7, activation="sigmoid")(m)])
+    h = keras.layers.LayerNormalization()(h)
+    o = keras.layers.Dense(3)(keras.layers.Activation("swish")(h))
+    return keras.Model(i, o, name="branchy")
+
+
+def randomize(model, rng):
+    """Non-trivial weights (moving variances positive), so that weight order matters."""
+    for layer in model.layers:
+        if layer.weights:
+            layer.set_weights([
+                rng.uniform(0.5, 1.5, v.shape).astype(np.float32) if "variance" in v.path
+                else (rng.standard_normal(v.shape) * 0.3).astype(np.float32)
+                for v in layer.weights])
+
+
+def write_keras_files(d):
+    rng = np.random.default_rng(42)
+    for model in (small_cnn(), branchy()):
+        randomize(model, rng)
+        n = model.name
+        shape = (4,) + tuple(model.inputs[0].shape[1:])
+        x = rng.uniform(-1, 1, shape).astype(np.float32)
+        y = np.asarray(model.predict(x, verbose=0)).astype(np.float32)
+        model.save(os.path.join(d, f"keras_{n}.keras"))
+        x.tofile(os.path.join(d, f"keras_{n}.input.f32"))
+        y.tofile(os.path.join(d, f"keras_{n}.pred.f32"))
+        json.dump({"input": list(x.shape), "output": list(y.shape)},
+                  open(os.path.join(d, f"keras_{n}.json"), "w"))
+        print(f"keras wrote keras_{n}.keras ({len(model.layers)} layers)")
+
+
+if __name__ == "__main__":
+    d = sys.argv[1]
+    print("keras", keras.__version__, "backend", keras.backend.backend())
+    ok = check_lockstep_files(d)
+    write_keras_files(d)
+    sys.exit(0 if ok else 1)

@@ -1,5 +1,6 @@
 // The dataset-map augmentation functions (lockstep/data/augment.h): argument checks, HWC/NHWC
-// handling, then the shared kernels of src/imaging/internal/augment.h (the same code the image ops run).
+// handling, then the shared kernels of src/imaging/internal/augment.h (the same code the image ops
+// run).
 #include "lockstep/data/augment.h"
 
 #include <vector>

@@ -49,8 +49,7 @@ class GzReader {
   void finish() {
     const int rc = gzclose(f_);
     f_ = nullptr;
-    LS_CHECK(rc == Z_OK, "'", path_,
-             "' is truncated or corrupt (gzip stream did not end cleanly)");
+    LS_CHECK(rc == Z_OK, "'", path_, "' is truncated or corrupt (gzip stream did not end cleanly)");
   }
 
  private:
@@ -84,7 +83,8 @@ Tensor read_idx(const std::string& path) {
   bool overflow = false;
   for (int i = 0; i < rank; ++i) {
     const uint8_t* p = &dim_bytes[4 * i];
-    const uint64_t d = (uint64_t(p[0]) << 24) | (uint64_t(p[1]) << 16) | (uint64_t(p[2]) << 8) | p[3];
+    const uint64_t d =
+        (uint64_t(p[0]) << 24) | (uint64_t(p[1]) << 16) | (uint64_t(p[2]) << 8) | p[3];
     dims.push_back(int64_t(d));
     overflow = overflow || __builtin_mul_overflow(count, d, &count) ||
                (d > 0 && __builtin_mul_overflow(extent, d, &extent));
@@ -101,8 +101,8 @@ Tensor read_idx(const std::string& path) {
               ", found ", size - header);
     }
     if (!ec && size > header + count) {
-      LS_FAIL("'", path, "' holds more data than its header says (shape ", shape.str(),
-              " needs ", count, " bytes; the file has ", size - header, ")");
+      LS_FAIL("'", path, "' holds more data than its header says (shape ", shape.str(), " needs ",
+              count, " bytes; the file has ", size - header, ")");
     }
   }
   // Memory follows what the stream actually holds, never what the header claims.
@@ -127,8 +127,8 @@ Tensor read_idx(const std::string& path) {
 }
 
 const std::vector<std::string>& FashionMnist::class_names() {
-  static const std::vector<std::string> names = {"T-shirt/top", "Trouser", "Pullover", "Dress",
-                                                 "Coat",        "Sandal",  "Shirt",    "Sneaker",
+  static const std::vector<std::string> names = {"T-shirt/top", "Trouser",   "Pullover", "Dress",
+                                                 "Coat",        "Sandal",    "Shirt",    "Sneaker",
                                                  "Bag",         "Ankle boot"};
   return names;
 }
@@ -165,10 +165,12 @@ FashionMnist load_fashion_mnist(const std::string& dir_arg) {
   std::string dir = fashion_mnist_dir(dir_arg);
   auto p = [&](const char* f) { return (std::filesystem::path(dir) / f).string(); };
   FashionMnist d;
-  d.x_train = images_to_f32(read_idx(p("train-images-idx3-ubyte.gz")), p("train-images-idx3-ubyte.gz"));
-  d.y_train = labels_to_i32(read_idx(p("train-labels-idx1-ubyte.gz")), p("train-labels-idx1-ubyte.gz"),
-                            d.x_train.dim(0));
-  d.x_test = images_to_f32(read_idx(p("t10k-images-idx3-ubyte.gz")), p("t10k-images-idx3-ubyte.gz"));
+  d.x_train =
+      images_to_f32(read_idx(p("train-images-idx3-ubyte.gz")), p("train-images-idx3-ubyte.gz"));
+  d.y_train = labels_to_i32(read_idx(p("train-labels-idx1-ubyte.gz")),
+                            p("train-labels-idx1-ubyte.gz"), d.x_train.dim(0));
+  d.x_test =
+      images_to_f32(read_idx(p("t10k-images-idx3-ubyte.gz")), p("t10k-images-idx3-ubyte.gz"));
   d.y_test = labels_to_i32(read_idx(p("t10k-labels-idx1-ubyte.gz")), p("t10k-labels-idx1-ubyte.gz"),
                            d.x_test.dim(0));
   return d;

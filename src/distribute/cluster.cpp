@@ -265,7 +265,8 @@ ClusterResolver ClusterResolver::from_mpi_environment(const Environment& env) {
     size = env_size(env, "PMI_SIZE");
   } else if (find(env, "PMIX_RANK")) {
     rank = env_rank(env, "PMIX_RANK");
-    size = find(env, "PMIX_SIZE") ? env_size(env, "PMIX_SIZE") : env_size(env, "OMPI_UNIVERSE_SIZE");
+    size =
+        find(env, "PMIX_SIZE") ? env_size(env, "PMIX_SIZE") : env_size(env, "OMPI_UNIVERSE_SIZE");
   } else {
     LS_FAIL(
         "no MPI environment: OMPI_COMM_WORLD_RANK, PMI_RANK and PMIX_RANK are unset "

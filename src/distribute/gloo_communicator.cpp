@@ -436,8 +436,8 @@ GlooConnection connect_gloo_context(const ClusterResolver& resolver,
   // Both ends take the job token from the environment (see store.h).
   if (rank == 0) {
     const char* bind = std::getenv("LOCKSTEP_STORE_BIND_ADDR");
-    c.server = std::make_unique<StoreServer>(bind && *bind ? std::string(bind) : chief.host,
-                                             chief.port);
+    c.server =
+        std::make_unique<StoreServer>(bind && *bind ? std::string(bind) : chief.host, chief.port);
   }
   c.client = std::make_unique<StoreClient>(chief.host, chief.port, options.timeout);
   c.client->register_rank(rank);

@@ -108,7 +108,8 @@ void set_socket_timeout(int fd, milliseconds limit) {
 }
 
 std::string trim_right(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t'))
+  while (!s.empty() &&
+         (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t'))
     s.pop_back();
   return s;
 }
@@ -116,9 +117,8 @@ std::string trim_right(std::string s) {
 std::string read_secret_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    throw CollectiveError("LOCKSTEP_JOB_SECRET_FILE='" + path +
-                          "' cannot be read: " + errno_text(errno) +
-                          " (every worker needs to read the same secret file)");
+    throw CollectiveError("LOCKSTEP_JOB_SECRET_FILE='" + path + "' cannot be read: " +
+                          errno_text(errno) + " (every worker needs to read the same secret file)");
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -220,8 +220,8 @@ struct StoreServer::Impl {
   bool stopping = false;
   uint64_t next_id = 0;
   std::map<uint64_t, std::thread> connections;  // running
-  std::vector<std::thread> finished;             // ended, to be joined by the acceptor
-  std::set<int> connection_fds;                  // open server-side sockets
+  std::vector<std::thread> finished;            // ended, to be joined by the acceptor
+  std::set<int> connection_fds;                 // open server-side sockets
 
   // Sleeps `d` unless shutdown is requested first; returns false on shutdown.
   bool pause(milliseconds d) {
@@ -579,8 +579,7 @@ void check_key(const std::string& key, const std::string& address) {
 StoreClient::StoreClient(const std::string& host, int port, milliseconds timeout)
     : StoreClient(host, port, timeout, job_token_from_environment(host)) {}
 
-StoreClient::StoreClient(const std::string& host, int port, milliseconds timeout,
-                         std::string token)
+StoreClient::StoreClient(const std::string& host, int port, milliseconds timeout, std::string token)
     : impl_(new Impl) {
   impl_->address = HostPort{host, port}.str();
   impl_->timeout = timeout;

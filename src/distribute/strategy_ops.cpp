@@ -122,14 +122,16 @@ void cross_replica_sum_kernel(const Collective& c, const KernelArgs& a) {
   }
 }
 
-KernelFactory collective(Collective (*read)(const Node&), void (*run)(const Collective&, const KernelArgs&)) {
+KernelFactory collective(Collective (*read)(const Node&),
+                         void (*run)(const Collective&, const KernelArgs&)) {
   return [read, run](const Node& n, const std::vector<TensorType>&) {
     return make_kernel([c = read(n), run](const KernelArgs& a) { run(c, a); });
   };
 }
 
 using enum AttrType;
-const AttrDecl kGroupAttr{"group", i64, NoDefault::required, "the strategy's GradientReducer group"};
+const AttrDecl kGroupAttr{"group", i64, NoDefault::required,
+                          "the strategy's GradientReducer group"};
 const AttrDecl kReplica{"replica", i64, NoDefault::required, "this replica's index"};
 const AttrDecl kBucket{"bucket", i64, NoDefault::required, "the gradient bucket's index"};
 const AttrDecl kNonfinite{"nonfinite_flag", boolean, false,
@@ -140,22 +142,35 @@ const char* kGroup = "distribute";
 
 LOCKSTEP_REGISTER(strategy_ops) {
   OpRegistry& R = OpRegistry::get();
-  R.add({.name = "all_reduce_start", .signature = "(g_1, ..., g_k[, loss]) -> packed[sum numel]",
+  R.add({.name = "all_reduce_start",
+         .signature = "(g_1, ..., g_k[, loss]) -> packed[sum numel]",
          .doc = "Packs a bucket of gradients (scaled by the replica's sample weight) and starts "
                 "its reduction on the communication thread.",
-         .attrs = {kGroupAttr, kBucket, kReplica, kNonfinite,
+         .attrs = {kGroupAttr,
+                   kBucket,
+                   kReplica,
+                   kNonfinite,
                    {"schedule_early", boolean, false, "schedule right after the last producer"}},
-         .infer = start_infer, .group = kGroup});
-  R.add({.name = "all_reduce_wait", .signature = "(packed) -> (g_1', ..., g_k'[, bad_replicas])",
+         .infer = start_infer,
+         .group = kGroup});
+  R.add({.name = "all_reduce_wait",
+         .signature = "(packed) -> (g_1', ..., g_k'[, bad_replicas])",
          .doc = "Waits for the bucket's reduction and unpacks the summed gradients.",
-         .attrs = {kGroupAttr, kBucket, kReplica, kNonfinite,
+         .attrs = {kGroupAttr,
+                   kBucket,
+                   kReplica,
+                   kNonfinite,
                    {"ranks", i64_list, NoDefault::required, "each gradient's rank"},
                    {"shapes", i64_list, NoDefault::required, "the gradients' dims, concatenated"}},
-         .infer = wait_infer, .group = kGroup});
-  R.add({.name = "cross_replica_sum", .signature = "(x) -> sum over replicas",
+         .infer = wait_infer,
+         .group = kGroup});
+  R.add({.name = "cross_replica_sum",
+         .signature = "(x) -> sum over replicas",
          .doc = "Sums x over every replica, blocking (synchronized BatchNormalization).",
-         .attrs = {kGroupAttr, kReplica,
-                   {"gradient", boolean, false, "this is the gradient: weight by the sample weights"}},
+         .attrs = {kGroupAttr,
+                   kReplica,
+                   {"gradient", boolean, false,
+                    "this is the gradient: weight by the sample weights"}},
          .infer =
              [](const Node&, const Types& in) {
                LS_CHECK(in.size() == 1 && in[0].dtype == DType::f32,

@@ -292,7 +292,9 @@ static void note_fallback(const Node& nd, const std::string& backend, const std:
   LS_CHECK(!strict, "op '", nd.op, "' (", nd.name, ") would run the reference kernel on backend '",
            backend, "' (", why, ") and strict kernels are on (CompileOptions::strict_kernels or ",
            "LOCKSTEP_STRICT_KERNELS=1): compile for backend \"reference\", or turn strict off");
-  if (report) report->push_back("fallback: " + nd.op + " runs the reference kernel on '" + backend + "': " + why);
+  if (report)
+    report->push_back("fallback: " + nd.op + " runs the reference kernel on '" + backend +
+                      "': " + why);
 }
 
 // Builds nd's kernel for `backend`. A backend without one falls back to the reference kernel,
@@ -306,8 +308,10 @@ static std::unique_ptr<Kernel> build_kernel(const Node& nd, const std::vector<Te
     f = registry.kernel(nd.op, kReferenceBackend);
     const std::string& declared = registry.op(nd.op).reference_only;
     if (f)
-      note_fallback(nd, backend, declared.empty() ? "no '" + backend + "' kernel, and the op " +
-                                                        "is not declared reference-only" : declared,
+      note_fallback(nd, backend,
+                    declared.empty() ? "no '" + backend + "' kernel, and the op " +
+                                           "is not declared reference-only"
+                                     : declared,
                     strict, report);
   }
   LS_CHECK(f, "op '", nd.op, "' (", nd.name, ") has no kernel for backend '", backend, "'");

@@ -15,16 +15,19 @@ std::string Attrs::str() const {
   for (auto& [k, v] : map_) {
     os << (first ? "" : ", ") << k << "=";
     first = false;
-    std::visit([&](auto&& x) {
-      using T = std::decay_t<decltype(x)>;
-      if constexpr (std::is_same_v<T, std::vector<int64_t>> || std::is_same_v<T, std::vector<double>>) {
-        os << "[";
-        for (size_t i = 0; i < x.size(); ++i) os << (i ? "," : "") << x[i];
-        os << "]";
-      } else {
-        os << x;
-      }
-    }, v);
+    std::visit(
+        [&](auto&& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, std::vector<int64_t>> ||
+                        std::is_same_v<T, std::vector<double>>) {
+            os << "[";
+            for (size_t i = 0; i < x.size(); ++i) os << (i ? "," : "") << x[i];
+            os << "]";
+          } else {
+            os << x;
+          }
+        },
+        v);
   }
   return os.str();
 }
@@ -46,9 +49,9 @@ std::vector<Value> Graph::add_multi(const std::string& op, std::vector<Value> in
   n.variable = std::move(var);
   std::vector<TensorType> in_types;
   for (Value v : n.inputs) {
-    LS_CHECK(v.valid() && v.node < int(nodes_.size()) &&
-                 v.index < int(nodes_[v.node].outputs.size()),
-             op, " '", name, "': invalid input value");
+    LS_CHECK(
+        v.valid() && v.node < int(nodes_.size()) && v.index < int(nodes_[v.node].outputs.size()),
+        op, " '", name, "': invalid input value");
     in_types.push_back(type(v));
   }
   try {
@@ -58,7 +61,8 @@ std::vector<Value> Graph::add_multi(const std::string& op, std::vector<Value> in
   }
   nodes_.push_back(std::move(n));
   std::vector<Value> out;
-  for (int i = 0; i < int(nodes_.back().outputs.size()); ++i) out.push_back({int(nodes_.size()) - 1, i});
+  for (int i = 0; i < int(nodes_.back().outputs.size()); ++i)
+    out.push_back({int(nodes_.size()) - 1, i});
   return out;
 }
 

@@ -1,5 +1,6 @@
 // Per-image augmentation kernels shared by the dataset map functions and the image op kernels
-// (see src/imaging/internal/augment.h): parameter sampling from Philox, and the transformations themselves.
+// (see src/imaging/internal/augment.h): parameter sampling from Philox, and the transformations
+// themselves.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -526,8 +527,8 @@ void resize(const Tensor& x, const Tensor& y, Interp interp, bool parallel) {
   // tf.image.resize semantics from lockstep/data/image.h, per image.
   Dims d = dims_of(x, "images"), o = dims_of(y, "resized images");
   const imaging::Interpolation di = interp == Interp::nearest ? imaging::Interpolation::nearest
-                                 : interp == Interp::area  ? imaging::Interpolation::area
-                                                           : imaging::Interpolation::bilinear;
+                                    : interp == Interp::area  ? imaging::Interpolation::area
+                                                              : imaging::Interpolation::bilinear;
   const int64_t isz = d.h * d.w * d.c, osz = o.h * o.w * o.c;
   dispatch(x, [&](auto tag) {
     using T = decltype(tag);
@@ -544,10 +545,10 @@ void resize(const Tensor& x, const Tensor& y, Interp interp, bool parallel) {
       }
       if constexpr (std::is_same_v<T, float>)
         imaging::resize_f32_to_f32(in + i * isz, int(d.h), int(d.w), int(d.c), d.w * d.c, dst,
-                                int(o.h), int(o.w), di, &scratch);
+                                   int(o.h), int(o.w), di, &scratch);
       else
-        imaging::resize_u8_to_f32(in + i * isz, int(d.h), int(d.w), int(d.c), d.w * d.c, dst, int(o.h),
-                               int(o.w), di, &scratch);
+        imaging::resize_u8_to_f32(in + i * isz, int(d.h), int(d.w), int(d.c), d.w * d.c, dst,
+                                  int(o.h), int(o.w), di, &scratch);
       if constexpr (!std::is_same_v<T, float>)
         for (int64_t e = 0; e < osz; ++e) out[i * osz + e] = store<T>(dst[e]);
     });

@@ -1,10 +1,10 @@
 // Image resizing with tf.image.resize semantics (antialias=false), separable and
 // allocation-free in the hot path: a vertical pass over whole source rows (contiguous,
 // vectorisable) into a float scratch row, then a horizontal pass per output pixel.
+#include "lockstep/imaging/resize.h"
+
 #include <algorithm>
 #include <cmath>
-
-#include "lockstep/imaging/resize.h"
 
 namespace lockstep::imaging {
 

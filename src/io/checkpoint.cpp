@@ -14,7 +14,6 @@
 #include <cstring>
 #include <filesystem>
 
-
 namespace lockstep::io {
 
 namespace {
@@ -114,8 +113,8 @@ std::vector<char> read_whole_file(const std::string& path) {
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     const bool dir = S_ISDIR(st.st_mode);
     ::close(fd);
-    LS_FAIL("checkpoint '", path, "': ",
-            dir ? "is a directory, not a checkpoint file" : "is not a regular file");
+    LS_FAIL("checkpoint '", path,
+            "': ", dir ? "is a directory, not a checkpoint file" : "is not a regular file");
   }
   std::vector<char> buf;
   try {
@@ -248,8 +247,9 @@ CheckpointFile read_checkpoint_file(const std::string& path) {
     uint64_t nbytes = 0;
     overflow = overflow || __builtin_mul_overflow(numel, uint64_t(dtype_size(DType(dt))), &nbytes);
     const Shape shape(dims);
-    LS_CHECK(!overflow && extent <= uint64_t(INT64_MAX), "checkpoint '", path, "': tensor '", t.name,
-             "' has an impossible shape ", shape.str(), " (its size overflows; the file is damaged)");
+    LS_CHECK(!overflow && extent <= uint64_t(INT64_MAX), "checkpoint '", path, "': tensor '",
+             t.name, "' has an impossible shape ", shape.str(),
+             " (its size overflows; the file is damaged)");
     uint64_t bytes = r.pod<uint64_t>("data size");
     LS_CHECK(bytes == nbytes, "checkpoint '", path, "': tensor '", t.name, "' has ", bytes,
              " data bytes for shape ", shape.str(), " (", nbytes, " expected)");

@@ -30,11 +30,16 @@ struct H5Handle {
 
 hid_t h5_type(DType t) {
   switch (t) {
-    case DType::f32: return H5T_NATIVE_FLOAT;
-    case DType::i32: return H5T_NATIVE_INT32;
-    case DType::i64: return H5T_NATIVE_INT64;
-    case DType::u8: return H5T_NATIVE_UINT8;
-    default: return -1;
+    case DType::f32:
+      return H5T_NATIVE_FLOAT;
+    case DType::i32:
+      return H5T_NATIVE_INT32;
+    case DType::i64:
+      return H5T_NATIVE_INT64;
+    case DType::u8:
+      return H5T_NATIVE_UINT8;
+    default:
+      return -1;
   }
 }
 
@@ -77,8 +82,8 @@ DType dtype_of_h5(hid_t type, const std::string& file_path, const std::string& n
   if (cls == H5T_INTEGER && size == 4) return DType::i32;
   if (cls == H5T_INTEGER && size == 8) return DType::i64;
   if (cls == H5T_INTEGER && size == 1) return DType::u8;
-  LS_FAIL("'", file_path, "': dataset '", name, "' has an HDF5 type (class ", int(cls), ", ",
-          size, " bytes) that Lockstep does not read (float32, int32, int64, uint8)");
+  LS_FAIL("'", file_path, "': dataset '", name, "' has an HDF5 type (class ", int(cls), ", ", size,
+          " bytes) that Lockstep does not read (float32, int32, int64, uint8)");
 }
 
 struct VisitState {

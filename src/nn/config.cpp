@@ -86,10 +86,11 @@ KerasConfigReader::KerasConfigReader(std::string class_name, const json& config)
   // dtype: "float32" or a DTypePolicy {"config": {"name": "float32"}}.
   if (has("dtype")) {
     const json& d = get("dtype");
-    std::string dt = d.is_string() ? d.get<std::string>()
+    std::string dt = d.is_string()   ? d.get<std::string>()
                      : d.is_object() ? d.value("config", json::object()).value("name", "")
                                      : "float32";
-    if (!d.is_null() && dt != "float32") fail("dtype", "is '" + dt + "'; Lockstep layers compute in float32");
+    if (!d.is_null() && dt != "float32")
+      fail("dtype", "is '" + dt + "'; Lockstep layers compute in float32");
   }
 }
 
@@ -132,8 +133,9 @@ std::string KerasConfigReader::initializer(const std::string& key, const std::st
     bool keras_default = val.is_null() || (k == "mean" && val == 0.0) ||
                          (k == "stddev" && val == 0.05) || (k == "minval" && val == -0.05) ||
                          (k == "maxval" && val == 0.05);
-    if (!keras_default) fail(key, "has " + cls + " option '" + k + "' = " + val.dump() +
-                                      ", which Lockstep's initializers do not take");
+    if (!keras_default)
+      fail(key, "has " + cls + " option '" + k + "' = " + val.dump() +
+                    ", which Lockstep's initializers do not take");
   }
   std::string n = keras_snake_case(cls);
   try {
@@ -180,7 +182,8 @@ std::vector<LayerPtr> keras_layer_order(const Network& net) {
     int d = std::max(node_depth[c], layer_depth[c->layer.get()]);
     layer_depth[c->layer.get()] = d;
     node_depth[c] = d;
-    for (auto& in : c->inputs) node_depth[in.call.get()] = std::max(node_depth[in.call.get()], d + 1);
+    for (auto& in : c->inputs)
+      node_depth[in.call.get()] = std::max(node_depth[in.call.get()], d + 1);
   }
   std::map<Layer*, int> pre_index;
   std::set<LayerCall*> done;
@@ -229,11 +232,12 @@ json history(const KTensor& t, const std::map<LayerCall*, int>& idx) {
 }
 
 json keras_tensor(const KTensor& t, const std::map<LayerCall*, int>& idx) {
-  return {{"class_name", "__keras_tensor__"},
-          {"config",
-           {{"shape", shape_json(t.shape())},
-            {"dtype", dtype_name(t.dtype()) == std::string("f32") ? "float32" : dtype_name(t.dtype())},
-            {"keras_history", history(t, idx)}}}};
+  return {
+      {"class_name", "__keras_tensor__"},
+      {"config",
+       {{"shape", shape_json(t.shape())},
+        {"dtype", dtype_name(t.dtype()) == std::string("f32") ? "float32" : dtype_name(t.dtype())},
+        {"keras_history", history(t, idx)}}}};
 }
 
 json functional_config(const Network& net) {
@@ -259,8 +263,11 @@ json functional_config(const Network& net) {
   return {{"module", "keras.src.models.functional"},
           {"class_name", "Functional"},
           {"config",
-           {{"name", net.name()}, {"trainable", true}, {"layers", layers},
-            {"input_layers", ins}, {"output_layers", outs}}},
+           {{"name", net.name()},
+            {"trainable", true},
+            {"layers", layers},
+            {"input_layers", ins},
+            {"output_layers", outs}}},
           {"registered_name", "Functional"},
           {"build_config", {{"input_shape", nullptr}}},
           {"compile_config", nullptr}};
@@ -274,8 +281,11 @@ json sequential_config(const Network& net) {
   return {{"module", "keras"},
           {"class_name", "Sequential"},
           {"config",
-           {{"name", net.name()}, {"trainable", true}, {"dtype", "float32"},
-            {"layers", layers}, {"build_input_shape", input_shape}}},
+           {{"name", net.name()},
+            {"trainable", true},
+            {"dtype", "float32"},
+            {"layers", layers},
+            {"build_input_shape", input_shape}}},
           {"registered_name", nullptr},
           {"build_config", {{"input_shape", input_shape}}},
           {"compile_config", nullptr}};
@@ -302,8 +312,9 @@ KTensor input_from_config(const json& cfg) {
   LS_CHECK(bs.is_array() && bs.size() >= 2, "InputLayer '", r.name(),
            "': config key 'batch_shape' must be [null, dims...], got ", bs.dump());
   for (size_t i = 1; i < bs.size(); ++i) {
-    if (bs[i].is_null()) r.fail("batch_shape", "has an unknown dimension (None) at " +
-                                                   std::to_string(i) + "; Lockstep needs static shapes");
+    if (bs[i].is_null())
+      r.fail("batch_shape", "has an unknown dimension (None) at " + std::to_string(i) +
+                                "; Lockstep needs static shapes");
     shape.push_back(bs[i].get<int64_t>());
   }
   r.expect("sparse", {false});
@@ -361,7 +372,8 @@ Network functional_from_config(const json& c) {
       while (next[i] < nodes.size()) {
         std::vector<json> hist;
         collect_args(nodes[next[i]].is_object() ? nodes[next[i]].value("args", json::array())
-                                                : nodes[next[i]], hist);
+                                                : nodes[next[i]],
+                     hist);
         bool ready = true;
         for (auto& h : hist) {
           auto it = outs.find(h.at(0).get<std::string>());
@@ -412,8 +424,10 @@ Network sequential_from_config(const json& c) {
 Network network_from_config(const json& config) {
   json c = config;
   std::string cls = c.value("class_name", "");
-  if (c.contains("config") && c["config"].is_object() && !c.contains("layers")) c = c["config"];
-  else if (cls.empty()) cls = c.contains("input_layers") ? "Functional" : "Sequential";
+  if (c.contains("config") && c["config"].is_object() && !c.contains("layers"))
+    c = c["config"];
+  else if (cls.empty())
+    cls = c.contains("input_layers") ? "Functional" : "Sequential";
   if (cls == "Sequential") return sequential_from_config(c);
   LS_CHECK(cls == "Functional" || cls == "Model", "model config: class '", cls,
            "' is not a model Lockstep can build (Functional, Model, Sequential)");

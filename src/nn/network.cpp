@@ -39,8 +39,7 @@ Network::Network(std::vector<KTensor> inputs, std::vector<KTensor> outputs, std:
     if (layer_seen.insert(c->layer.get()).second) layers_.push_back(c->layer);
 }
 
-Network Network::sequential(std::vector<SequentialItem> items, std::string name,
-                             bool exact_name) {
+Network Network::sequential(std::vector<SequentialItem> items, std::string name, bool exact_name) {
   LS_CHECK(!items.empty() && items[0].is_input, "Sequential '", name,
            "': the first item must be layers::Input({...}) so that shapes are known");
   KTensor x = items[0].input;
@@ -49,7 +48,8 @@ Network Network::sequential(std::vector<SequentialItem> items, std::string name,
     LS_CHECK(!items[i].is_input, "Sequential '", name, "': Input may only be the first item");
     x = (*items[i].layer)(x);
   }
-  Network net({in}, {x}, name == "sequential" && !exact_name ? unique_layer_name("sequential") : name);
+  Network net({in}, {x},
+              name == "sequential" && !exact_name ? unique_layer_name("sequential") : name);
   net.sequential_ = true;
   return net;
 }

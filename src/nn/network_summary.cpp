@@ -74,7 +74,8 @@ void Network::summary(std::ostream& os) const {
   int64_t total = count_params(), trainable = 0;
   for (auto& v : trainable_weights()) trainable += v->value.numel();
   os << " Total params: " << with_commas(total) << " (" << human_bytes(4.0 * total) << ")\n";
-  os << " Trainable params: " << with_commas(trainable) << " (" << human_bytes(4.0 * trainable) << ")\n";
+  os << " Trainable params: " << with_commas(trainable) << " (" << human_bytes(4.0 * trainable)
+     << ")\n";
   os << " Non-trainable params: " << with_commas(total - trainable) << " ("
      << human_bytes(4.0 * (total - trainable)) << ")\n";
 }

@@ -12,11 +12,16 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
     int ia = i - (r - a.rank()), ib = i - (r - b.rank());
     int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
     int64_t d;
-    if (da == db) d = da;
-    else if (da == 1) d = db;
-    else if (db == 1) d = da;
-    else if (da < 0 || db < 0) d = da < 0 ? db : da;
-    else LS_FAIL("shapes ", a.str(), " and ", b.str(), " cannot be broadcast together");
+    if (da == db)
+      d = da;
+    else if (da == 1)
+      d = db;
+    else if (db == 1)
+      d = da;
+    else if (da < 0 || db < 0)
+      d = da < 0 ? db : da;
+    else
+      LS_FAIL("shapes ", a.str(), " and ", b.str(), " cannot be broadcast together");
     out.push_back(d);
   }
   return out;

@@ -100,8 +100,7 @@ void register_lr_schedule() {
                     {"end_learning_rate", f64, 0.0001, "polynomial_decay: the final rate"},
                     {"power", f64, 1.0, "polynomial_decay: the polynomial's power"},
                     {"cycle", boolean, false, "polynomial_decay: restart after decay_steps"},
-                    {"first_decay_steps", i64, optional,
-                     "cosine_decay_restarts: the first period"},
+                    {"first_decay_steps", i64, optional, "cosine_decay_restarts: the first period"},
                     {"t_mul", f64, 2.0, "cosine_decay_restarts: period growth per restart"},
                     {"m_mul", f64, 1.0, "cosine_decay_restarts: rate factor per restart"}},
           .infer = [](const Node& n, const Types& in) {

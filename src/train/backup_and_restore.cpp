@@ -4,9 +4,9 @@
 #include <filesystem>
 
 #include "distribute/internal/strategy_runtime.h"
+#include "lockstep/train/callback.h"
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/model.h"
-#include "lockstep/train/callback.h"
 
 namespace lockstep {
 

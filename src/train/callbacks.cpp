@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <limits>
 
-#include "lockstep/train/model.h"
 #include "lockstep/train/callback.h"
+#include "lockstep/train/model.h"
 
 namespace lockstep {
 
@@ -13,7 +13,9 @@ namespace {
 class EarlyStoppingCb : public EarlyStoppingCallback {
  public:
   EarlyStoppingCb(std::string monitor, int patience, double min_delta, bool restore)
-      : monitor_(std::move(monitor)), patience_(patience), min_delta_(std::fabs(min_delta)),
+      : monitor_(std::move(monitor)),
+        patience_(patience),
+        min_delta_(std::fabs(min_delta)),
         restore_(restore) {
     // mode "auto": accuracy-like metrics are maximised, everything else minimised.
     std::string m = monitor_.rfind("val_", 0) == 0 ? monitor_.substr(4) : monitor_;

@@ -9,8 +9,8 @@ namespace lockstep::train {
 
 using io::CheckpointFile;
 using io::NamedTensor;
-using io::TrainingProgress;
 using io::read_checkpoint_file;
+using io::TrainingProgress;
 using io::write_checkpoint_file;
 
 namespace {

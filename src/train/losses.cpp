@@ -66,7 +66,8 @@ Value sparse_labels(Graph& g, Value labels) {
   const TensorType& t = g.type(labels);
   if (t.shape.rank() == 2 && t.shape[1] == 1)
     labels = g.add("reshape", {labels}, Attrs{{"shape", std::vector<int64_t>{-1}}});
-  if (t.dtype != DType::i32) labels = g.add("cast", {labels}, Attrs{{"dtype", std::string("int32")}});
+  if (t.dtype != DType::i32)
+    labels = g.add("cast", {labels}, Attrs{{"dtype", std::string("int32")}});
   return labels;
 }
 
@@ -92,8 +93,10 @@ class SparseCCE : public CrossentropyBase {
   std::string name() const override { return "SparseCategoricalCrossentropy"; }
   DType label_dtype() const override { return DType::i32; }
   json get_config() const override {
-    return {{"name", "sparse_categorical_crossentropy"}, {"reduction", "sum_over_batch_size"},
-            {"from_logits", o_.from_logits}, {"ignore_class", nullptr}};
+    return {{"name", "sparse_categorical_crossentropy"},
+            {"reduction", "sum_over_batch_size"},
+            {"from_logits", o_.from_logits},
+            {"ignore_class", nullptr}};
   }
   Value per_sample(Graph& g, Value y_true, Value y_pred) const override {
     return g.add("sparse_softmax_cross_entropy", {logits(g, y_pred), sparse_labels(g, y_true)},
@@ -106,8 +109,10 @@ class CCE : public CrossentropyBase {
   using CrossentropyBase::CrossentropyBase;
   std::string name() const override { return "CategoricalCrossentropy"; }
   json get_config() const override {
-    return {{"name", "categorical_crossentropy"}, {"reduction", "sum_over_batch_size"},
-            {"from_logits", o_.from_logits}, {"label_smoothing", o_.label_smoothing},
+    return {{"name", "categorical_crossentropy"},
+            {"reduction", "sum_over_batch_size"},
+            {"from_logits", o_.from_logits},
+            {"label_smoothing", o_.label_smoothing},
             {"axis", -1}};
   }
   Value per_sample(Graph& g, Value y_true, Value y_pred) const override {
@@ -121,15 +126,17 @@ class BCE : public CrossentropyBase {
   using CrossentropyBase::CrossentropyBase;
   std::string name() const override { return "BinaryCrossentropy"; }
   json get_config() const override {
-    return {{"name", "binary_crossentropy"}, {"reduction", "sum_over_batch_size"},
-            {"from_logits", o_.from_logits}, {"label_smoothing", o_.label_smoothing},
+    return {{"name", "binary_crossentropy"},
+            {"reduction", "sum_over_batch_size"},
+            {"from_logits", o_.from_logits},
+            {"label_smoothing", o_.label_smoothing},
             {"axis", -1}};
   }
   Value per_sample(Graph& g, Value y_true, Value y_pred) const override {
     Value y = match_rank(g, y_true, y_pred);
     if (o_.label_smoothing > 0)  // y * (1 - ls) + 0.5 * ls
-      y = g.add("scale_shift", {y}, Attrs{{"scale", 1.0 - o_.label_smoothing},
-                                          {"shift", 0.5 * o_.label_smoothing}});
+      y = g.add("scale_shift", {y},
+                Attrs{{"scale", 1.0 - o_.label_smoothing}, {"shift", 0.5 * o_.label_smoothing}});
     Value elem = o_.from_logits ? g.add("sigmoid_cross_entropy", {y_pred, y})
                                 : binary_crossentropy_of_probs(g, y, y_pred);
     return mean_last_axis(g, elem);
@@ -162,24 +169,29 @@ class BinaryFocal : public Loss {
   explicit BinaryFocal(losses::FocalOptions o) : o_(o) { check_focal(o); }
   std::string name() const override { return "BinaryFocalCrossentropy"; }
   json get_config() const override {
-    return {{"name", "binary_focal_crossentropy"}, {"reduction", "sum_over_batch_size"},
-            {"apply_class_balancing", o_.apply_class_balancing}, {"alpha", o_.alpha},
-            {"gamma", o_.gamma}, {"from_logits", o_.from_logits},
-            {"label_smoothing", o_.label_smoothing}, {"axis", -1}};
+    return {{"name", "binary_focal_crossentropy"},
+            {"reduction", "sum_over_batch_size"},
+            {"apply_class_balancing", o_.apply_class_balancing},
+            {"alpha", o_.alpha},
+            {"gamma", o_.gamma},
+            {"from_logits", o_.from_logits},
+            {"label_smoothing", o_.label_smoothing},
+            {"axis", -1}};
   }
   Value per_sample(Graph& g, Value y_true, Value y_pred) const override {
     Value y = match_rank(g, y_true, y_pred);
     if (o_.label_smoothing > 0)
-      y = g.add("scale_shift", {y}, Attrs{{"scale", 1.0 - o_.label_smoothing},
-                                          {"shift", 0.5 * o_.label_smoothing}});
+      y = g.add("scale_shift", {y},
+                Attrs{{"scale", 1.0 - o_.label_smoothing}, {"shift", 0.5 * o_.label_smoothing}});
     Value p = o_.from_logits ? g.add("sigmoid", {y_pred}) : y_pred;
     Value y_times_p = g.add("mul", {y, p});
     Value p_t = g.add("add", {y_times_p, g.add("mul", {one_minus(g, y), one_minus(g, p)})});
     Value bce = binary_crossentropy_of_probs(g, y, p);
     Value focal = g.add("mul", {focal_factor(g, p_t, o_.gamma), bce});
     if (o_.apply_class_balancing)  // y alpha + (1 - y)(1 - alpha)
-      focal = g.add("mul", {focal, g.add("scale_shift", {y}, Attrs{{"scale", 2 * o_.alpha - 1},
-                                                                  {"shift", 1 - o_.alpha}})});
+      focal =
+          g.add("mul", {focal, g.add("scale_shift", {y},
+                                     Attrs{{"scale", 2 * o_.alpha - 1}, {"shift", 1 - o_.alpha}})});
     return mean_last_axis(g, focal);
   }
 
@@ -194,18 +206,25 @@ class CategoricalFocal : public Loss {
   explicit CategoricalFocal(losses::FocalOptions o) : o_(o) { check_focal(o); }
   std::string name() const override { return "CategoricalFocalCrossentropy"; }
   json get_config() const override {
-    return {{"name", "categorical_focal_crossentropy"}, {"reduction", "sum_over_batch_size"},
-            {"alpha", o_.alpha}, {"gamma", o_.gamma}, {"from_logits", o_.from_logits},
-            {"label_smoothing", o_.label_smoothing}, {"axis", -1}};
+    return {{"name", "categorical_focal_crossentropy"},
+            {"reduction", "sum_over_batch_size"},
+            {"alpha", o_.alpha},
+            {"gamma", o_.gamma},
+            {"from_logits", o_.from_logits},
+            {"label_smoothing", o_.label_smoothing},
+            {"axis", -1}};
   }
   Value per_sample(Graph& g, Value y_true, Value y_pred) const override {
     Value y = y_true;
     const Shape& ps = g.type(y_pred).shape;
-    LS_CHECK(g.type(y_true).shape == ps, "CategoricalFocalCrossentropy needs one-hot labels of "
-             "the predictions' shape ", ps.str(), ", got ", g.type(y_true).shape.str());
+    LS_CHECK(g.type(y_true).shape == ps,
+             "CategoricalFocalCrossentropy needs one-hot labels of "
+             "the predictions' shape ",
+             ps.str(), ", got ", g.type(y_true).shape.str());
     if (o_.label_smoothing > 0)
-      y = g.add("scale_shift", {y}, Attrs{{"scale", 1.0 - o_.label_smoothing},
-                                          {"shift", o_.label_smoothing / double(ps[-1])}});
+      y = g.add("scale_shift", {y},
+                Attrs{{"scale", 1.0 - o_.label_smoothing},
+                      {"shift", o_.label_smoothing / double(ps[-1])}});
     Value p = o_.from_logits ? g.add("softmax", {y_pred}) : y_pred;
     Value total = g.add("reduce_sum", {p}, axes_attr({-1}, true));
     Value q = clip_probs(g, g.add("div", {p, total}));
@@ -279,7 +298,9 @@ class KLD : public Loss {
 
 namespace losses {
 
-LossPtr SparseCategoricalCrossentropy(CrossentropyOptions o) { return std::make_shared<SparseCCE>(o); }
+LossPtr SparseCategoricalCrossentropy(CrossentropyOptions o) {
+  return std::make_shared<SparseCCE>(o);
+}
 LossPtr CategoricalCrossentropy(CrossentropyOptions o) { return std::make_shared<CCE>(o); }
 LossPtr BinaryCrossentropy(CrossentropyOptions o) { return std::make_shared<BCE>(o); }
 LossPtr MeanSquaredError() { return std::make_shared<MSE>(); }

@@ -18,7 +18,8 @@ Value sparse_labels(Graph& g, Value labels) {
   const TensorType& t = g.type(labels);
   if (t.shape.rank() == 2 && t.shape[1] == 1)
     labels = g.add("reshape", {labels}, Attrs{{"shape", std::vector<int64_t>{-1}}});
-  if (t.dtype != DType::i32) labels = g.add("cast", {labels}, Attrs{{"dtype", std::string("int32")}});
+  if (t.dtype != DType::i32)
+    labels = g.add("cast", {labels}, Attrs{{"dtype", std::string("int32")}});
   return labels;
 }
 
@@ -26,7 +27,8 @@ Value sparse_labels(Graph& g, Value labels) {
 Value dense_targets(Graph& g, Value y_true, Value y_pred) {
   const TensorType& t = g.type(y_true);
   const Shape& p = g.type(y_pred).shape;
-  if (t.dtype != DType::f32) y_true = g.add("cast", {y_true}, Attrs{{"dtype", std::string("float32")}});
+  if (t.dtype != DType::f32)
+    y_true = g.add("cast", {y_true}, Attrs{{"dtype", std::string("float32")}});
   if (t.shape.rank() + 1 == p.rank() && p[-1] == 1) {
     std::vector<int64_t> s = p.vec();
     s[0] = -1;
@@ -70,8 +72,8 @@ Value top_k_mask(Graph& g, Value scores, int64_t k) {
   Value row = g.add("reshape", {scores}, Attrs{{"shape", std::vector<int64_t>{-1, 1, s[1]}}});
   Value col = g.add("reshape", {scores}, Attrs{{"shape", std::vector<int64_t>{-1, s[1], 1}}});
   Value higher = greater_than(g, g.add("sub", {row, col}), 0.0);  // [i, j, l]: p[i,l] > p[i,j]
-  Value counts = g.add("reduce_sum", {higher}, Attrs{{"axes", std::vector<int64_t>{-1}},
-                                                     {"keepdims", false}});
+  Value counts =
+      g.add("reduce_sum", {higher}, Attrs{{"axes", std::vector<int64_t>{-1}}, {"keepdims", false}});
   return count_below(g, counts, k);
 }
 
@@ -81,8 +83,8 @@ Value one_hot_in_top_k(Graph& g, Value one_hot, Value scores, int64_t k) {
   Value label_score = g.add("reduce_sum", {g.add("mul", {one_hot, scores})},
                             Attrs{{"axes", std::vector<int64_t>{-1}}, {"keepdims", true}});
   Value higher = greater_than(g, g.add("sub", {scores, label_score}), 0.0);
-  Value counts = g.add("reduce_sum", {higher}, Attrs{{"axes", std::vector<int64_t>{-1}},
-                                                     {"keepdims", false}});
+  Value counts =
+      g.add("reduce_sum", {higher}, Attrs{{"axes", std::vector<int64_t>{-1}}, {"keepdims", false}});
   return count_below(g, counts, k);
 }
 
@@ -97,8 +99,7 @@ class ConfusionRatio : public Metric {
       : Metric(name), recall_(recall), o_(std::move(o)) {
     if (o_.thresholds.empty()) o_.thresholds = {o_.top_k > 0 ? -1e10 : 0.5};  // Keras defaults
     for (double t : o_.thresholds)
-      LS_CHECK(o_.top_k > 0 || (t >= 0 && t <= 1), name,
-               ": thresholds must be in [0, 1], got ", t);
+      LS_CHECK(o_.top_k > 0 || (t >= 0 && t <= 1), name, ": thresholds must be in [0, 1], got ", t);
     LS_CHECK(o_.top_k >= 0, name, ": top_k must be >= 1 (0 = off), got ", o_.top_k);
     const Shape per_threshold{int64_t(o_.thresholds.size())};
     total_->value = Tensor::zeros(per_threshold);
@@ -161,9 +162,9 @@ class FBeta : public Metric {
  public:
   FBeta(const std::string& name, std::string average, double beta, double threshold)
       : Metric(name), average_(std::move(average)), beta_(beta), threshold_(threshold) {
-    LS_CHECK(average_.empty() || average_ == "micro" || average_ == "macro" ||
-                 average_ == "weighted",
-             name, ": average must be \"\" (None), micro, macro or weighted, got '", average_, "'");
+    LS_CHECK(
+        average_.empty() || average_ == "micro" || average_ == "macro" || average_ == "weighted",
+        name, ": average must be \"\" (None), micro, macro or weighted, got '", average_, "'");
     LS_CHECK(beta > 0, name, ": beta must be > 0, got ", beta);
     false_negatives_ = scalar_var(name + "/false_negatives");
     label_mass_ = scalar_var(name + "/intermediate_weights");
@@ -177,8 +178,8 @@ class FBeta : public Metric {
     Value labels = dense_targets(g, y_true, y_pred);
     Value predicted;
     if (threshold_ < 0) {  // Keras threshold=None: the row's maximum (when not ~0) is the class
-      Value row_max = g.add("reduce_max", {y_pred}, Attrs{{"axes", std::vector<int64_t>{-1}},
-                                                          {"keepdims", true}});
+      Value row_max = g.add("reduce_max", {y_pred},
+                            Attrs{{"axes", std::vector<int64_t>{-1}}, {"keepdims", true}});
       Value below_max = greater_than(g, g.add("sub", {row_max, y_pred}), 0.0);
       Value at_max = g.add("scale_shift", {below_max}, Attrs{{"scale", -1.0}, {"shift", 1.0}});
       predicted = g.add("mul", {at_max, greater_than(g, g.add("abs", {y_pred}), 1e-9)});
@@ -241,8 +242,8 @@ class FBeta : public Metric {
     Value sum = average_ == "micro"
                     ? g.add("reshape", {g.add("reduce_sum", {x}, all_axes())},
                             Attrs{{"shape", std::vector<int64_t>{1}}})
-                    : g.add("reduce_sum", {x}, Attrs{{"axes", std::vector<int64_t>{0}},
-                                                     {"keepdims", false}});
+                    : g.add("reduce_sum", {x},
+                            Attrs{{"axes", std::vector<int64_t>{0}}, {"keepdims", false}});
     g.add_multi("assign_add", {g.variable(state), sum});
   }
 
@@ -271,14 +272,13 @@ void Metric::reset() {
 
 void Metric::accumulate_mean(Graph& g, Value per_sample) {
   const Shape& s = g.type(per_sample).shape;
-  Value sum = g.add("reduce_sum", {per_sample}, Attrs{{"axes", std::vector<int64_t>{}},
-                                                     {"keepdims", false}});
+  Value sum = g.add("reduce_sum", {per_sample},
+                    Attrs{{"axes", std::vector<int64_t>{}}, {"keepdims", false}});
   g.add_multi("assign_add", {g.variable(total_), sum});
   // A known element count is a constant; an unknown (symbolic batch) one is counted.
-  Value n = s.is_known()
-                ? g.scalar(float(s.numel()))
-                : g.add("reduce_sum", {g.add("ones_like", {per_sample})},
-                        Attrs{{"axes", std::vector<int64_t>{}}, {"keepdims", false}});
+  Value n = s.is_known() ? g.scalar(float(s.numel()))
+                         : g.add("reduce_sum", {g.add("ones_like", {per_sample})},
+                                 Attrs{{"axes", std::vector<int64_t>{}}, {"keepdims", false}});
   g.add_multi("assign_add", {g.variable(count_), n});
 }
 
@@ -317,8 +317,10 @@ MetricPtr TopKCategoricalAccuracy(int k, const std::string& name) {
   LS_CHECK(k >= 1, "TopKCategoricalAccuracy: k must be >= 1, got ", k);
   return std::make_shared<MeanWrapper>(name, [k](Graph& g, Value y_true, Value y_pred) {
     const Shape& t = g.type(y_true).shape;
-    LS_CHECK(t == g.type(y_pred).shape, "top_k_categorical_accuracy needs one-hot labels of the "
-             "predictions' shape ", g.type(y_pred).shape.str(), ", got ", t.str(),
+    LS_CHECK(t == g.type(y_pred).shape,
+             "top_k_categorical_accuracy needs one-hot labels of the "
+             "predictions' shape ",
+             g.type(y_pred).shape.str(), ", got ", t.str(),
              " (integer labels: sparse_top_k_categorical_accuracy)");
     return one_hot_in_top_k(g, dense_targets(g, y_true, y_pred), y_pred, k);
   });

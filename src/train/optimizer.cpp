@@ -62,10 +62,11 @@ class SGDOpt : public Optimizer {
   void update(Graph& g, Value var, Value grad, Value lr, Value, const VariablePtr& v) override {
     std::vector<Value> in{var, grad, lr};
     if (momentum_ != 0) in.push_back(g.variable(slot(v, "momentum")));
-    g.add_multi("sgd_update", in,
-                Attrs{{"momentum", momentum_}, {"nesterov", nesterov_},
-                      {"weight_decay", opts_.weight_decay}},
-                "", v);
+    g.add_multi(
+        "sgd_update", in,
+        Attrs{
+            {"momentum", momentum_}, {"nesterov", nesterov_}, {"weight_decay", opts_.weight_decay}},
+        "", v);
   }
 
  private:
@@ -91,7 +92,9 @@ class AdamOpt : public Optimizer {
   void update(Graph& g, Value var, Value grad, Value lr, Value t, const VariablePtr& v) override {
     g.add_multi("adam_update",
                 {var, grad, lr, g.variable(slot(v, "m")), g.variable(slot(v, "v")), t},
-                Attrs{{"beta_1", b1_}, {"beta_2", b2_}, {"epsilon", eps_},
+                Attrs{{"beta_1", b1_},
+                      {"beta_2", b2_},
+                      {"epsilon", eps_},
                       {"weight_decay", opts_.weight_decay}},
                 "", v);
   }
@@ -120,7 +123,9 @@ class RMSpropOpt : public Optimizer {
     std::vector<Value> in{var, grad, lr, g.variable(slot(v, "velocity"))};
     if (momentum_ > 0) in.push_back(g.variable(slot(v, "momentum")));
     g.add_multi("rmsprop_update", in,
-                Attrs{{"rho", rho_}, {"momentum", momentum_}, {"epsilon", eps_},
+                Attrs{{"rho", rho_},
+                      {"momentum", momentum_},
+                      {"epsilon", eps_},
                       {"weight_decay", opts_.weight_decay}},
                 "", v);
   }
@@ -152,8 +157,8 @@ Optimizer::Optimizer(OptimizerOptions o) : opts_(std::move(o)) {
 json Optimizer::get_config() const {
   json c;
   c["name"] = name();
-  c["learning_rate"] = opts_.schedule ? schedule_json(opts_.schedule->attrs())
-                                      : json(opts_.learning_rate);
+  c["learning_rate"] =
+      opts_.schedule ? schedule_json(opts_.schedule->attrs()) : json(opts_.learning_rate);
   c["weight_decay"] = or_null(opts_.weight_decay);
   c["clipnorm"] = or_null(opts_.clipnorm);
   c["global_clipnorm"] = or_null(opts_.global_clipnorm);
@@ -201,12 +206,12 @@ VariablePtr Optimizer::slot(const VariablePtr& var, const std::string& slot_name
 
 void Optimizer::apply(Graph& g, const std::vector<Value>& grads,
                       const std::vector<VariablePtr>& vars) {
-  LS_CHECK(grads.size() == vars.size(), name(), ": ", grads.size(), " gradients for ",
-           vars.size(), " variables");
+  LS_CHECK(grads.size() == vars.size(), name(), ": ", grads.size(), " gradients for ", vars.size(),
+           " variables");
   Value it = g.variable(iterations_);
-  Value lr = opts_.schedule ? g.add("lr_schedule", {it}, opts_.schedule->attrs(),
-                                    name() + "/learning_rate")
-                            : g.variable(learning_rate_);
+  Value lr = opts_.schedule
+                 ? g.add("lr_schedule", {it}, opts_.schedule->attrs(), name() + "/learning_rate")
+                 : g.variable(learning_rate_);
   Value t = g.add("scale_shift", {it}, Attrs{{"scale", 1.0}, {"shift", 1.0}});
 
   std::vector<size_t> live;
@@ -218,7 +223,8 @@ void Optimizer::apply(Graph& g, const std::vector<Value>& grads,
   }
   if (opts_.clipnorm > 0)
     for (Value& gv : gs)
-      gv = g.add("mul", {gv, clip_scale(g, g.add("sqrt", {sum_of_squares(g, gv)}), opts_.clipnorm)});
+      gv =
+          g.add("mul", {gv, clip_scale(g, g.add("sqrt", {sum_of_squares(g, gv)}), opts_.clipnorm)});
   if (opts_.global_clipnorm > 0 && !gs.empty()) {
     Value scale = optimizers::global_norm_scale(g, gs, opts_.global_clipnorm);
     for (Value& gv : gs) gv = g.add("mul", {gv, scale});
@@ -235,7 +241,8 @@ namespace optimizers {
 Value global_norm_scale(Graph& g, const std::vector<Value>& grads, double clipnorm) {
   LS_CHECK(!grads.empty(), "global_norm_scale: no gradients");
   Value total = sum_of_squares(g, grads[0]);
-  for (size_t i = 1; i < grads.size(); ++i) total = g.add("add", {total, sum_of_squares(g, grads[i])});
+  for (size_t i = 1; i < grads.size(); ++i)
+    total = g.add("add", {total, sum_of_squares(g, grads[i])});
   return clip_scale(g, g.add("sqrt", {total}), clipnorm);
 }
 

@@ -27,8 +27,10 @@ std::vector<Slot> weight_slots(const Network& net) {
     std::string base = keras_snake_case(l->class_name());
     auto it = used.find(base);
     std::string name = base;
-    if (it == used.end()) used[base] = 0;
-    else name = base + "_" + std::to_string(++it->second);
+    if (it == used.end())
+      used[base] = 0;
+    else
+      name = base + "_" + std::to_string(++it->second);
     slots.push_back({"layers/" + name, l});
   }
   return slots;
@@ -53,7 +55,8 @@ void tensors_to_weights(Network& net, const std::vector<io::NamedTensor>& tensor
     const auto& w = s.layer->weights();
     size_t in_file = 0;
     std::string prefix = s.path + "/vars/";
-    for (auto it = by_name.lower_bound(prefix); it != by_name.end() && it->first.rfind(prefix, 0) == 0; ++it)
+    for (auto it = by_name.lower_bound(prefix);
+         it != by_name.end() && it->first.rfind(prefix, 0) == 0; ++it)
       ++in_file;
     LS_CHECK(in_file == w.size(), "'", file, "': ", s.layer->class_name(), " '", s.layer->name(),
              "' has ", w.size(), " weights but the file's '", s.path, "/vars' holds ", in_file,
@@ -61,9 +64,9 @@ void tensors_to_weights(Network& net, const std::vector<io::NamedTensor>& tensor
     for (size_t i = 0; i < w.size(); ++i) {
       const Tensor& src = *by_name.at(prefix + std::to_string(i));
       LS_CHECK(src.shape() == w[i]->value.shape() && src.dtype() == w[i]->value.dtype(), "'", file,
-               "': ", prefix, i, " is ", dtype_name(src.dtype()), src.shape().str(),
-               " but ", s.layer->class_name(), " '", s.layer->name(), "' weight '", w[i]->name,
-               "' is ", dtype_name(w[i]->value.dtype()), w[i]->value.shape().str());
+               "': ", prefix, i, " is ", dtype_name(src.dtype()), src.shape().str(), " but ",
+               s.layer->class_name(), " '", s.layer->name(), "' weight '", w[i]->name, "' is ",
+               dtype_name(w[i]->value.dtype()), w[i]->value.shape().str());
     }
   }
   // All checked: now copy (in place, so compiled programs keep their views).
@@ -82,7 +85,8 @@ std::string now_string() {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -108,8 +112,8 @@ void save_model(const Network& model, const std::string& path) {
            "' must end in .keras (use save_weights for .weights.h5 or checkpoints)");
   io::KerasArchive a;
   a.config = model.get_config();
-  a.metadata = {{"keras_version", kKerasVersion}, {"date_saved", now_string()},
-                {"producer", "lockstep"}};
+  a.metadata = {
+      {"keras_version", kKerasVersion}, {"date_saved", now_string()}, {"producer", "lockstep"}};
   weights_to_tensors(model, a.weights, a.groups);
   io::write_keras_archive(path, a);
 }

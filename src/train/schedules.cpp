@@ -1,8 +1,7 @@
 // Learning-rate schedules (Keras 3 semantics), serialised as lr_schedule op attrs.
-#include "lockstep/train/schedule.h"
-
 #include <algorithm>
 
+#include "lockstep/train/schedule.h"
 #include "ops/internal/schedule_math.h"
 
 namespace lockstep {

@@ -38,8 +38,7 @@ void write(const fs::path& p, const std::string& text) {
 fs::path fixture_tree(const std::string& name) {
   fs::path root = fs::temp_directory_path() / ("lockstep_layering_" + name);
   fs::remove_all(root);
-  write(root / "src/modules.txt",
-        "# fixture\nbase  base  -\nmid   mid   base\ntop   top   mid\n");
+  write(root / "src/modules.txt", "# fixture\nbase  base  -\nmid   mid   base\ntop   top   mid\n");
   write(root / "include/lockstep/base/a.h", "#pragma once\n#include <vector>\n");
   write(root / "include/lockstep/mid/b.h", "#pragma once\n#include \"lockstep/base/a.h\"\n");
   write(root / "src/base/internal/shared.h", "#pragma once\n");

@@ -75,9 +75,10 @@ TEST(ExampleFlags, FlowersRefusesNumbersThatDoNotFit) {
   expect_refused("flowers", "--validation-split nan" + kNoData + out, "--validation-split");
   expect_refused("flowers", "--image-size 2.5" + kNoData + out, "--image-size");
   expect_refused("flowers", "--threads 100000" + kNoData + out, "--threads");
-  const RunResult r = binary("flowers").empty()
-                          ? RunResult{}
-                    : run("timeout 60 " + binary("flowers") + " --batch-size 1e12" + kNoData + out);
+  const RunResult r =
+      binary("flowers").empty()
+          ? RunResult{}
+          : run("timeout 60 " + binary("flowers") + " --batch-size 1e12" + kNoData + out);
   EXPECT_EQ(r.output.find("-2147483648"), std::string::npos) << r.output;
 }
 
@@ -95,9 +96,11 @@ TEST(ExampleFlags, DistributedTrainAndCollectiveWorkerRefuseNonNumbersWithoutAbo
 // The `lockstep` command exits 1 on any error it reports (flags included).
 TEST(ExampleFlags, LockstepCliNamesItsBadFlags) {
   if (binary("lockstep").empty()) GTEST_SKIP() << "bin/lockstep not built";
-  const std::string args = " --out /tmp/lockstep-flags-test-cli --images /nonexistent/i.gz "
-                           "--labels /nonexistent/l.gz";
+  const std::string args =
+      " --out /tmp/lockstep-flags-test-cli --images /nonexistent/i.gz "
+      "--labels /nonexistent/l.gz";
   expect_refused("lockstep", "export-image-folder --size 4294967297" + args, "--size", 1);
   expect_refused("lockstep", "export-image-folder --quality 95.5" + args, "--quality", 1);
-  expect_refused("lockstep", "export-image-folder --limit-per-class 1e3" + args, "--limit-per-class", 1);
+  expect_refused("lockstep", "export-image-folder --limit-per-class 1e3" + args,
+                 "--limit-per-class", 1);
 }

@@ -28,12 +28,13 @@ TEST(Parse, IntegerErrorsNameTheFlagTheTextAndWhy) {
     const char* text;
     const char* why;
   };
-  for (const Case& c : {Case{"4294967297", "out of range"}, Case{"99999999999999999999", "out of range"},
-                        Case{"-1", "out of range"}, Case{"1e12", "not an integer"},
-                        Case{"64x", "not an integer"}, Case{"", "empty"}, Case{" 8", "not an integer"},
-                        Case{"8 ", "not an integer"}, Case{"0x10", "not an integer"},
-                        Case{"+-3", "not an integer"}, Case{"--3", "not an integer"},
-                        Case{"2.0", "not an integer"}, Case{"nan", "not an integer"}}) {
+  for (const Case& c :
+       {Case{"4294967297", "out of range"}, Case{"99999999999999999999", "out of range"},
+        Case{"-1", "out of range"}, Case{"1e12", "not an integer"}, Case{"64x", "not an integer"},
+        Case{"", "empty"}, Case{" 8", "not an integer"}, Case{"8 ", "not an integer"},
+        Case{"0x10", "not an integer"}, Case{"+-3", "not an integer"},
+        Case{"--3", "not an integer"}, Case{"2.0", "not an integer"},
+        Case{"nan", "not an integer"}}) {
     const std::string msg = error_of([&] { parse_int("--batch-size", c.text, 0, INT32_MAX); });
     EXPECT_NE(msg.find("--batch-size"), std::string::npos) << c.text << ": " << msg;
     EXPECT_NE(msg.find(std::string("'") + c.text + "'"), std::string::npos) << msg;

@@ -126,7 +126,8 @@ TEST(IdxHardening, ZeroDimensionBesideOverflowingOnesIsAnError) {
 }
 
 TEST(IdxHardening, HeaderClaimingMoreThanTheFileHoldsIsTruncatedWithoutAllocatingIt) {
-  if (lockstep::test_util::kSanitizerBuild) GTEST_SKIP() << "measures RSS; runs in the release suite";
+  if (lockstep::test_util::kSanitizerBuild)
+    GTEST_SKIP() << "measures RSS; runs in the release suite";
   // 1e12 bytes claimed by a 14-byte file (plain) and by a tiny gzip stream.
   for (const bool gz : {false, true}) {
     const std::string p = tmp_path(gz ? "claims.gz" : "claims.idx");

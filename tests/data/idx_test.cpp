@@ -1,4 +1,6 @@
 // IDX reader: real values round-trip, and missing/truncated/corrupt files name the file.
+#include "lockstep/data/idx.h"
+
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -6,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "lockstep/data/idx.h"
 #include "test_util.h"
 
 using namespace lockstep;
@@ -77,7 +78,8 @@ TEST(Idx, BadMagic) {
 
 TEST(FashionMnist, LoadsDebianPackageWhenInstalled) {
   std::string dir = data::fashion_mnist_dir();
-  if (!fs::exists(dir + "/t10k-labels-idx1-ubyte.gz")) GTEST_SKIP() << "dataset not installed at " << dir;
+  if (!fs::exists(dir + "/t10k-labels-idx1-ubyte.gz"))
+    GTEST_SKIP() << "dataset not installed at " << dir;
   auto d = data::load_fashion_mnist(dir);
   EXPECT_EQ(d.x_train.shape(), (Shape{60000, 28, 28, 1}));
   EXPECT_EQ(d.y_test.shape(), (Shape{10000}));

@@ -71,7 +71,8 @@ TEST(ImageCap, JpegAndBmpHeadersBeyondTheCapAreRefused) {
   EXPECT_NE(msg.find("LOCKSTEP_MAX_IMAGE_PIXELS"), std::string::npos) << msg;
   // BMP: width and height at offsets 18 and 22 (little-endian).
   std::vector<uint8_t> bmp = data::encode_bmp(Tensor::zeros({4, 4, 4}, DType::u8));
-  for (int k = 0; k < 4; ++k) bmp[18 + k] = uint8_t(16384u >> (8 * k)), bmp[22 + k] = uint8_t(16384u >> (8 * k));
+  for (int k = 0; k < 4; ++k)
+    bmp[18 + k] = uint8_t(16384u >> (8 * k)), bmp[22 + k] = uint8_t(16384u >> (8 * k));
   msg = error_of([&] { data::decode_image(bmp, "bomb.bmp"); });
   EXPECT_NE(msg.find("bomb.bmp"), std::string::npos) << msg;
   EXPECT_NE(msg.find("LOCKSTEP_MAX_IMAGE_PIXELS"), std::string::npos) << msg;

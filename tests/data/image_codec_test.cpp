@@ -1,7 +1,7 @@
 // Image codecs: pixel values of files the test writes (PNG/BMP exact, JPEG within a
 // tolerance), Keras colour conversions, and errors that name the file.
-#include <gtest/gtest.h>
 #include <grp.h>
+#include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -301,7 +301,8 @@ static std::string read_error_unprivileged(const std::string& path) {
   if (pid == 0) {
     ::close(fds[0]);
     std::string msg;
-    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0 || ::geteuid() == 0)
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0 ||
+        ::geteuid() == 0)
       msg = "<setuid failed>";
     else
       msg = error_of([&] { read_image(path); });
@@ -344,7 +345,8 @@ TEST(ImageCodec, UnreadableFileIsAClearError) {
   addr.sun_family = AF_UNIX;
   ASSERT_LT(sock_path.size(), sizeof(addr.sun_path));
   std::strcpy(addr.sun_path, sock_path.c_str());
-  ASSERT_EQ(::bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << std::strerror(errno);
+  ASSERT_EQ(::bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0)
+      << std::strerror(errno);
   e = error_of([&] { read_image(sock_path); });
   ::close(sock);
   ::unlink(sock_path.c_str());

@@ -31,8 +31,8 @@ TEST(ImageFolderLinks, SymlinkLoopsAreFollowedOnceWithAWarning) {
   const fs::path root = base / "data";
   write_pngs(root / "a", 5, 10);
   write_pngs(root / "b", 5, 200);
-  fs::create_directory_symlink("..", root / "a" / "up");      // a/up -> data (a loop)
-  fs::create_directory_symlink(".", root / "b" / "self");     // b/self -> b (a loop)
+  fs::create_directory_symlink("..", root / "a" / "up");   // a/up -> data (a loop)
+  fs::create_directory_symlink(".", root / "b" / "self");  // b/self -> b (a loop)
   ImageFolderOptions o;
   o.verbose = false;
   o.follow_links = true;

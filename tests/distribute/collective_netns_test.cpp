@@ -86,7 +86,8 @@ TEST(NetnsCollective, TwoWorkersInTwoNamespacesOverVeth) {
   // Both workers run at once (forked); each only sees its own 192.0.2.x address.
   auto results = lt::run_workers(2, [&](int rank, std::string& message) {
     return lt::run_command("timeout 30 ip netns exec " + pair.ns(rank) +
-                               " env LOCKSTEP_JOB_TOKEN=" + kToken + " TF_CONFIG=" + tf_config(rank) + " " + worker +
+                               " env LOCKSTEP_JOB_TOKEN=" + kToken +
+                               " TF_CONFIG=" + tf_config(rank) + " " + worker +
                                " --implementation ring --timeout-ms 10000",
                            &message);
   });
@@ -111,10 +112,10 @@ TEST(NetnsCollective, PartitionedWorkerIsNamedWithinTimeout) {
       << out;
   const auto start = std::chrono::steady_clock::now();
   std::string output;
-  const int rc =
-      lt::run_command("timeout 20 ip netns exec " + pair.ns(0) + " env LOCKSTEP_JOB_TOKEN=" + kToken + " TF_CONFIG=" + tf_config(0) +
-                          " " + worker + " --timeout-ms 1500",
-                      &output);
+  const int rc = lt::run_command(
+      "timeout 20 ip netns exec " + pair.ns(0) + " env LOCKSTEP_JOB_TOKEN=" + kToken +
+          " TF_CONFIG=" + tf_config(0) + " " + worker + " --timeout-ms 1500",
+      &output);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(rc, 1) << output;
@@ -137,7 +138,8 @@ TEST(NetnsCollective, LinkCutMidAllreduceIsNamedWithinTimeout) {
                              &message);
     }
     return lt::run_command("timeout 30 ip netns exec " + pair.ns(rank) +
-                               " env LOCKSTEP_JOB_TOKEN=" + kToken + " TF_CONFIG=" + tf_config(rank) + " " + worker +
+                               " env LOCKSTEP_JOB_TOKEN=" + kToken +
+                               " TF_CONFIG=" + tf_config(rank) + " " + worker +
                                " --count 100000 --timeout-ms 1500 --repeat-seconds 20",
                            &message);
   });

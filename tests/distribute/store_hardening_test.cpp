@@ -23,10 +23,10 @@
 #include <thread>
 
 #include "distribute/collective_test_util.h"
-#include "test_util.h"
 #include "lockstep/distribute/cluster.h"
 #include "lockstep/distribute/collective.h"
 #include "lockstep/distribute/store.h"
+#include "test_util.h"
 
 namespace ld = lockstep::distribute;
 using namespace std::chrono_literals;
@@ -150,7 +150,8 @@ void run_job(int port, int workers) {
       for (int k = 0; k < workers; ++k) keys.push_back("job/worker/" + std::to_string(k));
       c.wait(keys);
       bool all = true;
-      for (int k = 0; k < workers; ++k) all = all && c.get_string(keys[k]) == "addr" + std::to_string(k);
+      for (int k = 0; k < workers; ++k)
+        all = all && c.get_string(keys[k]) == "addr" + std::to_string(k);
       c.add("job/done", 1);
       if (all) ++ok;
     });
@@ -226,7 +227,8 @@ TEST(StoreHardening, ClaimedLengthsAllocateOnlyAsBytesArrive) {
   for (int i = 0; i < 12; ++i) {
     const int fd = raw_connect("127.0.0.1", server.port());
     ASSERT_GE(fd, 0);
-    ASSERT_TRUE(send_bytes(fd, Bytes().op(kSet).str("big" + std::to_string(i)).u32((16u << 20) - 1).raw("12345", 5)));
+    ASSERT_TRUE(send_bytes(
+        fd, Bytes().op(kSet).str("big" + std::to_string(i)).u32((16u << 20) - 1).raw("12345", 5)));
     fds.push_back(fd);
   }
   std::this_thread::sleep_for(500ms);
@@ -268,7 +270,8 @@ TEST(StoreHardening, AThousandOpenAndCloseConnectionsLeaveTheStoreServing) {
 
 TEST(StoreHardening, LowDescriptorLimitNeitherSpinsNorStopsTheStore) {
   if (lockstep::test_util::kSanitizerBuild)
-    GTEST_SKIP() << "a tiny descriptor limit starves the sanitizer runtime; runs in the release suite";
+    GTEST_SKIP()
+        << "a tiny descriptor limit starves the sanitizer runtime; runs in the release suite";
   NoTokenEnv env;
   // In a child: the limit applies to the whole process.
   const pid_t pid = ::fork();

@@ -8,8 +8,8 @@
 
 #include "lockstep/distribute/strategy.h"
 #include "lockstep/io/checkpoint.h"
-#include "lockstep/train/checkpoint.h"
 #include "lockstep/lockstep.h"
+#include "lockstep/train/checkpoint.h"
 #include "test_util.h"
 
 using namespace lockstep;

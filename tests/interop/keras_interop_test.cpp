@@ -1,8 +1,8 @@
 // Interop with real Keras 3 (on JAX): Lockstep writes .keras files that Keras loads and
-// predicts identically (including an augmentation stack), and loads the .keras files Keras writes (a small CNN, a functional
-// model with Add / Concatenate / Multiply and a branch) and predicts identically (1e-5).
-// Runs when LOCKSTEP_INTEROP_PYTHON names a python with keras (ctest keras_interop, label
-// interop, sets it via tests/interop/run_keras_interop.sh); skipped otherwise.
+// predicts identically (including an augmentation stack), and loads the .keras files Keras writes
+// (a small CNN, a functional model with Add / Concatenate / Multiply and a branch) and predicts
+// identically (1e-5). Runs when LOCKSTEP_INTEROP_PYTHON names a python with keras (ctest
+// keras_interop, label interop, sets it via tests/interop/run_keras_interop.sh); skipped otherwise.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -114,8 +114,8 @@ TEST(KerasInterop, BothDirectionsAgainstRealKeras) {
     std::ofstream(dir / ("lockstep_" + n + ".json"))
         << json{{"input", shape_json(x.shape())}, {"output", shape_json(y.shape())}}.dump();
   }
-  std::string cmd = std::string(py) + " " + LOCKSTEP_SOURCE_DIR + "/tests/interop/keras_interop.py " +
-                    dir.string();
+  std::string cmd = std::string(py) + " " + LOCKSTEP_SOURCE_DIR +
+                    "/tests/interop/keras_interop.py " + dir.string();
   int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << "Keras did not load Lockstep's files identically (see above)";
   // Keras -> Lockstep.
@@ -123,8 +123,10 @@ TEST(KerasInterop, BothDirectionsAgainstRealKeras) {
     fs::path file = dir / ("keras_" + n + ".keras");
     ASSERT_TRUE(fs::exists(file)) << file;
     json meta = json::parse(std::ifstream(dir / ("keras_" + n + ".json")));
-    Tensor x = read_f32(dir / ("keras_" + n + ".input.f32"), Shape(meta["input"].get<std::vector<int64_t>>()));
-    Tensor want = read_f32(dir / ("keras_" + n + ".pred.f32"), Shape(meta["output"].get<std::vector<int64_t>>()));
+    Tensor x = read_f32(dir / ("keras_" + n + ".input.f32"),
+                        Shape(meta["input"].get<std::vector<int64_t>>()));
+    Tensor want = read_f32(dir / ("keras_" + n + ".pred.f32"),
+                           Shape(meta["output"].get<std::vector<int64_t>>()));
     Model m = load_model(file.string());
     Tensor got = m.predict(x);
     ASSERT_EQ(got.shape(), want.shape()) << n;

@@ -67,11 +67,15 @@ std::string forged(const std::string& dir, const std::string& name, std::vector<
   const size_t tail_at = pos + 2 * 8 + 8 + 6 * 4;  // after dims, data size and data
   std::vector<char> out(b.begin(), b.begin() + long(rank_at));
   out.push_back(char(rank_byte >= 0 ? rank_byte : int(dims.size())));
-  for (int64_t d : dims) out.insert(out.end(), reinterpret_cast<char*>(&d), reinterpret_cast<char*>(&d) + 8);
-  out.insert(out.end(), reinterpret_cast<char*>(&data_bytes), reinterpret_cast<char*>(&data_bytes) + 8);
+  for (int64_t d : dims)
+    out.insert(out.end(), reinterpret_cast<char*>(&d), reinterpret_cast<char*>(&d) + 8);
+  out.insert(out.end(), reinterpret_cast<char*>(&data_bytes),
+             reinterpret_cast<char*>(&data_bytes) + 8);
   out.insert(out.end(), b.begin() + long(tail_at) - 6 * 4, b.begin() + long(tail_at));  // the data
-  const uint32_t crc = uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(out.data()), uInt(out.size())));
-  out.insert(out.end(), reinterpret_cast<const char*>(&crc), reinterpret_cast<const char*>(&crc) + 4);
+  const uint32_t crc =
+      uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(out.data()), uInt(out.size())));
+  out.insert(out.end(), reinterpret_cast<const char*>(&crc),
+             reinterpret_cast<const char*>(&crc) + 4);
   out.insert(out.end(), b.end() - 8, b.end());  // end marker
   write_bytes(path, out);
   return path;

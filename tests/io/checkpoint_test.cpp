@@ -1,7 +1,6 @@
 // Checkpoints: weights round trip, optimizer state, atomic replacement, damaged files and
 // mismatching architectures give errors naming the file and the weight.
 #include "lockstep/io/checkpoint.h"
-#include "lockstep/train/checkpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -9,6 +8,7 @@
 #include <fstream>
 
 #include "lockstep/lockstep.h"
+#include "lockstep/train/checkpoint.h"
 #include "test_util.h"
 
 using namespace lockstep;

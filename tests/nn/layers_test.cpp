@@ -1,10 +1,11 @@
 // Keras layers: output shapes, parameter counts, weight names, configs, graphs and errors.
+#include "lockstep/nn/layers.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "lockstep/nn/initializers.h"
-#include "lockstep/nn/layers.h"
 #include "test_util.h"
 
 using namespace lockstep;
@@ -138,10 +139,9 @@ TEST_F(LayerTest, DepthwiseAndSeparable) {
   EXPECT_EQ(dw->count_params(), 54 + 6);
   auto sep = L::SeparableConv2D(16, {3, 3}, {.padding = "same"});
   EXPECT_EQ(sep(x).shape(), Shape({-1, 8, 8, 16}));
-  EXPECT_EQ(weight_names(sep),
-            (std::vector<std::string>{"separable_conv2d/depthwise_kernel",
-                                      "separable_conv2d/pointwise_kernel",
-                                      "separable_conv2d/bias"}));
+  EXPECT_EQ(weight_names(sep), (std::vector<std::string>{"separable_conv2d/depthwise_kernel",
+                                                         "separable_conv2d/pointwise_kernel",
+                                                         "separable_conv2d/bias"}));
   EXPECT_EQ(sep->weights()[1]->value.shape(), Shape({1, 1, 3, 16}));
   EXPECT_EQ(sep->count_params(), 27 + 48 + 16);
   Graph g;
@@ -175,12 +175,12 @@ TEST_F(LayerTest, ReshapingMergeMisc) {
 TEST_F(LayerTest, ConvGraphIsConvBiasRelu) {
   auto conv = L::Conv2D(4, 3, {.activation = "relu"});
   auto ops = ops_of(conv, {Shape{-1, 8, 8, 2}}, false);
-  EXPECT_EQ(ops, (std::vector<std::string>{"input", "variable", "conv2d", "variable",
-                                           "bias_add", "relu"}));
+  EXPECT_EQ(ops, (std::vector<std::string>{"input", "variable", "conv2d", "variable", "bias_add",
+                                           "relu"}));
   auto dense = L::Dense(3, {.activation = "softmax"});
   ops = ops_of(dense, {Shape{-1, 4}}, false);
-  EXPECT_EQ(ops, (std::vector<std::string>{"input", "variable", "matmul", "variable",
-                                           "bias_add", "softmax"}));
+  EXPECT_EQ(ops, (std::vector<std::string>{"input", "variable", "matmul", "variable", "bias_add",
+                                           "softmax"}));
 }
 
 TEST_F(LayerTest, DropoutTrainingAndInference) {
@@ -235,10 +235,10 @@ TEST_F(LayerTest, ConfigKeys) {
   auto conv = L::Conv2D(16, 3, {.padding = "same", .activation = "relu"});
   conv(x);
   json c = conv->config();
-  for (const char* k : {"name", "trainable", "dtype", "filters", "kernel_size", "strides",
-                        "padding", "data_format", "dilation_rate", "groups", "activation",
-                        "use_bias", "kernel_initializer", "bias_initializer",
-                        "kernel_regularizer", "bias_regularizer"})
+  for (const char* k :
+       {"name", "trainable", "dtype", "filters", "kernel_size", "strides", "padding", "data_format",
+        "dilation_rate", "groups", "activation", "use_bias", "kernel_initializer",
+        "bias_initializer", "kernel_regularizer", "bias_regularizer"})
     EXPECT_TRUE(c.contains(k)) << k;
   EXPECT_EQ(c["kernel_size"], json::parse("[3, 3]"));
   EXPECT_EQ(c["padding"], "same");
@@ -266,7 +266,7 @@ TEST_F(LayerTest, ConfigKeys) {
 
 TEST_F(LayerTest, ErrorsNameTheLayer) {
   KTensor x2 = L::Input({28, 28});
-  L::Conv2D(8, 3);  // conv2d
+  L::Conv2D(8, 3);              // conv2d
   auto conv = L::Conv2D(8, 3);  // conv2d_1
   EXPECT_EQ(error_of([&] { conv(x2); }),
             "Conv2D 'conv2d_1': expected input of rank 4 (batch, height, width, channels), got "

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <functional>
 
-#include "ops/internal/kernel_math.h"
 #include "lockstep/data/augment.h"
 #include "lockstep/data/dataset.h"
 #include "lockstep/lockstep.h"
+#include "ops/internal/kernel_math.h"
 #include "test_util.h"
 
 using namespace lockstep;

@@ -42,7 +42,8 @@ TEST_P(ConvExact, SameStride2EvenPadsBottomRight) {
 
 TEST_P(ConvExact, SameStride1) {
   auto y = run_conv(GetParam(), Attrs{{"padding", "same"}});
-  EXPECT_EQ(y, (std::vector<float>{14, 24, 30, 22, 33, 54, 63, 45, 57, 90, 99, 69, 46, 72, 78, 54}));
+  EXPECT_EQ(y,
+            (std::vector<float>{14, 24, 30, 22, 33, 54, 63, 45, 57, 90, 99, 69, 46, 72, 78, 54}));
 }
 
 TEST_P(ConvExact, AvgPoolSameExcludesPadding) {
@@ -72,7 +73,8 @@ TEST(ConvShapes, UnknownBatchPropagates) {
   EXPECT_EQ(g.type(dx).shape, (Shape{-1, 28, 28, 1}));
   Graph s = g.specialise_batch(8);
   EXPECT_EQ(s.type(dx).shape, (Shape{8, 28, 28, 1}));
-  Value m = g.add("matmul", {g.input({DType::f32, Shape{-1, 5}}, "a"), g.input({DType::f32, Shape{5, 3}}, "b")});
+  Value m = g.add("matmul", {g.input({DType::f32, Shape{-1, 5}}, "a"),
+                             g.input({DType::f32, Shape{5, 3}}, "b")});
   EXPECT_EQ(g.type(m).shape, (Shape{-1, 3}));
 }
 
@@ -83,7 +85,8 @@ TEST(ConvShapes, ErrorsNameTheProblem) {
   Value x = g.input({DType::f32, Shape{-1, 28, 28, 3}}, "x");
   Value w = g.input({DType::f32, Shape{3, 3, 1, 8}}, "w");
   auto e = error_of([&] { g.add("conv2d", {x, w}, {}, "conv_a"); });
-  EXPECT_NE(e.find("input has 3 channels, kernel expects 1 (check Input shape)"), std::string::npos) << e;
+  EXPECT_NE(e.find("input has 3 channels, kernel expects 1 (check Input shape)"), std::string::npos)
+      << e;
   EXPECT_NE(e.find("conv_a"), std::string::npos) << e;
   Value small = g.input({DType::f32, Shape{-1, 2, 2, 1}}, "s");
   e = error_of([&] { g.add("conv2d", {small, w}); });

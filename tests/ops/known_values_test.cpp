@@ -49,14 +49,24 @@ Tensor tensor_of(const json& j) {
   std::vector<int64_t> dims = j.at("shape").get<std::vector<int64_t>>();
   Tensor t = Tensor::empty(Shape(dims), dtype_from_name(j.at("dtype").get<std::string>()));
   const json& v = j.at("values");
-  LS_CHECK(int64_t(v.size()) == t.numel(), "tensor ", t.shape().str(), " has ", v.size(), " values");
+  LS_CHECK(int64_t(v.size()) == t.numel(), "tensor ", t.shape().str(), " has ", v.size(),
+           " values");
   for (int64_t i = 0; i < t.numel(); ++i) {
     switch (t.dtype()) {
-      case DType::f32: t.data<float>()[i] = v[i].get<float>(); break;
-      case DType::i32: t.data<int32_t>()[i] = v[i].get<int32_t>(); break;
-      case DType::i64: t.data<int64_t>()[i] = v[i].get<int64_t>(); break;
-      case DType::u8: t.data<uint8_t>()[i] = v[i].get<uint8_t>(); break;
-      default: LS_FAIL("unsupported dtype ", dtype_name(t.dtype()));
+      case DType::f32:
+        t.data<float>()[i] = v[i].get<float>();
+        break;
+      case DType::i32:
+        t.data<int32_t>()[i] = v[i].get<int32_t>();
+        break;
+      case DType::i64:
+        t.data<int64_t>()[i] = v[i].get<int64_t>();
+        break;
+      case DType::u8:
+        t.data<uint8_t>()[i] = v[i].get<uint8_t>();
+        break;
+      default:
+        LS_FAIL("unsupported dtype ", dtype_name(t.dtype()));
     }
   }
   return t;
@@ -67,14 +77,21 @@ Tensor tensor_of(const json& j) {
 Attrs attrs_of(const json& j) {
   Attrs a;
   for (const auto& [k, v] : j.items()) {
-    if (v.is_boolean()) a.set(k, AttrValue(v.get<bool>()));
-    else if (v.is_number_integer()) a.set(k, AttrValue(v.get<int64_t>()));
-    else if (v.is_number_float()) a.set(k, AttrValue(v.get<double>()));
-    else if (v.is_string()) a.set(k, AttrValue(v.get<std::string>()));
-    else if (v.is_array() && std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_number_integer(); }))
+    if (v.is_boolean())
+      a.set(k, AttrValue(v.get<bool>()));
+    else if (v.is_number_integer())
+      a.set(k, AttrValue(v.get<int64_t>()));
+    else if (v.is_number_float())
+      a.set(k, AttrValue(v.get<double>()));
+    else if (v.is_string())
+      a.set(k, AttrValue(v.get<std::string>()));
+    else if (v.is_array() &&
+             std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_number_integer(); }))
       a.set(k, AttrValue(v.get<std::vector<int64_t>>()));
-    else if (v.is_array()) a.set(k, AttrValue(v.get<std::vector<double>>()));
-    else LS_FAIL("attribute '", k, "' has an unsupported JSON type");
+    else if (v.is_array())
+      a.set(k, AttrValue(v.get<std::vector<double>>()));
+    else
+      LS_FAIL("attribute '", k, "' has an unsupported JSON type");
   }
   return a;
 }
@@ -131,7 +148,8 @@ std::string compare(const Tensor& got, const Tensor& want, double tol) {
       if (bad++ < 4) os << "\n    [" << i << "] got " << g[i] << ", want " << w[i];
     }
   }
-  if (bad) return std::to_string(bad) + " of " + std::to_string(g.size()) + " elements differ:" + os.str();
+  if (bad)
+    return std::to_string(bad) + " of " + std::to_string(g.size()) + " elements differ:" + os.str();
   return "";
 }
 
@@ -147,7 +165,8 @@ TEST_P(KnownValueCase, MatchOnBothBackends) {
   for (const std::string& backend : backends()) {
     SCOPED_TRACE(c.op + " on " + backend + (c.why.empty() ? "" : " (" + c.why + ")"));
     std::vector<Tensor> got;
-    std::string err = test_util::error_of([&] { got = run_single_op(c.op, attrs, inputs, backend); });
+    std::string err =
+        test_util::error_of([&] { got = run_single_op(c.op, attrs, inputs, backend); });
     ASSERT_EQ(err, "") << c.name;
     ASSERT_EQ(got.size(), want.size()) << c.name << ": number of outputs";
     for (size_t k = 0; k < got.size(); ++k)
@@ -155,7 +174,8 @@ TEST_P(KnownValueCase, MatchOnBothBackends) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(KnownValues, KnownValueCase, ::testing::Range(0, int(table().cases.size())),
+INSTANTIATE_TEST_SUITE_P(KnownValues, KnownValueCase,
+                         ::testing::Range(0, int(table().cases.size())),
                          [](const ::testing::TestParamInfo<int>& info) {
                            std::string n = table().cases[size_t(info.param)].name;
                            for (char& ch : n)
@@ -169,7 +189,8 @@ TEST(KnownValues, TableLoadsWithUniqueNames) {
   for (const char* b : {"reference", "cpu"})  // the two backends this table must check
     EXPECT_NE(std::find(backends().begin(), backends().end(), b), backends().end()) << b;
   std::set<std::string> names;
-  for (const auto& c : table().cases) EXPECT_TRUE(names.insert(c.name).second) << "duplicate " << c.name;
+  for (const auto& c : table().cases)
+    EXPECT_TRUE(names.insert(c.name).second) << "duplicate " << c.name;
 }
 
 // Ops without a known-value case, each with the reason. `covered_by`: the forward op whose
@@ -211,18 +232,27 @@ const std::vector<Exemption>& exemptions() {
       {"batch_norm_train_grad", "batch_norm_train", "gradient op"},
       {"batch_norm_infer_grad", "batch_norm_infer", "gradient op"},
       {"layer_norm_grad", "layer_norm", "gradient op"},
-      {"image_affine_transform_grad", "image_affine_transform", "gradient op (adjoint of the sampling)"},
+      {"image_affine_transform_grad", "image_affine_transform",
+       "gradient op (adjoint of the sampling)"},
       {"image_adjust_contrast_grad", "image_adjust_contrast", "gradient op"},
       {"image_adjust_brightness_grad", "image_adjust_brightness", "gradient op"},
       {"image_crop_grad", "image_crop", "gradient op (zero padding back to the input size)"},
       // Sources and state.
       {"input", nullptr, "graph placeholder: every case feeds its inputs through it"},
       {"variable", nullptr, "reads a Variable's storage; no computation"},
-      {"assign", nullptr, "side effect on a Variable, no outputs (exercised by every fit in tests/train)"},
-      {"assign_add", nullptr, "side effect on a Variable, no outputs (exercised by every fit in tests/train)"},
-      {"sgd_update", nullptr, "optimizer update: side effect on variables; Keras values in tests/train/optimizer_test.cpp"},
-      {"adam_update", nullptr, "optimizer update: side effect on variables; Keras values in tests/train/optimizer_test.cpp"},
-      {"rmsprop_update", nullptr, "optimizer update: side effect on variables; Keras values in tests/train/optimizer_test.cpp"},
+      {"assign", nullptr,
+       "side effect on a Variable, no outputs (exercised by every fit in tests/train)"},
+      {"assign_add", nullptr,
+       "side effect on a Variable, no outputs (exercised by every fit in tests/train)"},
+      {"sgd_update", nullptr,
+       "optimizer update: side effect on variables; Keras values in "
+       "tests/train/optimizer_test.cpp"},
+      {"adam_update", nullptr,
+       "optimizer update: side effect on variables; Keras values in "
+       "tests/train/optimizer_test.cpp"},
+      {"rmsprop_update", nullptr,
+       "optimizer update: side effect on variables; Keras values in "
+       "tests/train/optimizer_test.cpp"},
       // Collectives.
       {"all_reduce_start", nullptr, "collective: needs a live replica group (tests/distribute)"},
       {"all_reduce_wait", nullptr, "collective: needs a live replica group (tests/distribute)"},
@@ -253,7 +283,8 @@ TEST(KnownValues, EveryForwardOpHasACase) {
                   << "tests/ops/known_values/make_known_values.py (and rerun it), or exempt it "
                   << "with a reason in known_values_test.cpp";
   for (const auto& [op, n] : cases_per_op)
-    EXPECT_TRUE(registered.count(op)) << "known-value cases for an op that is not registered: " << op;
+    EXPECT_TRUE(registered.count(op))
+        << "known-value cases for an op that is not registered: " << op;
   for (const auto& [op, e] : exempt) {
     EXPECT_TRUE(registered.count(op)) << "stale exemption: '" << op << "' is not registered";
     EXPECT_FALSE(cases_per_op.count(op)) << "'" << op << "' has cases; drop its exemption";
@@ -287,7 +318,8 @@ TEST(KnownValues, RandomOpsKeepTheirDefinitions) {
     SCOPED_TRACE(backend);
     {  // dropout: mask in {0, 1/(1-rate)}, y = x * mask, about 1 - rate kept.
       Tensor x = uniform(Shape{32, 32}, 1, -2.f, 2.f);
-      auto out = run_single_op("dropout", Attrs{{"rate", 0.25}, {"seed", int64_t(4)}}, {x}, backend);
+      auto out =
+          run_single_op("dropout", Attrs{{"rate", 0.25}, {"seed", int64_t(4)}}, {x}, backend);
       auto xv = x.to_vector(), y = out[0].to_vector(), m = out[1].to_vector();
       int kept = 0;
       for (size_t i = 0; i < xv.size(); ++i) {
@@ -301,10 +333,13 @@ TEST(KnownValues, RandomOpsKeepTheirDefinitions) {
     const int64_t N = 16, H = 4, W = 5, C = 2;
     Tensor img = uniform(Shape{N, H, W, C}, 2, 0.f, 1.f);
     const float* x = img.data<float>();
-    auto at = [&](int64_t n, int64_t i, int64_t j, int64_t c) { return x[((n * H + i) * W + j) * C + c]; };
+    auto at = [&](int64_t n, int64_t i, int64_t j, int64_t c) {
+      return x[((n * H + i) * W + j) * C + c];
+    };
     for (const std::string mode : {"horizontal", "vertical", "horizontal_and_vertical"}) {
       SCOPED_TRACE(mode);
-      auto out = run_single_op("image_random_flip", Attrs{{"mode", mode}, {"seed", int64_t(3)}}, {img}, backend);
+      auto out = run_single_op("image_random_flip", Attrs{{"mode", mode}, {"seed", int64_t(3)}},
+                               {img}, backend);
       ASSERT_EQ(out[1].shape(), (Shape{N, 2}));
       const float* f = out[1].data<float>();
       const float* y = out[0].data<float>();
@@ -319,7 +354,8 @@ TEST(KnownValues, RandomOpsKeepTheirDefinitions) {
         for (int64_t i = 0; i < H; ++i)
           for (int64_t j = 0; j < W; ++j)
             for (int64_t c = 0; c < C; ++c)
-              ASSERT_EQ(y[((n * H + i) * W + j) * C + c], at(n, v ? H - 1 - i : i, h ? W - 1 - j : j, c))
+              ASSERT_EQ(y[((n * H + i) * W + j) * C + c],
+                        at(n, v ? H - 1 - i : i, h ? W - 1 - j : j, c))
                   << "image " << n;
       }
       if (mode != "vertical") EXPECT_GT(flipped[0], 0);
@@ -327,9 +363,10 @@ TEST(KnownValues, RandomOpsKeepTheirDefinitions) {
       if (mode != "vertical") EXPECT_LT(flipped[0], N);
     }
     {  // random crop: integer offsets inside the image, y = the window there.
-      auto out = run_single_op("image_random_crop",
-                               Attrs{{"height", int64_t(2)}, {"width", int64_t(3)}, {"seed", int64_t(8)}},
-                               {img}, backend);
+      auto out =
+          run_single_op("image_random_crop",
+                        Attrs{{"height", int64_t(2)}, {"width", int64_t(3)}, {"seed", int64_t(8)}},
+                        {img}, backend);
       const float* o = out[1].data<float>();
       const float* y = out[0].data<float>();
       std::set<std::pair<int, int>> seen;
@@ -341,13 +378,16 @@ TEST(KnownValues, RandomOpsKeepTheirDefinitions) {
         for (int64_t i = 0; i < 2; ++i)
           for (int64_t j = 0; j < 3; ++j)
             for (int64_t c = 0; c < C; ++c)
-              ASSERT_EQ(y[((n * 2 + i) * 3 + j) * C + c], at(n, int64_t(top) + i, int64_t(left) + j, c));
+              ASSERT_EQ(y[((n * 2 + i) * 3 + j) * C + c],
+                        at(n, int64_t(top) + i, int64_t(left) + j, c));
       }
       EXPECT_GT(seen.size(), 1u);
     }
     {  // random contrast: factor in [1 - lower, 1 + upper]; y = clip((x - mean) f + mean).
       auto out = run_single_op("image_random_contrast",
-                               Attrs{{"lower", 0.5}, {"upper", 0.75}, {"value_range", std::vector<double>{0.1, 0.9}},
+                               Attrs{{"lower", 0.5},
+                                     {"upper", 0.75},
+                                     {"value_range", std::vector<double>{0.1, 0.9}},
                                      {"seed", int64_t(6)}},
                                {img}, backend);
       const float* f = out[1].data<float>();
@@ -369,7 +409,9 @@ TEST(KnownValues, RandomOpsKeepTheirDefinitions) {
     }
     {  // random brightness: delta / (hi - lo) in [lower, upper]; y = clip(x + delta).
       auto out = run_single_op("image_random_brightness",
-                               Attrs{{"lower", -0.25}, {"upper", 0.5}, {"value_range", std::vector<double>{0.0, 2.0}},
+                               Attrs{{"lower", -0.25},
+                                     {"upper", 0.5},
+                                     {"value_range", std::vector<double>{0.0, 2.0}},
                                      {"seed", int64_t(7)}},
                                {img}, backend);
       const float* d = out[1].data<float>();
@@ -377,14 +419,17 @@ TEST(KnownValues, RandomOpsKeepTheirDefinitions) {
       for (int64_t n = 0; n < N; ++n) {
         ASSERT_TRUE(d[n] >= -0.5f - 1e-6f && d[n] <= 1.0f + 1e-6f) << d[n];
         for (int64_t k = 0; k < H * W * C; ++k)
-          ASSERT_NEAR(y[n * H * W * C + k], std::clamp(x[n * H * W * C + k] + d[n], 0.f, 2.f), 1e-6f);
+          ASSERT_NEAR(y[n * H * W * C + k], std::clamp(x[n * H * W * C + k] + d[n], 0.f, 2.f),
+                      1e-6f);
       }
     }
     {  // random affine (rotation only): Keras's rotation matrix for an angle in the range, and
        // y = image_affine_transform(x, the reported matrix) (that op has known values).
       const double f = 0.2;
-      Attrs a{{"rotation", std::vector<double>{-f, f}}, {"fill_mode", "constant"},
-              {"interpolation", "bilinear"}, {"seed", int64_t(9)}};
+      Attrs a{{"rotation", std::vector<double>{-f, f}},
+              {"fill_mode", "constant"},
+              {"interpolation", "bilinear"},
+              {"seed", int64_t(9)}};
       auto out = run_single_op("image_random_affine", a, {img}, backend);
       const float* t = out[1].data<float>();
       for (int64_t n = 0; n < N; ++n) {
@@ -392,9 +437,11 @@ TEST(KnownValues, RandomOpsKeepTheirDefinitions) {
         double ang = std::atan2(double(m[3]), double(m[0]));
         EXPECT_LE(std::fabs(ang), f * 2 * M_PI + 1e-5);
         double c = std::cos(ang), s = std::sin(ang);
-        double xo = ((W - 1) - (c * (W - 1) - s * (H - 1))) / 2, yo = ((H - 1) - (s * (W - 1) + c * (H - 1))) / 2;
+        double xo = ((W - 1) - (c * (W - 1) - s * (H - 1))) / 2,
+               yo = ((H - 1) - (s * (W - 1) + c * (H - 1))) / 2;
         const double want[8] = {c, -s, xo, s, c, yo, 0, 0};
-        for (int k = 0; k < 8; ++k) EXPECT_NEAR(m[k], want[k], 1e-5) << "image " << n << " entry " << k;
+        for (int k = 0; k < 8; ++k)
+          EXPECT_NEAR(m[k], want[k], 1e-5) << "image " << n << " entry " << k;
       }
       Attrs fa{{"fill_mode", "constant"}, {"interpolation", "bilinear"}};
       auto replay = run_single_op("image_affine_transform", fa, {img, out[1]}, backend);

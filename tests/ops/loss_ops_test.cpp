@@ -44,13 +44,16 @@ Tensor logits23() { return Tensor::from_vector(Shape{2, 3}, {1, 2, 3, 0, 0, 0});
 
 TEST(LossOps, SparseCrossEntropyKnownValues) {
   for (const char* b : kBackends) {
-    auto r = run_op("sparse_softmax_cross_entropy", {logits23(), Tensor::from_vector_i32(Shape{2}, {2, 0})}, {}, b);
+    auto r = run_op("sparse_softmax_cross_entropy",
+                    {logits23(), Tensor::from_vector_i32(Shape{2}, {2, 0})}, {}, b);
     expect_near(r[0], {0.40760596f, 1.09861229f});
     // Keras label smoothing: targets = onehot * 0.9 + 0.1 / 3.
-    r = run_op("sparse_softmax_cross_entropy", {logits23(), Tensor::from_vector_i32(Shape{2}, {2, 0})},
+    r = run_op("sparse_softmax_cross_entropy",
+               {logits23(), Tensor::from_vector_i32(Shape{2}, {2, 0})},
                Attrs{{"label_smoothing", 0.1}}, b);
     expect_near(r[0], {0.50760596f, 1.09861229f});
-    auto d = run_op("softmax_cross_entropy", {logits23(), Tensor::from_vector(Shape{2, 3}, {0, 0, 1, 1, 0, 0})},
+    auto d = run_op("softmax_cross_entropy",
+                    {logits23(), Tensor::from_vector(Shape{2, 3}, {0, 0, 1, 1, 0, 0})},
                     Attrs{{"label_smoothing", 0.1}}, b);
     expect_near(d[0], r[0]);
   }
@@ -73,10 +76,12 @@ TEST(LossOps, SparseCrossEntropyGradientIsSoftmaxMinusOnehot) {
 
 TEST(LossOps, LabelsOutOfRangeThrowWithRowAndRange) {
   for (const char* b : kBackends) {
-    for (auto [labels, msg] : {std::pair{std::vector<int32_t>{0, 5}, "(label 5 at row 1, expected [0, 3))"},
-                               std::pair{std::vector<int32_t>{-1, 0}, "(label -1 at row 0, expected [0, 3))"}}) {
+    for (auto [labels, msg] :
+         {std::pair{std::vector<int32_t>{0, 5}, "(label 5 at row 1, expected [0, 3))"},
+          std::pair{std::vector<int32_t>{-1, 0}, "(label -1 at row 0, expected [0, 3))"}}) {
       try {
-        run_op("sparse_softmax_cross_entropy", {logits23(), Tensor::from_vector_i32(Shape{2}, labels)}, {}, b);
+        run_op("sparse_softmax_cross_entropy",
+               {logits23(), Tensor::from_vector_i32(Shape{2}, labels)}, {}, b);
         FAIL() << "expected an error on " << b;
       } catch (const Error& e) {
         std::string w = e.what();
@@ -89,8 +94,10 @@ TEST(LossOps, LabelsOutOfRangeThrowWithRowAndRange) {
 
 TEST(LossOps, SigmoidCrossEntropyKnownValues) {
   for (const char* b : kBackends) {
-    auto r = run_op("sigmoid_cross_entropy", {Tensor::from_vector(Shape{4}, {0, 2, -3, 1}),
-                                              Tensor::from_vector(Shape{4}, {1, 0, 1, 0.25f})}, {}, b);
+    auto r = run_op("sigmoid_cross_entropy",
+                    {Tensor::from_vector(Shape{4}, {0, 2, -3, 1}),
+                     Tensor::from_vector(Shape{4}, {1, 0, 1, 0.25f})},
+                    {}, b);
     expect_near(r[0], {0.69314718f, 2.12692801f, 3.04858735f, 1.06326169f});
   }
 }
@@ -98,12 +105,17 @@ TEST(LossOps, SigmoidCrossEntropyKnownValues) {
 TEST(LossOps, Metrics) {
   Tensor pred = Tensor::from_vector(Shape{2, 3}, {0.1f, 0.7f, 0.2f, 0.5f, 0.4f, 0.1f});
   for (const char* b : kBackends) {
-    expect_near(run_op("sparse_categorical_accuracy", {pred, Tensor::from_vector_i32(Shape{2}, {1, 2})}, {}, b)[0], {1, 0});
-    expect_near(run_op("categorical_accuracy", {pred, Tensor::from_vector(Shape{2, 3}, {0, 0, 1, 1, 0, 0})}, {}, b)[0], {0, 1});
+    expect_near(run_op("sparse_categorical_accuracy",
+                       {pred, Tensor::from_vector_i32(Shape{2}, {1, 2})}, {}, b)[0],
+                {1, 0});
+    expect_near(run_op("categorical_accuracy",
+                       {pred, Tensor::from_vector(Shape{2, 3}, {0, 0, 1, 1, 0, 0})}, {}, b)[0],
+                {0, 1});
     Tensor lab = Tensor::from_vector_i32(Shape{2}, {2, 1});
     expect_near(run_op("in_top_k", {pred, lab}, Attrs{{"k", 2}}, b)[0], {1, 1});
     expect_near(run_op("in_top_k", {pred, lab}, Attrs{{"k", 1}}, b)[0], {0, 0});
-    Tensor p = Tensor::from_vector(Shape{4}, {0.9f, 0.2f, 0.4f, 0.7f}), t = Tensor::from_vector(Shape{4}, {1, 0, 1, 0});
+    Tensor p = Tensor::from_vector(Shape{4}, {0.9f, 0.2f, 0.4f, 0.7f}),
+           t = Tensor::from_vector(Shape{4}, {1, 0, 1, 0});
     expect_near(run_op("binary_accuracy", {p, t}, {}, b)[0], {1, 1, 0, 0});
     expect_near(run_op("binary_accuracy", {p, t}, Attrs{{"threshold", 0.3}}, b)[0], {1, 1, 1, 0});
   }
@@ -150,7 +162,9 @@ TEST(ElementwiseOps, BroadcastErrorsNameShapes) {
     g.add("add", {a, b}, {}, "plus");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("shapes (2, 3) and (4,) cannot be broadcast"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("shapes (2, 3) and (4,) cannot be broadcast"),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -160,8 +174,8 @@ struct DropoutRun {
   std::vector<float> y, mask;
 };
 
-DropoutRun dropout(const Tensor& x, double rate, const char* backend, uint64_t step, uint32_t replica = 0,
-                   int threads = 0) {
+DropoutRun dropout(const Tensor& x, double rate, const char* backend, uint64_t step,
+                   uint32_t replica = 0, int threads = 0) {
   Graph g;
   Value in = g.input({DType::f32, x.shape()}, "x");
   auto outs = g.add_multi("dropout", {in}, Attrs{{"rate", rate}, {"seed", 42}});
@@ -194,8 +208,8 @@ TEST(DropoutOp, DeterministicRateAndScale) {
     dropped += m == 0.f;
   }
   EXPECT_NEAR(double(dropped) / double(n), 0.3, 0.01);
-  EXPECT_NE(dropout(x, 0.3, "cpu", 6).mask, ref.mask);       // a new step draws a new mask
-  EXPECT_NE(dropout(x, 0.3, "cpu", 5, 1).mask, ref.mask);    // so does another replica
+  EXPECT_NE(dropout(x, 0.3, "cpu", 6).mask, ref.mask);     // a new step draws a new mask
+  EXPECT_NE(dropout(x, 0.3, "cpu", 5, 1).mask, ref.mask);  // so does another replica
   auto zero = dropout(x, 0.0, "cpu", 5);
   EXPECT_EQ(zero.y, x.to_vector());
 }
@@ -219,7 +233,9 @@ TEST(CpuKernels, HotPathHasNoReferenceFallback) {
   Value x = g.input({DType::f32, Shape{8, 4, 4, 3}}, "x");
   Value labels = g.input({DType::i32, Shape{8}}, "labels");
   auto bias = std::make_shared<Variable>(Variable{"b", Tensor::zeros(Shape{3}), true});
-  Value h = g.add("relu", {g.add("bias_add", {g.add("scale_shift", {x}, Attrs{{"scale", 0.5}}), g.variable(bias)})});
+  Value h = g.add(
+      "relu",
+      {g.add("bias_add", {g.add("scale_shift", {x}, Attrs{{"scale", 0.5}}), g.variable(bias)})});
   Value d = g.add_multi("dropout", {h}, Attrs{{"rate", 0.25}})[0];
   Value logits = g.add("reshape", {d}, Attrs{{"shape", std::vector<int64_t>{8, 48}}});
   Value loss = g.add("reduce_mean", {g.add("sparse_softmax_cross_entropy", {logits, labels})});
@@ -256,6 +272,7 @@ TEST(CpuKernels, HotPathHasNoReferenceFallback) {
   Executable e2(g2, {in}, {out}, CompileOptions{.backend = "cpu"});
   bool named = false;
   for (const std::string& line : e2.report())
-    named = named || (line.find("fallback") != std::string::npos && line.find(" concat ") != std::string::npos);
+    named = named || (line.find("fallback") != std::string::npos &&
+                      line.find(" concat ") != std::string::npos);
   EXPECT_TRUE(named) << "concat runs on the reference kernel but the report does not say so";
 }

@@ -26,11 +26,20 @@ static Tensor make_input(const OpInput& in, uint64_t seed) {
   for (int64_t i = 0; i < n; ++i) {
     float v = in.values.empty() ? rng.uniform(in.lo, in.hi) : in.values[i];
     switch (in.dtype) {
-      case DType::f32: t.data<float>()[i] = v; break;
-      case DType::i32: t.data<int32_t>()[i] = int32_t(std::floor(v)); break;
-      case DType::i64: t.data<int64_t>()[i] = int64_t(std::floor(v)); break;
-      case DType::u8: t.data<uint8_t>()[i] = uint8_t(std::floor(v)); break;
-      default: LS_FAIL("unsupported dtype in op case");
+      case DType::f32:
+        t.data<float>()[i] = v;
+        break;
+      case DType::i32:
+        t.data<int32_t>()[i] = int32_t(std::floor(v));
+        break;
+      case DType::i64:
+        t.data<int64_t>()[i] = int64_t(std::floor(v));
+        break;
+      case DType::u8:
+        t.data<uint8_t>()[i] = uint8_t(std::floor(v));
+        break;
+      default:
+        LS_FAIL("unsupported dtype in op case");
     }
   }
   return t;
@@ -83,7 +92,8 @@ std::vector<Tensor> run_single_op(const std::string& op, const Attrs& attrs,
 }
 
 static std::vector<std::vector<float>> run(Built& b, const std::vector<Tensor>& ins,
-                                           const std::string& backend, const std::vector<Value>& outs) {
+                                           const std::string& backend,
+                                           const std::vector<Value>& outs) {
   std::vector<std::vector<float>> r;
   for (const Tensor& t : run_graph(b.g, b.inputs, outs, ins, backend)) r.push_back(t.to_vector());
   return r;
@@ -126,7 +136,9 @@ std::string run_grad_check(const OpCase& c) {
   Value prod = b.g.add("mul", {b.out, w});
   std::vector<int64_t> all;
   for (int i = 0; i < ot.shape.rank(); ++i) all.push_back(i);
-  Value loss = ot.shape.rank() ? b.g.add("reduce_sum", {prod}, Attrs{{"axes", all}, {"keepdims", false}}) : prod;
+  Value loss = ot.shape.rank()
+                   ? b.g.add("reduce_sum", {prod}, Attrs{{"axes", all}, {"keepdims", false}})
+                   : prod;
   std::vector<Value> wrt;
   std::vector<int> wrt_idx;
   for (size_t i = 0; i < c.inputs.size(); ++i)

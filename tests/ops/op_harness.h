@@ -15,7 +15,7 @@ namespace lockstep::testing {
 struct OpInput {
   Shape shape;
   DType dtype = DType::f32;
-  float lo = -1.f, hi = 1.f;  // uniform init range (ints: [lo, hi) integers)
+  float lo = -1.f, hi = 1.f;   // uniform init range (ints: [lo, hi) integers)
   bool differentiable = true;  // checked by finite differences (f32 only)
   std::vector<float> values;   // explicit values instead of random (optional)
 };
@@ -41,8 +41,8 @@ struct OpCaseRegistrar {
   }
 };
 
-#define LS_OP_CASES(id) \
-  static std::vector<::lockstep::testing::OpCase> ls_cases_##id(); \
+#define LS_OP_CASES(id)                                                        \
+  static std::vector<::lockstep::testing::OpCase> ls_cases_##id();             \
   static ::lockstep::testing::OpCaseRegistrar ls_case_reg_##id(ls_cases_##id); \
   static std::vector<::lockstep::testing::OpCase> ls_cases_##id()
 

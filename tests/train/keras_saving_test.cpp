@@ -33,7 +33,8 @@ Tensor inputs(Shape s, uint64_t seed) {
 float max_abs_diff(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.shape(), b.shape());
   float m = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::abs(a.data<float>()[i] - b.data<float>()[i]));
+  for (int64_t i = 0; i < a.numel(); ++i)
+    m = std::max(m, std::abs(a.data<float>()[i] - b.data<float>()[i]));
   return m;
 }
 
@@ -62,7 +63,8 @@ Model sequential_model() {
 void perturb_stats(Model& m) {
   for (auto& w : m.weights()) {
     Tensor t = inputs(w->value.shape(), w->name.size());
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::abs(t.data<float>()[i]) + 0.5f;
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.data<float>()[i] = std::abs(t.data<float>()[i]) + 0.5f;
     if (w->name.find("moving") != std::string::npos || w->name.find("gamma") != std::string::npos)
       w->value.copy_from(t);
   }
@@ -193,8 +195,9 @@ TEST(KerasFiles, WeightsH5UsesKerasLayoutAndRoundTrips) {
   m.save_weights(path);
   std::set<std::string> names;
   for (auto& t : io::read_h5_tensors(path)) names.insert(t.name);
-  for (auto* n : {"layers/conv2d/vars/0", "layers/conv2d/vars/1", "layers/batch_normalization/vars/3",
-                  "layers/dense/vars/0", "layers/dense_1/vars/1"})
+  for (auto* n :
+       {"layers/conv2d/vars/0", "layers/conv2d/vars/1", "layers/batch_normalization/vars/3",
+        "layers/dense/vars/0", "layers/dense_1/vars/1"})
     EXPECT_TRUE(names.count(n)) << n;
   Model other = functional_model();
   other.load_weights(path);
@@ -233,24 +236,26 @@ TEST(KerasFiles, BadFilesNameTheFileAndThePart) {
 }
 
 TEST(KerasConfig, AugmentationStackRoundTripsAndReadsKerasConfigs) {
-  Model m = Sequential({Input({16, 16, 3}), Resizing(12, 12), RandomFlip("horizontal", 7),
-                        RandomRotation(0.1), RandomZoom({-0.2, 0.1}), RandomTranslation(0.1, 0.2),
-                        RandomBrightness(0.2), RandomCrop(10, 10), CenterCrop(8, 8), Flatten(),
-                        Dense(2)},
-                       "augmented");
+  Model m =
+      Sequential({Input({16, 16, 3}), Resizing(12, 12), RandomFlip("horizontal", 7),
+                  RandomRotation(0.1), RandomZoom({-0.2, 0.1}), RandomTranslation(0.1, 0.2),
+                  RandomBrightness(0.2), RandomCrop(10, 10), CenterCrop(8, 8), Flatten(), Dense(2)},
+                 "augmented");
   Model again = model_from_config(m.get_config());
   EXPECT_EQ(again.get_config(), m.get_config());
   // Layer configs exactly as Keras 3.15 writes them.
-  for (const char* text : {
-           R"({"class_name": "RandomRotation", "config": {"name": "rr", "trainable": true, "data_format": "channels_last", "factor": [-0.1, 0.1], "fill_mode": "reflect", "fill_value": 0.0, "interpolation": "bilinear", "seed": null}})",
-           R"({"class_name": "RandomZoom", "config": {"name": "rz", "trainable": true, "data_format": "channels_last", "height_factor": 0.1, "width_factor": null, "fill_mode": "reflect", "interpolation": "bilinear", "seed": null, "fill_value": 0.0}})",
-           R"({"class_name": "RandomCrop", "config": {"name": "rc", "trainable": true, "data_format": "channels_last", "height": 4, "width": 4, "seed": 361625752}})",
-           R"({"class_name": "Resizing", "config": {"name": "rs", "trainable": true, "data_format": "channels_last", "height": 4, "width": 4, "interpolation": "bilinear", "crop_to_aspect_ratio": false, "pad_to_aspect_ratio": false, "fill_mode": "constant", "fill_value": 0.0, "antialias": false}})"}) {
+  for (
+      const char* text :
+      {R"({"class_name": "RandomRotation", "config": {"name": "rr", "trainable": true, "data_format": "channels_last", "factor": [-0.1, 0.1], "fill_mode": "reflect", "fill_value": 0.0, "interpolation": "bilinear", "seed": null}})",
+       R"({"class_name": "RandomZoom", "config": {"name": "rz", "trainable": true, "data_format": "channels_last", "height_factor": 0.1, "width_factor": null, "fill_mode": "reflect", "interpolation": "bilinear", "seed": null, "fill_value": 0.0}})",
+       R"({"class_name": "RandomCrop", "config": {"name": "rc", "trainable": true, "data_format": "channels_last", "height": 4, "width": 4, "seed": 361625752}})",
+       R"({"class_name": "Resizing", "config": {"name": "rs", "trainable": true, "data_format": "channels_last", "height": 4, "width": 4, "interpolation": "bilinear", "crop_to_aspect_ratio": false, "pad_to_aspect_ratio": false, "fill_mode": "constant", "fill_value": 0.0, "antialias": false}})"}) {
     LayerPtr l = layer_from_config(json::parse(text));
     EXPECT_EQ(l->class_name(), json::parse(text)["class_name"]);
   }
   std::string e = error_of([] {
-    layer_from_config(json::parse(R"({"class_name": "Resizing", "config": {"name": "rs", "height": 4, "width": 4, "antialias": true}})"));
+    layer_from_config(json::parse(
+        R"({"class_name": "Resizing", "config": {"name": "rs", "height": 4, "width": 4, "antialias": true}})"));
   });
   EXPECT_NE(e.find("Resizing 'rs': config key 'antialias'"), std::string::npos) << e;
 }

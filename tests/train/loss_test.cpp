@@ -1,4 +1,6 @@
 // Losses against hand-computed values: logits/probability paths, label smoothing, clipping.
+#include "lockstep/train/loss.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -6,7 +8,6 @@
 
 #include "lockstep/graph/autodiff.h"
 #include "lockstep/graph/executable.h"
-#include "lockstep/train/loss.h"
 
 using namespace lockstep;
 
@@ -81,8 +82,9 @@ TEST(Loss, SparseCCEAcceptsColumnLabels) {
 
 TEST(Loss, ProbabilitiesAreClippedLikeKeras) {
   // p(label) = 0 -> -log(1e-7) rather than inf.
-  auto out = run_loss(losses::SparseCategoricalCrossentropy(), Tensor::from_vector_i32(Shape{1}, {0}),
-                      Tensor::from_vector(Shape{1, 2}, {0.f, 1.f}));
+  auto out =
+      run_loss(losses::SparseCategoricalCrossentropy(), Tensor::from_vector_i32(Shape{1}, {0}),
+               Tensor::from_vector(Shape{1, 2}, {0.f, 1.f}));
   EXPECT_NEAR(out[0], -std::log(1e-7), 1e-3);
   auto bce = run_loss(losses::BinaryCrossentropy(), Tensor::from_vector(Shape{2, 1}, {1, 0}),
                       Tensor::from_vector(Shape{2, 1}, {0, 0}));
@@ -95,18 +97,21 @@ TEST(Loss, CategoricalWithLabelSmoothing) {
   for (double ls : {0.0, 0.1}) {
     for (bool logits : {true, false}) {
       auto loss = losses::CategoricalCrossentropy({.from_logits = logits, .label_smoothing = ls});
-      Tensor pred = logits ? Tensor::from_vector(Shape{3, 3}, kLogits) : softmax_rows(kLogits, 3, 3);
+      Tensor pred =
+          logits ? Tensor::from_vector(Shape{3, 3}, kLogits) : softmax_rows(kLogits, 3, 3);
       auto out = run_loss(loss, Tensor::from_vector(Shape{3, 3}, onehot), pred);
       for (int i = 0; i < 3; ++i) {
         std::vector<double> row(kLogits.begin() + 3 * i, kLogits.begin() + 3 * i + 3), t(3);
         for (int j = 0; j < 3; ++j) t[j] = onehot[3 * i + j] * (1 - ls) + ls / 3;
-        EXPECT_NEAR(out[i], xent(row, t), 1e-5) << "ls=" << ls << " logits=" << logits << " row " << i;
+        EXPECT_NEAR(out[i], xent(row, t), 1e-5)
+            << "ls=" << ls << " logits=" << logits << " row " << i;
       }
     }
   }
   // Hand-computed: row 0, ls 0.1: targets (1/30, 1/30, 28/30).
-  auto out = run_loss(losses::CategoricalCrossentropy({.from_logits = true, .label_smoothing = 0.1}),
-                      Tensor::from_vector(Shape{3, 3}, onehot), Tensor::from_vector(Shape{3, 3}, kLogits));
+  auto out =
+      run_loss(losses::CategoricalCrossentropy({.from_logits = true, .label_smoothing = 0.1}),
+               Tensor::from_vector(Shape{3, 3}, onehot), Tensor::from_vector(Shape{3, 3}, kLogits));
   EXPECT_NEAR(out[0], 0.40760596 + (2.40760596 + 1.40760596 - 2 * 0.40760596) / 30.0, 1e-5);
 }
 
@@ -148,14 +153,16 @@ TEST(Loss, MeanSquaredErrorPerSample) {
 }
 
 TEST(Loss, GetAndConfig) {
-  EXPECT_EQ(losses::get("sparse_categorical_crossentropy")->name(), "SparseCategoricalCrossentropy");
+  EXPECT_EQ(losses::get("sparse_categorical_crossentropy")->name(),
+            "SparseCategoricalCrossentropy");
   EXPECT_EQ(losses::get("SparseCategoricalCrossentropy")->name(), "SparseCategoricalCrossentropy");
   EXPECT_EQ(losses::get("categorical_crossentropy")->name(), "CategoricalCrossentropy");
   EXPECT_EQ(losses::get("binary_crossentropy")->name(), "BinaryCrossentropy");
   EXPECT_EQ(losses::get("mse")->name(), "MeanSquaredError");
   EXPECT_EQ(losses::get("mean_squared_error")->name(), "MeanSquaredError");
   EXPECT_THROW(losses::get("hinge_of_doom"), Error);
-  auto c = losses::CategoricalCrossentropy({.from_logits = true, .label_smoothing = 0.1})->get_config();
+  auto c =
+      losses::CategoricalCrossentropy({.from_logits = true, .label_smoothing = 0.1})->get_config();
   EXPECT_EQ(c["name"], "categorical_crossentropy");
   EXPECT_EQ(c["from_logits"], true);
   EXPECT_DOUBLE_EQ(c["label_smoothing"].get<double>(), 0.1);
@@ -172,7 +179,8 @@ TEST(Loss, GradientOfProbabilityPathIsFinite) {
   Value yt = g.input({DType::i32, Shape{2}}, "y");
   Value yp = g.input({DType::f32, Shape{2, 3}}, "p");
   Value per = losses::SparseCategoricalCrossentropy()->per_sample(g, yt, yp);
-  Value l = g.add("reduce_mean", {per}, Attrs{{"axes", std::vector<int64_t>{}}, {"keepdims", false}});
+  Value l =
+      g.add("reduce_mean", {per}, Attrs{{"axes", std::vector<int64_t>{}}, {"keepdims", false}});
   std::vector<Value> grads;
   ASSERT_NO_THROW(grads = gradients(g, l, {yp}));
   // Rows do not sum to 1, so the normalisation shows in the gradient.
@@ -222,7 +230,8 @@ TEST(Loss, MaeHuberAndKLDivergencePerSample) {
     auto h1 = run_loss(losses::Huber(), yt, yp, backend);
     auto h2 = run_loss(losses::Huber(2.0), yt, yp, backend);
     for (int i = 0; i < 2; ++i) {
-      double e0 = p[size_t(2 * i)] - t[size_t(2 * i)], e1 = p[size_t(2 * i + 1)] - t[size_t(2 * i + 1)];
+      double e0 = p[size_t(2 * i)] - t[size_t(2 * i)],
+             e1 = p[size_t(2 * i + 1)] - t[size_t(2 * i + 1)];
       EXPECT_NEAR(mae[size_t(i)], (std::fabs(e0) + std::fabs(e1)) / 2, 1e-6) << backend;
       EXPECT_NEAR(h1[size_t(i)], (huber(e0, 1) + huber(e1, 1)) / 2, 1e-6) << backend;
       EXPECT_NEAR(h2[size_t(i)], (huber(e0, 2) + huber(e1, 2)) / 2, 1e-6) << backend;
@@ -261,8 +270,8 @@ TEST(Loss, FocalCrossentropiesPerSample) {
   for (size_t i = 0; i < p.size(); ++i) logits[i] = float(std::log(p[i] / (1 - p[i])));
   for (const std::string backend : {"reference", "cpu"}) {
     auto plain = run_loss(losses::get("binary_focal_crossentropy"), yt, yp, backend);
-    auto balanced = run_loss(losses::BinaryFocalCrossentropy({.apply_class_balancing = true,
-                                                              .alpha = 0.4, .gamma = 1.5}),
+    auto balanced = run_loss(losses::BinaryFocalCrossentropy(
+                                 {.apply_class_balancing = true, .alpha = 0.4, .gamma = 1.5}),
                              yt, yp, backend);
     auto from_logits = run_loss(losses::BinaryFocalCrossentropy({.from_logits = true}), yt,
                                 Tensor::from_vector(Shape{2, 2}, logits), backend);
@@ -273,7 +282,8 @@ TEST(Loss, FocalCrossentropiesPerSample) {
     }
   }
   // Categorical: the second row sums to 0.8 and is normalised first.
-  const std::vector<float> onehot = {0, 1, 0, 1, 0, 0}, probs = {0.2f, 0.5f, 0.3f, 0.6f, 0.1f, 0.1f};
+  const std::vector<float> onehot = {0, 1, 0, 1, 0, 0},
+                           probs = {0.2f, 0.5f, 0.3f, 0.6f, 0.1f, 0.1f};
   auto categorical = [&](int i, double alpha, double gamma) {
     double total = 0, loss = 0;
     for (int j = 0; j < 3; ++j) total += probs[size_t(3 * i + j)];

@@ -1,10 +1,11 @@
 // Metrics accumulate total/count across batches through assign_add side effects.
+#include "lockstep/train/metric.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "lockstep/graph/executable.h"
-#include "lockstep/train/metric.h"
 
 using namespace lockstep;
 
@@ -12,7 +13,8 @@ namespace {
 
 // Compiles metric->update for fixed shapes and runs it once per batch.
 struct MetricRunner {
-  MetricRunner(MetricPtr m, TensorType yt_type, TensorType yp_type, const std::string& backend = "reference")
+  MetricRunner(MetricPtr m, TensorType yt_type, TensorType yp_type,
+               const std::string& backend = "reference")
       : metric(std::move(m)) {
     Value yt = g.input(yt_type, "y_true");
     Value yp = g.input(yp_type, "y_pred");
@@ -41,8 +43,8 @@ TEST(Metric, SparseCategoricalAccuracyOverTwoBatches) {
     EXPECT_EQ(r.metric->variables()[0]->name, "sparse_categorical_accuracy/total");
     EXPECT_EQ(r.metric->variables()[1]->name, "sparse_categorical_accuracy/count");
     EXPECT_FALSE(r.metric->variables()[0]->trainable);
-    Tensor pred = Tensor::from_vector(Shape{4, 3}, {0.1f, 0.8f, 0.1f, 0.7f, 0.2f, 0.1f,
-                                                    0.2f, 0.3f, 0.5f, 0.3f, 0.3f, 0.4f});
+    Tensor pred = Tensor::from_vector(
+        Shape{4, 3}, {0.1f, 0.8f, 0.1f, 0.7f, 0.2f, 0.1f, 0.2f, 0.3f, 0.5f, 0.3f, 0.3f, 0.4f});
     // argmax = 1, 0, 2, 2
     r.run(Tensor::from_vector_i32(Shape{4}, {1, 0, 2, 0}), pred);  // 3/4
     EXPECT_FLOAT_EQ(r.metric->result(), 0.75f) << backend;
@@ -59,28 +61,35 @@ TEST(Metric, SparseCategoricalAccuracyOverTwoBatches) {
 TEST(Metric, CategoricalBinaryTopKAndMse) {
   Tensor pred = Tensor::from_vector(Shape{2, 3}, {0.1f, 0.6f, 0.3f, 0.5f, 0.2f, 0.3f});
   {
-    MetricRunner r(metrics::CategoricalAccuracy(), {DType::f32, Shape{2, 3}}, {DType::f32, Shape{2, 3}});
+    MetricRunner r(metrics::CategoricalAccuracy(), {DType::f32, Shape{2, 3}},
+                   {DType::f32, Shape{2, 3}});
     r.run(Tensor::from_vector(Shape{2, 3}, {0, 1, 0, 0, 0, 1}), pred);  // 1/2
     r.run(Tensor::from_vector(Shape{2, 3}, {0, 1, 0, 1, 0, 0}), pred);  // 2/2
     EXPECT_FLOAT_EQ(r.metric->result(), 0.75f);
   }
   {
-    MetricRunner r(metrics::SparseTopKCategoricalAccuracy(2), {DType::i32, Shape{2}}, {DType::f32, Shape{2, 3}});
+    MetricRunner r(metrics::SparseTopKCategoricalAccuracy(2), {DType::i32, Shape{2}},
+                   {DType::f32, Shape{2, 3}});
     r.run(Tensor::from_vector_i32(Shape{2}, {2, 1}), pred);  // top2: {1,2} has 2; {0,2} lacks 1
     r.run(Tensor::from_vector_i32(Shape{2}, {0, 0}), pred);  // no; yes
     EXPECT_FLOAT_EQ(r.metric->result(), 0.5f);
   }
   {
     MetricRunner r(metrics::BinaryAccuracy(), {DType::f32, Shape{4}}, {DType::f32, Shape{4, 1}});
-    r.run(Tensor::from_vector(Shape{4}, {1, 0, 1, 0}), Tensor::from_vector(Shape{4, 1}, {0.9f, 0.2f, 0.4f, 0.7f}));
-    r.run(Tensor::from_vector(Shape{4}, {1, 1, 1, 1}), Tensor::from_vector(Shape{4, 1}, {0.9f, 0.6f, 0.4f, 0.7f}));
+    r.run(Tensor::from_vector(Shape{4}, {1, 0, 1, 0}),
+          Tensor::from_vector(Shape{4, 1}, {0.9f, 0.2f, 0.4f, 0.7f}));
+    r.run(Tensor::from_vector(Shape{4}, {1, 1, 1, 1}),
+          Tensor::from_vector(Shape{4, 1}, {0.9f, 0.6f, 0.4f, 0.7f}));
     EXPECT_FLOAT_EQ(r.metric->result(), 5.f / 8.f);
   }
   {
-    MetricRunner r(metrics::get("mse", "MeanSquaredError"), {DType::f32, Shape{2, 2}}, {DType::f32, Shape{2, 2}});
+    MetricRunner r(metrics::get("mse", "MeanSquaredError"), {DType::f32, Shape{2, 2}},
+                   {DType::f32, Shape{2, 2}});
     EXPECT_EQ(r.metric->name(), "mse");
-    r.run(Tensor::from_vector(Shape{2, 2}, {0, 0, 0, 0}), Tensor::from_vector(Shape{2, 2}, {1, 1, 2, 2}));
-    r.run(Tensor::from_vector(Shape{2, 2}, {0, 0, 0, 0}), Tensor::from_vector(Shape{2, 2}, {0, 0, 3, 3}));
+    r.run(Tensor::from_vector(Shape{2, 2}, {0, 0, 0, 0}),
+          Tensor::from_vector(Shape{2, 2}, {1, 1, 2, 2}));
+    r.run(Tensor::from_vector(Shape{2, 2}, {0, 0, 0, 0}),
+          Tensor::from_vector(Shape{2, 2}, {0, 0, 3, 3}));
     EXPECT_FLOAT_EQ(r.metric->result(), (1 + 4 + 0 + 9) / 4.f);
   }
   {
@@ -158,7 +167,7 @@ Counts confusion(const std::vector<float>& y, const std::vector<float>& p, int64
 }
 
 const std::vector<float> kMultiLabel = {1, 0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0};
-const std::vector<float> kScores = {0.7f, 0.6f, 0.1f, 0.4f, 0.9f, 0.3f,
+const std::vector<float> kScores = {0.7f, 0.6f,  0.1f, 0.4f,  0.9f,  0.3f,
                                     0.2f, 0.35f, 0.8f, 0.55f, 0.45f, 0.05f};
 
 }  // namespace
@@ -213,7 +222,7 @@ TEST(Metric, TopKCategoricalAccuracyTakesOneHotLabels) {
   EXPECT_EQ(r.metric->name(), "top_k_categorical_accuracy");
   bool uses_in_top_k = false;
   for (auto& n : r.g.nodes()) uses_in_top_k |= n.op == "in_top_k";
-  EXPECT_FALSE(uses_in_top_k);  // not the sparse variant
+  EXPECT_FALSE(uses_in_top_k);                                        // not the sparse variant
   r.run(Tensor::from_vector(Shape{2, 3}, {0, 0, 1, 0, 1, 0}), pred);  // k=5 of 3 classes: all hit
   EXPECT_FLOAT_EQ(r.metric->result(), 1.f);
   MetricRunner k2(metrics::TopKCategoricalAccuracy(2), {DType::f32, Shape{2, 3}},
@@ -231,8 +240,10 @@ TEST(Metric, TopKCategoricalAccuracyTakesOneHotLabels) {
 
 TEST(Metric, MeanAbsoluteError) {
   MetricRunner r(metrics::get("mae", "mse"), {DType::f32, Shape{2, 2}}, {DType::f32, Shape{2, 2}});
-  r.run(Tensor::from_vector(Shape{2, 2}, {0, 1, 2, 3}), Tensor::from_vector(Shape{2, 2}, {1, 1, 0, 0}));
-  r.run(Tensor::from_vector(Shape{2, 2}, {0, 0, 0, 0}), Tensor::from_vector(Shape{2, 2}, {-1, 1, 0.5f, 0.5f}));
+  r.run(Tensor::from_vector(Shape{2, 2}, {0, 1, 2, 3}),
+        Tensor::from_vector(Shape{2, 2}, {1, 1, 0, 0}));
+  r.run(Tensor::from_vector(Shape{2, 2}, {0, 0, 0, 0}),
+        Tensor::from_vector(Shape{2, 2}, {-1, 1, 0.5f, 0.5f}));
   // per-sample means: (1 + 0) / 2, (2 + 3) / 2, (1 + 1) / 2, (0.5 + 0.5) / 2
   EXPECT_FLOAT_EQ(r.metric->result(), (0.5f + 2.5f + 1.f + 0.5f) / 4.f);
 }
@@ -261,7 +272,8 @@ TEST(Metric, F1AndFBetaScoreAverages) {
       return score(tp[0] + tp[1] + tp[2], fp[0] + fp[1] + fp[2], fn[0] + fn[1] + fn[2], beta);
     double total = 0, mass_sum = mass[0] + mass[1] + mass[2];
     for (size_t c = 0; c < 3; ++c)
-      total += score(tp[c], fp[c], fn[c], beta) * (average == "weighted" ? mass[c] / mass_sum : 1.0 / 3);
+      total +=
+          score(tp[c], fp[c], fn[c], beta) * (average == "weighted" ? mass[c] / mass_sum : 1.0 / 3);
     return total;
   };
   Tensor y = Tensor::from_vector(Shape{4, 3}, kMultiLabel);
@@ -287,8 +299,8 @@ TEST(Metric, F1AndFBetaScoreAverages) {
 
 TEST(Metric, ConfusionMatrixCountsTrueByPredicted) {
   // labels 0 1 2 1, predicted (argmax of the scores) 0 2 2 0 -> (0,0) (1,2) (2,2) (1,0).
-  Tensor scores = Tensor::from_vector(Shape{4, 3}, {0.8f, 0.1f, 0.1f, 0.2f, 0.3f, 0.5f,
-                                                    0.1f, 0.1f, 0.8f, 0.6f, 0.3f, 0.1f});
+  Tensor scores = Tensor::from_vector(
+      Shape{4, 3}, {0.8f, 0.1f, 0.1f, 0.2f, 0.3f, 0.5f, 0.1f, 0.1f, 0.8f, 0.6f, 0.3f, 0.1f});
   Tensor cm = metrics::confusion_matrix(Tensor::from_vector_i32(Shape{4}, {0, 1, 2, 1}), scores);
   EXPECT_EQ(cm.shape(), (Shape{3, 3}));
   EXPECT_EQ(cm.to_vector(), (std::vector<float>{1, 0, 0, 1, 0, 1, 0, 0, 1}));

@@ -7,8 +7,8 @@
 
 #include "lockstep/core/allocator.h"
 #include "lockstep/lockstep.h"
-#include "train/program.h"
 #include "test_util.h"
+#include "train/program.h"
 
 using namespace lockstep;
 

@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "lockstep/nn/layers.h"
-#include "lockstep/train/model.h"
 #include "lockstep/train/loss.h"
+#include "lockstep/train/model.h"
 #include "lockstep/train/optimizer.h"
 #include "lockstep/train/progress.h"
 
@@ -52,7 +52,8 @@ TEST(Progress, NonTtyVerbose1PrintsOnlyFinalLine) {
     for (int s = 1; s <= 469; ++s) b.update(s, kLogs);
     b.finish(kLogs);
   });
-  std::regex want(R"(469/469 \[==============================\] - \d+s \d+(us|ms|s)/step - loss: 0\.4321 - accuracy: 0\.8452\n)");
+  std::regex want(
+      R"(469/469 \[==============================\] - \d+s \d+(us|ms|s)/step - loss: 0\.4321 - accuracy: 0\.8452\n)");
   EXPECT_TRUE(std::regex_match(out, want)) << out;
 }
 
@@ -61,7 +62,8 @@ TEST(Progress, PartialBarAndPadding) {
     b.update(3, kLogs);
     b.finish(kLogs);  // stopped early: shows 3/10
   });
-  std::regex want(R"( 3/10 \[========>\.{21}\] - \d+s \d+(us|ms|s)/step - loss: 0\.4321 - accuracy: 0\.8452\n)");
+  std::regex want(
+      R"( 3/10 \[========>\.{21}\] - \d+s \d+(us|ms|s)/step - loss: 0\.4321 - accuracy: 0\.8452\n)");
   EXPECT_TRUE(std::regex_match(out, want)) << out;
 }
 
@@ -71,17 +73,28 @@ TEST(Progress, Verbose2OneLinePerEpoch) {
     for (int s = 1; s <= 469; ++s) b.update(s, logs);
     b.finish(logs);
   });
-  std::regex want(R"(469/469 - \d+s - loss: 0\.4321 - accuracy: 0\.8452 - val_loss: 1\.0000e-04 - val_accuracy: 0\.9000 - \d+(us|ms|s)/epoch - \d+(us|ms|s)/step\n)");
+  std::regex want(
+      R"(469/469 - \d+s - loss: 0\.4321 - accuracy: 0\.8452 - val_loss: 1\.0000e-04 - val_accuracy: 0\.9000 - \d+(us|ms|s)/epoch - \d+(us|ms|s)/step\n)");
   EXPECT_TRUE(std::regex_match(out, want)) << out;
 }
 
 TEST(Progress, Verbose0Silent) {
-  EXPECT_EQ(capture(5, 0, [](ProgressBar& b) { b.update(5, kLogs); b.finish(kLogs); }), "");
+  EXPECT_EQ(capture(5, 0,
+                    [](ProgressBar& b) {
+                      b.update(5, kLogs);
+                      b.finish(kLogs);
+                    }),
+            "");
 }
 
 TEST(Progress, UnknownTarget) {
-  std::string out = capture(0, 1, [](ProgressBar& b) { b.update(42, kLogs); b.finish(kLogs); });
-  EXPECT_TRUE(std::regex_match(out, std::regex(R"(\s+42/Unknown - \d+s \d+(us|ms|s)/step - loss: 0\.4321 - accuracy: 0\.8452\n)")))
+  std::string out = capture(0, 1, [](ProgressBar& b) {
+    b.update(42, kLogs);
+    b.finish(kLogs);
+  });
+  EXPECT_TRUE(std::regex_match(
+      out, std::regex(
+               R"(\s+42/Unknown - \d+s \d+(us|ms|s)/step - loss: 0\.4321 - accuracy: 0\.8452\n)")))
       << out;
 }
 
@@ -94,7 +107,10 @@ TEST(Callback, EarlyStoppingPatienceOnLoss) {
   int stopped = -1;
   for (int e = 0; e < int(losses.size()); ++e) {
     cb->on_epoch_end(e, {{"val_loss", losses[e]}});
-    if (es->stopped_epoch() > 0) { stopped = e; break; }
+    if (es->stopped_epoch() > 0) {
+      stopped = e;
+      break;
+    }
   }
   EXPECT_EQ(stopped, 3);  // no improvement at epochs 2 and 3
   EXPECT_EQ(es->best_epoch(), 1);
@@ -208,12 +224,17 @@ TEST(Callback, FitWithOptimizerLossMetricAndEarlyStopping) {
   for (int64_t i = 0; i < n; ++i) {
     int c = int(i % 3);
     y.data<int32_t>()[i] = c;
-    for (int j = 0; j < 4; ++j) x.data<float>()[i * 4 + j] = (j == c ? 1.f : 0.f) + 0.1f * std::sin(float(i * 4 + j));
+    for (int j = 0; j < 4; ++j)
+      x.data<float>()[i * 4 + j] = (j == c ? 1.f : 0.f) + 0.1f * std::sin(float(i * 4 + j));
   }
   int epochs_seen = 0;
-  History h = m.fit(x, y, {.batch_size = 16, .epochs = 8, .verbose = 0,
-                           .callbacks = {callbacks::LambdaCallback([&](int, const Logs&) { ++epochs_seen; }),
-                                         callbacks::EarlyStopping("loss", 0, 10.0)}});
+  History h =
+      m.fit(x, y,
+            {.batch_size = 16,
+             .epochs = 8,
+             .verbose = 0,
+             .callbacks = {callbacks::LambdaCallback([&](int, const Logs&) { ++epochs_seen; }),
+                           callbacks::EarlyStopping("loss", 0, 10.0)}});
   // min_delta 10 means nothing ever improves enough: stops after epoch 2 (index 1).
   EXPECT_EQ(epochs_seen, 2);
   ASSERT_EQ(h.history["loss"].size(), 2u);
@@ -223,7 +244,8 @@ TEST(Callback, FitWithOptimizerLossMetricAndEarlyStopping) {
   // of all n samples, so the epoch's loss is the loss of the initial weights, computed here
   // independently: mean_i -log softmax(x_i W + b)[y_i].
   Model m2 = Sequential({layers::Input({4}), layers::Dense(3, {.activation = "softmax"})});
-  m2.compile({.optimizer = optimizers::get("adam"), .loss = losses::get("sparse_categorical_crossentropy"),
+  m2.compile({.optimizer = optimizers::get("adam"),
+              .loss = losses::get("sparse_categorical_crossentropy"),
               .metrics = {"accuracy"}});
   const std::vector<Tensor> w0 = m2.get_weights();  // kernel [4, 3], bias [3]
   ASSERT_EQ(w0.size(), 2u);
@@ -232,7 +254,8 @@ TEST(Callback, FitWithOptimizerLossMetricAndEarlyStopping) {
     double z[3], mx = -1e30, s = 0;
     for (int k = 0; k < 3; ++k) {
       z[k] = w0[1].data<float>()[k];
-      for (int j = 0; j < 4; ++j) z[k] += double(x.data<float>()[i * 4 + j]) * w0[0].data<float>()[j * 3 + k];
+      for (int j = 0; j < 4; ++j)
+        z[k] += double(x.data<float>()[i * 4 + j]) * w0[0].data<float>()[j * 3 + k];
       mx = std::max(mx, z[k]);
     }
     for (int k = 0; k < 3; ++k) s += std::exp(z[k] - mx);
@@ -242,6 +265,7 @@ TEST(Callback, FitWithOptimizerLossMetricAndEarlyStopping) {
   ASSERT_EQ(h2.history["loss"].size(), 1u);
   EXPECT_NEAR(h2.history["loss"][0], want, 1e-5);
   EXPECT_GT(want, 0.1);  // not a degenerate case (an untrained 3-class model is near log 3)
-  EXPECT_EQ(m.compile_config().optimizer->variables().size(), 5u);  // iterations + m, v for 2 weights
+  EXPECT_EQ(m.compile_config().optimizer->variables().size(),
+            5u);  // iterations + m, v for 2 weights
   EXPECT_FLOAT_EQ(m.compile_config().optimizer->iterations()->value.item(), 12.f);
 }

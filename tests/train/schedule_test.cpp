@@ -1,8 +1,9 @@
 // Learning-rate schedules at chosen steps against Keras's formulas (numbers written out).
+#include "lockstep/train/schedule.h"
+
 #include <gtest/gtest.h>
 
 #include "lockstep/graph/executable.h"
-#include "lockstep/train/schedule.h"
 #include "ops/internal/schedule_math.h"
 
 using namespace lockstep;
@@ -34,8 +35,8 @@ TEST(Sched, CosineDecay) {
   EXPECT_NEAR((*s)(100), 0.0, 1e-12);
   EXPECT_NEAR((*s)(250), 0.0, 1e-12);  // clamped at decay_steps
   auto a = schedules::CosineDecay(0.1, 100, 0.1);
-  EXPECT_NEAR((*a)(50), 0.055, 1e-12);   // 0.1 * (0.9 * 0.5 + 0.1)
-  EXPECT_NEAR((*a)(100), 0.01, 1e-12);   // alpha * initial
+  EXPECT_NEAR((*a)(50), 0.055, 1e-12);  // 0.1 * (0.9 * 0.5 + 0.1)
+  EXPECT_NEAR((*a)(100), 0.01, 1e-12);  // alpha * initial
   EXPECT_NEAR((*a)(1000), 0.01, 1e-12);
 }
 
@@ -70,7 +71,8 @@ TEST(Sched, AttrsRoundTripAndLrScheduleOp) {
   EXPECT_THROW(ops::evaluate_schedule(Attrs{{"kind", std::string("bogus")}}, 0), Error);
   auto it = std::make_shared<Variable>(Variable{"iterations", Tensor::full(Shape{}, 5.f), false});
   Graph g;
-  Value lr = g.add("lr_schedule", {g.variable(it)}, schedules::ExponentialDecay(0.1, 10, 0.5)->attrs());
+  Value lr =
+      g.add("lr_schedule", {g.variable(it)}, schedules::ExponentialDecay(0.1, 10, 0.5)->attrs());
   EXPECT_EQ(g.type(lr).shape, Shape{});
   Executable exe(g, {}, {lr}, {.backend = "reference"});
   exe.run();

@@ -9,8 +9,8 @@ namespace lockstep {
 
 struct BackendInfo {
   std::string name;
-  std::string doc;    // one line for errors and docs/ops.md
-  bool host = true;   // its kernels read and write host memory
+  std::string doc;   // one line for errors and docs/ops.md
+  bool host = true;  // its kernels read and write host memory
 };
 
 // Every backend, the reference first.

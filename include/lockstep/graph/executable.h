@@ -17,8 +17,8 @@ struct CompileOptions {
   // A name of known_backends() (lockstep/graph/backends.h): "cpu" (an op without a cpu kernel
   // runs its reference kernel, and report() says so) or "reference".
   std::string backend = "cpu";
-  bool eager = false;           // op by op, fresh buffers each step (debug path, test oracle)
-  bool fuse = true;             // run the fusion pass
+  bool eager = false;  // op by op, fresh buffers each step (debug path, test oracle)
+  bool fuse = true;    // run the fusion pass
   uint64_t seed = 0;
   uint32_t replica = 0;
   // Where the arena, the workspace and so input(i)/output(i) live; their memory comes from

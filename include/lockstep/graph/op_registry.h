@@ -17,9 +17,9 @@ namespace lockstep {
 
 // What a kernel sees at run time. Built once per executable; no allocation per step.
 struct StepInfo {
-  uint64_t step = 0;      // global step counter (RNG counter for dropout etc.)
-  uint32_t replica = 0;   // replica id (decorrelates per-replica randomness)
-  uint64_t seed = 0;      // model seed
+  uint64_t step = 0;     // global step counter (RNG counter for dropout etc.)
+  uint32_t replica = 0;  // replica id (decorrelates per-replica randomness)
+  uint64_t seed = 0;     // model seed
 };
 
 struct KernelArgs {
@@ -51,7 +51,8 @@ using KernelFactory =
 template <typename Fn>
 KernelFactory simple_kernel(Fn fn) {
   struct K : Kernel {
-    Fn fn; const Node* node;
+    Fn fn;
+    const Node* node;
     K(Fn f, const Node* n) : fn(f), node(n) {}
     void run(const KernelArgs& a) override { fn(*node, a); }
   };
@@ -88,8 +89,8 @@ using GradFn =
 
 struct OpDef {
   std::string name;
-  std::string signature;  // inputs -> outputs, e.g. "(x[..., C], bias[C]) -> y"
-  std::string doc;        // one line: what it computes
+  std::string signature;        // inputs -> outputs, e.g. "(x[..., C], bias[C]) -> y"
+  std::string doc;              // one line: what it computes
   std::vector<AttrDecl> attrs;  // every attribute a node of this op may carry
   // Validates inputs/attrs and returns output types. Throw lockstep::Error on bad input;
   // Graph::add prefixes the op and node name.
@@ -156,10 +157,9 @@ const std::vector<double>& attr_floats(const std::string& op, const Attrs& a,
 // Static registration: LOCKSTEP_REGISTER(unique_id) { ...code run at load time... }
 #define LS_CONCAT2(a, b) a##b
 #define LS_CONCAT(a, b) LS_CONCAT2(a, b)
-#define LOCKSTEP_REGISTER(id)                                          \
-  static void LS_CONCAT(ls_register_, id)();                           \
-  static const bool LS_CONCAT(ls_registered_, id) =                    \
-      (LS_CONCAT(ls_register_, id)(), true);                           \
+#define LOCKSTEP_REGISTER(id)                                                              \
+  static void LS_CONCAT(ls_register_, id)();                                               \
+  static const bool LS_CONCAT(ls_registered_, id) = (LS_CONCAT(ls_register_, id)(), true); \
   static void LS_CONCAT(ls_register_, id)()
 
 }  // namespace lockstep

@@ -38,8 +38,8 @@ namespace metrics {
 MetricPtr SparseCategoricalAccuracy(const std::string& name = "sparse_categorical_accuracy");
 MetricPtr CategoricalAccuracy(const std::string& name = "categorical_accuracy");
 MetricPtr BinaryAccuracy(const std::string& name = "binary_accuracy", double threshold = 0.5);
-MetricPtr SparseTopKCategoricalAccuracy(int k = 5,
-                                        const std::string& name = "sparse_top_k_categorical_accuracy");
+MetricPtr SparseTopKCategoricalAccuracy(
+    int k = 5, const std::string& name = "sparse_top_k_categorical_accuracy");
 // Top-k accuracy for one-hot labels [N, C] (Keras TopKCategoricalAccuracy): a hit when fewer
 // than k classes score strictly higher than the labelled one.
 MetricPtr TopKCategoricalAccuracy(int k = 5,

@@ -22,7 +22,7 @@ Model model_from_config(const json& config);
 Model model_from_json(const std::string& json_text);
 
 void save_model(const Network& model, const std::string& path);  // .keras
-Model load_model(const std::string& path);                        // .keras
+Model load_model(const std::string& path);                       // .keras
 
 // True when `path` names a Keras weights file (ends in ".weights.h5" or ".h5").
 bool is_keras_weights_path(const std::string& path);

@@ -10,9 +10,9 @@
 namespace lockstep::cpu {
 namespace {
 
-using ops::ConvGeom;
 using dnnl::algorithm;
 using dnnl::prop_kind;
+using ops::ConvGeom;
 
 // Activation layout the convs ask for: "nhwc" (user layout, no reorders) or "any" (let oneDNN
 // choose, reorder in and out). Overridable for experiments with LOCKSTEP_CONV_ACT.
@@ -24,7 +24,9 @@ bool act_any() {
   return any;
 }
 
-memory::desc with_any(const memory::desc& md) { return memory::desc(md.dims(), md.data_type(), tag::any); }
+memory::desc with_any(const memory::desc& md) {
+  return memory::desc(md.dims(), md.data_type(), tag::any);
+}
 
 struct Mds {
   memory::desc x, w, b, y;
@@ -36,8 +38,10 @@ Mds user_mds(const ConvGeom& g) {
   Mds m;
   m.x = memory::desc(dims4(g.N, g.C, g.H, g.W), dt::f32, tag::nhwc);
   m.y = memory::desc(dims4(g.N, g.O, g.OH, g.OW), dt::f32, tag::nhwc);
-  if (g.G == 1) m.w = memory::desc(dims4(g.O, g.C, g.KH, g.KW), dt::f32, tag::hwio);
-  else m.w = memory::desc({g.G, g.Og(), g.Cg(), g.KH, g.KW}, dt::f32, tag::hwigo);
+  if (g.G == 1)
+    m.w = memory::desc(dims4(g.O, g.C, g.KH, g.KW), dt::f32, tag::hwio);
+  else
+    m.w = memory::desc({g.G, g.Og(), g.Cg(), g.KH, g.KW}, dt::f32, tag::hwigo);
   m.b = memory::desc({g.O}, dt::f32, tag::a);
   m.strides = {g.SH, g.SW};
   m.dil = {g.DH - 1, g.DW - 1};
@@ -49,10 +53,12 @@ Mds user_mds(const ConvGeom& g) {
 dnnl::convolution_forward::primitive_desc fwd_pd(const ConvGeom& g, const Mds& m, bool bias,
                                                  const dnnl::primitive_attr& attr) {
   auto x = m.act(m.x), y = m.act(m.y), w = with_any(m.w);
-  auto d = bias ? dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                                  x, w, m.b, y, m.strides, m.dil, m.pl, m.pr)
-                : dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                                  x, w, y, m.strides, m.dil, m.pl, m.pr);
+  auto d = bias ? dnnl::convolution_forward::desc(prop_kind::forward_training,
+                                                  algorithm::convolution_direct, x, w, m.b, y,
+                                                  m.strides, m.dil, m.pl, m.pr)
+                : dnnl::convolution_forward::desc(prop_kind::forward_training,
+                                                  algorithm::convolution_direct, x, w, y, m.strides,
+                                                  m.dil, m.pl, m.pr);
   return {d, attr, engine()};
 }
 
@@ -118,8 +124,9 @@ class ConvBwdData final : public ConvKernel {
   explicit ConvBwdData(const ConvGeom& g) {
     Mds m = user_mds(g);
     auto hint = fwd_pd(g, m, false, dnnl::primitive_attr());
-    dnnl::convolution_backward_data::desc d(algorithm::convolution_direct, m.act(m.x), with_any(m.w),
-                                            m.act(m.y), m.strides, m.dil, m.pl, m.pr);
+    dnnl::convolution_backward_data::desc d(algorithm::convolution_direct, m.act(m.x),
+                                            with_any(m.w), m.act(m.y), m.strides, m.dil, m.pl,
+                                            m.pr);
     dnnl::convolution_backward_data::primitive_desc pd(d, user_scratchpad_attr(), engine(), hint);
     n_args_ = 2;
     args_[0].init(m.y, pd.diff_dst_desc(), false, ws_, &scratch_.bytes);
@@ -139,9 +146,11 @@ class ConvBwdWeights final : public ConvKernel {
   explicit ConvBwdWeights(const ConvGeom& g) {
     Mds m = user_mds(g);
     auto hint = fwd_pd(g, m, false, dnnl::primitive_attr());
-    dnnl::convolution_backward_weights::desc d(algorithm::convolution_direct, m.act(m.x), with_any(m.w),
-                                               m.act(m.y), m.strides, m.dil, m.pl, m.pr);
-    dnnl::convolution_backward_weights::primitive_desc pd(d, user_scratchpad_attr(), engine(), hint);
+    dnnl::convolution_backward_weights::desc d(algorithm::convolution_direct, m.act(m.x),
+                                               with_any(m.w), m.act(m.y), m.strides, m.dil, m.pl,
+                                               m.pr);
+    dnnl::convolution_backward_weights::primitive_desc pd(d, user_scratchpad_attr(), engine(),
+                                                          hint);
     n_args_ = 2;
     args_[0].init(m.y, pd.diff_dst_desc(), false, ws_, &scratch_.bytes);
     args_[1].init(m.x, pd.src_desc(), false, ws_, &scratch_.bytes);
@@ -156,9 +165,11 @@ class ConvBwdWeights final : public ConvKernel {
 
 LOCKSTEP_REGISTER(cpu_conv_kernels) {
   auto& R = OpRegistry::get();
-  R.add_kernel("conv2d", "cpu", [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
-    return std::make_unique<ConvFwd>(ops::conv2d_geometry(in[0].shape, in[1].shape, n));
-  });
+  R.add_kernel(
+      "conv2d", "cpu",
+      [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
+        return std::make_unique<ConvFwd>(ops::conv2d_geometry(in[0].shape, in[1].shape, n));
+      });
   R.add_kernel("conv2d_backward_input", "cpu",
                [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
                  Shape xs = ops::input_shape_attr(n, in[0].shape[0]);

@@ -89,8 +89,9 @@ KernelFactory binary_factory(F f) {
       return std::make_unique<BinaryKernel<F>>(f, Mode::b_row, b.numel());
     if (b == out && is_row_of(a, b) && a.numel() > 0)
       return std::make_unique<BinaryKernel<F>>(f, Mode::a_row, a.numel());
-    return reference_fallback(n, in, "general broadcasting (" + a.str() + " with " + b.str() +
-                                         "): the cpu loops cover same shapes, scalars and rows");
+    return reference_fallback(n, in,
+                              "general broadcasting (" + a.str() + " with " + b.str() +
+                                  "): the cpu loops cover same shapes, scalars and rows");
   };
 }
 
@@ -111,7 +112,8 @@ std::unique_ptr<Kernel> dropout(const Node& n, const std::vector<TensorType>&) {
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t b0 = g * 16;
       if ((b0 + 16) * 4 > e) {  // ragged tail
-        for (int64_t blk = b0; blk < blocks; ++blk) ew::dropout_block(key, step, blk, x, y, mask, e, r, scale);
+        for (int64_t blk = b0; blk < blocks; ++blk)
+          ew::dropout_block(key, step, blk, x, y, mask, e, r, scale);
         continue;
       }
       uint32_t w[4][16];

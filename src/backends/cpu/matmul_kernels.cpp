@@ -38,11 +38,13 @@ class Matmul final : public Kernel {
 };
 
 LOCKSTEP_REGISTER(cpu_matmul_kernels) {
-  OpRegistry::get().add_kernel("matmul", "cpu", [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
-    const bool ta = attr_b(n, "transpose_a"), tb = attr_b(n, "transpose_b");
-    return std::make_unique<Matmul>(in[0].shape[ta ? 1 : 0], in[0].shape[ta ? 0 : 1],
-                                    in[1].shape[tb ? 0 : 1], ta, tb);
-  });
+  OpRegistry::get().add_kernel(
+      "matmul", "cpu",
+      [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
+        const bool ta = attr_b(n, "transpose_a"), tb = attr_b(n, "transpose_b");
+        return std::make_unique<Matmul>(in[0].shape[ta ? 1 : 0], in[0].shape[ta ? 0 : 1],
+                                        in[1].shape[tb ? 0 : 1], ta, tb);
+      });
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // cpu backend: OpenMP-parallel, vectorised batch_norm (train/infer/grad) and layer_norm (+grad).
-// Per-thread partial sums live in the kernel workspace (sized for the thread count at compile time).
+// Per-thread partial sums live in the kernel workspace (sized for the thread count at compile
+// time).
 #include <omp.h>
 
 #include <cmath>
@@ -76,7 +77,8 @@ void bn_train(const Dims& d, const KernelArgs& a) {
 
 // dx = a*dy + b*(x - mean) + c0 per channel, after one reduction pass for sum(dy), sum(dy*xhat).
 void bn_train_grad(const Dims& d, const KernelArgs& a) {
-  const float *dy = in_f(a, 0), *x = in_f(a, 1), *gm = in_f(a, 2), *mean = in_f(a, 3), *var = in_f(a, 4);
+  const float *dy = in_f(a, 0), *x = in_f(a, 1), *gm = in_f(a, 2), *mean = in_f(a, 3),
+              *var = in_f(a, 4);
   const float* dmean = a.num_inputs > 5 ? in_f(a, 5) : nullptr;
   const float* dvar = a.num_inputs > 5 ? in_f(a, 6) : nullptr;
   float *dx = out_f(a, 0), *dg = out_f(a, 1), *db = out_f(a, 2);
@@ -118,7 +120,8 @@ void bn_train_grad(const Dims& d, const KernelArgs& a) {
 }
 
 void bn_infer(const Dims& d, const KernelArgs& a) {
-  const float *x = in_f(a, 0), *gm = in_f(a, 1), *bt = in_f(a, 2), *mean = in_f(a, 3), *var = in_f(a, 4);
+  const float *x = in_f(a, 0), *gm = in_f(a, 1), *bt = in_f(a, 2), *mean = in_f(a, 3),
+              *var = in_f(a, 4);
   float* y = out_f(a, 0);
   const int64_t C = d.C;
   float* scale = static_cast<float*>(a.workspace);
@@ -154,7 +157,8 @@ void ln(const Dims& d, const KernelArgs& a) {
 
 // Workspace: per-thread dgamma/dbeta partials (2*T*C floats).
 void ln_grad(const Dims& d, const KernelArgs& a) {
-  const float *dy = in_f(a, 0), *x = in_f(a, 1), *gm = in_f(a, 2), *mean = in_f(a, 3), *rs = in_f(a, 4);
+  const float *dy = in_f(a, 0), *x = in_f(a, 1), *gm = in_f(a, 2), *mean = in_f(a, 3),
+              *rs = in_f(a, 4);
   const float* dmean = a.num_inputs > 5 ? in_f(a, 5) : nullptr;
   const float* drstd = a.num_inputs > 5 ? in_f(a, 6) : nullptr;
   float *dx = out_f(a, 0), *dg = out_f(a, 1), *db = out_f(a, 2);
@@ -215,9 +219,11 @@ LOCKSTEP_REGISTER(cpu_norm_kernels) {
   auto& R = OpRegistry::get();
   R.add_kernel("batch_norm_train", "cpu", factory<bn_train>(0, bn_ws));
   R.add_kernel("batch_norm_train_grad", "cpu", factory<bn_train_grad>(1, bn_ws));
-  R.add_kernel("batch_norm_infer", "cpu", factory<bn_infer>(0, [](const Dims& d) { return sizeof(float) * 2 * d.C; }));
+  R.add_kernel("batch_norm_infer", "cpu",
+               factory<bn_infer>(0, [](const Dims& d) { return sizeof(float) * 2 * d.C; }));
   R.add_kernel("layer_norm", "cpu", factory<ln>(0, [](const Dims&) { return size_t(0); }));
-  R.add_kernel("layer_norm_grad", "cpu", factory<ln_grad>(1, [](const Dims& d) { return sizeof(float) * 2 * d.T * d.C; }));
+  R.add_kernel("layer_norm_grad", "cpu",
+               factory<ln_grad>(1, [](const Dims& d) { return sizeof(float) * 2 * d.T * d.C; }));
 }
 
 }  // namespace

@@ -132,9 +132,12 @@ LOCKSTEP_REGISTER(cpu_pool_kernels) {
     ConvGeom g = ops::pool_geometry(in[1].shape, n);
     LS_CHECK(g.H * g.W * g.C < (int64_t(1) << 31), "max_pool2d_grad: image too large");
     const int threads = omp_get_max_threads();
-    return make_kernel([g, threads](const KernelArgs& a) {
-      max_bwd(g, in_f(a, 0), in_f(a, 1), in_f(a, 2), out_f(a, 0), static_cast<int32_t*>(a.workspace), threads);
-    }, sizeof(int32_t) * threads * g.C);
+    return make_kernel(
+        [g, threads](const KernelArgs& a) {
+          max_bwd(g, in_f(a, 0), in_f(a, 1), in_f(a, 2), out_f(a, 0),
+                  static_cast<int32_t*>(a.workspace), threads);
+        },
+        sizeof(int32_t) * threads * g.C);
   });
   R.add_kernel("avg_pool2d", "cpu", [](const Node& n, const std::vector<TensorType>& in) {
     ConvGeom g = ops::pool_geometry(in[0].shape, n);

@@ -107,11 +107,13 @@ struct ReduceSumGradKernel : Kernel {
 
 template <class K>
 KernelFactory reduce_factory(bool mean, int shape_input) {
-  return [mean, shape_input](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
+  return [mean, shape_input](const Node& n,
+                             const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
     ReduceSplit s = split_reduce(n, in[shape_input].shape);
     if (!s.ok)
-      return reference_fallback(n, in, "axes that are neither leading nor trailing: the cpu "
-                                       "loops reduce over leading or trailing axes");
+      return reference_fallback(n, in,
+                                "axes that are neither leading nor trailing: the cpu "
+                                "loops reduce over leading or trailing axes");
     return std::make_unique<K>(s, mean);
   };
 }
@@ -123,8 +125,9 @@ KernelFactory last_axis_factory(F body) {
     int r = in[0].shape.rank();
     int64_t axis = attr_i(n, "axis");
     if (axis != -1 && axis != r - 1)
-      return reference_fallback(n, in, "axis " + std::to_string(axis) + " of rank " +
-                                           std::to_string(r) + ": the cpu loop is along the last axis");
+      return reference_fallback(n, in,
+                                "axis " + std::to_string(axis) + " of rank " + std::to_string(r) +
+                                    ": the cpu loop is along the last axis");
     return simple_kernel([body](const Node&, const KernelArgs& a) {
       const int64_t C = a.in(0).dim(-1), e = a.in(0).numel(), R = C ? e / C : 0;
 #pragma omp parallel for if (e > kParallelMin / 4) schedule(static)
@@ -155,7 +158,8 @@ std::unique_ptr<Kernel> sparse_xent_grad(const Node& n, const std::vector<Tensor
     const float* z = a.in(1).data<float>();
     float* dz = a.out(0).data<float>();
 #pragma omp parallel for if (N * C > kParallelMin / 4) schedule(static)
-    for (int64_t r = 0; r < N; ++r) ew::sparse_xent_grad_row(z + r * C, C, lab[r], ls, dy[r], dz + r * C);
+    for (int64_t r = 0; r < N; ++r)
+      ew::sparse_xent_grad_row(z + r * C, C, lab[r], ls, dy[r], dz + r * C);
   });
 }
 
@@ -180,14 +184,17 @@ LOCKSTEP_REGISTER(cpu_reduce_kernels) {
   R.add_kernel("softmax", kCpu, last_axis_factory([](const KernelArgs& a, int64_t off, int64_t C) {
                  ew::softmax_row(a.in(0).data<float>() + off, a.out(0).data<float>() + off, C, 1);
                }));
-  R.add_kernel("log_softmax", kCpu, last_axis_factory([](const KernelArgs& a, int64_t off, int64_t C) {
-                 ew::log_softmax_row(a.in(0).data<float>() + off, a.out(0).data<float>() + off, C, 1);
-               }));
-  R.add_kernel("softmax_grad", kCpu, last_axis_factory([](const KernelArgs& a, int64_t off, int64_t C) {
+  R.add_kernel(
+      "log_softmax", kCpu, last_axis_factory([](const KernelArgs& a, int64_t off, int64_t C) {
+        ew::log_softmax_row(a.in(0).data<float>() + off, a.out(0).data<float>() + off, C, 1);
+      }));
+  R.add_kernel("softmax_grad", kCpu,
+               last_axis_factory([](const KernelArgs& a, int64_t off, int64_t C) {
                  ew::softmax_grad_row(a.in(0).data<float>() + off, a.in(1).data<float>() + off,
                                       a.out(0).data<float>() + off, C, 1);
                }));
-  R.add_kernel("log_softmax_grad", kCpu, last_axis_factory([](const KernelArgs& a, int64_t off, int64_t C) {
+  R.add_kernel("log_softmax_grad", kCpu,
+               last_axis_factory([](const KernelArgs& a, int64_t off, int64_t C) {
                  ew::log_softmax_grad_row(a.in(0).data<float>() + off, a.in(1).data<float>() + off,
                                           a.out(0).data<float>() + off, C, 1);
                }));

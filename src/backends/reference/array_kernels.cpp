@@ -12,21 +12,35 @@ const char* kRef = "reference";
 
 double load(const void* p, DType t, int64_t i) {
   switch (t) {
-    case DType::f32: return static_cast<const float*>(p)[i];
-    case DType::i32: return static_cast<const int32_t*>(p)[i];
-    case DType::i64: return double(static_cast<const int64_t*>(p)[i]);
-    case DType::u8: return static_cast<const uint8_t*>(p)[i];
-    default: LS_FAIL("cast: dtype ", dtype_name(t), " not supported");
+    case DType::f32:
+      return static_cast<const float*>(p)[i];
+    case DType::i32:
+      return static_cast<const int32_t*>(p)[i];
+    case DType::i64:
+      return double(static_cast<const int64_t*>(p)[i]);
+    case DType::u8:
+      return static_cast<const uint8_t*>(p)[i];
+    default:
+      LS_FAIL("cast: dtype ", dtype_name(t), " not supported");
   }
 }
 
 void store(void* p, DType t, int64_t i, double v) {
   switch (t) {
-    case DType::f32: static_cast<float*>(p)[i] = float(v); break;
-    case DType::i32: static_cast<int32_t*>(p)[i] = int32_t(v); break;
-    case DType::i64: static_cast<int64_t*>(p)[i] = int64_t(v); break;
-    case DType::u8: static_cast<uint8_t*>(p)[i] = uint8_t(int64_t(v)); break;
-    default: LS_FAIL("cast: dtype ", dtype_name(t), " not supported");
+    case DType::f32:
+      static_cast<float*>(p)[i] = float(v);
+      break;
+    case DType::i32:
+      static_cast<int32_t*>(p)[i] = int32_t(v);
+      break;
+    case DType::i64:
+      static_cast<int64_t*>(p)[i] = int64_t(v);
+      break;
+    case DType::u8:
+      static_cast<uint8_t*>(p)[i] = uint8_t(int64_t(v));
+      break;
+    default:
+      LS_FAIL("cast: dtype ", dtype_name(t), " not supported");
   }
 }
 
@@ -76,7 +90,8 @@ std::unique_ptr<Kernel> slice(const Node& n, const Types& in) {
     size_t es = dtype_size(a.in(0).dtype());
     const char* x = static_cast<const char*>(a.in(0).raw());
     char* y = static_cast<char*>(a.out(0).raw());
-    for (int64_t i = 0, e = a.out(0).numel(); i < e; ++i) std::memcpy(y + i * es, x + map(i) * es, es);
+    for (int64_t i = 0, e = a.out(0).numel(); i < e; ++i)
+      std::memcpy(y + i * es, x + map(i) * es, es);
   });
 }
 

@@ -28,9 +28,12 @@ void minmax_grad_kernel(const KernelArgs& k, F pick_a) {
   ew::broadcast_loop(k.out(0).shape(), k.in(1).shape(), k.in(2).shape(),
                      [&](int64_t i, int64_t ia, int64_t ib) {
                        float x = a[ia], y = b[ib];
-                       if (x == y) da[i] = db[i] = 0.5f * dy[i];
-                       else if (pick_a(x, y)) da[i] = dy[i], db[i] = 0.f;
-                       else da[i] = 0.f, db[i] = dy[i];
+                       if (x == y)
+                         da[i] = db[i] = 0.5f * dy[i];
+                       else if (pick_a(x, y))
+                         da[i] = dy[i], db[i] = 0.f;
+                       else
+                         da[i] = 0.f, db[i] = dy[i];
                      });
 }
 
@@ -39,7 +42,8 @@ void minmax_grad_kernel(const KernelArgs& k, F pick_a) {
 LOCKSTEP_REGISTER(reference_elementwise_kernels) {
   auto& R = OpRegistry::get();
   ew::binary_ops([&](const char* op, auto f) {
-    R.add_kernel(op, kRef, simple_kernel([f](const Node&, const KernelArgs& a) { binary_kernel(a, f); }));
+    R.add_kernel(op, kRef,
+                 simple_kernel([f](const Node&, const KernelArgs& a) { binary_kernel(a, f); }));
   });
   ew::unary_ops([&](const char* op, auto make) {
     R.add_kernel(op, kRef, [make](const Node& n, const std::vector<TensorType>&) {

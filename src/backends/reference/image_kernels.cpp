@@ -1,7 +1,8 @@
 // The reference backend's image kernels: the shared host kernels of src/ops/image_kernels.cpp,
 // run one image after another.
-#include "lockstep/graph/op_registry.h"
 #include "ops/internal/image_kernels.h"
+
+#include "lockstep/graph/op_registry.h"
 
 namespace lockstep {
 

@@ -14,9 +14,15 @@ using ops::ConvGeom;
 // Index helpers: x/y NHWC, filter [KH, KW, Cg, O].
 struct Idx {
   const ConvGeom& g;
-  int64_t x(int64_t n, int64_t h, int64_t w, int64_t c) const { return ((n * g.H + h) * g.W + w) * g.C + c; }
-  int64_t y(int64_t n, int64_t h, int64_t w, int64_t o) const { return ((n * g.OH + h) * g.OW + w) * g.O + o; }
-  int64_t f(int64_t kh, int64_t kw, int64_t ic, int64_t o) const { return ((kh * g.KW + kw) * g.Cg() + ic) * g.O + o; }
+  int64_t x(int64_t n, int64_t h, int64_t w, int64_t c) const {
+    return ((n * g.H + h) * g.W + w) * g.C + c;
+  }
+  int64_t y(int64_t n, int64_t h, int64_t w, int64_t o) const {
+    return ((n * g.OH + h) * g.OW + w) * g.O + o;
+  }
+  int64_t f(int64_t kh, int64_t kw, int64_t ic, int64_t o) const {
+    return ((kh * g.KW + kw) * g.Cg() + ic) * g.O + o;
+  }
 };
 
 // Calls fn(n, oh, ow, o, kh, kw, ic, x_index) for every valid (output, tap) pair.
@@ -43,7 +49,8 @@ void for_each_tap(const ConvGeom& g, Fn fn) {
 }
 
 // acc: double scratch (from the workspace) of the size of the result.
-void conv_fwd(const ConvGeom& g, const float* x, const float* w, const float* b, float* y, double* acc) {
+void conv_fwd(const ConvGeom& g, const float* x, const float* w, const float* b, float* y,
+              double* acc) {
   const int64_t ny = g.N * g.OH * g.OW * g.O;
   std::fill(acc, acc + ny, 0.0);
   for_each_tap(g, [&](int64_t yi, int64_t fi, int64_t xi) { acc[yi] += double(x[xi]) * w[fi]; });
@@ -69,7 +76,8 @@ void conv_bwd_filter(const ConvGeom& g, const float* dy, const float* x, float* 
 
 std::unique_ptr<Kernel> make_matmul(const Node& n, const std::vector<TensorType>& in) {
   const bool ta = attr_b(n, "transpose_a"), tb = attr_b(n, "transpose_b");
-  const int64_t M = in[0].shape[ta ? 1 : 0], K = in[0].shape[ta ? 0 : 1], N = in[1].shape[tb ? 0 : 1];
+  const int64_t M = in[0].shape[ta ? 1 : 0], K = in[0].shape[ta ? 0 : 1],
+                N = in[1].shape[tb ? 0 : 1];
   return make_kernel([=](const KernelArgs& a) {
     const float *A = in_f(a, 0), *B = in_f(a, 1);
     float* C = out_f(a, 0);
@@ -88,23 +96,33 @@ LOCKSTEP_REGISTER(reference_nn_kernels) {
   R.add_kernel("matmul", "reference", make_matmul);
   R.add_kernel("conv2d", "reference", [](const Node& n, const std::vector<TensorType>& in) {
     ConvGeom g = ops::conv2d_geometry(in[0].shape, in[1].shape, n);
-    return make_kernel([g](const KernelArgs& a) {
-      conv_fwd(g, in_f(a, 0), in_f(a, 1), g.fused_bias ? in_f(a, 2) : nullptr, out_f(a, 0),
-               static_cast<double*>(a.workspace));
-    }, sizeof(double) * g.N * g.OH * g.OW * g.O);
+    return make_kernel(
+        [g](const KernelArgs& a) {
+          conv_fwd(g, in_f(a, 0), in_f(a, 1), g.fused_bias ? in_f(a, 2) : nullptr, out_f(a, 0),
+                   static_cast<double*>(a.workspace));
+        },
+        sizeof(double) * g.N * g.OH * g.OW * g.O);
   });
-  R.add_kernel("conv2d_backward_input", "reference", [](const Node& n, const std::vector<TensorType>& in) {
-    ConvGeom g = ops::conv_geometry(ops::input_shape_attr(n, in[0].shape[0]), in[1].shape, n);
-    return make_kernel([g](const KernelArgs& a) {
-      conv_bwd_input(g, in_f(a, 0), in_f(a, 1), out_f(a, 0), static_cast<double*>(a.workspace));
-    }, sizeof(double) * g.N * g.H * g.W * g.C);
-  });
-  R.add_kernel("conv2d_backward_filter", "reference", [](const Node& n, const std::vector<TensorType>& in) {
-    ConvGeom g = ops::conv_geometry(in[1].shape, Shape(attr_ints(n, "filter_shape")), n);
-    return make_kernel([g](const KernelArgs& a) {
-      conv_bwd_filter(g, in_f(a, 0), in_f(a, 1), out_f(a, 0), static_cast<double*>(a.workspace));
-    }, sizeof(double) * g.KH * g.KW * g.Cg() * g.O);
-  });
+  R.add_kernel(
+      "conv2d_backward_input", "reference", [](const Node& n, const std::vector<TensorType>& in) {
+        ConvGeom g = ops::conv_geometry(ops::input_shape_attr(n, in[0].shape[0]), in[1].shape, n);
+        return make_kernel(
+            [g](const KernelArgs& a) {
+              conv_bwd_input(g, in_f(a, 0), in_f(a, 1), out_f(a, 0),
+                             static_cast<double*>(a.workspace));
+            },
+            sizeof(double) * g.N * g.H * g.W * g.C);
+      });
+  R.add_kernel(
+      "conv2d_backward_filter", "reference", [](const Node& n, const std::vector<TensorType>& in) {
+        ConvGeom g = ops::conv_geometry(in[1].shape, Shape(attr_ints(n, "filter_shape")), n);
+        return make_kernel(
+            [g](const KernelArgs& a) {
+              conv_bwd_filter(g, in_f(a, 0), in_f(a, 1), out_f(a, 0),
+                              static_cast<double*>(a.workspace));
+            },
+            sizeof(double) * g.KH * g.KW * g.Cg() * g.O);
+      });
 }
 
 }  // namespace

@@ -7,7 +7,10 @@
 namespace lockstep {
 namespace {
 
-struct Dims { int64_t R, C; double eps; };
+struct Dims {
+  int64_t R, C;
+  double eps;
+};
 
 Dims dims_of(const Node& n, const Shape& x) {
   int64_t C = x[-1];
@@ -23,7 +26,8 @@ void bn_train(Dims d, const KernelArgs& a) {
     const double m = s / d.R;
     for (int64_t r = 0; r < d.R; ++r) ss += (x[r * d.C + c] - m) * (x[r * d.C + c] - m);
     const double v = ss / d.R, rstd = 1.0 / std::sqrt(v + d.eps);
-    for (int64_t r = 0; r < d.R; ++r) y[r * d.C + c] = float(gm[c] * (x[r * d.C + c] - m) * rstd + bt[c]);
+    for (int64_t r = 0; r < d.R; ++r)
+      y[r * d.C + c] = float(gm[c] * (x[r * d.C + c] - m) * rstd + bt[c]);
     mean[c] = float(m);
     var[c] = float(v);
   }
@@ -31,7 +35,8 @@ void bn_train(Dims d, const KernelArgs& a) {
 
 // (dy, x, gamma, mean, var[, dmean, dvar]) -> (dx, dgamma, dbeta)
 void bn_train_grad(Dims d, const KernelArgs& a) {
-  const float *dy = in_f(a, 0), *x = in_f(a, 1), *gm = in_f(a, 2), *mean = in_f(a, 3), *var = in_f(a, 4);
+  const float *dy = in_f(a, 0), *x = in_f(a, 1), *gm = in_f(a, 2), *mean = in_f(a, 3),
+              *var = in_f(a, 4);
   const float* dmean = a.num_inputs > 5 ? in_f(a, 5) : nullptr;
   const float* dvar = a.num_inputs > 5 ? in_f(a, 6) : nullptr;
   float *dx = out_f(a, 0), *dg = out_f(a, 1), *db = out_f(a, 2);
@@ -55,7 +60,8 @@ void bn_train_grad(Dims d, const KernelArgs& a) {
 }
 
 void bn_infer(Dims d, const KernelArgs& a) {
-  const float *x = in_f(a, 0), *gm = in_f(a, 1), *bt = in_f(a, 2), *mean = in_f(a, 3), *var = in_f(a, 4);
+  const float *x = in_f(a, 0), *gm = in_f(a, 1), *bt = in_f(a, 2), *mean = in_f(a, 3),
+              *var = in_f(a, 4);
   float* y = out_f(a, 0);
   for (int64_t r = 0; r < d.R; ++r)
     for (int64_t c = 0; c < d.C; ++c) {
@@ -66,8 +72,10 @@ void bn_infer(Dims d, const KernelArgs& a) {
 
 // (dy, x, gamma, mean, var) -> (dx, dgamma, dbeta, dmean, dvar)
 void bn_infer_grad(Dims d, const KernelArgs& a) {
-  const float *dy = in_f(a, 0), *x = in_f(a, 1), *gm = in_f(a, 2), *mean = in_f(a, 3), *var = in_f(a, 4);
-  float *dx = out_f(a, 0), *dg = out_f(a, 1), *db = out_f(a, 2), *dm = out_f(a, 3), *dv = out_f(a, 4);
+  const float *dy = in_f(a, 0), *x = in_f(a, 1), *gm = in_f(a, 2), *mean = in_f(a, 3),
+              *var = in_f(a, 4);
+  float *dx = out_f(a, 0), *dg = out_f(a, 1), *db = out_f(a, 2), *dm = out_f(a, 3),
+        *dv = out_f(a, 4);
   for (int64_t c = 0; c < d.C; ++c) {
     const double rstd = 1.0 / std::sqrt(double(var[c]) + d.eps);
     double sdy = 0, sdyxc = 0;
@@ -102,7 +110,8 @@ void ln(Dims d, const KernelArgs& a) {
 
 // (dy, x, gamma, mean, rstd[, dmean, drstd]) -> (dx, dgamma, dbeta)
 void ln_grad(Dims d, const KernelArgs& a) {
-  const float *dy = in_f(a, 0), *x = in_f(a, 1), *gm = in_f(a, 2), *mean = in_f(a, 3), *rs = in_f(a, 4);
+  const float *dy = in_f(a, 0), *x = in_f(a, 1), *gm = in_f(a, 2), *mean = in_f(a, 3),
+              *rs = in_f(a, 4);
   const float* dmean = a.num_inputs > 5 ? in_f(a, 5) : nullptr;
   const float* drstd = a.num_inputs > 5 ? in_f(a, 6) : nullptr;
   float *dx = out_f(a, 0), *dg = out_f(a, 1), *db = out_f(a, 2);

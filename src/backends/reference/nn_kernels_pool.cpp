@@ -20,7 +20,8 @@ void for_each_window(const ConvGeom& g, Fn fn) {
         for (int64_t c = 0; c < g.C; ++c) {
           const int64_t yi = ((n * g.OH + oh) * g.OW + ow) * g.C + c;
           for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
-            for (int64_t iw = wd.w0; iw < wd.w1; ++iw) fn(yi, ((n * g.H + ih) * g.W + iw) * g.C + c);
+            for (int64_t iw = wd.w0; iw < wd.w1; ++iw)
+              fn(yi, ((n * g.H + ih) * g.W + iw) * g.C + c);
         }
       }
 }
@@ -31,7 +32,9 @@ int64_t nx(const ConvGeom& g) { return g.N * g.H * g.W * g.C; }
 // Workspace: one int64 per output (argmax / count).
 void max_fwd(const ConvGeom& g, const float* x, float* y) {
   for (int64_t i = 0; i < ny(g); ++i) y[i] = -std::numeric_limits<float>::infinity();
-  for_each_window(g, [&](int64_t yi, int64_t xi) { if (x[xi] > y[yi]) y[yi] = x[xi]; });
+  for_each_window(g, [&](int64_t yi, int64_t xi) {
+    if (x[xi] > y[yi]) y[yi] = x[xi];
+  });
 }
 
 void max_bwd(const ConvGeom& g, const float* dy, const float* x, int64_t* arg, float* dx) {
@@ -47,7 +50,10 @@ void max_bwd(const ConvGeom& g, const float* dy, const float* x, int64_t* arg, f
 void avg_fwd(const ConvGeom& g, const float* x, float* y, int64_t* cnt) {
   std::memset(y, 0, sizeof(float) * ny(g));
   std::memset(cnt, 0, sizeof(int64_t) * ny(g));
-  for_each_window(g, [&](int64_t yi, int64_t xi) { y[yi] += x[xi]; cnt[yi]++; });
+  for_each_window(g, [&](int64_t yi, int64_t xi) {
+    y[yi] += x[xi];
+    cnt[yi]++;
+  });
   for (int64_t i = 0; i < ny(g); ++i) y[i] /= float(cnt[i]);
 }
 
@@ -64,24 +70,32 @@ LOCKSTEP_REGISTER(reference_pool_kernels) {
     ConvGeom g = ops::pool_geometry(in[0].shape, n);
     return make_kernel([g](const KernelArgs& a) { max_fwd(g, in_f(a, 0), out_f(a, 0)); });
   });
-  R.add_kernel("max_pool2d_grad", "reference", [](const Node& n, const std::vector<TensorType>& in) {
-    ConvGeom g = ops::pool_geometry(in[1].shape, n);
-    return make_kernel([g](const KernelArgs& a) {
-      max_bwd(g, in_f(a, 0), in_f(a, 1), static_cast<int64_t*>(a.workspace), out_f(a, 0));
-    }, sizeof(int64_t) * ny(g));
-  });
+  R.add_kernel(
+      "max_pool2d_grad", "reference", [](const Node& n, const std::vector<TensorType>& in) {
+        ConvGeom g = ops::pool_geometry(in[1].shape, n);
+        return make_kernel(
+            [g](const KernelArgs& a) {
+              max_bwd(g, in_f(a, 0), in_f(a, 1), static_cast<int64_t*>(a.workspace), out_f(a, 0));
+            },
+            sizeof(int64_t) * ny(g));
+      });
   R.add_kernel("avg_pool2d", "reference", [](const Node& n, const std::vector<TensorType>& in) {
     ConvGeom g = ops::pool_geometry(in[0].shape, n);
-    return make_kernel([g](const KernelArgs& a) {
-      avg_fwd(g, in_f(a, 0), out_f(a, 0), static_cast<int64_t*>(a.workspace));
-    }, sizeof(int64_t) * ny(g));
+    return make_kernel(
+        [g](const KernelArgs& a) {
+          avg_fwd(g, in_f(a, 0), out_f(a, 0), static_cast<int64_t*>(a.workspace));
+        },
+        sizeof(int64_t) * ny(g));
   });
-  R.add_kernel("avg_pool2d_grad", "reference", [](const Node& n, const std::vector<TensorType>& in) {
-    ConvGeom g = ops::pool_grad_geometry(n, in[0].shape);
-    return make_kernel([g](const KernelArgs& a) {
-      avg_bwd(g, in_f(a, 0), out_f(a, 0), static_cast<int64_t*>(a.workspace));
-    }, sizeof(int64_t) * ny(g));
-  });
+  R.add_kernel("avg_pool2d_grad", "reference",
+               [](const Node& n, const std::vector<TensorType>& in) {
+                 ConvGeom g = ops::pool_grad_geometry(n, in[0].shape);
+                 return make_kernel(
+                     [g](const KernelArgs& a) {
+                       avg_bwd(g, in_f(a, 0), out_f(a, 0), static_cast<int64_t*>(a.workspace));
+                     },
+                     sizeof(int64_t) * ny(g));
+               });
 }
 
 }  // namespace

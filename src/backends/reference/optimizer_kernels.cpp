@@ -154,7 +154,8 @@ LOCKSTEP_REGISTER(optimizer_kernels) {
   R.add_kernel("adam_update", "cpu", update(adam_params, adam<true>));
   R.add_kernel("rmsprop_update", "cpu", update(rmsprop_params, rmsprop<true>));
   // The schedule is one scalar per step: the same kernel on every host backend.
-  for (const std::string& backend : host_backends()) R.add_kernel("lr_schedule", backend, lr_schedule());
+  for (const std::string& backend : host_backends())
+    R.add_kernel("lr_schedule", backend, lr_schedule());
 }
 
 }  // namespace lockstep

@@ -24,7 +24,8 @@ struct ReduceKernel : Kernel {
   }
   size_t workspace_bytes() const override { return size_t(m) * sizeof(double); }
   // f(i_x, i_out) for each element of x.
-  template <class F> void each(F f) const {
+  template <class F>
+  void each(F f) const {
     ew::broadcast_loop(x, keep, keep, [&](int64_t i, int64_t o, int64_t) { f(i, o); });
   }
   void run(const KernelArgs& a) override {
@@ -94,7 +95,8 @@ KernelFactory softmax_factory(F row) {
       const float* x = a.in(0).data<float>();
       float* y = a.out(0).data<float>();
       for (int64_t o = 0; o < outer; ++o)
-        for (int64_t i = 0; i < inner; ++i) row(x + o * C * inner + i, y + o * C * inner + i, C, inner);
+        for (int64_t i = 0; i < inner; ++i)
+          row(x + o * C * inner + i, y + o * C * inner + i, C, inner);
     });
   };
 }

@@ -19,7 +19,8 @@ namespace {
 
 class ActivationLayer : public Layer {
  public:
-  ActivationLayer(std::string act, std::string name) : Layer(std::move(name)), act_(std::move(act)) {
+  ActivationLayer(std::string act, std::string name)
+      : Layer(std::move(name)), act_(std::move(act)) {
     try {
       layer_util::check_activation(act_);
     } catch (const Error& e) {
@@ -68,8 +69,8 @@ class RescalingLayer : public Layer {
 namespace layers {
 
 LayerHandle Activation(std::string activation, std::string name) {
-  return LayerPtr(std::make_shared<ActivationLayer>(
-      std::move(activation), layer_util::default_name(name, "activation")));
+  return LayerPtr(std::make_shared<ActivationLayer>(std::move(activation),
+                                                    layer_util::default_name(name, "activation")));
 }
 
 LayerHandle ReLU(std::string name) {

@@ -12,7 +12,8 @@ const json kChannelsLast = "channels_last";
 std::string activation(KerasConfigReader& r) {
   const json& a = r.get("activation");
   if (a.is_null()) return "linear";
-  std::string s = a.is_string() ? a.get<std::string>() : a.value("config", json::object()).value("name", "");
+  std::string s =
+      a.is_string() ? a.get<std::string>() : a.value("config", json::object()).value("name", "");
   if (!layer_util::is_activation(s))
     r.fail("activation", "is " + a.dump() + "; Lockstep knows " + layer_util::activation_names());
   return s;
@@ -105,11 +106,13 @@ LayerPtr batch_norm(const json& c) {
   o.center = r.get<bool>("center", true);
   o.scale = r.get<bool>("scale", true);
   o.synchronized = r.get<bool>("synchronized", false);
-  for (auto [k, d] : {std::pair{"beta_initializer", "zeros"}, {"gamma_initializer", "ones"},
-                      {"moving_mean_initializer", "zeros"}, {"moving_variance_initializer", "ones"}})
+  for (auto [k, d] : {std::pair{"beta_initializer", "zeros"},
+                      {"gamma_initializer", "ones"},
+                      {"moving_mean_initializer", "zeros"},
+                      {"moving_variance_initializer", "ones"}})
     if (r.initializer(k, d) != d) r.fail(k, std::string("must be ") + d + " in Lockstep");
-  no_constraints(r, {"beta_regularizer", "gamma_regularizer", "beta_constraint",
-                     "gamma_constraint", "renorm_clipping"});
+  no_constraints(r, {"beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint",
+                     "renorm_clipping"});
   r.expect("renorm", {false});
   r.get("renorm_momentum");  // unused unless renorm
   r.finish();
@@ -133,7 +136,8 @@ LayerPtr layer_norm(const json& c) {
   r.expect("rms_scaling", {false});
   for (auto [k, d] : {std::pair{"beta_initializer", "zeros"}, {"gamma_initializer", "ones"}})
     if (r.initializer(k, d) != d) r.fail(k, std::string("must be ") + d + " in Lockstep");
-  no_constraints(r, {"beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint"});
+  no_constraints(r,
+                 {"beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint"});
   r.finish();
   return layers::LayerNormalization(o);
 }
@@ -201,15 +205,17 @@ LayerPtr image_layer(const std::string& cls, const json& c) {
     l = layers::Resizing(h, w, o);
   } else if (cls == "RandomBrightness") {
     layers::Factor f = factor(r, "factor");
-    std::vector<double> range = r.has("value_range") ? r.get("value_range").get<std::vector<double>>()
-                                                     : std::vector<double>{0, 255};
+    std::vector<double> range = r.has("value_range")
+                                    ? r.get("value_range").get<std::vector<double>>()
+                                    : std::vector<double>{0, 255};
     l = layers::RandomBrightness(f, {.value_range = range, .seed = seed, .name = r.name()});
   } else {
-    layers::TransformLayerOptions o{.fill_mode = r.get<std::string>("fill_mode", "reflect"),
-                                    .interpolation = r.get<std::string>("interpolation", "bilinear"),
-                                    .seed = seed,
-                                    .fill_value = r.get<double>("fill_value", 0.0),
-                                    .name = r.name()};
+    layers::TransformLayerOptions o{
+        .fill_mode = r.get<std::string>("fill_mode", "reflect"),
+        .interpolation = r.get<std::string>("interpolation", "bilinear"),
+        .seed = seed,
+        .fill_value = r.get<double>("fill_value", 0.0),
+        .name = r.name()};
     if (cls == "RandomRotation") {
       l = layers::RandomRotation(factor(r, "factor"), o);
     } else if (cls == "RandomZoom") {
@@ -230,13 +236,13 @@ bool register_builtins() {
   register_layer("Dense", dense);
   for (std::string cls : {"Conv2D", "DepthwiseConv2D", "SeparableConv2D"})
     register_layer(cls, [cls](const json& c) { return conv(cls, c); });
-  for (std::string cls : {"MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D",
-                          "GlobalMaxPooling2D"})
+  for (std::string cls :
+       {"MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D", "GlobalMaxPooling2D"})
     register_layer(cls, [cls](const json& c) { return pooling(cls, c); });
   register_layer("BatchNormalization", batch_norm);
   register_layer("LayerNormalization", layer_norm);
-  for (std::string cls : {"Flatten", "Reshape", "Dropout", "Activation", "ReLU", "Rescaling",
-                          "Add", "Multiply", "Concatenate"})
+  for (std::string cls : {"Flatten", "Reshape", "Dropout", "Activation", "ReLU", "Rescaling", "Add",
+                          "Multiply", "Concatenate"})
     register_layer(cls, [cls](const json& c) { return simple(cls, c); });
   for (std::string cls : {"RandomFlip", "RandomRotation", "RandomZoom", "RandomTranslation",
                           "RandomBrightness", "RandomCrop", "CenterCrop", "Resizing"})

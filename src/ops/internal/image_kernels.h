@@ -1,5 +1,6 @@
 // Image op kernels (src/ops/image_ops.cpp). Both backends run the shared augmentation code of
-// src/imaging/internal/augment.h; the cpu backend registers the same kernels parallel over the batch.
+// src/imaging/internal/augment.h; the cpu backend registers the same kernels parallel over the
+// batch.
 #pragma once
 
 namespace lockstep {

@@ -25,7 +25,8 @@ inline float gelu(float x, bool approx) {
   return 0.5f * x * (1.f + std::tanh(kGeluC * (x + kGeluA * x * x * x)));
 }
 inline float gelu_grad(float x, bool approx) {
-  if (!approx) return 0.5f * (1.f + std::erf(x * kSqrtHalf)) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x);
+  if (!approx)
+    return 0.5f * (1.f + std::erf(x * kSqrtHalf)) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x);
   float t = std::tanh(kGeluC * (x + kGeluA * x * x * x));
   return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * kGeluC * (1.f + 3.f * kGeluA * x * x);
 }
@@ -33,7 +34,8 @@ inline float softplus(float x) { return std::log1p(std::exp(-std::fabs(x))) + (x
 
 // Calls reg(op, make) for each f32 -> f32 unary op; make(node) returns the scalar function
 // (call it in the kernel factory: it reads the node's attributes).
-template <class Reg> void unary_ops(Reg&& reg) {
+template <class Reg>
+void unary_ops(Reg&& reg) {
   reg("neg", [](const Node&) { return [](float x) { return -x; }; });
   reg("exp", [](const Node&) { return [](float x) { return std::exp(x); }; });
   reg("log", [](const Node&) { return [](float x) { return std::log(x); }; });
@@ -61,13 +63,15 @@ template <class Reg> void unary_ops(Reg&& reg) {
 }
 
 // Gradient ops (dy, v) -> dx, where v is the op's output (relu, relu6, sigmoid, tanh) or input.
-template <class Reg> void unary_grad_ops(Reg&& reg) {
+template <class Reg>
+void unary_grad_ops(Reg&& reg) {
   reg("relu_grad", [](const Node&) { return [](float dy, float y) { return y > 0 ? dy : 0.f; }; });
-  reg("relu6_grad", [](const Node&) {
-    return [](float dy, float y) { return (y > 0 && y < 6) ? dy : 0.f; };
-  });
-  reg("sigmoid_grad", [](const Node&) { return [](float dy, float y) { return dy * y * (1.f - y); }; });
-  reg("tanh_grad", [](const Node&) { return [](float dy, float y) { return dy * (1.f - y * y); }; });
+  reg("relu6_grad",
+      [](const Node&) { return [](float dy, float y) { return (y > 0 && y < 6) ? dy : 0.f; }; });
+  reg("sigmoid_grad",
+      [](const Node&) { return [](float dy, float y) { return dy * y * (1.f - y); }; });
+  reg("tanh_grad",
+      [](const Node&) { return [](float dy, float y) { return dy * (1.f - y * y); }; });
   reg("gelu_grad", [](const Node& n) {
     bool a = attr_b(n, "approximate");
     return [a](float dy, float x) { return dy * gelu_grad(x, a); };
@@ -82,14 +86,16 @@ template <class Reg> void unary_grad_ops(Reg&& reg) {
     float al = float(attr_f(n, "alpha"));
     return [al](float dy, float x) { return x > 0 ? dy : al * dy; };
   });
-  reg("softplus_grad", [](const Node&) { return [](float dy, float x) { return dy * sigmoid(x); }; });
+  reg("softplus_grad",
+      [](const Node&) { return [](float dy, float x) { return dy * sigmoid(x); }; });
   reg("abs_grad", [](const Node&) {
     return [](float dy, float x) { return x > 0 ? dy : (x < 0 ? -dy : 0.f); };
   });
 }
 
 // Broadcasting binary ops.
-template <class Reg> void binary_ops(Reg&& reg) {
+template <class Reg>
+void binary_ops(Reg&& reg) {
   reg("add", [](float a, float b) { return a + b; });
   reg("sub", [](float a, float b) { return a - b; });
   reg("mul", [](float a, float b) { return a * b; });
@@ -169,7 +175,8 @@ inline void softmax_grad_row(const float* dy, const float* y, float* dx, int64_t
   for (int64_t j = 0; j < C; ++j) dot += dy[j * st] * y[j * st];
   for (int64_t j = 0; j < C; ++j) dx[j * st] = y[j * st] * (dy[j * st] - dot);
 }
-inline void log_softmax_grad_row(const float* dy, const float* y, float* dx, int64_t C, int64_t st) {
+inline void log_softmax_grad_row(const float* dy, const float* y, float* dx, int64_t C,
+                                 int64_t st) {
   float s = 0;
   for (int64_t j = 0; j < C; ++j) s += dy[j * st];
   for (int64_t j = 0; j < C; ++j) dx[j * st] = dy[j * st] - std::exp(y[j * st]) * s;
@@ -221,8 +228,10 @@ struct Labels {
 };
 inline Labels labels_of(const Tensor& t) {
   Labels l;
-  if (t.dtype() == DType::i32) l.i = t.data<int32_t>();
-  else l.f = t.data<float>();
+  if (t.dtype() == DType::i32)
+    l.i = t.data<int32_t>();
+  else
+    l.f = t.data<float>();
   return l;
 }
 // Throws (call serially, before any parallel loop) when a label lies outside [0, C).
@@ -231,9 +240,8 @@ inline void check_labels(const Node& n, const Labels& l, int64_t rows, int64_t C
     bool ok = l.i ? (l.i[r] >= 0 && l.i[r] < C) : (l.f[r] >= 0 && l.f[r] < float(C));
     if (!ok) {
       std::string label = l.i ? std::to_string(l.i[r]) : detail::concat(l.f[r]);
-      LS_FAIL(n.op, (n.name.empty() ? "" : " '" + n.name + "'"),
-              ": labels out of range for ", C, " classes (label ", label, " at row ", r,
-              ", expected [0, ", C, "))");
+      LS_FAIL(n.op, (n.name.empty() ? "" : " '" + n.name + "'"), ": labels out of range for ", C,
+              " classes (label ", label, " at row ", r, ", expected [0, ", C, "))");
     }
   }
 }
@@ -253,7 +261,9 @@ inline uint64_t dropout_key(uint64_t node_key, const StepInfo* s) {
   uint64_t k = splitmix64(node_key ^ uint64_t(s ? s->replica : 0));
   return splitmix64(k ^ (s ? s->seed : 0));
 }
-inline uint64_t dropout_key(const Node& n, const StepInfo* s) { return dropout_key(node_key(n), s); }
+inline uint64_t dropout_key(const Node& n, const StepInfo* s) {
+  return dropout_key(node_key(n), s);
+}
 // Elements [4*blk, 4*blk + 4) of y and mask (clipped to n).
 inline void dropout_block(uint64_t key, uint64_t step, int64_t blk, const float* x, float* y,
                           float* mask, int64_t n, float rate, float scale) {
@@ -273,7 +283,8 @@ inline void philox4x32_x16(uint64_t key, uint64_t hi, uint64_t blk0, uint32_t ou
   uint32_t c0[16], c1[16], c2[16], c3[16];
   for (int l = 0; l < 16; ++l) {
     uint64_t lo = blk0 + uint64_t(l);
-    c0[l] = uint32_t(lo), c1[l] = uint32_t(lo >> 32), c2[l] = uint32_t(hi), c3[l] = uint32_t(hi >> 32);
+    c0[l] = uint32_t(lo), c1[l] = uint32_t(lo >> 32), c2[l] = uint32_t(hi),
+    c3[l] = uint32_t(hi >> 32);
   }
   uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
   for (int round = 0; round < 10; ++round) {
@@ -286,7 +297,8 @@ inline void philox4x32_x16(uint64_t key, uint64_t hi, uint64_t blk0, uint32_t ou
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  for (int l = 0; l < 16; ++l) out[0][l] = c0[l], out[1][l] = c1[l], out[2][l] = c2[l], out[3][l] = c3[l];
+  for (int l = 0; l < 16; ++l)
+    out[0][l] = c0[l], out[1][l] = c1[l], out[2][l] = c2[l], out[3][l] = c3[l];
 }
 
 }  // namespace lockstep::ew

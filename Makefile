@@ -43,8 +43,10 @@ package: setup
 	@cmake --build build-package -j $(JOBS)
 	cd build-package && cpack -G DEB
 
+# Lockstep vs Keras/TensorFlow and PyTorch (fp32 and bf16; installs the peers on first use).
+# BENCH_ARGS="ROUNDS THREADS" (default 3 2); bench/run_peer_bench.sh lists its environment knobs.
 bench: build
-	./bench/run_train_bench.sh
+	./bench/run_peer_bench.sh $(BENCH_ARGS)
 
 clean:
 	rm -rf build build-asan build-tsan build-debug build-package build-fuzz

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Superseded by bench/run_peer_bench.sh (Keras and PyTorch, fp32 and bf16, CNN and ResNet; `make
+# bench`); kept for quick Lockstep-vs-PyTorch checks.
 # Lockstep vs PyTorch on the reference CNN (Fashion-MNIST, batch 128, same thread count),
 # side by side in one run: the two systems alternate for ROUNDS rounds, a machine-health probe
 # runs between them, and medians are reported. Last line: JSON with both figures and "ratio".
@@ -9,7 +11,8 @@ ROUNDS=${1:-5}
 THREADS=${2:-2}
 STEPS=${STEPS:-200}
 [ -x build/bin/train_bench ] || { echo "build first: make build" >&2; exit 1; }
-PY=$(bench/setup_venv.sh)
+# The PyTorch venv bench/run_peer_bench.sh also uses (one ~4 GB install, not two).
+PY=$(LOCKSTEP_VENV=${LOCKSTEP_VENV:-$PWD/.venv-bench-torch} bench/setup_venv.sh)
 out=$(mktemp -d)
 for r in $(seq 1 "$ROUNDS"); do
   order=(lockstep pytorch)

@@ -1,67 +1,208 @@
-// Lockstep side of the training benchmark: the reference CNN on Fashion-MNIST, timed over a
-// fixed number of training steps after warm-up, plus inference throughput. Prints one JSON
-// line with the same keys as bench/pytorch_fashion_mnist.py.
-//   build/bin/train_bench [--threads N] [--batch-size 128] [--train-steps 200] [--warmup 20]
-//                         [--infer-batches 50] [--data-dir DIR]
+// Lockstep side of the training benchmarks: the reference CNN (examples/reference_cnn.h) on
+// Fashion-MNIST, or the small ResNet of bench/bench_resnet.h on synthetic 64x64x3 images,
+// timed over a fixed number of training steps after warm-up, and/or inference throughput.
+// Prints one JSON line (last line of stdout).
+//   build/bin/train_bench [--model cnn|resnet] [--mode train|infer|both]
+//                         [--dtype-policy float32|mixed_bfloat16] [--threads N]
+//                         [--batch-size B] [--train-steps S] [--warmup W]
+//                         [--infer-batch-size B] [--infer-batches N] [--data-dir DIR]
+// Defaults: cnn: batch 128, 200 steps, 20 warm-up, Adam(1e-3); resnet: batch 64, 30 steps, 5
+// warm-up, SGD(0.01, momentum 0.9). --mode infer: batch 1000 (cnn) / 256 (resnet), 10 batches
+// after 2 warm-up batches. --mode both (the default, as before): train, then inference at the
+// training batch size over 50 (cnn) / 10 (resnet) batches.
+// JSON keys: system, model, mode, dtype_policy, threads, batch_size, images_per_sec (of
+// --mode; train in "both"), train_images_per_sec / infer_images_per_sec (those measured),
+// infer_batch_size, params (count_params: weights and batch-norm statistics), compile_seconds,
+// peak_rss_mb, final_loss (train).
 #include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <random>
 #include <string>
 
 #include "../examples/reference_cnn.h"
+#include "bench_resnet.h"
 
 namespace ls = lockstep;
 using Clock = std::chrono::steady_clock;
 
-int main(int argc, char** argv) {
-  int threads = 2, batch = 128, steps = 200, warmup = 20, infer_batches = 50;
-  std::string data_dir;
-  for (int i = 1; i + 1 < argc; i += 2) {
+namespace {
+
+struct Args {
+  std::string model = "cnn", mode = "both", policy = "float32", data_dir;
+  int threads = 2, batch = 0, steps = -1, warmup = -1, infer_batch = 0, infer_batches = 0;
+};
+
+[[noreturn]] void usage_error(const std::string& what) {
+  std::fprintf(stderr,
+               "train_bench: %s\n"
+               "usage: train_bench [--model cnn|resnet] [--mode train|infer|both]\n"
+               "                   [--dtype-policy float32|mixed_bfloat16] [--threads N]\n"
+               "                   [--batch-size B] [--train-steps S] [--warmup W]\n"
+               "                   [--infer-batch-size B] [--infer-batches N] [--data-dir DIR]\n",
+               what.c_str());
+  std::exit(2);
+}
+
+int positive_int(const std::string& flag, const char* v, int min) {
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (end == v || *end != '\0' || x < min || x > 1'000'000)
+    usage_error(flag + " needs an integer >= " + std::to_string(min) + ", got '" + v + "'");
+  return int(x);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; i += 2) {
     std::string k = argv[i];
-    int v = std::atoi(argv[i + 1]);
-    if (k == "--threads") threads = v;
-    else if (k == "--batch-size") batch = v;
-    else if (k == "--train-steps") steps = v;
-    else if (k == "--warmup") warmup = v;
-    else if (k == "--infer-batches") infer_batches = v;
-    else if (k == "--data-dir") data_dir = argv[i + 1];
-    else { std::fprintf(stderr, "train_bench: unknown argument %s\n", k.c_str()); return 2; }
+    if (i + 1 >= argc) usage_error(k + " needs a value");
+    const char* v = argv[i + 1];
+    if (k == "--model")
+      a.model = v;
+    else if (k == "--mode")
+      a.mode = v;
+    else if (k == "--dtype-policy")
+      a.policy = v;
+    else if (k == "--data-dir")
+      a.data_dir = v;
+    else if (k == "--threads")
+      a.threads = positive_int(k, v, 1);
+    else if (k == "--batch-size")
+      a.batch = positive_int(k, v, 1);
+    else if (k == "--train-steps")
+      a.steps = positive_int(k, v, 1);
+    else if (k == "--warmup")
+      a.warmup = positive_int(k, v, 0);
+    else if (k == "--infer-batch-size")
+      a.infer_batch = positive_int(k, v, 1);
+    else if (k == "--infer-batches")
+      a.infer_batches = positive_int(k, v, 1);
+    else
+      usage_error("unknown argument " + k);
   }
+  if (a.model != "cnn" && a.model != "resnet")
+    usage_error("--model must be cnn or resnet, got '" + a.model + "'");
+  if (a.mode != "train" && a.mode != "infer" && a.mode != "both")
+    usage_error("--mode must be train, infer or both, got '" + a.mode + "'");
+  const bool cnn = a.model == "cnn";
+  if (a.batch == 0) a.batch = a.mode == "infer" ? (cnn ? 1000 : 256) : (cnn ? 128 : 64);
+  if (a.steps < 0) a.steps = cnn ? 200 : 30;
+  if (a.warmup < 0) a.warmup = a.mode == "infer" ? 2 : (cnn ? 20 : 5);
+  if (a.infer_batch == 0) a.infer_batch = a.batch;  // --mode infer: --batch-size is it
+  if (a.infer_batches == 0) a.infer_batches = a.mode == "infer" ? 10 : (cnn ? 50 : 10);
+  return a;
+}
+
+// Synthetic 64x64x3 images in [0, 1) and labels 0..9 (the same distribution as bench/peers.py).
+std::pair<ls::Tensor, ls::Tensor> synthetic_images(int64_t n, uint64_t seed) {
+  ls::Tensor x = ls::Tensor::empty({n, 64, 64, 3});
+  std::vector<int32_t> labels(size_t(n), 0);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  float* px = x.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) px[i] = u(rng);
+  for (auto& l : labels) l = int32_t(rng() % 10);
+  return {x, ls::Tensor::from_vector_i32({n}, labels)};
+}
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  const bool cnn = a.model == "cnn";
   try {
-    ls::set_num_threads(threads);
+    ls::set_num_threads(a.threads);
     ls::set_random_seed(1);
-    auto data = ls::data::load_fashion_mnist(data_dir);
-    ls::Model model = reference_cnn();
-    model.compile({.optimizer = ls::optimizers::Adam(1e-3),
-                   .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
-                   .metrics = {"accuracy"}});
-    const int64_t n = batch * int64_t(steps + warmup);
-    ls::Tensor x = data.x_train.slice(0, std::min<int64_t>(n, data.x_train.dim(0)));
-    ls::Tensor y = data.y_train.slice(0, x.dim(0));
-    // Warm-up epoch compiles the program; the timed fit reuses it.
-    model.fit(x.slice(0, int64_t(warmup) * batch), y.slice(0, int64_t(warmup) * batch),
-              {.batch_size = batch, .epochs = 1, .verbose = 0});
-    auto t0 = Clock::now();
-    auto hist = model.fit(x.slice(int64_t(warmup) * batch, x.dim(0)), y.slice(int64_t(warmup) * batch, x.dim(0)),
-                          {.batch_size = batch, .epochs = 1, .verbose = 0});
-    double train_s = std::chrono::duration<double>(Clock::now() - t0).count();
-    double train_ips = double(x.dim(0) - int64_t(warmup) * batch) / train_s;
-    ls::Tensor xi = data.x_test.slice(0, std::min<int64_t>(int64_t(infer_batches) * batch, data.x_test.dim(0)));
-    model.predict(xi.slice(0, batch), batch);  // compile
-    auto t1 = Clock::now();
-    model.predict(xi, batch);
-    double infer_ips = double(xi.dim(0)) / std::chrono::duration<double>(Clock::now() - t1).count();
+    // Before the model is built: layers read the global policy when they are created.
+    ls::mixed_precision::set_global_policy(a.policy);
+    ls::Model model = cnn ? reference_cnn() : bench_resnet();
+    if (cnn)
+      model.compile({.optimizer = ls::optimizers::Adam(1e-3),
+                     .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true})});
+    else
+      model.compile({.optimizer = ls::optimizers::SGD(0.01, 0.9),
+                     .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true})});
+
+    // Data: the train part covers warm-up + timed steps (one pass, no repeats); inference reads
+    // infer_batches batches (wrapping over what there is).
+    const bool train = a.mode != "infer", infer = a.mode != "train";
+    const int64_t n_train = train ? int64_t(a.batch) * (a.steps + a.warmup) : 0;
+    const int64_t n_infer = infer ? int64_t(a.infer_batch) * a.infer_batches : 0;
+    ls::Tensor x_train, y_train, x_infer;
+    if (cnn) {
+      auto data = ls::data::load_fashion_mnist(a.data_dir);
+      if (n_train > data.x_train.dim(0))
+        throw ls::Error("train_bench: --train-steps + --warmup need " + std::to_string(n_train) +
+                        " Fashion-MNIST images, there are " + std::to_string(data.x_train.dim(0)) +
+                        "; ask for fewer steps");
+      x_train = data.x_train.slice(0, n_train);
+      y_train = data.y_train.slice(0, n_train);
+      x_infer = data.x_test;
+    } else {
+      std::tie(x_train, y_train) = synthetic_images(n_train, 1);
+      x_infer = synthetic_images(std::min<int64_t>(std::max<int64_t>(n_infer, 1), 4096), 2).first;
+    }
+
+    std::map<std::string, double> rates;
+    double final_loss = 0;
+    if (train) {
+      const int64_t w = int64_t(a.warmup) * a.batch;
+      // The warm-up fit compiles the train program; the timed fit reuses it.
+      if (w > 0)
+        model.fit(x_train.slice(0, w), y_train.slice(0, w),
+                  {.batch_size = a.batch, .epochs = 1, .verbose = 0});
+      auto t0 = Clock::now();
+      auto hist = model.fit(x_train.slice(w, n_train), y_train.slice(w, n_train),
+                            {.batch_size = a.batch, .epochs = 1, .verbose = 0});
+      rates["train"] = double(n_train - w) / seconds_since(t0);
+      final_loss = hist.history["loss"].back();
+    }
+    if (infer) {
+      // Whole batches out of x_infer, wrapping around; the first call compiles.
+      const int64_t have = x_infer.dim(0) - x_infer.dim(0) % a.infer_batch;
+      if (have == 0)
+        throw ls::Error("train_bench: --infer-batch-size " + std::to_string(a.infer_batch) +
+                        " is larger than the " + std::to_string(x_infer.dim(0)) +
+                        " inference images");
+      auto batch_at = [&](int64_t b) {
+        int64_t start = (b * a.infer_batch) % have;
+        return x_infer.slice(start, start + a.infer_batch);
+      };
+      const int warm = std::max(1, a.mode == "infer" ? a.warmup : 1);
+      for (int b = 0; b < warm; ++b) model.predict(batch_at(b), a.infer_batch);
+      auto t1 = Clock::now();
+      for (int b = 0; b < a.infer_batches; ++b) model.predict(batch_at(b), a.infer_batch);
+      rates["infer"] = double(n_infer) / seconds_since(t1);
+    }
+
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    std::printf("{\"system\": \"lockstep\", \"threads\": %d, \"train_images_per_sec\": %.1f, "
-                "\"infer_images_per_sec\": %.1f, \"compile_seconds\": %.3f, \"peak_rss_mb\": %.1f, "
-                "\"final_loss\": %.4f}\n",
-                threads, train_ips, infer_ips, model.compile_seconds(), ru.ru_maxrss / 1024.0,
-                hist.history["loss"].back());
+    std::printf(
+        "{\"system\": \"lockstep\", \"model\": \"%s\", \"mode\": \"%s\", "
+        "\"dtype_policy\": \"%s\", \"threads\": %d, \"batch_size\": %d, "
+        "\"images_per_sec\": %.1f",
+        a.model.c_str(), a.mode.c_str(), a.policy.c_str(), a.threads, a.batch,
+        rates.count("train") ? rates["train"] : rates["infer"]);
+    if (train)
+      std::printf(", \"train_images_per_sec\": %.1f, \"final_loss\": %.4f", rates["train"],
+                  final_loss);
+    if (infer)
+      std::printf(", \"infer_images_per_sec\": %.1f, \"infer_batch_size\": %d", rates["infer"],
+                  a.infer_batch);
+    std::printf(", \"params\": %lld, \"compile_seconds\": %.3f, \"peak_rss_mb\": %.1f}\n",
+                static_cast<long long>(model.count_params()), model.compile_seconds(),
+                ru.ru_maxrss / 1024.0);
     return 0;
-  } catch (const ls::Error& e) {
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "train_bench: error: %s\n", e.what());
     return 1;
   }

@@ -2,6 +2,10 @@
 // progress and test accuracy, and end with one JSON line of results.
 //   build/bin/fashion_mnist [--epochs N] [--batch-size N] [--threads N] [--data-dir DIR] [--seed N]
 //       [--strategy one_device|mirrored|multi_worker] [--bytes-per-pack N]
+//       [--dtype-policy float32|mixed_bfloat16]
+//       [--out-dir DIR] [--tensorboard LOGDIR] [--csv FILE]
+// Writes <out-dir>/curves.png (loss and accuracy per epoch, training and test); --tensorboard
+// writes TensorBoard event files (tensorboard --logdir LOGDIR), --csv the epoch logs as CSV.
 // --batch-size is the global batch (split across replicas). multi_worker reads the cluster from
 // TF_CONFIG, or the MPI (mpirun) or Slurm (srun) environment; only the chief prints the JSON line.
 #include <signal.h>
@@ -11,9 +15,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "lockstep/core/parse.h"
 #include "lockstep/distribute/strategy.h"
@@ -30,13 +36,17 @@ struct Args {
   bool verbose_compile = false;
   std::string strategy;  // "" = no strategy (the plain single-device loop)
   long long bytes_per_pack = -1;
+  std::string out_dir = "fashion_mnist_out", tensorboard, csv;
+  std::string dtype_policy = "float32";
 };
 
 static void usage() {
   std::fprintf(stderr,
                "usage: fashion_mnist [--epochs N] [--batch-size N] [--threads N] [--data-dir DIR] "
                "[--seed N] [--steps-per-execution N] [--verbose-compile]\n"
-               "       [--strategy one_device|mirrored|multi_worker] [--bytes-per-pack N]\n");
+               "       [--strategy one_device|mirrored|multi_worker] [--bytes-per-pack N]\n"
+               "       [--out-dir DIR] [--tensorboard LOGDIR] [--csv FILE]\n"
+               "       [--dtype-policy float32|mixed_bfloat16]\n");
 }
 
 static Args parse(int argc, char** argv) {
@@ -70,6 +80,14 @@ static Args parse(int argc, char** argv) {
       a.strategy = next();
     else if (k == "--bytes-per-pack")
       a.bytes_per_pack = num(0, int64_t(1) << 40);
+    else if (k == "--out-dir")
+      a.out_dir = next();
+    else if (k == "--tensorboard")
+      a.tensorboard = next();
+    else if (k == "--csv")
+      a.csv = next();
+    else if (k == "--dtype-policy")
+      a.dtype_policy = next();
     else if (k == "--help" || k == "-h")
       usage(), std::exit(0);
     else {
@@ -87,6 +105,27 @@ static Args parse(int argc, char** argv) {
     std::exit(2);
   }
   return a;
+}
+
+// The logging callbacks the flags ask for (the chief's: other workers write nothing).
+static std::vector<ls::CallbackPtr> log_callbacks(const Args& a, bool chief) {
+  std::vector<ls::CallbackPtr> cbs;
+  if (!a.tensorboard.empty()) cbs.push_back(ls::callbacks::TensorBoard({.log_dir = a.tensorboard}));
+  if (!a.csv.empty() && chief) cbs.push_back(ls::callbacks::CSVLogger(a.csv));
+  return cbs;
+}
+
+// <out-dir>/curves.png: the History's training curves with the per-epoch test results as the
+// second line.
+static void write_curves(const Args& a, ls::History hist, std::vector<double> test_loss,
+                         std::vector<double> test_accuracy) {
+  std::filesystem::create_directories(a.out_dir);
+  hist.history["val_loss"] = std::move(test_loss);
+  hist.history["val_accuracy"] = std::move(test_accuracy);
+  const std::string path = (std::filesystem::path(a.out_dir) / "curves.png").string();
+  ls::viz::save_history_plot(hist.history, path,
+                             {.title = "Fashion-MNIST, reference CNN", .validation_label = "test"});
+  std::printf("wrote %s\n", path.c_str());
 }
 
 static double peak_rss_mb() {
@@ -108,6 +147,7 @@ int main(int argc, char** argv) {
   try {
     if (args.threads > 0) ls::set_num_threads(args.threads);
     ls::set_random_seed(args.seed);
+    ls::mixed_precision::set_global_policy(args.dtype_policy);  // before the model is built
     namespace dist = ls::distribute;
     dist::StrategyOptions opts;
     if (args.bytes_per_pack >= 0) opts.bytes_per_pack = args.bytes_per_pack;
@@ -135,23 +175,28 @@ int main(int argc, char** argv) {
     model.summary();
     double test_acc = 0, best_acc = 0;
     int best_epoch = 0;
+    std::vector<double> test_losses, test_accs;  // per epoch, for curves.png
     auto test_cb = ls::callbacks::LambdaCallback([&](int epoch, const ls::Logs&) {
       auto r = model.evaluate(data.x_test, data.y_test, {.batch_size = 512, .verbose = 0});
       test_acc = r["accuracy"];
       if (test_acc > best_acc) best_acc = test_acc, best_epoch = epoch + 1;
+      test_losses.push_back(r["loss"]), test_accs.push_back(test_acc);
       std::printf("epoch %d: test_loss %.4f - test_accuracy %.4f\n", epoch + 1, r["loss"],
                   test_acc);
       std::fflush(stdout);
     });
+    auto callbacks = log_callbacks(args, chief);
+    callbacks.insert(callbacks.begin(), test_cb);
     auto hist = model.fit(data.x_train, data.y_train,
                           {.batch_size = args.batch_size,
                            .epochs = args.epochs,
-                           .callbacks = {test_cb},
+                           .callbacks = callbacks,
                            .seed = args.seed});
     if (hist.stopped_on_nan) {
       std::fprintf(stderr, "fashion_mnist: %s\n", hist.stop_reason.c_str());
       return 1;
     }
+    if (chief && args.epochs > 0) write_curves(args, hist, test_losses, test_accs);
     if (!strategy.impl()) {
       std::printf(
           "{\"test_accuracy\": %.4f, \"best_test_accuracy\": %.4f, \"best_epoch\": %d, "

@@ -6,6 +6,10 @@
 //   build/bin/flowers [--data-dir DIR] [--out-dir DIR] [--epochs N] [--batch-size N]
 //                     [--threads N] [--seed N] [--image-size N] [--validation-split F]
 //                     [--strategy one_device|mirrored|multi_worker]
+//                     [--tensorboard LOGDIR] [--csv FILE]
+//
+// The training curves go to <out-dir>/curves.png; --tensorboard writes TensorBoard event files
+// (tensorboard --logdir LOGDIR), --csv the epoch logs as CSV (CSVLogger).
 //
 // multi_worker reads the cluster from TF_CONFIG, or the MPI / Slurm environment; fit shards
 // the image files across the workers (each decodes only its share); only the chief writes the
@@ -24,6 +28,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "lockstep/core/parse.h"
 #include "lockstep/distribute/strategy.h"
@@ -39,13 +44,16 @@ struct Args {
   int64_t per_class = 600;  // images per class when exporting Fashion-MNIST
   uint64_t seed = 123;
   double validation_split = 0.2;
+  std::string tensorboard, csv;  // --tensorboard LOGDIR, --csv FILE
+  std::string dtype_policy = "float32";
 };
 
 static void usage() {
   std::fprintf(stderr,
                "usage: flowers [--data-dir DIR] [--out-dir DIR] [--epochs N] [--batch-size N] "
                "[--threads N] [--seed N] [--image-size N] [--validation-split F] "
-               "[--per-class N] [--strategy one_device|mirrored|multi_worker]\n");
+               "[--per-class N] [--strategy one_device|mirrored|multi_worker]\n"
+               "       [--tensorboard LOGDIR] [--csv FILE] [--dtype-policy float32|mixed_bfloat16]\n");
 }
 
 [[noreturn]] static void fail(const std::string& msg) {
@@ -86,10 +94,24 @@ static Args parse(int argc, char** argv) {
       a.validation_split = ls::parse_double(k, v, 0.0, 1.0);
       if (a.validation_split <= 0 || a.validation_split >= 1)
         fail("--validation-split must be in (0, 1), got '" + v + "'");
-    } else
+    } else if (k == "--tensorboard")
+      a.tensorboard = v;
+    else if (k == "--csv")
+      a.csv = v;
+    else if (k == "--dtype-policy")
+      a.dtype_policy = v;
+    else
       fail("unknown argument '" + k + "'");
   }
   return a;
+}
+
+// The logging callbacks the flags ask for (the chief's: other workers write nothing).
+static std::vector<ls::CallbackPtr> log_callbacks(const Args& a, bool chief) {
+  std::vector<ls::CallbackPtr> cbs;
+  if (!a.tensorboard.empty()) cbs.push_back(ls::callbacks::TensorBoard({.log_dir = a.tensorboard}));
+  if (!a.csv.empty() && chief) cbs.push_back(ls::callbacks::CSVLogger(a.csv));
+  return cbs;
 }
 
 static double peak_rss_mb() {
@@ -150,6 +172,7 @@ int main(int argc, char** argv) {
   try {
     if (args.threads > 0) ls::set_num_threads(args.threads);
     ls::set_random_seed(args.seed);
+    ls::mixed_precision::set_global_policy(args.dtype_policy);  // before the model is built
     namespace dist = ls::distribute;
     dist::Strategy strategy = dist::strategy_from_name(args.strategy);
     const bool chief = strategy.is_chief();
@@ -194,7 +217,10 @@ int main(int argc, char** argv) {
 
     auto t0 = std::chrono::steady_clock::now();
     auto hist =
-        model.fit(train_ds, {.epochs = args.epochs, .validation_data = val_ds, .seed = args.seed});
+        model.fit(train_ds, {.epochs = args.epochs,
+                             .callbacks = log_callbacks(args, chief),
+                             .validation_data = val_ds,
+                             .seed = args.seed});
     double train_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (hist.stopped_on_nan) {
@@ -215,6 +241,11 @@ int main(int argc, char** argv) {
     ls::viz::save_prediction_grid(images, labels, logits, class_names, predictions,
                                   {.rows = 3, .cols = 3});
     std::printf("wrote %s\n", predictions.c_str());
+    if (args.epochs > 0) {  // the training curves (loss and accuracy, train and validation)
+      std::string curves = (fs::path(args.out_dir) / "curves.png").string();
+      ls::viz::save_history_plot(hist.history, curves, {.title = "Image folder CNN"});
+      std::printf("wrote %s\n", curves.c_str());
+    }
 
     // images/s: the whole cluster's (every worker steps at the same rate on its share).
     std::string replicas;

@@ -1,5 +1,10 @@
-// The `lockstep` command line.
+// The `lockstep` command line. Each command is one row of kCommands (name, one-line summary,
+// function taking the arguments after the name); `lockstep <command> --help` prints its usage.
 //
+//   lockstep summary MODEL                       layers, compile config, class names
+//   lockstep predict MODEL.keras IMAGE_OR_DIR [--top-k K]
+//   lockstep train --model config.json|m.keras --data-dir DIR --epochs N --out m.keras [...]
+//   lockstep convert IN OUT [--model MODEL]      .keras <-> .weights.h5 <-> checkpoint
 //   lockstep export-image-folder --out DIR [--data-dir DIR] [--split train|test]
 //            [--limit-per-class N] [--format jpeg|png|mixed] [--size S] [--quality Q]
 //            [--images IDX --labels IDX [--class-names a,b,...]]
@@ -23,19 +28,21 @@
 #include "lockstep/ops/op_docs.h"
 #include "lockstep/tools/export.h"
 
+// The model commands (header-only: every examples/*.cpp is its own executable).
+#include "cli/model_files.h"
+#include "cli/predict.h"
+#include "cli/train.h"
+
 namespace ls = lockstep;
 
 namespace {
 
-const char* kUsage =
-    "usage: lockstep <command> [options]\n"
+const char* kExportUsage =
+    "usage: lockstep export-image-folder --out DIR [options]\n"
     "\n"
-    "commands:\n"
-    "  export-image-folder  write an IDX dataset (Fashion-MNIST by default) as class folders\n"
-    "                       of JPEG/PNG files\n"
-    "  ops-doc              print the op catalogue (docs/ops.md) from the op declarations\n"
+    "Writes an IDX dataset (Fashion-MNIST by default) as class folders of JPEG/PNG files.\n"
     "\n"
-    "export-image-folder options:\n"
+    "options:\n"
     "  --out DIR              output folder (required); one subfolder per class\n"
     "  --data-dir DIR         Fashion-MNIST folder (default: $LOCKSTEP_FASHION_MNIST_DIR or\n"
     "                         /usr/share/datasets/fashion-mnist)\n"
@@ -71,7 +78,7 @@ int export_image_folder(const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     std::string a = args[i], value;
     if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
+      std::fputs(kExportUsage, stdout);
       return 0;
     }
     if (auto eq = a.find('='); eq != std::string::npos) {
@@ -82,7 +89,8 @@ int export_image_folder(const std::vector<std::string>& args) {
       value = args[++i];
     }
     LS_CHECK(std::find(known.begin(), known.end(), a) != known.end(),
-             "export-image-folder: unknown option ", a, " (see lockstep --help)");
+             "export-image-folder: unknown option ", a,
+             " (see lockstep export-image-folder --help)");
     opt[a] = value;
   }
   LS_CHECK(opt.count("--out"), "export-image-folder: --out DIR is required");
@@ -121,26 +129,65 @@ int export_image_folder(const std::vector<std::string>& args) {
   return 0;
 }
 
+int ops_doc(const std::vector<std::string>& args) {
+  if (!args.empty() && (args[0] == "-h" || args[0] == "--help")) {
+    std::puts(
+        "usage: lockstep ops-doc > docs/ops.md\n\nPrints the op catalogue generated from "
+        "the op declarations.");
+    return 0;
+  }
+  LS_CHECK(args.empty(), "ops-doc takes no arguments (see lockstep ops-doc --help)");
+  std::fputs(ls::render_ops_markdown().c_str(), stdout);
+  return 0;
+}
+
+// The commands: adding one is one row here.
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(const std::vector<std::string>& args);
+};
+const Command kCommands[] = {
+    {"summary", "print a model's layers, compile config and class names", ls::cli::run_summary},
+    {"predict", "classify images with a .keras model (top-k classes)", ls::cli::run_predict},
+    {"train", "train a Keras model JSON or .keras file on an image folder", ls::cli::run_train},
+    {"convert", "convert between .keras, .weights.h5, model JSON and checkpoints",
+     ls::cli::run_convert},
+    {"export-image-folder", "write an IDX dataset (Fashion-MNIST) as class folders of images",
+     export_image_folder},
+    {"ops-doc", "print the op catalogue (docs/ops.md) from the op declarations", ops_doc},
+};
+
+std::string usage() {
+  std::string u =
+      "usage: lockstep <command> [options]   (lockstep <command> --help for its "
+      "own)\n\ncommands:\n";
+  for (const Command& c : kCommands) {
+    std::string name = c.name;
+    u += "  " + name + std::string(name.size() < 21 ? 21 - name.size() : 1, ' ') + c.summary + "\n";
+  }
+  return u;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    std::fputs(usage().c_str(), args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
   const std::string cmd = args[0];
   args.erase(args.begin());
-  try {
-    if (cmd == "export-image-folder") return export_image_folder(args);
-    if (cmd == "ops-doc") {
-      std::fputs(ls::render_ops_markdown().c_str(), stdout);
-      return 0;
+  for (const Command& c : kCommands) {
+    if (cmd != c.name) continue;
+    try {
+      return c.run(args);
+    } catch (const std::exception& e) {  // lockstep::Error, and anything else: never terminate
+      std::fprintf(stderr, "lockstep %s: error: %s\n", cmd.c_str(), e.what());
+      return 1;
     }
-    std::fprintf(stderr, "lockstep: unknown command \"%s\"\n\n%s", cmd.c_str(), kUsage);
-    return 2;
-  } catch (const std::exception& e) {  // lockstep::Error, and anything else: never terminate
-    std::fprintf(stderr, "lockstep %s: error: %s\n", cmd.c_str(), e.what());
-    return 1;
   }
+  std::fprintf(stderr, "lockstep: unknown command \"%s\"\n\n%s", cmd.c_str(), usage().c_str());
+  return 2;
 }

@@ -6,6 +6,8 @@ PACKAGES=(cmake make g++ pkg-config zlib1g-dev libdnnl-dev libgtest-dev googlete
           nlohmann-json3-dev dataset-fashion-mnist libturbojpeg0-dev libpng-dev
           libgloo-dev libopenmpi-dev openmpi-bin iproute2
           libhdf5-dev libzip-dev
+          libjemalloc2  # preloaded under PyTorch by bench/run_peer_bench.sh
+          libonnx-dev libprotobuf-dev protobuf-compiler  # ONNX export, TensorBoard event files
           clang libclang-rt-14-dev libomp-14-dev)  # clang: the libFuzzer targets (make fuzz)
 missing=()
 for p in "${PACKAGES[@]}"; do

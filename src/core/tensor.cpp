@@ -154,6 +154,7 @@ void Tensor::fill(float v) {
     case DType::i32: { auto* p = data<int32_t>(); for (int64_t i = 0; i < n; ++i) p[i] = int32_t(v); break; }
     case DType::i64: { auto* p = data<int64_t>(); for (int64_t i = 0; i < n; ++i) p[i] = int64_t(v); break; }
     case DType::u8: { auto* p = data<uint8_t>(); for (int64_t i = 0; i < n; ++i) p[i] = uint8_t(v); break; }
+    case DType::bf16: { auto* p = data<bf16>(); for (int64_t i = 0; i < n; ++i) p[i] = f32_to_bf16(v); break; }
     default: LS_FAIL("fill: dtype ", dtype_name(dtype_), " not supported");
   }
 }
@@ -167,6 +168,7 @@ std::vector<float> Tensor::to_vector() const {
     case DType::i32: { auto* p = c.data<int32_t>(); for (int64_t i = 0; i < n; ++i) v[i] = float(p[i]); break; }
     case DType::i64: { auto* p = c.data<int64_t>(); for (int64_t i = 0; i < n; ++i) v[i] = float(p[i]); break; }
     case DType::u8: { auto* p = c.data<uint8_t>(); for (int64_t i = 0; i < n; ++i) v[i] = float(p[i]); break; }
+    case DType::bf16: bf16_to_f32(c.data<bf16>(), v.data(), n); break;
     default: LS_FAIL("to_vector: dtype ", dtype_name(dtype_), " not supported");
   }
   return v;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include "lockstep/core/allocator.h"
@@ -46,7 +47,20 @@ std::vector<int> schedule_nodes(const Graph& g, const std::vector<Value>& output
     if (!live[i]) continue;
     (OpRegistry::get().op(g.node(i).op).side_effects ? effects : pure).push_back(i);
   }
-  pure.insert(pure.end(), effects.begin(), effects.end());
+  // Index order is topological as built; a rewrite (fusion) may give a node an input made
+  // later (a mixed-precision bias cast after its conv): such inputs move up to just before
+  // their first consumer.
+  std::vector<char> emitted(g.size(), 0);
+  std::vector<int> order;
+  std::function<void(int)> visit = [&](int i) {
+    if (emitted[i]) return;
+    emitted[i] = 1;
+    for (Value v : g.node(i).inputs) visit(v.node);
+    order.push_back(i);
+  };
+  for (int i : pure) visit(i);
+  for (int i : effects) visit(i);
+  pure = std::move(order);
   // Nodes marked "schedule_early" (a gradient bucket's all-reduce start) move up to right after
   // their last producer, so their work overlaps whatever is scheduled after.
   for (size_t k = 0; k < pure.size(); ++k) {
@@ -297,6 +311,88 @@ static void note_fallback(const Node& nd, const std::string& backend, const std:
                       "': " + why);
 }
 
+// A kernel without bf16 support on a node with bf16 inputs or outputs: converts the bf16 inputs
+// to f32 in its workspace, runs the f32 kernel built for an f32 copy of the node, and rounds its
+// results into the bf16 outputs. Correct for every op (the reference backend runs bf16 this
+// way: f32 arithmetic on bf16-rounded values); the cpu backend's hot ops take bf16 natively.
+class Bf16Adapter final : public Kernel {
+ public:
+  Bf16Adapter(const Node& nd, std::vector<TensorType> in_types, const KernelFactory& f)
+      : node_(std::make_unique<Node>(nd)) {
+    auto take = [&](const TensorType& t) {
+      size_t off = bytes_;
+      bytes_ += (size_t(t.shape.numel()) * 4 + kAlignment - 1) / kAlignment * kAlignment;
+      return off;
+    };
+    for (int i = 0; i < int(in_types.size()); ++i)
+      if (in_types[i].dtype == DType::bf16) {
+        ins_.push_back({i, take(in_types[i]), in_types[i].shape});
+        in_types[i].dtype = DType::f32;
+      }
+    for (int k = 0; k < int(node_->outputs.size()); ++k)
+      if (node_->outputs[k].dtype == DType::bf16) {
+        outs_.push_back({k, take(node_->outputs[k]), node_->outputs[k].shape});
+        node_->outputs[k].dtype = DType::f32;
+      }
+    inner_ = f(*node_, in_types);
+  }
+  size_t workspace_bytes() const override { return bytes_ + inner_->workspace_bytes(); }
+  std::string fallback_reason() const override { return inner_->fallback_reason(); }
+  void run(const KernelArgs& a) override {
+    if (a.workspace != bound_ws_ || a.inputs != bound_in_) bind(a);
+    for (const Conv& c : ins_)
+      bf16_to_f32(a.in(c.index).data<bf16>(), in32_[size_t(c.index)].data<float>(),
+                  c.shape.numel());
+    inner_->run(args_);
+    for (const Conv& c : outs_)
+      f32_to_bf16(out32_[size_t(c.index)].data<float>(), a.out(c.index).data<bf16>(),
+                  c.shape.numel());
+  }
+
+ private:
+  struct Conv {
+    int index;
+    size_t offset;
+    Shape shape;
+  };
+  // The inner kernel's arguments: the caller's tensors, with f32 workspace views for bf16 ones.
+  // Rebuilt only when the caller's buffers change (once for a compiled program).
+  void bind(const KernelArgs& a) {
+    char* ws = static_cast<char*>(a.workspace);
+    in32_.assign(a.inputs, a.inputs + a.num_inputs);
+    out32_.assign(a.outputs, a.outputs + a.num_outputs);
+    for (const Conv& c : ins_)
+      in32_[size_t(c.index)] = Tensor::borrow(ws + c.offset, c.shape, DType::f32);
+    for (const Conv& c : outs_)
+      out32_[size_t(c.index)] = Tensor::borrow(ws + c.offset, c.shape, DType::f32);
+    args_ = KernelArgs{in32_.data(),       int(in32_.size()), out32_.data(),
+                       int(out32_.size()), ws + bytes_,       a.step};
+    bound_ws_ = a.workspace;
+    bound_in_ = a.inputs;
+  }
+  std::unique_ptr<Node> node_;  // f32 copy; the inner kernel may keep a pointer to it
+  std::unique_ptr<Kernel> inner_;
+  std::vector<Conv> ins_, outs_;
+  size_t bytes_ = 0;
+  std::vector<Tensor> in32_, out32_;
+  KernelArgs args_;
+  const void* bound_ws_ = nullptr;
+  const Tensor* bound_in_ = nullptr;
+};
+
+std::unique_ptr<Kernel> bf16_via_f32(const Node& n, const std::vector<TensorType>& in,
+                                     const KernelFactory& f) {
+  return std::make_unique<Bf16Adapter>(n, in, f);
+}
+
+static bool has_bf16(const Node& nd, const std::vector<TensorType>& in_types) {
+  for (const TensorType& t : in_types)
+    if (t.dtype == DType::bf16) return true;
+  for (const TensorType& t : nd.outputs)
+    if (t.dtype == DType::bf16) return true;
+  return false;
+}
+
 // Builds nd's kernel for `backend`. A backend without one falls back to the reference kernel,
 // and so may a backend's own factory for shapes it does not cover: both are noted.
 static std::unique_ptr<Kernel> build_kernel(const Node& nd, const std::vector<TensorType>& in_types,
@@ -304,8 +400,10 @@ static std::unique_ptr<Kernel> build_kernel(const Node& nd, const std::vector<Te
                                             std::vector<std::string>* report) {
   const OpRegistry& registry = OpRegistry::get();
   const KernelFactory* f = registry.kernel(nd.op, backend);
+  std::string used = backend;
   if (!f && backend != kReferenceBackend) {
     f = registry.kernel(nd.op, kReferenceBackend);
+    used = kReferenceBackend;
     const std::string& declared = registry.op(nd.op).reference_only;
     if (f)
       note_fallback(nd, backend,
@@ -315,7 +413,13 @@ static std::unique_ptr<Kernel> build_kernel(const Node& nd, const std::vector<Te
                     strict, report);
   }
   LS_CHECK(f, "op '", nd.op, "' (", nd.name, ") has no kernel for backend '", backend, "'");
-  std::unique_ptr<Kernel> kernel = (*f)(nd, in_types);
+  std::unique_ptr<Kernel> kernel;
+  if (has_bf16(nd, in_types) && !registry.kernel_takes_bf16(nd.op, used)) {
+    kernel = std::make_unique<Bf16Adapter>(nd, in_types, *f);
+    if (report) report->push_back("bf16: " + nd.op + " runs its f32 kernel between conversions");
+  } else {
+    kernel = (*f)(nd, in_types);
+  }
   if (std::string why = kernel->fallback_reason(); !why.empty())
     note_fallback(nd, backend, why, strict, report);
   return kernel;

@@ -1,6 +1,7 @@
 // Graph construction with shape inference at every append.
 #include "lockstep/graph/graph.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "lockstep/graph/op_registry.h"
@@ -54,8 +55,18 @@ std::vector<Value> Graph::add_multi(const std::string& op, std::vector<Value> in
         op, " '", name, "': invalid input value");
     in_types.push_back(type(v));
   }
+  // bf16 compute: infer as f32, then the listed float outputs follow the inputs into bf16.
+  bool lower = false;
+  for (TensorType& t : in_types)
+    if (def.bf16 && t.dtype == DType::bf16) t.dtype = DType::f32, lower = true;
   try {
     n.outputs = def.infer(n, in_types);
+    for (int k = 0; lower && k < int(n.outputs.size()); ++k) {
+      const auto& only = def.bf16_outputs;
+      if (n.outputs[k].dtype == DType::f32 &&
+          (only.empty() || std::find(only.begin(), only.end(), k) != only.end()))
+        n.outputs[k].dtype = DType::bf16;
+    }
   } catch (const Error& e) {
     LS_FAIL(op, (name.empty() ? "" : " '" + name + "'"), ": ", e.what());
   }

@@ -73,8 +73,17 @@ const OpDef& OpRegistry::op(const std::string& name) const {
   return it->second;
 }
 
-void OpRegistry::add_kernel(const std::string& op, const std::string& backend, KernelFactory f) {
+void OpRegistry::add_kernel(const std::string& op, const std::string& backend, KernelFactory f,
+                            bool takes_bf16) {
   kernels_[op][backend] = std::move(f);
+  takes_bf16_[op][backend] = takes_bf16;
+}
+
+bool OpRegistry::kernel_takes_bf16(const std::string& op, const std::string& backend) const {
+  auto it = takes_bf16_.find(op);
+  if (it == takes_bf16_.end()) return false;
+  auto jt = it->second.find(backend);
+  return jt != it->second.end() && jt->second;
 }
 
 const KernelFactory* OpRegistry::kernel(const std::string& op, const std::string& backend) const {

@@ -63,6 +63,10 @@ LayerPtr layer_from_config(const json& layer) {
   }
   LayerPtr l = f(cfg);
   if (cfg.contains("trainable") && cfg["trainable"].is_boolean()) l->trainable = cfg["trainable"];
+  // The layer's dtype policy (checked by its KerasConfigReader); absent = the global policy.
+  if (const json d = cfg.value("dtype", json()); d.is_string() || d.is_object())
+    l->set_dtype_policy(d.is_string() ? d.get<std::string>()
+                                      : d.value("config", json::object()).value("name", "float32"));
   return l;
 }
 
@@ -89,8 +93,9 @@ KerasConfigReader::KerasConfigReader(std::string class_name, const json& config)
     std::string dt = d.is_string()   ? d.get<std::string>()
                      : d.is_object() ? d.value("config", json::object()).value("name", "")
                                      : "float32";
-    if (!d.is_null() && dt != "float32")
-      fail("dtype", "is '" + dt + "'; Lockstep layers compute in float32");
+    if (!d.is_null() && dt != "float32" && dt != "mixed_bfloat16")
+      fail("dtype", "is '" + dt + "'; Lockstep layers take the policies 'float32' and " +
+                        "'mixed_bfloat16'");
   }
 }
 

@@ -30,13 +30,47 @@ void reset_layer_names() {
 const Shape& KTensor::shape() const { return call->outputs.at(index).shape; }
 DType KTensor::dtype() const { return call->outputs.at(index).dtype; }
 
-Layer::Layer(std::string name) : name_(std::move(name)) {}
+Layer::Layer(std::string name)
+    : name_(std::move(name)), policy_(mixed_precision::global_policy()) {}
+
+Value CallContext::read(const VariablePtr& v) {
+  Value x = graph.variable(v);
+  if (autocast_variables && compute != DType::f32 && graph.type(x).dtype == DType::f32)
+    x = graph.add("cast", {x}, Attrs{{"dtype", std::string(dtype_name(compute))}});
+  return x;
+}
+
+std::vector<Value> Layer::invoke(CallContext& ctx, std::vector<Value> inputs) {
+  const DType compute = compute_dtype();
+  for (Value& x : inputs) {
+    DType t = ctx.graph.type(x).dtype;
+    if (is_float(t) && t != compute)
+      x = ctx.graph.add("cast", {x}, Attrs{{"dtype", std::string(dtype_name(compute))}});
+  }
+  struct Restore {
+    CallContext& c;
+    DType compute;
+    bool autocast;
+    ~Restore() { c.compute = compute, c.autocast_variables = autocast; }
+  } restore{ctx, ctx.compute, ctx.autocast_variables};
+  ctx.compute = compute;
+  ctx.autocast_variables = autocasts_variables();
+  return call(ctx, inputs);
+}
 
 json Layer::config() const {
   json c = layer_config();
   c["name"] = name_;
   c["trainable"] = trainable;
-  c["dtype"] = "float32";
+  // Keras writes a DTypePolicy object; a plain "float32" reads the same and is what we wrote
+  // before policies existed, so float32 layers keep it.
+  if (policy_.name == "float32")
+    c["dtype"] = "float32";
+  else
+    c["dtype"] = {{"module", "keras"},
+                  {"class_name", "DTypePolicy"},
+                  {"config", {{"name", policy_.name}}},
+                  {"registered_name", nullptr}};
   return c;
 }
 
@@ -86,7 +120,7 @@ VariablePtr Layer::add_weight(const std::string& name, const Shape& shape,
 void Layer::add_l2(CallContext& ctx, const VariablePtr& w, double l2) {
   if (l2 <= 0 || !ctx.training) return;
   Graph& g = ctx.graph;
-  Value x = ctx.read(w);
+  Value x = g.variable(w);  // the penalty is computed on the f32 weight, as Keras does
   Value sq = g.add("square", {x});
   std::vector<int64_t> axes;
   for (int i = 0; i < w->value.rank(); ++i) axes.push_back(i);
@@ -115,7 +149,7 @@ KTensors Layer::operator()(const std::vector<KTensor>& xs) {
   CallContext ctx{g, false, 0, {}};
   std::vector<Value> outs;
   try {
-    outs = call(ctx, ins);
+    outs = invoke(ctx, ins);
   } catch (const Error& e) {
     std::string msg = e.what();
     // Prefix unless an op error already names this layer (quoted, so "cat" in "concat" or

@@ -64,7 +64,7 @@ std::vector<Value> Network::call(CallContext& ctx, const std::vector<Value>& inp
     std::vector<Value> ins;
     for (auto& t : c->inputs) ins.push_back(vals.at(t.call.get()).at(t.index));
     try {
-      vals[c.get()] = c->layer->call(ctx, ins);
+      vals[c.get()] = c->layer->invoke(ctx, ins);
     } catch (const Error& e) {
       std::string msg = e.what();
       if (msg.find(c->layer->name()) == std::string::npos)

@@ -141,6 +141,15 @@ void render_op(std::ostringstream& os, const OpDef& def) {
   os << "\nKernels: " << kernels_text(def) << ". Gradient: " << (def.grad ? "yes" : "none");
   if (def.side_effects) os << ". Side effect";
   if (def.alias_input >= 0) os << ". A view of input " << def.alias_input;
+  if (def.bf16 && def.backends.empty()) os << ". Takes bfloat16 as it is";
+  if (def.bf16 && !def.backends.empty()) {
+    std::string native;
+    for (const std::string& b : OpRegistry::get().kernel_backends(def.name))
+      if (OpRegistry::get().kernel_takes_bf16(def.name, b)) native += (native.empty() ? "" : ", ") + b;
+    os << ". Computes in bfloat16" << (def.bf16_outputs.empty() ? "" : " (output 0; the others f32)")
+       << " — natively on " << (native.empty() ? "none" : native)
+       << ", elsewhere its f32 kernel between conversions";
+  }
   os << ".\n";
 }
 

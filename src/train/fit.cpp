@@ -17,6 +17,28 @@
 
 namespace lockstep {
 
+namespace {
+
+// fit(arrays)'s per-sample training weights: sample_weight, or class_weight applied to the
+// labels (not both, as in Keras), or none (undefined).
+Tensor training_weights(const Tensor& x, const Tensor& y, const FitConfig& cfg) {
+  LS_CHECK(!cfg.sample_weight.defined() || cfg.class_weight.empty(),
+           "fit: You cannot `class_weight` and `sample_weight` at the same time (pass one)");
+  if (cfg.sample_weight.defined())
+    return check_sample_weight(cfg.sample_weight, x.dim(0), "fit");
+  if (!cfg.class_weight.empty()) return class_weight_to_sample_weights(y, cfg.class_weight);
+  return {};
+}
+
+// Validation arrays' weights, checked (fn names the caller).
+void check_validation_weights(ValidationData& validation) {
+  if (validation.sample_weight.defined())
+    validation.sample_weight = check_sample_weight(
+        validation.sample_weight, validation.x.dim(0), "fit(validation_data)", "sample_weight");
+}
+
+}  // namespace
+
 History Model::fit(const Tensor& x_in, const Tensor& y_in, FitConfig cfg) {
   LS_CHECK(compiled_, "Model '", name_, "': call compile() before fit()");
   LS_CHECK(cfg.batch_size >= 1, "fit: batch_size must be >= 1, got ", cfg.batch_size);
@@ -26,16 +48,21 @@ History Model::fit(const Tensor& x_in, const Tensor& y_in, FitConfig cfg) {
   LS_CHECK(cfg.validation_split >= 0 && cfg.validation_split < 1,
            "fit: validation_split must be in [0, 1), got ", cfg.validation_split);
   Tensor y_all = check_model_data(*this, x_in, &y_in, "fit");
-  Tensor x = x_in, y = y_all;
+  Tensor x = x_in, y = y_all, weights = training_weights(x_in, y_in, cfg);
   if (cfg.validation_split > 0) {  // Keras: the last fraction, before shuffling
     int64_t n = x.dim(0), nv = int64_t(std::floor(double(n) * cfg.validation_split));
     LS_CHECK(nv > 0 && nv < n, "fit: validation_split ", cfg.validation_split, " leaves no data");
-    cfg.validation_data =
-        ValidationData(x.slice(n - nv, n).contiguous(), y.slice(n - nv, n).contiguous());
+    // Keras splits sample_weight with x and y (class weights only weigh the training part).
+    const bool split_weights = weights.defined() && cfg.class_weight.empty();
+    cfg.validation_data = ValidationData(
+        x.slice(n - nv, n).contiguous(), y.slice(n - nv, n).contiguous(),
+        split_weights ? weights.slice(n - nv, n).contiguous() : Tensor());
     x = x.slice(0, n - nv), y = y.slice(0, n - nv);
+    if (weights.defined()) weights = weights.slice(0, n - nv).contiguous();
   } else if (cfg.validation_data.x.defined()) {
     cfg.validation_data.y = check_model_data(*this, cfg.validation_data.x, &cfg.validation_data.y,
                                              "fit(validation_data)");
+    check_validation_weights(cfg.validation_data);
   }
   if (strategy_) {
     const int replicas = strategy_->replicas_in_sync();
@@ -44,7 +71,7 @@ History Model::fit(const Tensor& x_in, const Tensor& y_in, FitConfig cfg) {
              " replicas in sync of ", strategy_->name, " (use e.g. ",
              (cfg.batch_size / replicas + 1) * replicas, ")");
   }
-  TensorSource source(x, y, cfg.batch_size, cfg.shuffle, cfg.seed, cfg.initial_epoch);
+  TensorSource source(x, y, cfg.batch_size, cfg.shuffle, cfg.seed, cfg.initial_epoch, weights);
   return fit_loop(source, cfg);
 }
 
@@ -77,10 +104,16 @@ History Model::fit_dataset(const data::Dataset& dataset, FitConfig cfg, bool dis
   LS_CHECK(cfg.validation_split == 0,
            "fit(Dataset): validation_split is not supported with a "
            "Dataset (pass validation_data, or split the dataset with take/skip)");
-  if (cfg.validation_data.x.defined())
+  LS_CHECK(!cfg.sample_weight.defined(),
+           "fit(Dataset): sample_weight is not supported with a Dataset (yield {x, y, "
+           "sample_weight} elements instead)");
+  if (cfg.validation_data.x.defined()) {
     cfg.validation_data.y = check_model_data(*this, cfg.validation_data.x, &cfg.validation_data.y,
                                              "fit(validation_data)");
-  DatasetSource source(*this, dataset, true, cfg.steps_per_epoch > 0, "fit(Dataset)");
+    check_validation_weights(cfg.validation_data);
+  }
+  DatasetSource source(*this, dataset, true, cfg.steps_per_epoch > 0, "fit(Dataset)",
+                       cfg.class_weight);
   return fit_loop(source, cfg);
 }
 
@@ -119,8 +152,8 @@ Logs Model::evaluate_loop(Source& source, int verbose) {
     const int used = int(std::min<int64_t>(local_replicas, rows));  // replicas with rows
     for (int replica = 0; replica < used; ++replica) {
       auto [begin, end] = replica_rows(rows, used, replica);
-      Program& p = program("eval", end - begin, replica);
-      source.copy(first_row + begin, first_row + end, p.x(), &p.y());
+      Program& p = program("eval", end - begin, replica, source.weighted());
+      source.copy(first_row + begin, first_row + end, p.x(), &p.y(), p.sample_weight());
       programs[size_t(replica)] = &p;
     }
     if (strategy && used > 1) {
@@ -140,12 +173,18 @@ Logs Model::evaluate(const Tensor& x, const Tensor& y_in, EvaluateConfig cfg) {
   LS_CHECK(compiled_, "Model '", name_, "': call compile() before evaluate()");
   LS_CHECK(cfg.batch_size >= 1, "evaluate: batch_size must be >= 1, got ", cfg.batch_size);
   Tensor y = check_model_data(*this, x, &y_in, "evaluate");
-  TensorSource source(x, y, cfg.batch_size, false, 0, 0);
+  Tensor weights = cfg.sample_weight.defined()
+                       ? check_sample_weight(cfg.sample_weight, x.dim(0), "evaluate")
+                       : Tensor();
+  TensorSource source(x, y, cfg.batch_size, false, 0, 0, weights);
   return evaluate_loop(source, cfg.verbose);
 }
 
 Logs Model::evaluate(const data::Dataset& dataset, EvaluateConfig cfg) {
   LS_CHECK(compiled_, "Model '", name_, "': call compile() before evaluate()");
+  LS_CHECK(!cfg.sample_weight.defined(),
+           "evaluate(Dataset): sample_weight is not supported with a Dataset (yield {x, y, "
+           "sample_weight} elements instead)");
   data::Dataset ds = cfg.steps > 0 ? dataset.take(cfg.steps) : dataset;
   if (strategy_ && strategy_->num_workers > 1) {
     // Each worker evaluates its share (by file when the pipeline reads files, else by

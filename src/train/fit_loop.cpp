@@ -56,7 +56,9 @@ Logs read_metrics(const Model& model, Replication* replication, const std::strin
       for (int64_t i = 0; i < v->value.numel(); ++i) values[i] = float(all[k++]);
     }
   }
-  for (auto& metric : model.metrics()) logs[prefix + metric->name()] = metric->result();
+  const std::vector<std::string> names = model.metric_log_names();
+  const std::vector<MetricPtr> metrics = model.metrics();
+  for (size_t i = 0; i < metrics.size(); ++i) logs[prefix + names[i]] = metrics[i]->result();
   for (size_t i = 0; i < saved.size(); ++i) variables[i]->value.copy_from(saved[i]);
   return logs;
 }
@@ -96,6 +98,7 @@ FitLoop::StartPoint FitLoop::begin_training() {
   history_.replicas = local_replicas_ * workers_;
   history_.workers = workers_;
   model_.stop_training = false;
+  model_.fit_progress_ = {};
   model_.resume_epoch_ = -1;
   model_.resume_step_ = 0;
   for (auto& cb : config_.callbacks) cb->set_model(&model_);
@@ -205,6 +208,7 @@ int64_t FitLoop::run_execution(int epoch, int64_t first_step, int64_t end_step, 
         seconds_since(wait_start) - (model_.compile_seconds_ - compile_seconds_before);
     run_replicas(step);
     samples_ += batch.rows;
+    model_.fit_progress_.samples = samples_;
     next_step = step + 1;
     if (stop_on_nonfinite_loss(epoch, step)) break;
   }
@@ -255,8 +259,9 @@ void FitLoop::warn_dropped_batch(int64_t rows) {
 void FitLoop::load_replicas(const WorkerBatch& batch) {
   for (int replica = 0; replica < local_replicas_; ++replica) {
     auto [begin, end] = replica_rows(batch.rows, local_replicas_, replica);
-    Program& program = model_.program("train", end - begin, replica);
-    source_.copy(batch.first_row + begin, batch.first_row + end, program.x(), &program.y());
+    Program& program = model_.program("train", end - begin, replica, source_.weighted());
+    source_.copy(batch.first_row + begin, batch.first_row + end, program.x(), &program.y(),
+                 program.sample_weight());
     replica_programs_[size_t(replica)] = &program;
     replica_weights_[size_t(replica)] = float(double(end - begin) / double(batch.global_rows));
   }
@@ -338,6 +343,7 @@ void FitLoop::average_replica_statistics() {
 // logs holds the last step's metrics (this worker's); the epoch's logs are global.
 void FitLoop::end_epoch(int epoch, Logs& logs, double epoch_seconds, ProgressBar& bar) {
   history_.train_seconds += epoch_seconds;
+  model_.fit_progress_.train_seconds = history_.train_seconds;
   history_.input_wait_seconds += input_wait_seconds_;
   if (replication()) {
     history_.allreduce_seconds += replication()->reducer().reduce_seconds();
@@ -361,7 +367,9 @@ void FitLoop::add_validation_logs(Logs& logs) {
   Logs val = validation.dataset.valid()
                  ? model_.evaluate(validation.dataset, {.verbose = 0})
                  : model_.evaluate(validation.x, validation.y,
-                                   {.batch_size = config_.batch_size, .verbose = 0});
+                                   {.batch_size = config_.batch_size,
+                                    .verbose = 0,
+                                    .sample_weight = validation.sample_weight});
   for (auto& [name, value] : val) logs["val_" + name] = value;
 }
 

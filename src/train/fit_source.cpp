@@ -1,6 +1,7 @@
 // Batch sources of fit/evaluate: arrays and Datasets.
 #include "train/fit_source.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -66,12 +67,45 @@ Tensor check_model_data(const Model& m, const Tensor& x, const Tensor* y, const 
   return y->contiguous();
 }
 
+Tensor check_sample_weight(const Tensor& w, int64_t n, const char* fn, const char* what) {
+  LS_CHECK(w.defined() && (w.rank() == 1 || (w.rank() == 2 && w.dim(1) == 1)), fn, ": ", what,
+           " must have shape (N,) or (N, 1), one weight per sample, got ",
+           w.defined() ? w.shape().str() : std::string("nothing"));
+  LS_CHECK(w.dim(0) == n, fn, ": ", what, " has ", w.dim(0), " weights but there are ", n,
+           " samples");
+  Tensor out = Tensor::empty(Shape{n}, DType::f32);
+  std::vector<float> values = w.to_vector();
+  for (int64_t i = 0; i < n; ++i) {
+    LS_CHECK(std::isfinite(values[size_t(i)]), fn, ": ", what, " at index ", i, " is ",
+             values[size_t(i)], " (weights must be finite)");
+    out.data<float>()[i] = values[size_t(i)];
+  }
+  return out;
+}
+
+Tensor class_weight_to_sample_weights(const Tensor& y, const std::map<int, double>& class_weight) {
+  LS_CHECK(y.defined() && y.rank() >= 1, "fit: class_weight needs labels");
+  const int64_t n = y.dim(0);
+  const int64_t width = y.rank() >= 2 ? y.numel() / n : 1;
+  std::vector<float> labels = y.to_vector();
+  Tensor out = Tensor::empty(Shape{n}, DType::f32);
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = labels.data() + i * width;
+    const int cls = width > 1 ? int(std::max_element(row, row + width) - row)
+                              : int(std::nearbyint(double(row[0])));
+    auto it = class_weight.find(cls);
+    out.data<float>()[i] = it == class_weight.end() ? 1.f : float(it->second);
+  }
+  return out;
+}
+
 // ----------------------------------------------------------------------------- TensorSource
 
 TensorSource::TensorSource(Tensor x, Tensor y, int64_t batch, bool shuffle, uint64_t seed,
-                           int first_epoch)
+                           int first_epoch, Tensor sample_weight)
     : x_(std::move(x)),
       y_(std::move(y)),
+      sample_weight_(std::move(sample_weight)),
       batch_(batch),
       shuffle_(shuffle),
       seed_(seed),
@@ -109,20 +143,23 @@ bool TensorSource::next() {
   return true;
 }
 
-void TensorSource::copy(int64_t r0, int64_t r1, Tensor& x, Tensor* y) {
+void TensorSource::copy(int64_t r0, int64_t r1, Tensor& x, Tensor* y, Tensor* sample_weight) {
   gather_rows(x_, perm_, b0_ + r0, b0_ + r1, x);
   if (y) gather_rows(y_, perm_, b0_ + r0, b0_ + r1, *y);
+  if (sample_weight) gather_rows(sample_weight_, perm_, b0_ + r0, b0_ + r1, *sample_weight);
 }
 
 // ----------------------------------------------------------------------------- DatasetSource
 
 DatasetSource::DatasetSource(const Model& model, data::Dataset ds, bool with_labels,
-                             bool continue_across_epochs, const char* fn)
+                             bool continue_across_epochs, const char* fn,
+                             std::map<int, double> class_weight)
     : model_(model),
       ds_(std::move(ds)),
       with_labels_(with_labels),
       continue_(continue_across_epochs),
-      fn_(fn) {
+      fn_(fn),
+      class_weight_(std::move(class_weight)) {
   LS_CHECK(ds_.valid(), fn_, ": the dataset is empty (default-constructed)");
 }
 
@@ -148,9 +185,20 @@ bool DatasetSource::next() {
            ": dataset elements must be batched {x, y} tensors", with_labels_ ? "" : " (or {x})",
            ", got ", e->str());
   const Tensor& x = e->tensor(0);
+  sample_weight_ = Tensor();
   if (with_labels_) {
     LS_CHECK(e->is_tensor(1), fn_, ": the label component must be a tensor, got ", e->str());
     y_ = check_model_data(model_, x.contiguous(), &e->tensor(1), fn_);
+    if (e->size() >= 3) {
+      LS_CHECK(class_weight_.empty(), fn_,
+               ": You cannot `class_weight` and `sample_weight` at the same time (the dataset's "
+               "elements carry sample weights; drop class_weight or the third component)");
+      LS_CHECK(e->is_tensor(2), fn_, ": the sample-weight component must be a tensor, got ",
+               e->str());
+      sample_weight_ = check_sample_weight(e->tensor(2), x.dim(0), fn_, "the sample weights");
+    } else if (!class_weight_.empty()) {
+      sample_weight_ = class_weight_to_sample_weights(e->tensor(1), class_weight_);
+    }
   } else {
     check_model_data(model_, x.contiguous(), nullptr, fn_);
   }
@@ -169,9 +217,10 @@ void DatasetSource::skip(int64_t count) {
   }
 }
 
-void DatasetSource::copy(int64_t r0, int64_t r1, Tensor& x, Tensor* y) {
+void DatasetSource::copy(int64_t r0, int64_t r1, Tensor& x, Tensor* y, Tensor* sample_weight) {
   copy_rows(x_, r0, r1, x);
   if (y) copy_rows(y_, r0, r1, *y);
+  if (sample_weight) copy_rows(sample_weight_, r0, r1, *sample_weight);
 }
 
 int64_t DatasetSource::steps() const {

@@ -2,6 +2,7 @@
 // stream) or a Dataset of batched {x, y} elements. One interface, so the step loop (and its
 // split across replicas) is written once.
 #pragma once
+#include <map>
 #include <optional>
 
 #include "lockstep/data/dataset.h"
@@ -13,6 +14,17 @@ namespace lockstep {
 // caller in errors). Returns the labels as the loss wants them (i32 for sparse losses).
 Tensor check_model_data(const Model& m, const Tensor& x, const Tensor* y, const char* fn);
 
+// Sample weights as the step takes them: f32 [N] (accepts [N] or [N, 1] of any float or int
+// dtype); n is the sample count they must match; fn names the caller (and `what` the argument)
+// in errors.
+Tensor check_sample_weight(const Tensor& w, int64_t n, const char* fn,
+                           const char* what = "sample_weight");
+
+// Keras's class_weight_to_sample_weights: each sample weighs class_weight[its class] (1 when
+// the class is not listed); the class is the label ([N] or [N, 1], rounded) or the argmax of
+// a one-hot row [N, C].
+Tensor class_weight_to_sample_weights(const Tensor& y, const std::map<int, double>& class_weight);
+
 struct Model::Source {
   virtual ~Source() = default;
   // Starts epoch `epoch` (reshuffle / fresh iterator).
@@ -20,8 +32,11 @@ struct Model::Source {
   // Advances to the next batch; false at the end of the epoch's data.
   virtual bool next() = 0;
   virtual int64_t size() const = 0;  // samples in the current batch
-  // Copies rows [r0, r1) of the current batch into x (and y when given).
-  virtual void copy(int64_t r0, int64_t r1, Tensor& x, Tensor* y) = 0;
+  // Copies rows [r0, r1) of the current batch into x (and y, sample_weight when given).
+  virtual void copy(int64_t r0, int64_t r1, Tensor& x, Tensor* y,
+                    Tensor* sample_weight = nullptr) = 0;
+  // Whether the current batch has sample weights.
+  virtual bool weighted() const = 0;
   // Steps per epoch when known, else -1.
   virtual int64_t steps() const = 0;
 };
@@ -30,15 +45,18 @@ struct Model::Source {
 // permutation of epoch e depends only on (seed, first_epoch..e), so a resumed fit replays it).
 class TensorSource : public Model::Source {
  public:
-  TensorSource(Tensor x, Tensor y, int64_t batch, bool shuffle, uint64_t seed, int first_epoch);
+  // sample_weight: f32 [N] (check_sample_weight), or undefined for none.
+  TensorSource(Tensor x, Tensor y, int64_t batch, bool shuffle, uint64_t seed, int first_epoch,
+               Tensor sample_weight = {});
   void begin_epoch(int epoch) override;
   bool next() override;
   int64_t size() const override { return b1_ - b0_; }
-  void copy(int64_t r0, int64_t r1, Tensor& x, Tensor* y) override;
+  void copy(int64_t r0, int64_t r1, Tensor& x, Tensor* y, Tensor* sample_weight) override;
+  bool weighted() const override { return sample_weight_.defined(); }
   int64_t steps() const override { return (x_.dim(0) + batch_ - 1) / batch_; }
 
  private:
-  Tensor x_, y_;
+  Tensor x_, y_, sample_weight_;
   int64_t batch_;
   bool shuffle_;
   uint64_t seed_;
@@ -47,16 +65,19 @@ class TensorSource : public Model::Source {
   int64_t b0_ = 0, b1_ = 0, next_ = 0;
 };
 
-// A Dataset of batched {x, y} (or {x}) elements. continue_across_epochs: one iterator runs on
-// across epochs (steps_per_epoch given) and restarts only when it runs out.
+// A Dataset of batched {x, y[, sample_weight]} (or {x}) elements. continue_across_epochs: one
+// iterator runs on across epochs (steps_per_epoch given) and restarts only when it runs out.
+// class_weight (fit): each batch's weights come from its labels (elements must not carry
+// weights then, as in Keras).
 class DatasetSource : public Model::Source {
  public:
   DatasetSource(const Model& model, data::Dataset ds, bool with_labels, bool continue_across_epochs,
-                const char* fn);
+                const char* fn, std::map<int, double> class_weight = {});
   void begin_epoch(int epoch) override;
   bool next() override;
   int64_t size() const override { return x_.dim(0); }
-  void copy(int64_t r0, int64_t r1, Tensor& x, Tensor* y) override;
+  void copy(int64_t r0, int64_t r1, Tensor& x, Tensor* y, Tensor* sample_weight) override;
+  bool weighted() const override { return sample_weight_.defined(); }
   int64_t steps() const override;
   // Skips `count` batches (resuming inside an epoch).
   void skip(int64_t count);
@@ -69,7 +90,8 @@ class DatasetSource : public Model::Source {
   std::optional<data::Iterator> it_;
   int64_t passes_ = 0;  // iterators made (continuing mode)
   bool exhausted_ = false;
-  Tensor x_, y_;
+  std::map<int, double> class_weight_;
+  Tensor x_, y_, sample_weight_;
 };
 
 }  // namespace lockstep

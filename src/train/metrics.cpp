@@ -3,25 +3,12 @@
 #include <functional>
 
 #include "lockstep/train/metric.h"
+#include "train/metric_ops.h"
 #include "train/names.h"
 
 namespace lockstep {
 
-namespace {
-
-VariablePtr scalar_var(const std::string& name) {
-  return std::make_shared<Variable>(Variable{name, Tensor::zeros(Shape{}), false});
-}
-
-// Labels as int32 [N] (accepts [N, 1] and float labels).
-Value sparse_labels(Graph& g, Value labels) {
-  const TensorType& t = g.type(labels);
-  if (t.shape.rank() == 2 && t.shape[1] == 1)
-    labels = g.add("reshape", {labels}, Attrs{{"shape", std::vector<int64_t>{-1}}});
-  if (t.dtype != DType::i32)
-    labels = g.add("cast", {labels}, Attrs{{"dtype", std::string("int32")}});
-  return labels;
-}
+namespace metric_ops {
 
 // Targets of rank r-1 reshaped to the prediction's shape ([N] -> [N, 1]); float targets.
 Value dense_targets(Graph& g, Value y_true, Value y_pred) {
@@ -37,6 +24,41 @@ Value dense_targets(Graph& g, Value y_true, Value y_pred) {
   return y_true;
 }
 
+// sample_weight [N] reshaped to [N, 1, ...] so it broadcasts against x (rank >= 1).
+Value weights_like(Graph& g, Value sample_weight, Value x) {
+  const int rank = g.type(x).shape.rank();
+  if (rank <= 1) return sample_weight;
+  std::vector<int64_t> shape(size_t(rank), 1);
+  shape[0] = -1;
+  return g.add("reshape", {sample_weight}, Attrs{{"shape", shape}});
+}
+
+// 1 where x > threshold, else 0 (binary_accuracy against a target of ones).
+Value greater_than(Graph& g, Value x, double threshold) {
+  Value ones = g.add("scale_shift", {x}, Attrs{{"scale", 0.0}, {"shift", 1.0}});
+  return g.add("binary_accuracy", {x, ones}, Attrs{{"threshold", threshold}});
+}
+
+}  // namespace metric_ops
+
+namespace {
+
+using namespace metric_ops;
+
+VariablePtr scalar_var(const std::string& name) {
+  return std::make_shared<Variable>(Variable{name, Tensor::zeros(Shape{}), false});
+}
+
+// Labels as int32 [N] (accepts [N, 1] and float labels).
+Value sparse_labels(Graph& g, Value labels) {
+  const TensorType& t = g.type(labels);
+  if (t.shape.rank() == 2 && t.shape[1] == 1)
+    labels = g.add("reshape", {labels}, Attrs{{"shape", std::vector<int64_t>{-1}}});
+  if (t.dtype != DType::i32)
+    labels = g.add("cast", {labels}, Attrs{{"dtype", std::string("int32")}});
+  return labels;
+}
+
 // A mean of per-sample values computed by `fn(g, y_true, y_pred)`.
 class MeanWrapper : public Metric {
  public:
@@ -45,18 +67,15 @@ class MeanWrapper : public Metric {
   void update(Graph& g, Value y_true, Value y_pred) override {
     accumulate_mean(g, fn_(g, y_true, y_pred));
   }
+  void update_weighted(Graph& g, Value y_true, Value y_pred, Value sample_weight) override {
+    accumulate_weighted_mean(g, fn_(g, y_true, y_pred), sample_weight);
+  }
 
  private:
   Fn fn_;
 };
 
 Attrs all_axes() { return Attrs{{"axes", std::vector<int64_t>{}}, {"keepdims", false}}; }
-
-// 1 where x > threshold, else 0 (binary_accuracy against a target of ones).
-Value greater_than(Graph& g, Value x, double threshold) {
-  Value ones = g.add("scale_shift", {x}, Attrs{{"scale", 0.0}, {"shift", 1.0}});
-  return g.add("binary_accuracy", {x, ones}, Attrs{{"threshold", threshold}});
-}
 
 // 1 where x < bound (x holds counts: x < bound is not x > bound - 0.5).
 Value count_below(Graph& g, Value counts, int64_t bound) {
@@ -107,6 +126,11 @@ class ConfusionRatio : public Metric {
   }
 
   void update(Graph& g, Value y_true, Value y_pred) override {
+    update_weighted(g, y_true, y_pred, Value());
+  }
+
+  // Keras weights every confusion count by its sample's weight.
+  void update_weighted(Graph& g, Value y_true, Value y_pred, Value sample_weight) override {
     Value labels = dense_targets(g, y_true, y_pred);
     Value scores = y_pred;
     Value candidates;  // top_k: 1 for each row's top k
@@ -125,8 +149,13 @@ class ConfusionRatio : public Metric {
     for (double threshold : o_.thresholds) {
       Value positive = greater_than(g, scores, threshold);
       if (candidates.valid()) positive = g.add("mul", {positive, candidates});
+      if (sample_weight.valid())
+        positive = g.add("mul", {positive, weights_like(g, sample_weight, positive)});
       true_positives.push_back(one_entry(g, g.add("mul", {labels, positive})));
-      denominators.push_back(one_entry(g, recall_ ? labels : positive));
+      Value weighted_labels = sample_weight.valid()
+                                  ? g.add("mul", {labels, weights_like(g, sample_weight, labels)})
+                                  : labels;
+      denominators.push_back(one_entry(g, recall_ ? weighted_labels : positive));
     }
     g.add_multi("assign_add", {g.variable(total_), joined(g, true_positives)});
     g.add_multi("assign_add", {g.variable(count_), joined(g, denominators)});
@@ -172,6 +201,11 @@ class FBeta : public Metric {
   }
 
   void update(Graph& g, Value y_true, Value y_pred) override {
+    update_weighted(g, y_true, y_pred, Value());
+  }
+
+  // Keras FBetaScore: each count (and the label mass) is a sum of sample-weighted entries.
+  void update_weighted(Graph& g, Value y_true, Value y_pred, Value sample_weight) override {
     const Shape& s = g.type(y_pred).shape;
     LS_CHECK(s.rank() == 2, name(), ": needs predictions [N, C], got ", s.str());
     build(average_ == "micro" ? 1 : s[1]);
@@ -189,10 +223,13 @@ class FBeta : public Metric {
     auto one_minus = [&](Value x) {
       return g.add("scale_shift", {x}, Attrs{{"scale", -1.0}, {"shift", 1.0}});
     };
-    add_counts(g, total_, g.add("mul", {predicted, labels}));
-    add_counts(g, count_, g.add("mul", {predicted, one_minus(labels)}));
-    add_counts(g, false_negatives_, g.add("mul", {one_minus(predicted), labels}));
-    add_counts(g, label_mass_, labels);
+    auto weighted = [&](Value x) {
+      return sample_weight.valid() ? g.add("mul", {x, weights_like(g, sample_weight, x)}) : x;
+    };
+    add_counts(g, total_, weighted(g.add("mul", {predicted, labels})));
+    add_counts(g, count_, weighted(g.add("mul", {predicted, one_minus(labels)})));
+    add_counts(g, false_negatives_, weighted(g.add("mul", {one_minus(predicted), labels})));
+    add_counts(g, label_mass_, weighted(labels));
   }
 
   float result() const override {
@@ -280,6 +317,29 @@ void Metric::accumulate_mean(Graph& g, Value per_sample) {
                          : g.add("reduce_sum", {g.add("ones_like", {per_sample})},
                                  Attrs{{"axes", std::vector<int64_t>{}}, {"keepdims", false}});
   g.add_multi("assign_add", {g.variable(count_), n});
+}
+
+void Metric::update_weighted(Graph& g, Value y_true, Value y_pred, Value sample_weight) {
+  if (!sample_weight.valid()) return update(g, y_true, y_pred);
+  LS_FAIL("metric '", name_,
+          "' has no weighted form (sample weights): list it in compile's metrics, not "
+          "weighted_metrics");
+}
+
+void Metric::accumulate_weighted_mean(Graph& g, Value per_sample, Value sample_weight) {
+  if (!sample_weight.valid()) return accumulate_mean(g, per_sample);
+  const Shape& s = g.type(per_sample).shape;
+  if (s.rank() > 1) {
+    std::vector<int64_t> trailing;
+    for (int axis = 1; axis < s.rank(); ++axis) trailing.push_back(axis);
+    per_sample = g.add("reduce_mean", {per_sample}, Attrs{{"axes", trailing}, {"keepdims", false}});
+  }
+  Value sum_of = g.add("reduce_sum", {g.add("mul", {per_sample, sample_weight})},
+                       Attrs{{"axes", std::vector<int64_t>{}}, {"keepdims", false}});
+  g.add_multi("assign_add", {g.variable(total_), sum_of});
+  Value weight_sum = g.add("reduce_sum", {sample_weight},
+                           Attrs{{"axes", std::vector<int64_t>{}}, {"keepdims", false}});
+  g.add_multi("assign_add", {g.variable(count_), weight_sum});
 }
 
 namespace metrics {
@@ -433,10 +493,11 @@ MetricPtr get(const std::string& name, const std::string& loss_name) {
   if (c == "mae" || c == "meanabsoluteerror") return MeanAbsoluteError(name);
   if (c == "precision") return Precision({}, name);
   if (c == "recall") return Recall({}, name);
+  if (c == "auc") return AUC({}, name);
   LS_FAIL("unknown metric '", name,
           "' (known: accuracy, acc, sparse_categorical_accuracy, categorical_accuracy, "
           "binary_accuracy, top_k, sparse_top_k_categorical_accuracy, "
-          "top_k_categorical_accuracy, mse, mae, precision, recall)");
+          "top_k_categorical_accuracy, mse, mae, precision, recall, auc)");
 }
 
 }  // namespace metrics

@@ -30,8 +30,42 @@ std::vector<MetricPtr> Model::metrics() const {
   std::vector<MetricPtr> m;
   if (loss_tracker_) m.push_back(loss_tracker_);
   m.insert(m.end(), metrics_.begin(), metrics_.end());
+  m.insert(m.end(), weighted_metrics_.begin(), weighted_metrics_.end());
   return m;
 }
+
+std::vector<std::string> Model::metric_log_names() const {
+  if (!metric_log_names_.empty() || !loss_tracker_) return metric_log_names_;
+  std::vector<std::string> names;
+  for (auto& m : metrics()) names.push_back(m->name());
+  return names;
+}
+
+namespace {
+
+// Keras's CompileMetrics.result() naming: a weighted metric whose name is taken is logged as
+// "weighted_<name>", then "weighted_<name>_1", ...
+std::vector<std::string> unique_log_names(const std::vector<MetricPtr>& plain,
+                                          const std::vector<MetricPtr>& weighted) {
+  std::map<std::string, int> counters{{"loss", 1}};
+  std::vector<std::string> names{"loss"};
+  auto take = [&](std::string name) {
+    auto [it, fresh] = counters.try_emplace(name, 1);
+    if (!fresh) name += "_" + std::to_string(it->second++);
+    names.push_back(name);
+  };
+  for (auto& m : plain) take(m->name());
+  for (auto& m : weighted) {
+    if (!counters.count(m->name())) {
+      counters[m->name()] = 1, names.push_back(m->name());
+      continue;
+    }
+    take("weighted_" + m->name());
+  }
+  return names;
+}
+
+}  // namespace
 
 void Model::compile(CompileConfig config) {
   LS_CHECK(config.steps_per_execution >= 1, "compile: steps_per_execution must be >= 1, got ",
@@ -47,19 +81,28 @@ void Model::compile(CompileConfig config) {
   std::string loss_name = config_.loss ? config_.loss->name() : "";
   for (auto& m : config_.metrics) metrics_.push_back(metrics::get(m, loss_name));
   for (auto& m : config_.metric_objects) metrics_.push_back(m);
+  weighted_metrics_.clear();
+  for (auto& m : config_.weighted_metrics) weighted_metrics_.push_back(metrics::get(m, loss_name));
+  for (auto& m : config_.weighted_metric_objects) weighted_metrics_.push_back(m);
+  for (auto& m : weighted_metrics_)
+    for (auto& other : metrics_)
+      LS_CHECK(m != other, "compile: metric '", m->name(),
+               "' is in both metric_objects and weighted_metric_objects (pass two objects)");
+  metric_log_names_ = unique_log_names(metrics_, weighted_metrics_);
   compiled_ = true;
 }
 
-Program& Model::program(const std::string& kind, int64_t batch, int replica) {
+Program& Model::program(const std::string& kind, int64_t batch, int replica, bool weighted) {
   LS_CHECK(compiled_ || kind == "predict", "Model '", name_, "': call compile() before ",
            kind == "train" ? "fit" : "evaluate");
-  auto key = std::make_tuple(kind, batch, replica);
+  auto key = std::make_tuple(kind, batch, replica, weighted);
   auto it = programs_.find(key);
   if (it != programs_.end()) return *it->second;
   if (!compiled_) config_ = CompileConfig{};
   auto p = std::make_unique<Program>(*this, program_kind(kind), batch,
                                      loss_tracker_ ? loss_tracker_ : metrics::Mean("loss"),
-                                     metrics_, replication_.get(), replica);
+                                     metrics_, weighted_metrics_, replication_.get(), replica,
+                                     weighted);
   compile_seconds_ += p->compile_seconds();
   return *(programs_[key] = std::move(p));
 }

@@ -76,8 +76,10 @@ void Replication::average(const std::vector<VariablePtr>& variables) {
 }
 
 Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tracker,
-                 const std::vector<MetricPtr>& metrics, Replication* replication, int replica)
-    : kind_(kind), batch_(batch) {
+                 const std::vector<MetricPtr>& metrics,
+                 const std::vector<MetricPtr>& weighted_metrics, Replication* replication,
+                 int replica, bool weighted)
+    : kind_(kind), batch_(batch), weighted_(weighted && kind != Kind::predict) {
   const CompileConfig& cfg = model.compile_config();
   LS_CHECK(model.inputs().size() == 1 && model.outputs().size() == 1, "model '", model.name(),
            "': fit/evaluate/predict support one input and one output for now");
@@ -90,36 +92,16 @@ Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tr
     ctx.replica = replica;
   }
   Value pred = model.call(ctx, {x})[0];
+  // A mixed-precision model's output is in its compute dtype; the loss, the metrics and
+  // predict() take it in f32 (as Keras's losses cast y_pred).
+  if (is_float(g.type(pred).dtype) && g.type(pred).dtype != DType::f32)
+    pred = g.add("cast", {pred}, Attrs{{"dtype", std::string("float32")}});
   std::vector<Value> inputs{x}, outputs;
   if (kind == Kind::predict) {
     outputs = {pred};
   } else {
-    LS_CHECK(cfg.loss, "model '", model.name(), "': compile() needs a loss");
-    Shape ps = g.type(pred).shape;
-    Shape ys = cfg.loss->label_dtype() == DType::i32 ? Shape{batch} : ps;
-    Value y = g.input({cfg.loss->label_dtype(), ys}, "y");
-    inputs.push_back(y);
-    Value per = cfg.loss->per_sample(g, y, pred);
-    Value loss =
-        g.add("reduce_mean", {per}, Attrs{{"axes", std::vector<int64_t>{0}}, {"keepdims", false}});
-    for (Value extra : ctx.losses) loss = g.add("add", {loss, extra});
-    Value nonfinite;  // replicated: replicas (all workers) whose loss was NaN or inf
-    if (kind == Kind::train) {
-      LS_CHECK(cfg.optimizer, "model '", model.name(), "': compile() needs an optimizer to fit");
-      auto vars = model.trainable_weights();
-      std::vector<Value> reads;
-      for (auto& v : vars) reads.push_back(g.variable(v));
-      auto grads = gradients(g, loss, reads);
-      if (replication && replication->strategy().replicated())
-        grads = replication->reducer().insert(g, grads, replica, loss, &nonfinite);
-      cfg.optimizer->apply(g, grads, vars);
-    }
-    // Loss tracker: Keras weights each batch's loss by its size -> per-sample copies.
-    loss_tracker->update(
-        g, y, g.add("broadcast_to", {loss}, Attrs{{"shape", std::vector<int64_t>{batch}}}));
-    for (auto& m : metrics) m->update(g, y, pred);
-    outputs = {loss, pred};
-    if (nonfinite.valid()) outputs.push_back(nonfinite), has_nonfinite_ = true;
+    outputs = add_loss_and_updates(model, g, pred, inputs, {loss_tracker, metrics, weighted_metrics},
+                                   ctx.losses, replication, replica);
   }
   if (replication && replica > 0) {  // this replica's copies of every variable
     // ... but the learning rate, which every replica reads from one variable (set_learning_rate
@@ -163,6 +145,49 @@ Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tr
                  (long long)batch, replica, exe_->compile_seconds());
     for (auto& line : exe_->report()) std::fprintf(stderr, "[compile]   %s\n", line.c_str());
   }
+}
+
+// The loss — Keras's "sum_over_batch_size": mean(per_sample) unweighted, sum(per_sample * w) /
+// batch weighted (so weights summing to other than the batch size scale it) — plus the layers'
+// own losses, then (train) the gradients, their all-reduce and the optimizer update, and the
+// metric updates. Adds the label (and weight) inputs; returns {loss, pred[, nonfinite]}.
+std::vector<Value> Program::add_loss_and_updates(const Model& model, Graph& g, Value pred,
+                                                 std::vector<Value>& inputs,
+                                                 const StepMetrics& step_metrics,
+                                                 const std::vector<Value>& layer_losses,
+                                                 Replication* replication, int replica) {
+  const CompileConfig& cfg = model.compile_config();
+  LS_CHECK(cfg.loss, "model '", model.name(), "': compile() needs a loss");
+  Shape ps = g.type(pred).shape;
+  Shape ys = cfg.loss->label_dtype() == DType::i32 ? Shape{batch_} : ps;
+  Value y = g.input({cfg.loss->label_dtype(), ys}, "y");
+  inputs.push_back(y);
+  Value sample_weight;
+  if (weighted_) inputs.push_back(sample_weight = g.input({DType::f32, Shape{batch_}}, "sample_weight"));
+  Value per = cfg.loss->per_sample(g, y, pred);
+  if (weighted_) per = g.add("mul", {per, sample_weight});
+  Value loss =
+      g.add("reduce_mean", {per}, Attrs{{"axes", std::vector<int64_t>{0}}, {"keepdims", false}});
+  for (Value extra : layer_losses) loss = g.add("add", {loss, extra});
+  Value nonfinite;  // replicated: replicas (all workers) whose loss was NaN or inf
+  if (kind_ == Kind::train) {
+    LS_CHECK(cfg.optimizer, "model '", model.name(), "': compile() needs an optimizer to fit");
+    auto vars = model.trainable_weights();
+    std::vector<Value> reads;
+    for (auto& v : vars) reads.push_back(g.variable(v));
+    auto grads = gradients(g, loss, reads);
+    if (replication && replication->strategy().replicated())
+      grads = replication->reducer().insert(g, grads, replica, loss, &nonfinite);
+    cfg.optimizer->apply(g, grads, vars);
+  }
+  // Loss tracker: Keras weights each batch's loss by its size -> per-sample copies.
+  step_metrics.loss_tracker->update(
+      g, y, g.add("broadcast_to", {loss}, Attrs{{"shape", std::vector<int64_t>{batch_}}}));
+  for (auto& m : step_metrics.metrics) m->update(g, y, pred);
+  for (auto& m : step_metrics.weighted_metrics) m->update_weighted(g, y, pred, sample_weight);
+  std::vector<Value> outputs{loss, pred};
+  if (nonfinite.valid()) outputs.push_back(nonfinite), has_nonfinite_ = true;
+  return outputs;
 }
 
 }  // namespace lockstep

@@ -52,11 +52,17 @@ class Program {
   enum class Kind { train, eval, predict };
   // replication == nullptr (or replica 0 of one local replica and one worker): the plain
   // single-device step.
+  // weighted (train/eval): a third input takes the batch's sample weights [batch]; the loss and
+  // weighted_metrics use them.
   Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tracker,
-          const std::vector<MetricPtr>& metrics, Replication* replication = nullptr,
-          int replica = 0);
+          const std::vector<MetricPtr>& metrics,
+          const std::vector<MetricPtr>& weighted_metrics = {},
+          Replication* replication = nullptr, int replica = 0, bool weighted = false);
   Tensor& x() { return exe_->input(0); }
   Tensor& y() { return exe_->input(1); }
+  // The sample-weight input (weighted programs), else nullptr.
+  Tensor* sample_weight() { return weighted_ ? &exe_->input(2) : nullptr; }
+  bool weighted() const { return weighted_; }
   void run() { exe_->run(); }
   void set_step(uint64_t step) { exe_->set_step(step); }
   float loss() const { return exe_->output(0).item(); }
@@ -71,8 +77,19 @@ class Program {
   int64_t batch() const { return batch_; }
 
  private:
+  struct StepMetrics {
+    MetricPtr loss_tracker;
+    const std::vector<MetricPtr>& metrics;
+    const std::vector<MetricPtr>& weighted_metrics;
+  };
+  std::vector<Value> add_loss_and_updates(const Model& model, Graph& g, Value pred,
+                                          std::vector<Value>& inputs, const StepMetrics& metrics,
+                                          const std::vector<Value>& layer_losses,
+                                          Replication* replication, int replica);
+
   Kind kind_;
   int64_t batch_;
+  bool weighted_ = false;
   bool has_nonfinite_ = false;
   std::unique_ptr<Executable> exe_;
 };

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "lockstep/io/keras_file.h"
+#include "train/compile_config.h"
 
 namespace lockstep {
 namespace {
@@ -107,29 +108,64 @@ void load_keras_weights(Network& model, const std::string& path) {
   tensors_to_weights(model, io::read_h5_tensors(path), path);
 }
 
-void save_model(const Network& model, const std::string& path) {
+void save_model(const Model& model, const std::string& path, const SaveOptions& options) {
   LS_CHECK(ends_with(path, ".keras"), "save_model: '", path,
            "' must end in .keras (use save_weights for .weights.h5 or checkpoints)");
+  LS_CHECK(options.metadata.is_object(), "save_model: options.metadata must be a JSON object");
   io::KerasArchive a;
   a.config = model.get_config();
-  a.metadata = {
-      {"keras_version", kKerasVersion}, {"date_saved", now_string()}, {"producer", "lockstep"}};
+  a.metadata = options.metadata;
+  a.metadata["keras_version"] = kKerasVersion;
+  a.metadata["date_saved"] = now_string();
+  a.metadata["producer"] = "lockstep";
   weights_to_tensors(model, a.weights, a.groups);
+  const auto& compiled = model.compile_config();
+  if (options.include_optimizer && (compiled.optimizer || compiled.loss)) {
+    a.config["compile_config"] = train::compile_config_json(compiled);
+    if (compiled.optimizer) {
+      a.groups.push_back("optimizer");
+      a.groups.push_back("optimizer/vars");
+      for (auto& t : train::optimizer_state(model)) a.weights.push_back(t);
+    }
+  }
   io::write_keras_archive(path, a);
 }
 
-Model load_model(const std::string& path) {
+// Compiles `m` from the file's compile_config and loads the optimizer's variables.
+static void restore_compiled(Model& m, const io::KerasArchive& a, const std::string& path) {
+  try {
+    m.compile(train::compile_config_from_json(a.config["compile_config"]));
+  } catch (const Error& e) {
+    LS_FAIL("'", path, "': config.json: compile_config: ", e.what(),
+            " (load_model(path, /*compile=*/false) loads the model uncompiled)");
+  }
+  bool has_state = false;
+  for (auto& t : a.weights) has_state |= t.name.rfind("optimizer/vars/", 0) == 0;
+  if (has_state && m.compile_config().optimizer)
+    train::load_optimizer_state(m, a.weights, "'" + path + "': model.weights.h5");
+}
+
+Model load_model(const std::string& path, bool compile) {
   LS_CHECK(ends_with(path, ".keras"), "load_model: '", path,
            "' is not a .keras file (load_weights reads .weights.h5 and checkpoints)");
   io::KerasArchive a = io::read_keras_archive(path);
   Model m;
   try {
-    m = model_from_config(a.config);
+    json config = a.config;
+    config.erase("compile_config");
+    m = model_from_config(config);
   } catch (const Error& e) {
     LS_FAIL("'", path, "': config.json: ", e.what());
   }
   tensors_to_weights(m, a.weights, path + ": model.weights.h5");
+  if (compile && a.config.contains("compile_config") && !a.config["compile_config"].is_null())
+    restore_compiled(m, a, path);
   return m;
+}
+
+json load_model_metadata(const std::string& path) {
+  LS_CHECK(ends_with(path, ".keras"), "load_model_metadata: '", path, "' is not a .keras file");
+  return io::read_keras_archive(path).metadata;
 }
 
 }  // namespace lockstep

@@ -9,6 +9,15 @@
    Concatenate and two Dense heads' worth of shared classes), saves DIR/keras_<name>.keras,
    fixed inputs DIR/keras_<name>.input.f32 and Keras's predictions DIR/keras_<name>.pred.f32
    (raw little-endian float32; shapes in DIR/keras_<name>.json) for Lockstep to check.
+3. Optimizer state both ways (include_optimizer). DIR/resume_lockstep.keras is a compiled model
+   Lockstep trained for one epoch on DIR/resume.x.f32 / resume.y.i32; Keras loads it (compiled,
+   its Adam state restored), checks the step count, trains one more epoch (batch 8, no
+   shuffle) and must match Lockstep's predictions after its own second epoch
+   (DIR/resume_lockstep.after.f32) within 1e-4. Keras does the same the other way:
+   DIR/resume_keras.keras after one epoch and DIR/resume_keras.after.f32 after two, for
+   Lockstep to load and continue.
+4. Writes Keras's model.to_json() of an image CNN as DIR/keras_cnn.json (and its parameter
+   count in DIR/keras_cnn.params) for `lockstep train --model`.
 Exit status 0 when every comparison holds.
 """
 import json
@@ -102,9 +111,75 @@ def write_keras_files(d):
         print(f"keras wrote keras_{n}.keras ({len(model.layers)} layers)")
 
 
+RESUME_TOL = 1e-4
+
+
+def resume_data(d):
+    x = np.fromfile(os.path.join(d, "resume.x.f32"), np.float32).reshape(-1, 6)
+    y = np.fromfile(os.path.join(d, "resume.y.i32"), np.int32)
+    return x, y
+
+
+def check_lockstep_resume(d):
+    x, y = resume_data(d)
+    model = keras.saving.load_model(os.path.join(d, "resume_lockstep.keras"))
+    steps = int(model.optimizer.iterations.numpy())
+    model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    got = np.asarray(model.predict(x, verbose=0))
+    want = np.fromfile(os.path.join(d, "resume_lockstep.after.f32"), np.float32).reshape(got.shape)
+    diff = float(np.max(np.abs(got - want)))
+    # Control: the same weights with a fresh Adam land elsewhere (so the state was used).
+    fresh = keras.saving.load_model(os.path.join(d, "resume_lockstep.keras"), compile=False)
+    fresh.compile(optimizer=keras.optimizers.Adam(0.01),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    fresh.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    control = float(np.max(np.abs(np.asarray(fresh.predict(x, verbose=0)) - want)))
+    print(f"keras resumes resume_lockstep.keras ({type(model.optimizer).__name__}, "
+          f"{steps} steps done, {len(model.optimizer.variables)} optimizer variables): "
+          f"max abs diff after one more epoch {diff:.3g} (with a fresh Adam: {control:.3g})")
+    return steps == len(x) // 8 and diff <= RESUME_TOL and control > 10 * RESUME_TOL
+
+
+def write_keras_resume(d):
+    x, y = resume_data(d)
+    keras.utils.set_random_seed(7)
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(10, activation="relu"),
+                              keras.layers.Dense(4)], name="resume_keras")
+    model.compile(optimizer=keras.optimizers.Adam(0.01),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    model.save(os.path.join(d, "resume_keras.keras"))
+    model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    np.asarray(model.predict(x, verbose=0)).astype(np.float32).tofile(
+        os.path.join(d, "resume_keras.after.f32"))
+    print("keras wrote resume_keras.keras (compiled, Adam state after one epoch)")
+
+
+def write_keras_json(d):
+    model = keras.Sequential([
+        keras.Input((12, 12, 3)),
+        keras.layers.RandomFlip("horizontal"),
+        keras.layers.Rescaling(1 / 255.0),
+        keras.layers.Conv2D(8, 3, padding="same", activation="relu"),
+        keras.layers.MaxPooling2D(),
+        keras.layers.Conv2D(8, 3, padding="same", activation="relu"),
+        keras.layers.GlobalAveragePooling2D(),
+        keras.layers.Dense(2),
+    ], name="keras_cnn")
+    with open(os.path.join(d, "keras_cnn.json"), "w") as f:
+        f.write(model.to_json())
+    with open(os.path.join(d, "keras_cnn.params"), "w") as f:
+        f.write(str(model.count_params()))
+    print(f"keras wrote keras_cnn.json ({model.count_params()} parameters)")
+
+
 if __name__ == "__main__":
     d = sys.argv[1]
     print("keras", keras.__version__, "backend", keras.backend.backend())
     ok = check_lockstep_files(d)
+    ok = check_lockstep_resume(d) and ok
     write_keras_files(d)
+    write_keras_resume(d)
+    write_keras_json(d)
     sys.exit(0 if ok else 1)

@@ -1,8 +1,11 @@
 // Interop with real Keras 3 (on JAX): Lockstep writes .keras files that Keras loads and
 // predicts identically (including an augmentation stack), and loads the .keras files Keras writes
 // (a small CNN, a functional model with Add / Concatenate / Multiply and a branch) and predicts
-// identically (1e-5). Runs when LOCKSTEP_INTEROP_PYTHON names a python with keras (ctest
-// keras_interop, label interop, sets it via tests/interop/run_keras_interop.sh); skipped otherwise.
+// identically (1e-5). Compiled files carry the optimizer both ways: each side continues the
+// other's training one epoch and lands on the same predictions (1e-4). Keras's model.to_json()
+// builds in Lockstep and trains through `lockstep train`. Runs when LOCKSTEP_INTEROP_PYTHON names a
+// python with keras (ctest keras_interop, label interop, sets it via
+// tests/interop/run_keras_interop.sh); skipped otherwise.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -90,6 +93,70 @@ float max_abs_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
+// Adam on a small Dense model, batch 8, no shuffle: the data both sides train on.
+std::pair<Tensor, Tensor> resume_data() {
+  Tensor x = fixed_inputs(Shape{48, 6}, 77);
+  Tensor y = Tensor::zeros(Shape{48}, DType::i32);
+  for (int64_t i = 0; i < 48; ++i) y.data<int32_t>()[i] = int32_t((i * 5 + i / 7) % 4);
+  return {x, y};
+}
+
+const FitConfig kResumeFit{.batch_size = 8, .epochs = 1, .verbose = 0, .shuffle = false};
+
+void write_lockstep_resume(const fs::path& dir) {
+  auto [x, y] = resume_data();
+  write_f32(dir / "resume.x.f32", x);
+  std::ofstream(dir / "resume.y.i32", std::ios::binary)
+      .write(static_cast<const char*>(y.raw()), std::streamsize(y.nbytes()));
+  Model m = Sequential({Input({6}), Dense(10, {.activation = "relu"}), Dense(4)}, "resume_ls");
+  m.compile({.optimizer = optimizers::Adam(0.01),
+             .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}),
+             .metrics = {"accuracy"}});
+  m.fit(x, y, kResumeFit);
+  m.save((dir / "resume_lockstep.keras").string());
+  m.fit(x, y, kResumeFit);
+  write_f32(dir / "resume_lockstep.after.f32", m.predict(x));
+}
+
+void check_keras_resume(const fs::path& dir) {
+  auto [x, y] = resume_data();
+  Model m = load_model((dir / "resume_keras.keras").string());
+  ASSERT_TRUE(m.compile_config().optimizer) << "Keras's compiled file loads compiled";
+  EXPECT_EQ(m.compile_config().optimizer->iterations()->value.item(), 6.0f);
+  m.fit(x, y, kResumeFit);
+  Tensor want = read_f32(dir / "resume_keras.after.f32", Shape{48, 4});
+  float d = max_abs_diff(m.predict(x), want);
+  std::printf("lockstep resumes resume_keras.keras: max abs diff after one more epoch %.3g\n", d);
+  EXPECT_LE(d, 1e-4f);
+}
+
+void check_keras_json(const fs::path& dir) {
+  std::ifstream f(dir / "keras_cnn.json");
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  Model m = model_from_json(text);
+  int64_t params = 0;
+  std::ifstream(dir / "keras_cnn.params") >> params;
+  EXPECT_EQ(m.count_params(), params);
+  const std::string bin = std::string(LOCKSTEP_BINARY_DIR) + "/bin/lockstep";
+  if (!fs::exists(bin)) return;
+  for (int c = 0; c < 2; ++c) {  // a tiny two-class image folder
+    fs::create_directories(dir / "imgs" / std::to_string(c));
+    for (int i = 0; i < 6; ++i) {
+      Tensor img = Tensor::zeros(Shape{12, 12, 3}, DType::u8);
+      for (int64_t k = 0; k < img.numel(); ++k)
+        img.data<uint8_t>()[k] = uint8_t(c * 150 + (k * 7 + i) % 90);
+      data::write_image((dir / "imgs" / std::to_string(c) / (std::to_string(i) + ".png")).string(),
+                        img);
+    }
+  }
+  const std::string cmd = bin + " train --model " + (dir / "keras_cnn.json").string() +
+                          " --data-dir " + (dir / "imgs").string() +
+                          " --epochs 2 --batch-size 4 --out " +
+                          (dir / "from_keras_json.keras").string() + " > /dev/null 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  EXPECT_TRUE(fs::exists(dir / "from_keras_json.keras"));
+}
+
 }  // namespace
 
 TEST(KerasInterop, BothDirectionsAgainstRealKeras) {
@@ -114,6 +181,7 @@ TEST(KerasInterop, BothDirectionsAgainstRealKeras) {
     std::ofstream(dir / ("lockstep_" + n + ".json"))
         << json{{"input", shape_json(x.shape())}, {"output", shape_json(y.shape())}}.dump();
   }
+  write_lockstep_resume(dir);
   std::string cmd = std::string(py) + " " + LOCKSTEP_SOURCE_DIR +
                     "/tests/interop/keras_interop.py " + dir.string();
   int rc = std::system(cmd.c_str());
@@ -135,4 +203,6 @@ TEST(KerasInterop, BothDirectionsAgainstRealKeras) {
                 m.layers().size(), d);
     EXPECT_LE(d, 1e-5f) << n;
   }
+  check_keras_resume(dir);
+  check_keras_json(dir);
 }

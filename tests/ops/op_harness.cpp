@@ -205,6 +205,71 @@ TEST_P(OpTable, BackendsMatchReference) {
   }
 }
 
+// Mixed precision: every case of an op that computes in bf16 (OpDef::bf16) runs with its float
+// inputs cast to bf16 and its float outputs cast back, on every backend (the cpu kernels that
+// take bf16, and the conversion adapter elsewhere), against the f32 reference kernel run on the
+// same bf16-rounded inputs. The tolerance allows the outputs' own rounding to bf16 (2^-8
+// relative) plus f32 accumulation-order differences.
+static std::vector<int> bf16_cases() {
+  std::vector<int> r;
+  for (int i = 0; i < int(op_cases().size()); ++i) {
+    const OpCase& c = op_cases()[i];
+    if (!c.build && OpRegistry::get().op(c.op).bf16) r.push_back(i);
+  }
+  return r;
+}
+
+// The case's node on f32 placeholders whose float inputs pass through a cast to bf16 (or, for
+// the f32 oracle, an identity: the op node gets the same id, which keys dropout's randomness),
+// with bf16 outputs cast back to f32.
+static Built build_mixed(const OpCase& c, bool bf16) {
+  Built b;
+  std::vector<Value> ins;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    b.inputs.push_back(b.g.input({c.inputs[i].dtype, c.inputs[i].shape}, "in" + std::to_string(i)));
+    if (c.inputs[i].dtype != DType::f32)
+      ins.push_back(b.inputs.back());
+    else if (bf16)
+      ins.push_back(b.g.add("cast", {b.inputs.back()}, Attrs{{"dtype", std::string("bfloat16")}}));
+    else
+      ins.push_back(b.g.add("identity", {b.inputs.back()}));
+  }
+  for (Value v : b.g.add_multi(c.op, ins, c.attrs, c.name))
+    b.all_outs.push_back(b.g.type(v).dtype == DType::bf16
+                             ? b.g.add("cast", {v}, Attrs{{"dtype", std::string("float32")}})
+                             : v);
+  return b;
+}
+
+static std::string run_bf16_case(const OpCase& c, const std::string& backend) {
+  std::vector<Tensor> ins;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    ins.push_back(make_input(c.inputs[i], 1000 + i));
+    if (ins.back().dtype() != DType::f32) continue;
+    float* p = ins.back().data<float>();
+    for (int64_t k = 0; k < ins.back().numel(); ++k) p[k] = bf16_to_f32(f32_to_bf16(p[k]));
+  }
+  Built want = build_mixed(c, false), got_graph = build_mixed(c, true);
+  const Node& cast0 = got_graph.g.node(got_graph.all_outs[0].node);
+  if (cast0.op != "cast" || got_graph.g.type(cast0.inputs[0]).dtype != DType::bf16)
+    return c.op + ": output 0 is not computed in bfloat16";
+  auto ref = run(want, ins, "reference", want.all_outs);
+  auto got = run(got_graph, ins, backend, got_graph.all_outs);
+  for (size_t k = 0; k < ref.size(); ++k) {
+    auto err = compare(got[k], ref[k], std::max(c.fwd_tol, 2e-2f),
+                       backend + " bf16 output " + std::to_string(k));
+    if (!err.empty()) return err;
+  }
+  return "";
+}
+
+class OpTableBf16 : public ::testing::TestWithParam<int> {};
+
+TEST_P(OpTableBf16, MatchesF32ReferenceOnRoundedInputs) {
+  const OpCase& c = op_cases()[GetParam()];
+  for (const std::string& backend : host_backends()) EXPECT_EQ(run_bf16_case(c, backend), "") << c.name;
+}
+
 // Only the cases with a gradient to check (a case with check_grad = false would otherwise be a
 // test that always skips).
 class OpTableGradient : public ::testing::TestWithParam<int> {};
@@ -233,6 +298,7 @@ static std::vector<int> cases_with_gradient() {
 // (gtest evaluates these generators after static initialisation, when every LS_OP_CASES file
 // has registered its cases.)
 INSTANTIATE_TEST_SUITE_P(All, OpTable, ::testing::Range(0, int(op_cases().size())), case_test_name);
+INSTANTIATE_TEST_SUITE_P(All, OpTableBf16, ::testing::ValuesIn(bf16_cases()), case_test_name);
 INSTANTIATE_TEST_SUITE_P(All, OpTableGradient, ::testing::ValuesIn(cases_with_gradient()),
                          case_test_name);
 

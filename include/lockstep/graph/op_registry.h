@@ -61,6 +61,12 @@ KernelFactory simple_kernel(Fn fn) {
   };
 }
 
+// The f32 kernel `f` builds, run between bf16 -> f32 and f32 -> bf16 conversions of the node's
+// bf16 inputs and outputs: what the executable does for a kernel without bf16 support, and
+// what a bf16-capable factory returns for a dtype mix it does not run natively.
+std::unique_ptr<Kernel> bf16_via_f32(const Node& n, const std::vector<TensorType>& in,
+                                     const KernelFactory& f);
+
 class GradBuilder;
 
 // The type of a declared attribute. Reads are lenient where Attrs is: an int is accepted for a
@@ -106,6 +112,13 @@ struct OpDef {
   // backends = {"reference"}; a "cpu" executable reports the reason when it falls back.
   std::string reference_only;
   std::string group;  // its section of docs/ops.md (src/ops/op_docs.cpp)
+  // Mixed precision: the op also computes in bfloat16. When any input is bf16, Graph::add runs
+  // `infer` with bf16 inputs read as f32 and then gives bf16 to the float outputs listed in
+  // `bf16_outputs` (every float output when empty); the others (batch statistics, say) stay
+  // f32. A kernel registered without bf16 support runs through the executable's conversion
+  // adapter (bf16 -> f32, the f32 kernel, f32 -> bf16), so every such op works on every backend.
+  bool bf16 = false;
+  std::vector<int> bf16_outputs;
 
   const AttrDecl* attr(const std::string& name) const;  // nullptr when undeclared
   std::string attr_names() const;                       // "axis, keepdims" for errors
@@ -117,8 +130,11 @@ class OpRegistry {
   void add(OpDef def);
   const OpDef& op(const std::string& name) const;
   bool has(const std::string& name) const { return ops_.count(name) != 0; }
-  void add_kernel(const std::string& op, const std::string& backend, KernelFactory f);
+  // takes_bf16: the kernel handles bf16 inputs/outputs itself (any mix with f32 its op allows).
+  void add_kernel(const std::string& op, const std::string& backend, KernelFactory f,
+                  bool takes_bf16 = false);
   const KernelFactory* kernel(const std::string& op, const std::string& backend) const;
+  bool kernel_takes_bf16(const std::string& op, const std::string& backend) const;
   std::vector<std::string> op_names() const;
   // The backends with a kernel registered for `op` (sorted).
   std::vector<std::string> kernel_backends(const std::string& op) const;
@@ -126,6 +142,7 @@ class OpRegistry {
  private:
   std::unordered_map<std::string, OpDef> ops_;
   std::unordered_map<std::string, std::unordered_map<std::string, KernelFactory>> kernels_;
+  std::unordered_map<std::string, std::unordered_map<std::string, bool>> takes_bf16_;
 };
 
 // Checks the attributes of a node of `def` against its declaration: every key declared, every

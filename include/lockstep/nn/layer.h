@@ -9,6 +9,7 @@
 
 #include "lockstep/core/json.h"
 #include "lockstep/graph/graph.h"
+#include "lockstep/nn/mixed_precision.h"
 
 namespace lockstep {
 
@@ -24,8 +25,13 @@ struct CallContext {
   // with these attributes; -1 = not replicated.
   int64_t replica_group = -1;
   int replica = 0;
-  // Reads a variable into this graph.
-  Value read(const VariablePtr& v) { return graph.variable(v); }
+  // The calling layer's compute dtype, and whether its variables are read in it (Keras's
+  // AutoCastVariable): Layer::invoke sets both around call().
+  DType compute = DType::f32;
+  bool autocast_variables = false;
+  // Reads a variable into this graph: f32 as stored, cast to the compute dtype of a
+  // mixed-precision layer (its gradient comes back cast to f32).
+  Value read(const VariablePtr& v);
 };
 
 class Layer;
@@ -70,6 +76,17 @@ class Layer : public std::enable_shared_from_this<Layer> {
   // Adds the layer's computation to ctx.graph and returns its outputs.
   virtual std::vector<Value> call(CallContext& ctx, const std::vector<Value>& inputs) = 0;
 
+  // call() with Keras's autocasting: float inputs are cast to the layer's compute dtype and
+  // variables read through ctx.read() come in it. Models call layers through this.
+  std::vector<Value> invoke(CallContext& ctx, std::vector<Value> inputs);
+
+  // The dtype policy (lockstep/nn/mixed_precision.h): the global policy when the layer was
+  // created, or the one set here or by the layer's config ("dtype").
+  const mixed_precision::DTypePolicy& dtype_policy() const { return policy_; }
+  void set_dtype_policy(const std::string& name) { policy_ = mixed_precision::make_policy(name); }
+  // bf16 for a mixed_bfloat16 layer, f32 otherwise (and always for computes_in_f32 layers).
+  DType compute_dtype() const { return computes_in_f32() ? DType::f32 : policy_.compute; }
+
   // Functional API: applies the layer to symbolic tensors (builds on first call).
   KTensor operator()(const KTensor& x);
   KTensors operator()(const std::vector<KTensor>& xs);
@@ -93,12 +110,19 @@ class Layer : public std::enable_shared_from_this<Layer> {
   // Adds a weight named "<layer>/<name>" initialised by `initializer` (see initializers.h).
   VariablePtr add_weight(const std::string& name, const Shape& shape,
                          const std::string& initializer, bool trainable = true);
+  // Layers whose ops have no bf16 form (image preprocessing and augmentation) compute in f32
+  // whatever the policy: their float inputs are cast to f32.
+  virtual bool computes_in_f32() const { return false; }
+  // Whether ctx.read() casts this layer's variables to its compute dtype (BatchNormalization
+  // reads its f32 parameters and statistics as they are).
+  virtual bool autocasts_variables() const { return true; }
   // Appends an L2 penalty on `w` to ctx.losses when l2 > 0.
   void add_l2(CallContext& ctx, const VariablePtr& w, double l2);
   uint64_t seed_ = 0;  // initializer seed, derived from the global seed and the layer name
 
  private:
   std::string name_;
+  mixed_precision::DTypePolicy policy_;
   bool built_ = false;
   std::vector<VariablePtr> weights_;
 };

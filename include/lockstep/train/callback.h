@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -65,6 +66,39 @@ class EarlyStoppingCallback : public Callback {
   virtual int wait() const = 0;
 };
 
+// keras.callbacks.ModelCheckpoint's options (Keras's names and defaults).
+struct ModelCheckpointOptions {
+  std::string monitor = "val_loss";
+  int verbose = 0;  // 1: a line per save decision ("Epoch 3: val_loss improved from ...")
+  // Save only when `monitor` improved on the best value so far (strictly; the first value
+  // always improves unless initial_value_threshold is set). A missing monitor: save anyway.
+  bool save_best_only = false;
+  // model.save_weights(filepath) instead of model.save(filepath).
+  bool save_weights_only = false;
+  // "min", "max", or "auto": min for loss, max for accuracy / auc / precision / recall / f1
+  // / fbeta; any other name in auto mode is an error (as in Keras).
+  std::string mode = "auto";
+  // "epoch": at every epoch end; N: every N training batches (counted across epochs).
+  std::variant<std::string, int64_t> save_freq = std::string("epoch");
+  // The best value to beat from the start (Keras's initial_value_threshold; none by default).
+  std::optional<double> initial_value_threshold;
+};
+
+// keras.callbacks.TensorBoard's options (Keras's names and defaults; write_images,
+// profile_batch and embeddings are not supported).
+struct TensorBoardOptions {
+  std::string log_dir = "logs";  // runs go to log_dir/train and log_dir/validation
+  // Every N epochs, a histogram of each weight ("<layer>/<weight>/histogram"); 0: none.
+  int histogram_freq = 0;
+  // The model at the start of training: its Keras config under the tag "keras" (TensorBoard's
+  // Graphs dashboard) and model.summary() as text ("model_summary").
+  bool write_graph = true;
+  bool write_steps_per_second = false;  // "epoch_steps_per_second" / "batch_steps_per_second"
+  // "epoch": scalars per epoch only; "batch" or N: also "batch_<log>" every N training steps
+  // (step = the optimizer's iteration count).
+  std::variant<std::string, int64_t> update_freq = std::string("epoch");
+};
+
 namespace callbacks {
 // Stops when `monitor` has not improved by min_delta for `patience` epochs.
 CallbackPtr EarlyStopping(const std::string& monitor = "val_loss", int patience = 0,
@@ -102,6 +136,21 @@ CallbackPtr LearningRateScheduler(std::function<double(int epoch, double learnin
 // file is empty).
 CallbackPtr CSVLogger(const std::string& filename, const std::string& separator = ",",
                       bool append = false);
+// keras.callbacks.ModelCheckpoint: saves the model (model.save, a .keras file with the
+// optimizer) or its weights (save_weights_only: .weights.h5, or a Lockstep .lsckpt) to
+// `filepath` formatted as Python's str.format with epoch (from 1), batch (from 1, batch-level
+// saves) and every log value: "ckpt/{epoch:02d}-{val_loss:.2f}.keras". Like Keras 3, filepath
+// must end in .keras (full model) or .weights.h5 (weights only). Writes are atomic (temporary
+// file + rename) and only the chief writes under a multi-worker strategy; the folder is
+// created when missing.
+CallbackPtr ModelCheckpoint(const std::string& filepath, ModelCheckpointOptions options = {});
+// keras.callbacks.TensorBoard: event files (lockstep/train/summary_writer.h) that
+// `tensorboard --logdir log_dir` reads. Per epoch, in log_dir/train: "epoch_<log>" for every
+// training log (epoch_loss, epoch_accuracy, ...) plus "epoch_learning_rate"; in
+// log_dir/validation: "epoch_<log>" for each val_<log> (val_ dropped) and
+// "evaluation_<log>_vs_iterations" at the optimizer's step; step = the epoch (from 0). Only
+// the chief writes under a multi-worker strategy.
+CallbackPtr TensorBoard(TensorBoardOptions options = {});
 }  // namespace callbacks
 
 }  // namespace lockstep

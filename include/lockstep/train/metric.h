@@ -17,6 +17,11 @@ class Metric {
   const std::string& name() const { return name_; }
   // Adds the update ops for one batch (side effects on this metric's variables).
   virtual void update(Graph& g, Value y_true, Value y_pred) = 0;
+  // The same with per-sample weights sample_weight [N] (compile's weighted_metrics, fed by
+  // fit/evaluate's sample_weight, class_weight or a Dataset's third element). Keras semantics:
+  // a mean metric becomes sum(value * w) / sum(w); confusion counts are weighted sums. The
+  // default refuses (a metric that has no weighted form names itself).
+  virtual void update_weighted(Graph& g, Value y_true, Value y_pred, Value sample_weight);
   virtual float result() const;  // total / count
   virtual void reset();
   const std::vector<VariablePtr>& variables() const { return vars_; }
@@ -24,6 +29,9 @@ class Metric {
  protected:
   // Adds assign_add(total, sum(values)) and assign_add(count, N) for per-sample values.
   void accumulate_mean(Graph& g, Value per_sample);
+  // assign_add(total, sum(values * w)) and assign_add(count, sum(w)) (values of rank > 1 are
+  // first averaged over their trailing axes, as Keras's reduce_to_samplewise_values does).
+  void accumulate_weighted_mean(Graph& g, Value per_sample, Value sample_weight);
   VariablePtr total_, count_;
   std::vector<VariablePtr> vars_;
 
@@ -73,6 +81,27 @@ MetricPtr F1Score(const std::string& average = "", double threshold = -1,
                   const std::string& name = "f1_score");
 // The per-class scores of an FBetaScore / F1Score (one entry for "micro").
 std::vector<double> class_scores(const Metric& metric);
+// keras.metrics.AUC options (Keras's names and defaults).
+struct AUCOptions {
+  // Thresholds (i + 1) / (num_thresholds - 1), i < num_thresholds - 2, plus -1e-7 and 1 + 1e-7.
+  int num_thresholds = 200;
+  std::string curve = "ROC";                       // "ROC" or "PR"
+  std::string summation_method = "interpolation";  // or "minoring", "majoring"
+  // Given: these thresholds (sorted) plus the two end points; num_thresholds is ignored.
+  std::vector<double> thresholds;
+  // false: every entry of [N, C] labels is one binary decision. true: one curve per column,
+  // the result is their mean (weighted by label_weights when given).
+  bool multi_label = false;
+  // One weight per label column: weighs the column's counts (multi_label false) or its AUC in
+  // the mean (multi_label true).
+  std::vector<double> label_weights;
+  bool from_logits = false;  // apply a sigmoid to the predictions first
+};
+// The area under the ROC or precision-recall curve from TP/FP/TN/FN counts at each threshold
+// (y_pred > threshold is positive), summed over batches, replicas and workers. result() forms
+// the area as Keras does: the trapezoid (or minoring/majoring) Riemann sum, and for PR with
+// "interpolation" Davis & Goadrich's interpolation. Sample weights weigh the counts.
+MetricPtr AUC(AUCOptions o = {}, const std::string& name = "auc");
 // tf.math.confusion_matrix on the host: [C, C] f32 counts, row = true class, column = predicted
 // class. labels and predictions: int32 class indices [N], or f32 [N, C] scores / one-hot rows
 // (the argmax is taken, the first on ties). num_classes 0: one more than the largest class seen.

@@ -25,6 +25,11 @@ struct CompileConfig {
   LossPtr loss;
   std::vector<std::string> metrics;  // Keras strings: "accuracy", "top_k" ...
   std::vector<MetricPtr> metric_objects;
+  // Keras weighted_metrics: updated with the batch's sample weights (sample_weight,
+  // class_weight, or a Dataset's third element); without weights they equal their unweighted
+  // twins. A name already taken by `metrics` is logged as "weighted_<name>", as in Keras.
+  std::vector<std::string> weighted_metrics;
+  std::vector<MetricPtr> weighted_metric_objects;
   int steps_per_execution = 1;
   bool run_eagerly = false;
   std::string backend = "cpu";
@@ -36,14 +41,16 @@ class StrategyImpl;
 class DistributedDataset;
 }  // namespace distribute
 
-// fit's validation data: arrays (x, y) or a Dataset of batched {x, y} elements.
+// fit's validation data: arrays (x, y[, sample_weight]) or a Dataset of batched {x, y[, w]}
+// elements.
 struct ValidationData {
   ValidationData() = default;
-  ValidationData(Tensor x_, Tensor y_) : x(std::move(x_)), y(std::move(y_)) {}
+  ValidationData(Tensor x_, Tensor y_, Tensor sample_weight_ = {})
+      : x(std::move(x_)), y(std::move(y_)), sample_weight(std::move(sample_weight_)) {}
   ValidationData(std::pair<Tensor, Tensor> xy)
       : x(std::move(xy.first)), y(std::move(xy.second)) {}      // NOLINT
   ValidationData(data::Dataset ds) : dataset(std::move(ds)) {}  // NOLINT
-  Tensor x, y;
+  Tensor x, y, sample_weight;
   data::Dataset dataset;
   bool defined() const { return x.defined() || dataset.valid(); }
 };
@@ -62,12 +69,22 @@ struct FitConfig {
   // datasets work) and restarts only when it runs out.
   int64_t steps_per_epoch = 0;
   uint64_t seed = 0;  // shuffle seed
+  // Keras's weighted training (arrays; a Dataset's elements carry weights as their third
+  // component). sample_weight [N]: each sample's weight; the loss is the Keras
+  // "sum_over_batch_size" reduction sum(loss * w) / batch_size, and weighted_metrics become
+  // sum(value * w) / sum(w). class_weight {class: weight}: each sample weighs its label's
+  // class weight (1 for classes not listed; one-hot labels by their argmax); it applies to the
+  // training data only. Not both at once (as in Keras). validation_split splits sample_weight
+  // like x and y.
+  Tensor sample_weight;
+  std::map<int, double> class_weight;
 };
 
 struct EvaluateConfig {
   int batch_size = 32;  // arrays only; a Dataset is already batched
   int verbose = 1;
   int64_t steps = 0;  // Dataset: 0 = until the end
+  Tensor sample_weight;  // arrays: per-sample weights [N] (see FitConfig::sample_weight)
 };
 
 class Program;      // a compiled train/eval/predict step (src/train/program.h)
@@ -120,11 +137,23 @@ class Model : public Network {
   // Seconds spent compiling programs so far, and how many were compiled.
   double compile_seconds() const { return compile_seconds_; }
   int programs_compiled() const { return int(programs_.size()); }
-  std::vector<MetricPtr> metrics() const;  // loss tracker first
+  // The running fit() so far (reset when fit starts): samples this process's replicas stepped
+  // on and seconds in its epochs' steps (compile and validation excluded). Callbacks read it
+  // (CostReport).
+  struct FitProgress {
+    int64_t samples = 0;
+    double train_seconds = 0;
+  };
+  const FitProgress& fit_progress() const { return fit_progress_; }
+  std::vector<MetricPtr> metrics() const;  // loss tracker first, then metrics, weighted_metrics
+  // The log key of each of metrics() (its name, or "weighted_<name>" for a weighted metric
+  // whose name a plain one already has, as Keras names them).
+  std::vector<std::string> metric_log_names() const;
   struct Source;  // internal: where fit/evaluate take batches from (src/train/fit_source.h)
 
  private:
-  Program& program(const std::string& kind, int64_t batch, int replica = 0);
+  // weighted: the program takes a third input, the batch's sample weights.
+  Program& program(const std::string& kind, int64_t batch, int replica = 0, bool weighted = false);
   History fit_loop(Source& source, FitConfig& cfg);  // runs a FitLoop
   History fit_dataset(const data::Dataset& dataset, FitConfig cfg, bool distributed);
   // Predicts the batch `source` holds, split across the local replicas; hands each part's
@@ -136,10 +165,13 @@ class Model : public Network {
   bool compiled_ = false;
   MetricPtr loss_tracker_;
   std::vector<MetricPtr> metrics_;
-  std::map<std::tuple<std::string, int64_t, int>, std::unique_ptr<Program>> programs_;
+  std::vector<MetricPtr> weighted_metrics_;
+  std::vector<std::string> metric_log_names_;
+  std::map<std::tuple<std::string, int64_t, int, bool>, std::unique_ptr<Program>> programs_;
   double compile_seconds_ = 0;
   std::shared_ptr<distribute::StrategyImpl> strategy_;
   std::unique_ptr<Replication> replication_;
+  FitProgress fit_progress_;
   int resume_epoch_ = -1;
   int64_t resume_step_ = 0;
 };

@@ -8,8 +8,11 @@
 //   model.save_weights("x.weights.h5");    // Keras layout; other names: Lockstep checkpoints
 //   Model m2 = model_from_json(keras_model.to_json());
 //
-// Not yet: include_optimizer (the optimizer's config and state are not written, and a file's
-// "optimizer" group is ignored on load; compile the loaded model yourself).
+// A compiled model's file also holds Keras's "compile_config" (optimizer, loss, metrics) in
+// config.json and the optimizer's variables under optimizer/vars/<i> in model.weights.h5
+// (Keras 3's layout: iteration, learning_rate unless a schedule, then the slots in Keras's
+// order), so load_model returns a compiled model whose training resumes where it stopped, and
+// Keras's own compiled files load the same way.
 #pragma once
 #include <string>
 
@@ -21,8 +24,21 @@ namespace lockstep {
 Model model_from_config(const json& config);
 Model model_from_json(const std::string& json_text);
 
-void save_model(const Network& model, const std::string& path);  // .keras
-Model load_model(const std::string& path);                       // .keras
+struct SaveOptions {
+  // Write compile_config and the optimizer's state when the model is compiled (Keras 3 always
+  // does); false: architecture and weights only.
+  bool include_optimizer = true;
+  // Extra metadata.json entries, e.g. {"class_names": [...]} (lockstep train writes them and
+  // lockstep predict reads them); keras_version, date_saved and producer are added.
+  json metadata = json::object();
+};
+void save_model(const Model& model, const std::string& path, const SaveOptions& options = {});
+// keras.saving.load_model(path, compile=True): with compile, a file with a compile_config comes
+// back compiled, its optimizer's variables loaded; an optimizer, loss or option Lockstep lacks
+// is an error naming it (load with compile = false to get the model uncompiled).
+Model load_model(const std::string& path, bool compile = true);
+// The metadata.json of a .keras file (keras_version, date_saved, and any extra entries).
+json load_model_metadata(const std::string& path);
 
 // True when `path` names a Keras weights file (ends in ".weights.h5" or ".h5").
 bool is_keras_weights_path(const std::string& path);

@@ -34,15 +34,21 @@ struct Mds {
   memory::desc act(const memory::desc& md) const { return act_any() ? with_any(md) : md; }
 };
 
-Mds user_mds(const ConvGeom& g) {
+// Element types of a conv's tensors: all f32, or bf16 activations and weights (mixed precision;
+// the bias may stay f32).
+struct ConvTypes {
+  dt x = dt::f32, w = dt::f32, y = dt::f32, b = dt::f32;
+};
+
+Mds user_mds(const ConvGeom& g, const ConvTypes& t) {
   Mds m;
-  m.x = memory::desc(dims4(g.N, g.C, g.H, g.W), dt::f32, tag::nhwc);
-  m.y = memory::desc(dims4(g.N, g.O, g.OH, g.OW), dt::f32, tag::nhwc);
+  m.x = memory::desc(dims4(g.N, g.C, g.H, g.W), t.x, tag::nhwc);
+  m.y = memory::desc(dims4(g.N, g.O, g.OH, g.OW), t.y, tag::nhwc);
   if (g.G == 1)
-    m.w = memory::desc(dims4(g.O, g.C, g.KH, g.KW), dt::f32, tag::hwio);
+    m.w = memory::desc(dims4(g.O, g.C, g.KH, g.KW), t.w, tag::hwio);
   else
-    m.w = memory::desc({g.G, g.Og(), g.Cg(), g.KH, g.KW}, dt::f32, tag::hwigo);
-  m.b = memory::desc({g.O}, dt::f32, tag::a);
+    m.w = memory::desc({g.G, g.Og(), g.Cg(), g.KH, g.KW}, t.w, tag::hwigo);
+  m.b = memory::desc({g.O}, t.b, tag::a);
   m.strides = {g.SH, g.SW};
   m.dil = {g.DH - 1, g.DW - 1};
   m.pl = {g.PT, g.PL};
@@ -95,8 +101,8 @@ class ConvKernel : public Kernel {
 
 class ConvFwd final : public ConvKernel {
  public:
-  explicit ConvFwd(const ConvGeom& g) {
-    Mds m = user_mds(g);
+  ConvFwd(const ConvGeom& g, const ConvTypes& t) {
+    Mds m = user_mds(g, t);
     auto attr = user_scratchpad_attr();
     if (g.relu) {
       dnnl::post_ops po;
@@ -121,8 +127,8 @@ class ConvFwd final : public ConvKernel {
 // (dy, w) -> dx
 class ConvBwdData final : public ConvKernel {
  public:
-  explicit ConvBwdData(const ConvGeom& g) {
-    Mds m = user_mds(g);
+  ConvBwdData(const ConvGeom& g, const ConvTypes& t) {
+    Mds m = user_mds(g, t);
     auto hint = fwd_pd(g, m, false, dnnl::primitive_attr());
     dnnl::convolution_backward_data::desc d(algorithm::convolution_direct, m.act(m.x),
                                             with_any(m.w), m.act(m.y), m.strides, m.dil, m.pl,
@@ -143,8 +149,8 @@ class ConvBwdData final : public ConvKernel {
 // (dy, x) -> dw
 class ConvBwdWeights final : public ConvKernel {
  public:
-  explicit ConvBwdWeights(const ConvGeom& g) {
-    Mds m = user_mds(g);
+  ConvBwdWeights(const ConvGeom& g, const ConvTypes& t) {
+    Mds m = user_mds(g, t);
     auto hint = fwd_pd(g, m, false, dnnl::primitive_attr());
     dnnl::convolution_backward_weights::desc d(algorithm::convolution_direct, m.act(m.x),
                                                with_any(m.w), m.act(m.y), m.strides, m.dil, m.pl,
@@ -163,23 +169,42 @@ class ConvBwdWeights final : public ConvKernel {
   }
 };
 
+// The three conv kernels take all-f32 or all-bf16 tensors (a forward bias may be either); any
+// other mix runs the f32 kernel between conversions.
+KernelFactory conv_fwd_factory() {
+  return [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
+    if (!same_float_type({in[0], in[1], n.outputs[0]})) return bf16_via_f32(n, in, conv_fwd_factory());
+    ConvTypes t{to_dt(in[0].dtype), to_dt(in[1].dtype), to_dt(n.outputs[0].dtype)};
+    if (in.size() > 2) t.b = to_dt(in[2].dtype);
+    return std::make_unique<ConvFwd>(ops::conv2d_geometry(in[0].shape, in[1].shape, n), t);
+  };
+}
+
+KernelFactory conv_bwd_data_factory() {
+  return [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
+    if (!same_float_type({in[0], in[1], n.outputs[0]}))
+      return bf16_via_f32(n, in, conv_bwd_data_factory());
+    ConvTypes t{to_dt(n.outputs[0].dtype), to_dt(in[1].dtype), to_dt(in[0].dtype)};
+    Shape xs = ops::input_shape_attr(n, in[0].shape[0]);
+    return std::make_unique<ConvBwdData>(ops::conv_geometry(xs, in[1].shape, n), t);
+  };
+}
+
+KernelFactory conv_bwd_weights_factory() {
+  return [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
+    if (!same_float_type({in[0], in[1], n.outputs[0]}))
+      return bf16_via_f32(n, in, conv_bwd_weights_factory());
+    ConvTypes t{to_dt(in[1].dtype), to_dt(n.outputs[0].dtype), to_dt(in[0].dtype)};
+    Shape ws(attr_ints(n, "filter_shape"));
+    return std::make_unique<ConvBwdWeights>(ops::conv_geometry(in[1].shape, ws, n), t);
+  };
+}
+
 LOCKSTEP_REGISTER(cpu_conv_kernels) {
   auto& R = OpRegistry::get();
-  R.add_kernel(
-      "conv2d", "cpu",
-      [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
-        return std::make_unique<ConvFwd>(ops::conv2d_geometry(in[0].shape, in[1].shape, n));
-      });
-  R.add_kernel("conv2d_backward_input", "cpu",
-               [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
-                 Shape xs = ops::input_shape_attr(n, in[0].shape[0]);
-                 return std::make_unique<ConvBwdData>(ops::conv_geometry(xs, in[1].shape, n));
-               });
-  R.add_kernel("conv2d_backward_filter", "cpu",
-               [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
-                 Shape ws(attr_ints(n, "filter_shape"));
-                 return std::make_unique<ConvBwdWeights>(ops::conv_geometry(in[1].shape, ws, n));
-               });
+  R.add_kernel("conv2d", "cpu", conv_fwd_factory(), /*takes_bf16=*/true);
+  R.add_kernel("conv2d_backward_input", "cpu", conv_bwd_data_factory(), true);
+  R.add_kernel("conv2d_backward_filter", "cpu", conv_bwd_weights_factory(), true);
 }
 
 }  // namespace

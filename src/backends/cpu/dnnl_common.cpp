@@ -55,4 +55,17 @@ void Arg::bind(void* user_ptr, char* ws) const {
 
 memory::dims dims4(int64_t a, int64_t b, int64_t c, int64_t d) { return {a, b, c, d}; }
 
+dt to_dt(DType t) {
+  LS_CHECK(t == DType::f32 || t == DType::bf16, "oneDNN kernel: dtype ", dtype_name(t),
+           " is not float32 or bfloat16");
+  return t == DType::bf16 ? dt::bf16 : dt::f32;
+}
+
+bool same_float_type(const std::vector<TensorType>& types) {
+  for (const TensorType& t : types)
+    if (t.dtype != types.front().dtype || (t.dtype != DType::f32 && t.dtype != DType::bf16))
+      return false;
+  return true;
+}
+
 }  // namespace lockstep::cpu

@@ -65,4 +65,9 @@ struct Scratch {
 
 memory::dims dims4(int64_t a, int64_t b, int64_t c, int64_t d);
 
+// oneDNN's data type for a float tensor type (f32 or bf16).
+dt to_dt(DType t);
+// Whether all the given types are f32, or all bf16: the mixes oneDNN's primitives run.
+bool same_float_type(const std::vector<TensorType>& types);
+
 }  // namespace lockstep::cpu

@@ -169,6 +169,23 @@ LOCKSTEP_REGISTER(cpu_elementwise_kernels) {
                  }
                }));
   R.add_kernel("dropout", kCpu, dropout);
+  // f32 <-> bf16 vectorised (the casts of mixed precision run every step on activations and
+  // weights); other pairs (labels, images) are a conversion loop: the reference kernel's.
+  R.add_kernel(
+      "cast", kCpu,
+      [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
+        const DType from = in[0].dtype, to = n.outputs[0].dtype;
+        if (from == DType::f32 && to == DType::bf16)
+          return make_kernel([](const KernelArgs& a) {
+            f32_to_bf16(a.in(0).data<float>(), a.out(0).data<bf16>(), a.in(0).numel());
+          });
+        if (from == DType::bf16 && to == DType::f32)
+          return make_kernel([](const KernelArgs& a) {
+            bf16_to_f32(a.in(0).data<bf16>(), a.out(0).data<float>(), a.in(0).numel());
+          });
+        return (*OpRegistry::get().kernel("cast", "reference"))(n, in);
+      },
+      /*takes_bf16=*/true);
 }
 
 }  // namespace lockstep

@@ -6,10 +6,10 @@ namespace {
 
 class Matmul final : public Kernel {
  public:
-  Matmul(int64_t M, int64_t K, int64_t N, bool ta, bool tb) {
-    memory::desc a({M, K}, dt::f32, ta ? tag::ba : tag::ab);
-    memory::desc b({K, N}, dt::f32, tb ? tag::ba : tag::ab);
-    memory::desc c({M, N}, dt::f32, tag::ab);
+  Matmul(int64_t M, int64_t K, int64_t N, bool ta, bool tb, dt type) {
+    memory::desc a({M, K}, type, ta ? tag::ba : tag::ab);
+    memory::desc b({K, N}, type, tb ? tag::ba : tag::ab);
+    memory::desc c({M, N}, type, tag::ab);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), user_scratchpad_attr(), engine());
     a_ = memory(a, engine(), DNNL_MEMORY_NONE);
     b_ = memory(b, engine(), DNNL_MEMORY_NONE);
@@ -37,14 +37,18 @@ class Matmul final : public Kernel {
   Exec exec_;
 };
 
+// All f32 or all bf16 (mixed precision); another mix runs the f32 kernel between conversions.
+KernelFactory matmul_factory() {
+  return [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
+    if (!same_float_type({in[0], in[1], n.outputs[0]})) return bf16_via_f32(n, in, matmul_factory());
+    const bool ta = attr_b(n, "transpose_a"), tb = attr_b(n, "transpose_b");
+    return std::make_unique<Matmul>(in[0].shape[ta ? 1 : 0], in[0].shape[ta ? 0 : 1],
+                                    in[1].shape[tb ? 0 : 1], ta, tb, to_dt(in[0].dtype));
+  };
+}
+
 LOCKSTEP_REGISTER(cpu_matmul_kernels) {
-  OpRegistry::get().add_kernel(
-      "matmul", "cpu",
-      [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
-        const bool ta = attr_b(n, "transpose_a"), tb = attr_b(n, "transpose_b");
-        return std::make_unique<Matmul>(in[0].shape[ta ? 1 : 0], in[0].shape[ta ? 0 : 1],
-                                        in[1].shape[tb ? 0 : 1], ta, tb);
-      });
+  OpRegistry::get().add_kernel("matmul", "cpu", matmul_factory(), /*takes_bf16=*/true);
 }
 
 }  // namespace

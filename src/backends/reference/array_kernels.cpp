@@ -20,6 +20,8 @@ double load(const void* p, DType t, int64_t i) {
       return double(static_cast<const int64_t*>(p)[i]);
     case DType::u8:
       return static_cast<const uint8_t*>(p)[i];
+    case DType::bf16:
+      return bf16_to_f32(static_cast<const bf16*>(p)[i]);
     default:
       LS_FAIL("cast: dtype ", dtype_name(t), " not supported");
   }
@@ -35,6 +37,9 @@ void store(void* p, DType t, int64_t i, double v) {
       break;
     case DType::i64:
       static_cast<int64_t*>(p)[i] = int64_t(v);
+      break;
+    case DType::bf16:
+      static_cast<bf16*>(p)[i] = f32_to_bf16(float(v));
       break;
     case DType::u8:
       static_cast<uint8_t*>(p)[i] = uint8_t(int64_t(v));
@@ -125,7 +130,8 @@ LOCKSTEP_REGISTER(reference_array_kernels) {
                  DType ti = a.in(0).dtype(), to = a.out(0).dtype();
                  for (int64_t i = 0, n = a.in(0).numel(); i < n; ++i)
                    store(a.out(0).raw(), to, i, load(a.in(0).raw(), ti, i));
-               }));
+               }),
+               /*takes_bf16=*/true);
   R.add_kernel("concat", kRef, concat);
   R.add_kernel("slice", kRef, slice);
   R.add_kernel("slice_grad", kRef, slice_grad);

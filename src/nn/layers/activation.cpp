@@ -6,6 +6,9 @@ namespace lockstep {
 Value apply_activation(Graph& g, Value x, const std::string& activation, const std::string& name) {
   const std::string& a = activation;
   if (a.empty() || a == "linear") return x;
+  // Softmax runs in f32 under mixed precision (its sum of exponentials needs the mantissa).
+  if ((a == "softmax" || a == "log_softmax") && g.type(x).dtype != DType::f32)
+    x = g.add("cast", {x}, Attrs{{"dtype", std::string("float32")}});
   // Keras's activation strings use the ops' declared defaults (softmax over the last axis, exact
   // gelu, leaky_relu with slope 0.2).
   if (a == "silu" || a == "swish") return g.add("swish", {x}, {}, name);

@@ -8,6 +8,7 @@ using layer_util::initializer_json;
 
 class BatchNormLayer : public Layer {
  public:
+  bool autocasts_variables() const override { return false; }
   BatchNormLayer(layers::BatchNormOptions o, std::string name)
       : Layer(std::move(name)), o_(std::move(o)) {
     LS_CHECK(o_.axis == -1, "BatchNormalization '", this->name(),
@@ -125,6 +126,7 @@ class BatchNormLayer : public Layer {
 
 class LayerNormLayer : public Layer {
  public:
+  bool autocasts_variables() const override { return false; }
   LayerNormLayer(layers::LayerNormOptions o, std::string name)
       : Layer(std::move(name)), o_(std::move(o)) {
     LS_CHECK(o_.axis == -1, "LayerNormalization '", this->name(),

@@ -70,6 +70,7 @@ std::string who(const char* cls, const std::string& name) {
 // ---- RandomFlip ----
 class RandomFlipLayer : public Layer {
  public:
+  bool computes_in_f32() const override { return true; }
   RandomFlipLayer(std::string mode, uint64_t seed, std::string name)
       : Layer(std::move(name)), mode_(std::move(mode)), seed_arg_(seed) {
     try {
@@ -97,6 +98,7 @@ class RandomFlipLayer : public Layer {
 // ---- RandomRotation / RandomZoom / RandomTranslation: one image_random_affine op ----
 class RandomAffineLayer : public Layer {
  public:
+  bool computes_in_f32() const override { return true; }
   enum class Kind { rotation, zoom, translation };
   RandomAffineLayer(Kind kind, Factor a, std::optional<Factor> b, layers::TransformLayerOptions o)
       : Layer(std::move(o.name)), kind_(kind), a_(a), b_(b), o_(std::move(o)) {
@@ -162,6 +164,7 @@ class RandomAffineLayer : public Layer {
 // ---- RandomContrast / RandomBrightness ----
 class RandomColorLayer : public Layer {
  public:
+  bool computes_in_f32() const override { return true; }
   RandomColorLayer(bool contrast, Factor f, layers::ValueRangeOptions o)
       : Layer(std::move(o.name)), contrast_(contrast), f_(f), o_(std::move(o)) {
     const std::string w = who(contrast ? "RandomContrast" : "RandomBrightness", name());
@@ -204,6 +207,7 @@ class RandomColorLayer : public Layer {
 // ---- RandomCrop / CenterCrop / Resizing ----
 class CropLayer : public Layer {
  public:
+  bool computes_in_f32() const override { return true; }
   CropLayer(bool random, int64_t h, int64_t w, uint64_t seed, std::string name)
       : Layer(std::move(name)), random_(random), h_(h), w_(w), seed_arg_(seed) {
     LS_CHECK(h > 0 && w > 0, class_name(), " '", this->name(),
@@ -241,6 +245,7 @@ class CropLayer : public Layer {
 
 class ResizingLayer : public Layer {
  public:
+  bool computes_in_f32() const override { return true; }
   ResizingLayer(int64_t h, int64_t w, layers::ResizingOptions o)
       : Layer(std::move(o.name)), h_(h), w_(w), o_(std::move(o)) {
     LS_CHECK(h > 0 && w > 0, "Resizing '", name(), "': height and width must be positive, got ", h,

@@ -14,6 +14,7 @@ constexpr float kEpsilon = 1e-7f;
 
 class NormalizationLayer : public Layer {
  public:
+  bool computes_in_f32() const override { return true; }
   explicit NormalizationLayer(layers::NormalizationOptions o)
       : Layer(std::move(o.name)), o_(std::move(o)) {
     LS_CHECK(o_.mean.empty() == o_.variance.empty(), "Normalization '", name(),

@@ -15,7 +15,10 @@ inline void expect_inputs(const std::vector<TensorType>& in, size_t n) {
 }
 
 inline void expect_f32(const TensorType& t, const char* what) {
-  LS_CHECK(t.dtype == DType::f32, what, " must be float32, got ", dtype_name(t.dtype));
+  LS_CHECK(t.dtype == DType::f32, what, " must be float32, got ", dtype_name(t.dtype),
+           t.dtype == DType::bf16 ? " (this op computes in float32 only: cast its input with "
+                                    "\"cast\" to float32, as a mixed-precision layer does)"
+                                  : "");
 }
 
 // numpy broadcasting of two shapes; -1 (unknown) broadcasts like a known dim.
@@ -24,9 +27,14 @@ Shape broadcast_shapes(const Shape& a, const Shape& b);
 // Normalises possibly negative axes against rank; sorts and de-duplicates.
 std::vector<int64_t> normalise_axes(std::vector<int64_t> axes, int rank);
 
+// Mixed precision: the ops that compute in bfloat16 (OpDef::bf16) and, for those with f32
+// side outputs, which outputs follow into bf16 (src/ops/op_util.cpp holds the one table).
+void declare_bf16(OpDef& def);
+
 // Registers a declared op under `group`, its section of docs/ops.md (src/ops/op_docs.cpp).
 inline void add_op(const char* group, OpDef def) {
   def.group = group;
+  declare_bf16(def);
   OpRegistry::get().add(std::move(def));
 }
 

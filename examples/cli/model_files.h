@@ -1,0 +1,156 @@
+// The `lockstep` command line: model files (shared loaders), `summary` and `convert`.
+#pragma once
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "args.h"
+#include "lockstep/lockstep.h"
+
+namespace lockstep::cli {
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  LS_CHECK(f.good(), "cannot read '", path, "' (missing or unreadable)");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Writes `text` to `path` atomically (temporary file in the same folder, then rename).
+inline void write_text_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp-" + std::to_string(getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    LS_CHECK(f.good(), "cannot write '", tmp, "' (does the folder exist and is it writable?)");
+    f << text;
+    f.close();
+    LS_CHECK(f.good(), "writing '", tmp, "' failed (disk full?)");
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+// A model from a .keras file (compiled when it holds a compile_config and `compile`), or from
+// a Keras model JSON (Python's model.to_json(); uncompiled, freshly initialised).
+inline Model load_model_source(const std::string& path, bool compile) {
+  if (ends_with(path, ".keras")) return load_model(path, compile);
+  if (ends_with(path, ".json")) {
+    try {
+      return model_from_json(read_text(path));
+    } catch (const json::exception& e) {
+      LS_FAIL("'", path, "' is not valid JSON: ", e.what());
+    } catch (const Error& e) {
+      LS_FAIL("'", path, "': ", e.what());
+    }
+  }
+  LS_FAIL("'", path, "' is neither a .keras file nor a Keras model JSON (.json, as Python's ",
+          "model.to_json() writes it)");
+}
+
+inline bool is_weights_file(const std::string& path) {
+  return !ends_with(path, ".keras") && !ends_with(path, ".json");
+}
+
+inline const char* kSummaryUsage =
+    "usage: lockstep summary MODEL\n"
+    "\n"
+    "Prints the layers, output shapes and parameter counts of MODEL (a .keras file, or a Keras\n"
+    "model JSON as Python's model.to_json() writes it), then what the file says beyond the\n"
+    "architecture: the optimizer, loss and metrics it was compiled with, the optimizer's step\n"
+    "count, and the class names `lockstep train` stored.\n";
+
+inline void print_compile_info(const Model& m) {
+  const CompileConfig& c = m.compile_config();
+  if (!c.optimizer) {
+    std::cout << "Not compiled (no optimizer or loss in the file).\n";
+    return;
+  }
+  json opt = c.optimizer->get_config();
+  std::cout << "Optimizer: " << c.optimizer->name() << " (learning_rate "
+            << opt["learning_rate"].dump() << ", iterations "
+            << int64_t(c.optimizer->iterations()->value.item()) << ")\n";
+  if (c.loss) std::cout << "Loss: " << c.loss->name() << " " << c.loss->get_config().dump() << "\n";
+  if (!c.metrics.empty()) {
+    std::cout << "Metrics:";
+    for (auto& name : c.metrics) std::cout << " " << name;
+    std::cout << "\n";
+  }
+}
+
+inline int run_summary(const std::vector<std::string>& argv) {
+  CommandSpec spec{"summary", kSummaryUsage, {}, {}, 1, 1};
+  Args a = parse_args(spec, argv);
+  if (a.help) return std::fputs(kSummaryUsage, stdout), 0;
+  const std::string path = a.positional[0];
+  Model m = load_model_source(path, true);
+  m.summary();
+  print_compile_info(m);
+  if (ends_with(path, ".keras")) {
+    json meta = load_model_metadata(path);
+    if (meta.contains("class_names"))
+      std::cout << "Classes (" << meta["class_names"].size() << "): " << meta["class_names"].dump()
+                << "\n";
+    std::cout << "Saved by " << meta.value("producer", std::string("keras")) << " (Keras format "
+              << meta.value("keras_version", std::string("?")) << ") on "
+              << meta.value("date_saved", std::string("?")) << "\n";
+  }
+  return 0;
+}
+
+inline const char* kConvertUsage =
+    "usage: lockstep convert IN OUT [--model MODEL]\n"
+    "\n"
+    "Converts between model files, by extension:\n"
+    "  .keras        Keras 3 model file: config, weights, and the optimizer when compiled\n"
+    "  .weights.h5   Keras weights file (any .h5): weights only, no config\n"
+    "  .json         Keras model JSON (model.to_json()): config only, no weights (OUT only)\n"
+    "  other         Lockstep checkpoint (e.g. .lsckpt): weights only, no config\n"
+    "\n"
+    "A weights-only IN has no architecture: give it with --model (a .keras file or a model\n"
+    "JSON). Converting to a weights-only OUT drops the config and the optimizer; it says so.\n"
+    "\n"
+    "options:\n"
+    "  --model MODEL   the architecture for a weights-only IN\n";
+
+inline int run_convert(const std::vector<std::string>& argv) {
+  CommandSpec spec{"convert", kConvertUsage, {"--model"}, {}, 2, 2};
+  Args a = parse_args(spec, argv);
+  if (a.help) return std::fputs(kConvertUsage, stdout), 0;
+  const std::string in = a.positional[0], out = a.positional[1];
+  LS_CHECK(!ends_with(in, ".json"), "convert: '", in, "' is a model JSON without weights; ",
+           "train it (lockstep train --model ", in, " ...) or give weights as IN with --model ",
+           in);
+  Model m;
+  if (is_weights_file(in)) {
+    LS_CHECK(a.has("--model"), "convert: '", in, "' holds weights only (no architecture); ",
+             "give the model with --model config.json or --model m.keras");
+    m = load_model_source(a.get("--model"), false);
+    m.load_weights(in);
+  } else {
+    LS_CHECK(!a.has("--model"), "convert: --model is for weights-only inputs; '", in,
+             "' already holds its architecture");
+    m = load_model(in);
+  }
+  if (ends_with(out, ".keras")) {
+    m.save(out);
+    std::printf("wrote %s (config + weights%s)\n", out.c_str(),
+                m.compile_config().optimizer ? " + optimizer" : "");
+  } else if (ends_with(out, ".json")) {
+    write_text_atomic(out, m.to_json());
+    std::printf("wrote %s (the model config only: no weights)\n", out.c_str());
+  } else {
+    m.save_weights(out);
+    std::printf(
+        "wrote %s (weights only: a %s has no model config%s; load it with --model or "
+        "into the same architecture)\n",
+        out.c_str(), ends_with(out, ".h5") ? "Keras .weights.h5 file" : "Lockstep checkpoint",
+        m.compile_config().optimizer ? " and no optimizer state" : "");
+  }
+  return 0;
+}
+
+}  // namespace lockstep::cli

@@ -1,0 +1,179 @@
+// The `lockstep train` command: a model from a Keras model JSON or a .keras file, trained on a
+// folder of class subfolders of images with the flowers example's pipeline, saved as .keras.
+#pragma once
+#include <cstdio>
+#include <optional>
+
+#include "lockstep/distribute/strategy.h"
+#include "model_files.h"
+
+namespace lockstep::cli {
+
+inline const char* kTrainUsage =
+    "usage: lockstep train --model MODEL --data-dir DIR --epochs N --out OUT.keras [options]\n"
+    "\n"
+    "Trains MODEL on the images under DIR (one subfolder per class, as\n"
+    "image_dataset_from_directory reads them) and saves the result, with the class names in its\n"
+    "metadata, to OUT.keras. MODEL is a Keras model JSON (Python's model.to_json()), compiled\n"
+    "here with Adam(--learning-rate) and SparseCategoricalCrossentropy (from_logits unless the\n"
+    "last layer applies a softmax) and the accuracy metric, or a .keras file, which keeps its\n"
+    "own compile config and optimizer state when it has them (training resumes). Images are\n"
+    "resized to the model's input height and width; its channels pick grayscale / rgb / rgba.\n"
+    "\n"
+    "options:\n"
+    "  --model MODEL             config.json or m.keras (required)\n"
+    "  --data-dir DIR            image folder (required)\n"
+    "  --epochs N                epochs to train (required)\n"
+    "  --out OUT.keras           where to save the trained model (required)\n"
+    "  --batch-size N            global batch size (default 32)\n"
+    "  --validation-split F      fraction held out for validation, in [0, 1) (default 0.2)\n"
+    "  --seed N                  shuffle / split / initialisation seed (default 123)\n"
+    "  --learning-rate F         Adam's rate for a model JSON (default 0.001)\n"
+    "  --strategy S              one_device | mirrored (default: none, the plain loop)\n"
+    "  --threads N               compute threads (default: all cores)\n"
+    "  --checkpoint PATTERN      also a ModelCheckpoint, e.g. "
+    "'ckpt/{epoch:02d}-{val_loss:.2f}.keras'\n"
+    "                            (save_best_only on val_loss when there is a validation split)\n";
+
+struct TrainArgs {
+  std::string model, data_dir, out, strategy, checkpoint;
+  int epochs = 0, batch_size = 32, threads = 0;
+  uint64_t seed = 123;
+  double validation_split = 0.2, learning_rate = 1e-3;
+};
+
+inline TrainArgs parse_train_args(const Args& a) {
+  for (const char* required : {"--model", "--data-dir", "--epochs", "--out"})
+    LS_CHECK(a.has(required), "train: ", required, " is required (see lockstep train --help)");
+  TrainArgs t;
+  t.model = a.get("--model");
+  t.data_dir = a.get("--data-dir");
+  t.out = a.get("--out");
+  LS_CHECK(ends_with(t.out, ".keras"), "train: --out '", t.out, "' must end in .keras");
+  t.epochs = int(a.integer("--epochs", 0, 0, 1000000));
+  t.batch_size = int(a.integer("--batch-size", 32, 1, int64_t(1) << 24));
+  t.seed = uint64_t(a.integer("--seed", 123, 0, INT64_MAX));
+  t.validation_split = a.number("--validation-split", 0.2, 0.0, 1.0);
+  LS_CHECK(t.validation_split < 1.0, "train: --validation-split must be in [0, 1), got ",
+           t.validation_split);
+  t.learning_rate = a.number("--learning-rate", 1e-3, 0.0, 1e6);
+  if (a.has("--threads")) t.threads = parse_thread_count("--threads", a.get("--threads"));
+  t.strategy = a.get("--strategy");
+  LS_CHECK(t.strategy.empty() || t.strategy == "one_device" || t.strategy == "mirrored",
+           "train: --strategy must be one_device or mirrored, got '", t.strategy, "'");
+  t.checkpoint = a.get("--checkpoint");
+  return t;
+}
+
+// The activation of the model's (first) output layer, from its Keras config.
+inline std::string output_activation(const json& config) {
+  const json& c = config.at("config");
+  const json& layers = c.at("layers");
+  if (layers.empty()) return "";
+  json last = layers.back();
+  if (c.contains("output_layers")) {
+    json out = c["output_layers"];
+    if (out.is_array() && !out.empty() && out[0].is_array()) out = out[0];
+    for (auto& l : layers)
+      if (out.is_array() && !out.empty() && l.value("name", std::string()) == out[0]) last = l;
+  }
+  return last.contains("config") ? last["config"].value("activation", std::string()) : "";
+}
+
+inline void compile_for_images(Model& m, const TrainArgs& t) {
+  const bool softmax = output_activation(m.get_config()) == "softmax";
+  m.compile({.optimizer = optimizers::Adam(t.learning_rate),
+             .loss = losses::SparseCategoricalCrossentropy({.from_logits = !softmax}),
+             .metrics = {"accuracy"}});
+}
+
+// Checks the model takes images and predicts one score per class of the folder.
+inline void check_model_fits_data(const Model& m, const std::string& model_path, size_t classes) {
+  const Shape in = m.inputs()[0].shape();
+  LS_CHECK(in.rank() == 4 && in[1] > 0 && in[2] > 0 && in[3] >= 1 && in[3] <= 4, "train: model '",
+           model_path, "' takes input ", in.str(),
+           "; an image model takes [batch, height, width, 1|3|4 channels]");
+  const Shape out = m.outputs()[0].shape();
+  LS_CHECK(out.rank() == 2 && out[1] == int64_t(classes), "train: model '", model_path,
+           "' outputs ", out.str(), " but the image folder has ", classes,
+           " classes: the last layer needs ", classes, " units");
+}
+
+inline void check_class_names(const std::string& model_path,
+                              const std::vector<std::string>& classes) {
+  if (!ends_with(model_path, ".keras")) return;
+  json meta = load_model_metadata(model_path);
+  if (!meta.contains("class_names")) return;
+  LS_CHECK(meta["class_names"] == json(classes), "train: '", model_path,
+           "' was trained on classes ", meta["class_names"].dump(), " but the folder has ",
+           json(classes).dump(), " (the labels would not mean the same)");
+}
+
+inline std::pair<data::ImageDataset, data::ImageDataset> image_datasets(const TrainArgs& t,
+                                                                        const Shape& in) {
+  data::ImageFolderOptions o;
+  o.color_mode = in[3] == 1 ? "grayscale" : in[3] == 3 ? "rgb" : "rgba";
+  o.seed = t.seed;
+  o.image_size = {int(in[1]), int(in[2])};
+  o.batch_size = t.batch_size;
+  if (t.validation_split <= 0) return {data::image_dataset_from_directory(t.data_dir, o), {}};
+  o.validation_split = t.validation_split;
+  o.subset = "both";
+  auto [train, val] = data::image_dataset_from_directory(t.data_dir, o);
+  return {train, val};
+}
+
+inline Model build_or_load(const TrainArgs& t, const distribute::Strategy& strategy) {
+  std::optional<distribute::Strategy::Scope> scope;
+  if (strategy.impl()) scope.emplace(strategy.impl());
+  Model m = load_model_source(t.model, /*compile=*/true);
+  if (!m.compile_config().optimizer || !m.compile_config().loss) compile_for_images(m, t);
+  return m;
+}
+
+inline int run_train(const std::vector<std::string>& argv) {
+  CommandSpec spec{
+      "train",
+      kTrainUsage,
+      {"--model", "--data-dir", "--epochs", "--out", "--batch-size", "--validation-split", "--seed",
+       "--learning-rate", "--strategy", "--threads", "--checkpoint"},
+      {},
+      0,
+      0};
+  Args a = parse_args(spec, argv);
+  if (a.help) return std::fputs(kTrainUsage, stdout), 0;
+  const TrainArgs t = parse_train_args(a);
+  if (t.threads > 0) set_num_threads(t.threads);
+  set_random_seed(t.seed);
+  distribute::Strategy strategy = distribute::strategy_from_name(t.strategy);
+  if (strategy.impl())
+    std::printf("Strategy: %s, %d replicas in sync\n", strategy.name().c_str(),
+                strategy.num_replicas_in_sync());
+  Model m = build_or_load(t, strategy);
+  const Shape in = m.inputs()[0].shape();
+  LS_CHECK(in.rank() == 4, "train: model '", t.model, "' takes input ", in.str(),
+           "; an image model takes [batch, height, width, channels]");
+  auto [train, val] = image_datasets(t, in);
+  check_model_fits_data(m, t.model, train.class_names().size());
+  check_class_names(t.model, train.class_names());
+  m.summary();
+  FitConfig fit{.epochs = t.epochs, .seed = t.seed};
+  if (val.valid()) fit.validation_data = val.cache().prefetch(data::AUTOTUNE);
+  if (!t.checkpoint.empty())
+    fit.callbacks.push_back(callbacks::ModelCheckpoint(
+        t.checkpoint, {.monitor = val.valid() ? "val_loss" : "loss", .save_best_only = true}));
+  History h = m.fit(train.cache().prefetch(data::AUTOTUNE), fit);
+  LS_CHECK(!h.stopped_on_nan, "train: ", h.stop_reason);
+  if (strategy.impl() && !strategy.is_chief()) return 0;  // the chief saves and reports
+  save_model(m, t.out, {.metadata = {{"class_names", train.class_names()}}});
+  std::printf("wrote %s (%zu classes)\n", t.out.c_str(), train.class_names().size());
+  std::printf("{\"epochs\": %d, \"loss\": %.4f, \"accuracy\": %.4f", t.epochs,
+              h.history["loss"].empty() ? 0.0 : h.history["loss"].back(),
+              h.history["accuracy"].empty() ? 0.0 : h.history["accuracy"].back());
+  if (!h.history["val_accuracy"].empty())
+    std::printf(", \"val_accuracy\": %.4f", h.history["val_accuracy"].back());
+  std::printf("}\n");
+  return 0;
+}
+
+}  // namespace lockstep::cli

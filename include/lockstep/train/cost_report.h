@@ -1,0 +1,60 @@
+// The time-and-cost report of a training run: what a run costs on one machine against
+// another (the article compares an A100 at $3.93/h with a TPU v4 at $12.88/h).
+//
+//   auto report = callbacks::CostReport({.path = "out/report.json", .price_per_hour = 3.93});
+//   model.fit(train, {.epochs = 10, .validation_data = val, .callbacks = {report}});
+//   // out/report.json and out/report.png; compare runs: viz::save_cost_report_plot(
+//   //   std::vector<std::string>{"a.json", "b.json"}, "cmp.png")  (lockstep report a b -o cmp.png)
+//
+// Per epoch it records the wall time since fit began (compile, steps and validation), the
+// training time (the steps only, as History::train_seconds), images/s and `monitor` (default
+// val_accuracy); the first epoch at which the monitor reaches each threshold gives the time
+// (and, with a price, the cost) to that threshold. Cost is price_per_hour × wall hours. It
+// also records the compile time, peak resident memory (getrusage) and the hardware: CPU model
+// (/proc/cpuinfo), cores, replicas and workers. The JSON is rewritten atomically at every epoch
+// end (a stopped run keeps its report); the PNG (accuracy against time and against dollars)
+// and a printed summary come at the end of training. Under several workers only the chief
+// writes.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lockstep/core/json.h"
+#include "lockstep/train/callback.h"
+
+namespace lockstep {
+
+struct CostReportOptions {
+  std::string path;      // the JSON report ("" = keep it in memory only)
+  std::string png_path;  // "" = path with .json replaced by .png ("" path: no picture)
+  std::vector<double> thresholds = {0.85, 0.90, 0.91};
+  // The log to compare with the thresholds; "val_accuracy" falls back to the first validation
+  // log whose name contains "acc" (e.g. val_sparse_categorical_accuracy), then to "accuracy".
+  std::string monitor = "val_accuracy";
+  // Dollars per hour of the machine; or a JSON file of named prices {"a100": 3.93, ...} and the
+  // machine's name in it (may be omitted when the file names one machine).
+  double price_per_hour = 0;
+  std::string prices_file;
+  std::string machine;
+  std::string label;  // the run's legend entry in charts ("" = the hardware line)
+  int verbose = 1;    // 1: print the summary at the end of training
+};
+
+class CostReportCallback : public Callback {
+ public:
+  virtual json report() const = 0;  // the report so far
+};
+
+// Reads /proc/cpuinfo's first "model name" (or "unknown").
+std::string cpu_model_name();
+// Peak resident memory of this process in MiB (getrusage's ru_maxrss).
+double peak_rss_mb();
+// The price of `machine` in a JSON price table file (errors name the file and the machines).
+double price_from_table(const std::string& prices_file, const std::string& machine);
+
+namespace callbacks {
+std::shared_ptr<CostReportCallback> CostReport(CostReportOptions options = {});
+}  // namespace callbacks
+
+}  // namespace lockstep

@@ -1,0 +1,127 @@
+// Activation, ReLU, Rescaling, Normalization, BatchNormalization (when not folded) and
+// LayerNormalization.
+#include <cmath>
+
+#include "onnx/onnx_graph.h"
+
+namespace lockstep::onnx {
+namespace {
+
+std::vector<OnnxValue> activation(ConvertCall& c) {
+  std::string act = c.config.value("activation", "linear");
+  OnnxValue y = apply_activation(c.b, c.inputs.at(0), act, c.name());
+  if (y.name == c.inputs[0].name) y.name = c.b.add("Identity", {y.name}, c.name());  // linear
+  return {y};
+}
+
+std::vector<OnnxValue> relu(ConvertCall& c) {
+  const json& cfg = c.config;
+  const bool plain = cfg.value("max_value", json(nullptr)).is_null() &&
+                     cfg.value("negative_slope", 0.0) == 0.0 && cfg.value("threshold", 0.0) == 0.0;
+  if (!plain) unsupported(c, "only max_value=None, negative_slope=0, threshold=0 are exported");
+  return {apply_activation(c.b, c.inputs.at(0), "relu", c.name())};
+}
+
+std::vector<OnnxValue> rescaling(ConvertCall& c) {
+  OnnxValue y = c.inputs.at(0);
+  const float scale = float(c.config.at("scale").get<double>());
+  const float offset = float(c.config.at("offset").get<double>());
+  y.name = c.b.add("Mul", {y.name, c.b.constant(c.name() + "/scale", {scale}, {})}, c.name());
+  y.name = c.b.add("Add", {y.name, c.b.constant(c.name() + "/offset", {offset}, {})}, c.name());
+  return {y};
+}
+
+// Normalization's kept axes (Keras: an int, a list, or None = one statistic).
+std::vector<int64_t> kept_axes(const json& axis, int64_t rank) {
+  std::vector<int64_t> axes;
+  if (axis.is_number_integer()) axes.push_back(axis.get<int64_t>());
+  else if (axis.is_array()) axes = axis.get<std::vector<int64_t>>();
+  for (auto& a : axes) a = a < 0 ? a + rank : a;
+  std::sort(axes.begin(), axes.end());
+  return axes;
+}
+
+std::vector<OnnxValue> normalization(ConvertCall& c) {
+  OnnxValue x = c.b.to_layout(c.inputs.at(0), Layout::kChannelsLast);
+  const int64_t rank = x.shape.rank();
+  std::vector<int64_t> bcast(size_t(rank), 1);
+  for (int64_t a : kept_axes(c.config.value("axis", json(nullptr)), rank)) bcast[size_t(a)] = x.shape[int(a)];
+  std::vector<float> mean, var;
+  if (c.config.value("mean", json(nullptr)).is_null()) {  // adapted: the layer's weights
+    mean = weight(c.layer(), "mean").to_vector();
+    var = weight(c.layer(), "variance").to_vector();
+  } else {
+    for (double v : c.config.at("mean").get<std::vector<double>>()) mean.push_back(float(v));
+    for (double v : c.config.at("variance").get<std::vector<double>>()) var.push_back(float(v));
+  }
+  int64_t n = 1;
+  for (int64_t d : bcast) n *= d;
+  if (int64_t(mean.size()) != n || int64_t(var.size()) != n)
+    unsupported(c, "statistics of " + std::to_string(mean.size()) + " values for " +
+                       std::to_string(n) + " kept positions");
+  std::vector<float> sd(var.size());
+  for (size_t i = 0; i < var.size(); ++i) sd[i] = std::max(std::sqrt(var[i]), 1e-7f);
+  std::string m = c.b.constant(c.name() + "/mean", mean, bcast);
+  std::string s = c.b.constant(c.name() + "/stddev", sd, bcast);
+  std::string y = c.config.value("invert", false)
+                      ? c.b.add("Add", {c.b.add("Mul", {x.name, s}, c.name()), m}, c.name())
+                      : c.b.add("Div", {c.b.add("Sub", {x.name, m}, c.name()), s}, c.name());
+  return {c.output(y, Layout::kChannelsLast)};
+}
+
+std::vector<float> or_fill(const Tensor* t, size_t n, float v) {
+  return t ? t->to_vector() : std::vector<float>(n, v);
+}
+
+std::vector<OnnxValue> batch_normalization(ConvertCall& c) {
+  const Layer& bn = c.layer();
+  const int64_t rank = c.inputs.at(0).shape.rank();
+  if (rank == 2 || rank == 4) {  // ONNX BatchNormalization, channels at axis 1, inference mode
+    OnnxValue x = c.b.to_layout(c.inputs[0], Layout::kChannelsFirst);
+    std::vector<float> mean = weight(bn, "moving_mean").to_vector();
+    const int64_t C = int64_t(mean.size());
+    std::vector<std::string> ins{
+        x.name,
+        c.b.constant(c.name() + "/gamma", or_fill(find_weight(bn, "gamma"), mean.size(), 1.f), {C}),
+        c.b.constant(c.name() + "/beta", or_fill(find_weight(bn, "beta"), mean.size(), 0.f), {C}),
+        c.b.constant(c.name() + "/moving_mean", mean, {C}),
+        c.b.constant(c.name() + "/moving_variance", weight(bn, "moving_variance").to_vector(), {C})};
+    pb::NodeProto& n = c.b.node("BatchNormalization", ins, c.name());
+    set_attr(n, "epsilon", float(c.config.at("epsilon").get<double>()));
+    return {c.output(n.output(0), x.layout)};
+  }
+  // Other ranks: the same inference formula as a per-channel Mul and Add on the last axis.
+  OnnxValue x = c.b.to_layout(c.inputs[0], Layout::kChannelsLast);
+  ChannelAffine a = batch_norm_affine(bn);
+  const int64_t C = int64_t(a.scale.size());
+  std::string y = c.b.add("Mul", {x.name, c.b.constant(c.name() + "/scale", a.scale, {C})}, c.name());
+  y = c.b.add("Add", {y, c.b.constant(c.name() + "/shift", a.shift, {C})}, c.name());
+  return {c.output(y, Layout::kChannelsLast)};
+}
+
+std::vector<OnnxValue> layer_normalization(ConvertCall& c) {
+  if (c.config.value("rms_scaling", false)) unsupported(c, "rms_scaling=True");
+  OnnxValue x = c.b.to_layout(c.inputs.at(0), Layout::kChannelsLast);
+  const int64_t C = x.shape[-1];
+  const Layer& l = c.layer();
+  std::vector<std::string> ins{
+      x.name, c.b.constant(c.name() + "/gamma", or_fill(find_weight(l, "gamma"), size_t(C), 1.f), {C}),
+      c.b.constant(c.name() + "/beta", or_fill(find_weight(l, "beta"), size_t(C), 0.f), {C})};
+  pb::NodeProto& n = c.b.node("LayerNormalization", ins, c.name());
+  set_attr(n, "axis", int64_t(-1));
+  set_attr(n, "epsilon", float(c.config.at("epsilon").get<double>()));
+  return {c.output(n.output(0), Layout::kChannelsLast)};
+}
+
+}  // namespace
+
+void add_elementwise_converters(ConverterTable& t) {
+  t["Activation"] = activation;
+  t["ReLU"] = relu;
+  t["Rescaling"] = rescaling;
+  t["Normalization"] = normalization;
+  t["BatchNormalization"] = batch_normalization;
+  t["LayerNormalization"] = layer_normalization;
+}
+
+}  // namespace lockstep::onnx

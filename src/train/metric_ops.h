@@ -1,0 +1,14 @@
+// Graph helpers the metric implementations share (src/train/metrics.cpp, auc.cpp).
+#pragma once
+#include "lockstep/graph/graph.h"
+
+namespace lockstep::metric_ops {
+
+// Targets of rank r-1 reshaped to the prediction's shape ([N] -> [N, 1]); float targets.
+Value dense_targets(Graph& g, Value y_true, Value y_pred);
+// sample_weight [N] reshaped to [N, 1, ...] so it broadcasts against x (rank >= 1).
+Value weights_like(Graph& g, Value sample_weight, Value x);
+// 1 where x > threshold, else 0.
+Value greater_than(Graph& g, Value x, double threshold);
+
+}  // namespace lockstep::metric_ops

@@ -1,0 +1,210 @@
+// The `lockstep` command line end to end (bin/lockstep; skipped when it is not built): train a
+// Keras model JSON on a generated image folder, predict with the class names the file keeps,
+// summary, convert between .keras / .weights.h5 / checkpoints / JSON, resume training from a
+// .keras file, and clear errors for bad arguments.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "lockstep/lockstep.h"
+#include "test_util.h"
+
+using namespace lockstep;
+using namespace lockstep::layers;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string binary() {
+  const std::string bin = std::string(LOCKSTEP_BINARY_DIR) + "/bin/lockstep";
+  return fs::exists(bin) ? bin : "";
+}
+
+struct CliRun {
+  int rc = -1;
+  std::string out;
+};
+
+CliRun run(const std::string& args) {
+  CliRun r;
+  const std::string cmd = "timeout 300 " + binary() + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t k;
+  while ((k = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, k);
+  const int status = ::pclose(p);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+// Two classes a model can tell apart: bright and dark noisy 10x10 images, PNG and JPEG.
+void write_image_folder(const fs::path& dir, int per_class) {
+  uint64_t x = 12345;
+  for (int c = 0; c < 2; ++c) {
+    const std::string name = c == 0 ? "bright" : "dark";
+    fs::create_directories(dir / name);
+    for (int i = 0; i < per_class; ++i) {
+      Tensor img = Tensor::zeros(Shape{10, 10, 3}, DType::u8);
+      for (int64_t k = 0; k < img.numel(); ++k) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const int noise = int((x >> 40) % 60);
+        img.data<uint8_t>()[k] = uint8_t(c == 0 ? 190 + noise : 10 + noise);
+      }
+      const std::string file = name + "_" + std::to_string(i) + (i % 2 ? ".png" : ".jpg");
+      data::write_image((dir / name / file).string(), img);
+    }
+  }
+}
+
+// "path: name p, name p" -> the first name.
+std::vector<std::pair<std::string, std::string>> top1(const std::string& out) {
+  std::vector<std::pair<std::string, std::string>> rows;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t colon = line.find(": ");
+    if (colon == std::string::npos) continue;
+    std::istringstream rest(line.substr(colon + 2));
+    std::string name;
+    rest >> name;
+    rows.push_back({line.substr(0, colon), name});
+  }
+  return rows;
+}
+
+class LockstepCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (binary().empty()) GTEST_SKIP() << "bin/lockstep not built";
+    dir = test_util::temp_dir("lockstep_cli", false);
+    images = dir / "images";
+    if (!fs::exists(images / "dark")) write_image_folder(images, 16);
+    Model m = Sequential({Input({10, 10, 3}), Rescaling(1.0 / 255),
+                          Conv2D(4, 3, {.activation = "relu"}), GlobalAveragePooling2D(), Dense(2)},
+                         "tiny_cnn");
+    std::ofstream(dir / "config.json") << m.to_json();
+  }
+  std::string p(const std::string& f) const { return (dir / f).string(); }
+  fs::path dir, images;
+};
+
+}  // namespace
+
+TEST_F(LockstepCli, TrainPredictSummaryConvertResume) {
+  CliRun t = run("train --model " + p("config.json") + " --data-dir " + images.string() +
+                 " --epochs 12 --batch-size 8 --validation-split 0.25 --seed 3 --learning-rate 0.05"
+                 " --threads 2 --out " +
+                 p("m.keras") + " --checkpoint " + p("ckpt/{epoch:02d}.keras"));
+  ASSERT_EQ(t.rc, 0) << t.out;
+  EXPECT_NE(t.out.find("wrote " + p("m.keras") + " (2 classes)"), std::string::npos) << t.out;
+  EXPECT_EQ(load_model_metadata(p("m.keras"))["class_names"], json({"bright", "dark"}));
+  EXPECT_FALSE(fs::is_empty(dir / "ckpt"));
+  // Predict every image: the class names come from the file; the model learnt the task.
+  CliRun pr = run("predict " + p("m.keras") + " " + images.string() + " --top-k 2");
+  ASSERT_EQ(pr.rc, 0) << pr.out;
+  auto rows = top1(pr.out);
+  ASSERT_EQ(rows.size(), 32u) << pr.out;
+  int right = 0;
+  for (auto& [file, name] : rows) right += fs::path(file).parent_path().filename() == name;
+  EXPECT_GE(right, 30) << pr.out;
+  // One file; --top-k larger than the class count lists every class.
+  CliRun one = run("predict " + p("m.keras") + " " + (images / "dark" / "dark_3.png").string() +
+                   " --top-k 5");
+  ASSERT_EQ(one.rc, 0) << one.out;
+  EXPECT_NE(one.out.find("dark_3.png: dark "), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find(", bright "), std::string::npos) << one.out;
+  // Summary: layers, the compile config with the optimizer's step count, the classes.
+  CliRun s = run("summary " + p("m.keras"));
+  ASSERT_EQ(s.rc, 0) << s.out;
+  for (const char* want : {"tiny_cnn", "conv2d", "Optimizer: adam", "iterations 36",
+                           "SparseCategoricalCrossentropy", "Classes (2): [\"bright\",\"dark\"]"})
+    EXPECT_NE(s.out.find(want), std::string::npos) << want << "\n" << s.out;
+  // Convert: weights-only targets say so; weights-only inputs need --model.
+  CliRun c1 = run("convert " + p("m.keras") + " " + p("w.weights.h5"));
+  ASSERT_EQ(c1.rc, 0) << c1.out;
+  EXPECT_NE(c1.out.find("weights only"), std::string::npos) << c1.out;
+  CliRun c2 = run("convert " + p("w.weights.h5") + " " + p("back.keras"));
+  EXPECT_EQ(c2.rc, 1) << c2.out;
+  EXPECT_NE(c2.out.find("--model"), std::string::npos) << c2.out;
+  ASSERT_EQ(
+      run("convert " + p("w.weights.h5") + " " + p("w.lsckpt") + " --model " + p("config.json")).rc,
+      0);
+  CliRun c3 =
+      run("convert " + p("w.lsckpt") + " " + p("back.keras") + " --model " + p("config.json"));
+  ASSERT_EQ(c3.rc, 0) << c3.out;
+  ASSERT_EQ(run("convert " + p("m.keras") + " " + p("again.json")).rc, 0);
+  Model original = load_model(p("m.keras"));
+  Model back = load_model(p("back.keras"));
+  Model from_json = model_from_json(test_util::read_text_file(p("again.json")));
+  EXPECT_EQ(from_json.count_params(), original.count_params());
+  auto wo = original.get_weights(), wb = back.get_weights();
+  ASSERT_EQ(wo.size(), wb.size());
+  for (size_t i = 0; i < wo.size(); ++i) EXPECT_EQ(wo[i].to_vector(), wb[i].to_vector()) << i;
+  // Resume: train one more epoch from m.keras; its optimizer continues (36 + 3 steps).
+  CliRun r =
+      run("train --model " + p("m.keras") + " --data-dir " + images.string() +
+          " --epochs 1 --batch-size 8 --validation-split 0.25 --seed 3 --out " + p("m2.keras"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(run("summary " + p("m2.keras")).out.find("iterations 39"), std::string::npos);
+}
+
+TEST_F(LockstepCli, MirroredStrategyTrains) {
+  CliRun t = run("train --model " + p("config.json") + " --data-dir " + images.string() +
+                 " --epochs 1 --batch-size 8 --strategy mirrored --threads 2 --out " +
+                 p("mirrored.keras"));
+  ASSERT_EQ(t.rc, 0) << t.out;
+  EXPECT_TRUE(fs::exists(p("mirrored.keras")));
+}
+
+TEST_F(LockstepCli, BadArgumentsGiveClearErrors) {
+  struct Case {
+    std::string args, want;
+    int rc;
+  };
+  const std::string data = " --data-dir " + images.string() + " --out " + p("x.keras");
+  std::vector<Case> cases = {
+      {"train --model " + p("config.json") + data + " --epochs ten", "--epochs", 1},
+      {"train --model " + p("config.json") + data, "--epochs is required", 1},
+      {"train --model " + p("config.json") + data + " --epochs 1 --batch-size 0", "--batch-size",
+       1},
+      {"train --model " + p("config.json") + data + " --epochs 1 --validation-split 1",
+       "--validation-split", 1},
+      {"train --model " + p("config.json") + data + " --epochs 1 --strategy tpu", "--strategy", 1},
+      {"train --model " + p("nope.json") + data + " --epochs 1", "nope.json", 1},
+      {"train --model " + p("config.json") + " --data-dir " + images.string() +
+           " --epochs 1 --out x.h5",
+       "must end in .keras", 1},
+      {"predict " + p("m.keras"), "expected 2 file argument(s), got 1", 1},
+      {"predict " + p("missing.keras") + " " + images.string(), "missing.keras", 1},
+      {"predict x.keras y --top-k 0", "--top-k", 1},
+      {"summary a b", "expected 1", 1},
+      {"convert " + p("config.json") + " " + p("y.keras"), "without weights", 1},
+      {"summary --frobnicate " + p("config.json"), "unknown option --frobnicate", 1},
+      {"launch-rockets", "unknown command", 2},
+  };
+  for (auto& c : cases) {
+    CliRun r = run(c.args);
+    EXPECT_EQ(r.rc, c.rc) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.want), std::string::npos) << c.args << "\n" << r.out;
+  }
+  // The wrong number of classes for the model's head.
+  Model three = Sequential({Input({10, 10, 3}), Flatten(), Dense(3)});
+  std::ofstream(p("three.json")) << three.to_json();
+  CliRun r = run("train --model " + p("three.json") + data + " --epochs 1");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find("the image folder has 2 classes"), std::string::npos) << r.out;
+  // --help on each command, exit 0.
+  for (const char* cmd :
+       {"summary", "predict", "train", "convert", "export-image-folder", "ops-doc"}) {
+    CliRun h = run(std::string(cmd) + " --help");
+    EXPECT_EQ(h.rc, 0) << cmd;
+    EXPECT_NE(h.out.find("usage: lockstep " + std::string(cmd)), std::string::npos) << h.out;
+  }
+  CliRun top = run("--help");
+  EXPECT_EQ(top.rc, 0);
+  for (const char* cmd : {"summary", "predict", "train", "convert"})
+    EXPECT_NE(top.out.find(cmd), std::string::npos) << top.out;
+}

@@ -26,16 +26,17 @@ bool is_row_of(const Shape& small, const Shape& big) {
 
 enum class Mode { same, b_scalar, a_scalar, b_row, a_row };
 
-template <class F>
+template <class F, class T>
 struct BinaryKernel : Kernel {
-  F f;
+  F f0;
   Mode mode;
   int64_t inner;
-  BinaryKernel(F f, Mode m, int64_t inner) : f(f), mode(m), inner(inner) {}
+  BinaryKernel(F f, Mode m, int64_t inner) : f0(f), mode(m), inner(inner) {}
   void run(const KernelArgs& k) override {
-    const float* a = k.in(0).data<float>();
-    const float* b = k.in(1).data<float>();
-    float* y = k.out(0).data<float>();
+    const T* a = k.in(0).data<T>();
+    const T* b = k.in(1).data<T>();
+    T* y = k.out(0).data<T>();
+    auto f = [g = f0](auto u, auto v) { return st<T>(g(ld(u), ld(v))); };
     const int64_t n = k.out(0).numel();
     switch (mode) {
       case Mode::same:
@@ -43,13 +44,13 @@ struct BinaryKernel : Kernel {
         for (int64_t i = 0; i < n; ++i) y[i] = f(a[i], b[i]);
         break;
       case Mode::b_scalar: {
-        const float s = b[0];
+        const T s = b[0];
 #pragma omp parallel for simd if (n > kParallelMin) schedule(static)
         for (int64_t i = 0; i < n; ++i) y[i] = f(a[i], s);
         break;
       }
       case Mode::a_scalar: {
-        const float s = a[0];
+        const T s = a[0];
 #pragma omp parallel for simd if (n > kParallelMin) schedule(static)
         for (int64_t i = 0; i < n; ++i) y[i] = f(s, b[i]);
         break;
@@ -60,9 +61,9 @@ struct BinaryKernel : Kernel {
         const bool brow = mode == Mode::b_row;
 #pragma omp parallel for if (n > kParallelMin) schedule(static)
         for (int64_t r = 0; r < rows; ++r) {
-          const float* full = (brow ? a : b) + r * in;
-          const float* row = brow ? b : a;
-          float* yr = y + r * in;
+          const T* full = (brow ? a : b) + r * in;
+          const T* row = brow ? b : a;
+          T* yr = y + r * in;
           if (brow) {
 #pragma omp simd
             for (int64_t j = 0; j < in; ++j) yr[j] = f(full[j], row[j]);
@@ -82,93 +83,130 @@ KernelFactory binary_factory(F f) {
   return [f](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
     const Shape &a = in[0].shape, &b = in[1].shape;
     Shape out = ops::broadcast_shapes(a, b);
-    if (a == out && b == out) return std::make_unique<BinaryKernel<F>>(f, Mode::same, 1);
-    if (a == out && b.numel() == 1) return std::make_unique<BinaryKernel<F>>(f, Mode::b_scalar, 1);
-    if (b == out && a.numel() == 1) return std::make_unique<BinaryKernel<F>>(f, Mode::a_scalar, 1);
-    if (a == out && is_row_of(b, a) && b.numel() > 0)
-      return std::make_unique<BinaryKernel<F>>(f, Mode::b_row, b.numel());
-    if (b == out && is_row_of(a, b) && a.numel() > 0)
-      return std::make_unique<BinaryKernel<F>>(f, Mode::a_row, a.numel());
-    return reference_fallback(n, in,
-                              "general broadcasting (" + a.str() + " with " + b.str() +
-                                  "): the cpu loops cover same shapes, scalars and rows");
+    Mode mode;
+    int64_t inner = 1;
+    if (a == out && b == out)
+      mode = Mode::same;
+    else if (a == out && b.numel() == 1)
+      mode = Mode::b_scalar;
+    else if (b == out && a.numel() == 1)
+      mode = Mode::a_scalar;
+    else if (a == out && is_row_of(b, a) && b.numel() > 0)
+      mode = Mode::b_row, inner = b.numel();
+    else if (b == out && is_row_of(a, b) && a.numel() > 0)
+      mode = Mode::a_row, inner = a.numel();
+    else
+      return reference_fallback(n, in,
+                                "general broadcasting (" + a.str() + " with " + b.str() +
+                                    "): the cpu loops cover same shapes, scalars and rows");
+    return by_float_kind(n, in, binary_factory(f), [&](auto t) -> std::unique_ptr<Kernel> {
+      return std::make_unique<BinaryKernel<F, decltype(t)>>(f, mode, inner);
+    });
   };
 }
 
-// Same values as the reference kernel: each block of 4 elements is one Philox draw.
-std::unique_ptr<Kernel> dropout(const Node& n, const std::vector<TensorType>&) {
-  const double rate = attr_f(n, "rate");
-  const float r = float(rate), scale = float(1.0 / (1.0 - rate));
-  const uint64_t node = ew::node_key(n);
+// Same values as the reference kernel: each block of 4 elements is one Philox draw. T: the
+// storage type of x, y and the mask.
+template <class T>
+std::unique_ptr<Kernel> dropout_kernel(float r, float scale, uint64_t node) {
   return make_kernel([r, scale, node](const KernelArgs& a) {
     const uint64_t key = ew::dropout_key(node, a.step);
     const uint64_t step = a.step ? a.step->step : 0;
     const int64_t e = a.in(0).numel(), blocks = (e + 3) / 4;
-    const float* x = a.in(0).data<float>();
-    float* y = a.out(0).data<float>();
-    float* mask = a.out(1).data<float>();
+    const T* x = a.in(0).data<T>();
+    T* y = a.out(0).data<T>();
+    T* mask = a.out(1).data<T>();
     const int64_t groups = (blocks + 15) / 16;  // 16 Philox blocks = 64 elements
 #pragma omp parallel for if (e > kParallelMin) schedule(static)
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t b0 = g * 16;
-      if ((b0 + 16) * 4 > e) {  // ragged tail
-        for (int64_t blk = b0; blk < blocks; ++blk)
-          ew::dropout_block(key, step, blk, x, y, mask, e, r, scale);
-        continue;
-      }
       uint32_t w[4][16];
       ew::philox4x32_x16(key, step, uint64_t(b0), w);
       for (int l = 0; l < 16; ++l)
         for (int k = 0; k < 4; ++k) {
           const int64_t i = (b0 + l) * 4 + k;
+          if (i >= e) break;
           const float m = uint_to_unit_float(w[k][l]) >= r ? scale : 0.f;
-          mask[i] = m;
-          y[i] = x[i] * m;
+          mask[i] = st<T>(m);
+          y[i] = st<T>(ld(x[i]) * m);
         }
     }
   });
+}
+
+// y = f(x) and dx = f(dy, x), elementwise, in f32 or bf16 storage.
+template <class Make>
+KernelFactory unary_factory(Make make) {
+  return [make](const Node& n, const std::vector<TensorType>& in) {
+    return by_float_kind(n, in, unary_factory(make), [f = make(n)](auto t) {
+      using T = decltype(t);
+      return make_kernel([f](const KernelArgs& a) {
+        const T* x = a.in(0).data<T>();
+        T* y = a.out(0).data<T>();
+        const int64_t e = a.out(0).numel();
+#pragma omp parallel for simd if (e > kParallelMin) schedule(static)
+        for (int64_t i = 0; i < e; ++i) y[i] = st<T>(f(ld(x[i])));
+      });
+    });
+  };
+}
+
+template <class Make>
+KernelFactory unary_grad_factory(Make make) {
+  return [make](const Node& n, const std::vector<TensorType>& in) {
+    return by_float_kind(n, in, unary_grad_factory(make), [f = make(n)](auto t) {
+      using T = decltype(t);
+      return make_kernel([f](const KernelArgs& a) {
+        const T* dy = a.in(0).data<T>();
+        const T* v = a.in(1).data<T>();
+        T* dx = a.out(0).data<T>();
+        const int64_t e = a.out(0).numel();
+#pragma omp parallel for simd if (e > kParallelMin) schedule(static)
+        for (int64_t i = 0; i < e; ++i) dx[i] = st<T>(f(ld(dy[i]), ld(v[i])));
+      });
+    });
+  };
+}
+
+template <class T>
+void bias_add_rows(const KernelArgs& a) {
+  const T* x = a.in(0).data<T>();
+  const T* b = a.in(1).data<T>();
+  T* y = a.out(0).data<T>();
+  const int64_t C = a.in(1).numel(), e = a.out(0).numel(), rows = C ? e / C : 0;
+#pragma omp parallel for if (e > kParallelMin) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) y[r * C + c] = st<T>(ld(x[r * C + c]) + ld(b[c]));
+  }
+}
+
+std::unique_ptr<Kernel> bias_add(const Node& n, const std::vector<TensorType>& in) {
+  return by_float_kind(n, in, bias_add,
+                       [](auto t) { return make_kernel(bias_add_rows<decltype(t)>); });
+}
+
+std::unique_ptr<Kernel> dropout(const Node& n, const std::vector<TensorType>& in) {
+  const double rate = attr_f(n, "rate");
+  const float r = float(rate), scale = float(1.0 / (1.0 - rate));
+  const uint64_t node = ew::node_key(n);
+  return by_float_kind(n, in, dropout, [&](auto t) { return dropout_kernel<decltype(t)>(r, scale, node); });
 }
 
 }  // namespace
 
 LOCKSTEP_REGISTER(cpu_elementwise_kernels) {
   auto& R = OpRegistry::get();
-  ew::binary_ops([&](const char* op, auto f) { R.add_kernel(op, kCpu, binary_factory(f)); });
+  ew::binary_ops(
+      [&](const char* op, auto f) { R.add_kernel(op, kCpu, binary_factory(f), /*takes_bf16=*/true); });
   ew::unary_ops([&](const char* op, auto make) {
-    R.add_kernel(op, kCpu, [make](const Node& n, const std::vector<TensorType>&) {
-      return make_kernel([f = make(n)](const KernelArgs& a) {
-        const float* x = a.in(0).data<float>();
-        float* y = a.out(0).data<float>();
-        const int64_t e = a.out(0).numel();
-#pragma omp parallel for simd if (e > kParallelMin) schedule(static)
-        for (int64_t i = 0; i < e; ++i) y[i] = f(x[i]);
-      });
-    });
+    R.add_kernel(op, kCpu, unary_factory(make), /*takes_bf16=*/true);
   });
   ew::unary_grad_ops([&](const char* op, auto make) {
-    R.add_kernel(op, kCpu, [make](const Node& n, const std::vector<TensorType>&) {
-      return make_kernel([f = make(n)](const KernelArgs& a) {
-        const float* dy = a.in(0).data<float>();
-        const float* v = a.in(1).data<float>();
-        float* dx = a.out(0).data<float>();
-        const int64_t e = a.out(0).numel();
-#pragma omp parallel for simd if (e > kParallelMin) schedule(static)
-        for (int64_t i = 0; i < e; ++i) dx[i] = f(dy[i], v[i]);
-      });
-    });
+    R.add_kernel(op, kCpu, unary_grad_factory(make), /*takes_bf16=*/true);
   });
-  R.add_kernel("bias_add", kCpu, simple_kernel([](const Node&, const KernelArgs& a) {
-                 const float* x = a.in(0).data<float>();
-                 const float* b = a.in(1).data<float>();
-                 float* y = a.out(0).data<float>();
-                 const int64_t C = a.in(1).numel(), e = a.out(0).numel(), rows = C ? e / C : 0;
-#pragma omp parallel for if (e > kParallelMin) schedule(static)
-                 for (int64_t r = 0; r < rows; ++r) {
-#pragma omp simd
-                   for (int64_t c = 0; c < C; ++c) y[r * C + c] = x[r * C + c] + b[c];
-                 }
-               }));
-  R.add_kernel("dropout", kCpu, dropout);
+  R.add_kernel("bias_add", kCpu, bias_add, /*takes_bf16=*/true);
+  R.add_kernel("dropout", kCpu, dropout, /*takes_bf16=*/true);
   // f32 <-> bf16 vectorised (the casts of mixed precision run every step on activations and
   // weights); other pairs (labels, images) are a conversion loop: the reference kernel's.
   R.add_kernel(

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "ops/internal/kernel_util.h"
 #include "ops/internal/nn_geometry.h"
@@ -17,67 +18,81 @@ using ops::ConvGeom;
 using ops::pool_window;
 using Window = ops::PoolWindow;
 
-void max_fwd(const ConvGeom& g, const float* x, float* y) {
+// T: the storage type (f32, or bf16 under mixed precision: a maximum of bf16 values is one of
+// them, so the bf16 kernels are exact).
+template <class T>
+void max_fwd(const ConvGeom& g, const T* x, T* y) {
   const int64_t C = g.C;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t n = 0; n < g.N; ++n)
     for (int64_t oh = 0; oh < g.OH; ++oh)
       for (int64_t ow = 0; ow < g.OW; ++ow) {
-        float* __restrict yp = y + ((n * g.OH + oh) * g.OW + ow) * C;
+        T* __restrict yp = y + ((n * g.OH + oh) * g.OW + ow) * C;
         const Window wd = pool_window(g, oh, ow);
-        for (int64_t c = 0; c < C; ++c) yp[c] = -std::numeric_limits<float>::infinity();
+        for (int64_t c = 0; c < C; ++c) yp[c] = st<T>(-std::numeric_limits<float>::infinity());
         for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
           for (int64_t iw = wd.w0; iw < wd.w1; ++iw) {
-            const float* __restrict xp = x + ((n * g.H + ih) * g.W + iw) * C;
-            for (int64_t c = 0; c < C; ++c) yp[c] = std::max(yp[c], xp[c]);
+            const T* __restrict xp = x + ((n * g.H + ih) * g.W + iw) * C;
+            for (int64_t c = 0; c < C; ++c) yp[c] = st<T>(std::max(ld(yp[c]), ld(xp[c])));
           }
       }
 }
 
 // idx_ws: per thread C int32 (offset of the chosen x element within the image).
-void max_bwd(const ConvGeom& g, const float* dy, const float* x, const float* y, float* dx,
+template <class T>
+void max_bwd(const ConvGeom& g, const T* dy_t, const T* x_t, const T* y_t, T* dx_t,
              int32_t* idx_ws, int threads) {
+  // Compared and copied as raw values (uint16 bits for bf16, which vectorises); only the
+  // overlapping-window sum needs T's arithmetic.
+  using U = std::conditional_t<std::is_same_v<T, bf16>, uint16_t, float>;
+  const U* dy = reinterpret_cast<const U*>(dy_t);
+  const U* x = reinterpret_cast<const U*>(x_t);
+  const U* y = reinterpret_cast<const U*>(y_t);
+  U* dx = reinterpret_cast<U*>(dx_t);
   const int64_t C = g.C, img = g.H * g.W * C;
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t n = 0; n < g.N; ++n) {
     int32_t* __restrict idx = idx_ws + omp_get_thread_num() * C;
-    float* __restrict dxi = dx + n * img;
-    const float* __restrict xi = x + n * img;
+    U* __restrict dxi = dx + n * img;
+    const U* __restrict xi = x + n * img;
     // Non-overlapping windows without leading padding (the usual 2x2/2): every covered dx
     // element is written exactly once below, so only the uncovered tail needs zeroing.
     const bool tiled = g.SH == g.KH && g.SW == g.KW && g.PT == 0 && g.PL == 0;
     if (tiled) {
       const int64_t ch = std::min(g.H, g.OH * g.KH), cw = std::min(g.W, g.OW * g.KW);
       for (int64_t ih = 0; ih < ch; ++ih)
-        std::memset(dxi + (ih * g.W + cw) * C, 0, sizeof(float) * (g.W - cw) * C);
-      std::memset(dxi + ch * g.W * C, 0, sizeof(float) * (g.H - ch) * g.W * C);
+        std::memset(dxi + (ih * g.W + cw) * C, 0, sizeof(T) * (g.W - cw) * C);
+      std::memset(dxi + ch * g.W * C, 0, sizeof(T) * (g.H - ch) * g.W * C);
     } else {
-      std::memset(dxi, 0, sizeof(float) * img);
+      std::memset(dxi, 0, sizeof(T) * img);
     }
     for (int64_t oh = 0; oh < g.OH; ++oh)
       for (int64_t ow = 0; ow < g.OW; ++ow) {
         const int64_t yo = ((n * g.OH + oh) * g.OW + ow) * C;
-        const float* __restrict yp = y + yo;
-        const float* __restrict dyp = dy + yo;
+        const U* __restrict yp = y + yo;
+        const U* __restrict dyp = dy + yo;
         const Window wd = pool_window(g, oh, ow);
         for (int64_t c = 0; c < C; ++c) idx[c] = -1;
         // Reverse window order, so the last write is the first maximum.
         for (int64_t ih = wd.h1 - 1; ih >= wd.h0; --ih)
           for (int64_t iw = wd.w1 - 1; iw >= wd.w0; --iw) {
             const int32_t off = int32_t((ih * g.W + iw) * C);
-            const float* __restrict xp = xi + off;
+            const U* __restrict xp = xi + off;
             for (int64_t c = 0; c < C; ++c) idx[c] = xp[c] == yp[c] ? off + int32_t(c) : idx[c];
           }
         if (tiled) {
           for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
             for (int64_t iw = wd.w0; iw < wd.w1; ++iw) {
               const int32_t off = int32_t((ih * g.W + iw) * C);
-              float* __restrict dp = dxi + off;
-              for (int64_t c = 0; c < C; ++c) dp[c] = idx[c] == off + int32_t(c) ? dyp[c] : 0.f;
+              U* __restrict dp = dxi + off;
+              for (int64_t c = 0; c < C; ++c) dp[c] = idx[c] == off + int32_t(c) ? dyp[c] : U(0);
             }
         } else {
           for (int64_t c = 0; c < C; ++c)
-            if (idx[c] >= 0) dxi[idx[c]] += dyp[c];
+            if (idx[c] >= 0) {
+              T* d = reinterpret_cast<T*>(dxi + idx[c]);
+              *d = st<T>(ld(*d) + ld(reinterpret_cast<const T*>(dyp)[c]));
+            }
         }
       }
   }
@@ -122,23 +137,38 @@ void avg_bwd(const ConvGeom& g, const float* dy, float* dx) {
   }
 }
 
-LOCKSTEP_REGISTER(cpu_pool_kernels) {
-  auto& R = OpRegistry::get();
-  R.add_kernel("max_pool2d", "cpu", [](const Node& n, const std::vector<TensorType>& in) {
+KernelFactory max_fwd_factory() {
+  return [](const Node& n, const std::vector<TensorType>& in) {
     ConvGeom g = ops::pool_geometry(in[0].shape, n);
-    return make_kernel([g](const KernelArgs& a) { max_fwd(g, in_f(a, 0), out_f(a, 0)); });
-  });
-  R.add_kernel("max_pool2d_grad", "cpu", [](const Node& n, const std::vector<TensorType>& in) {
+    return by_float_kind(n, in, max_fwd_factory(), [g](auto t) {
+      using T = decltype(t);
+      return make_kernel(
+          [g](const KernelArgs& a) { max_fwd(g, a.in(0).data<T>(), a.out(0).data<T>()); });
+    });
+  };
+}
+
+KernelFactory max_bwd_factory() {
+  return [](const Node& n, const std::vector<TensorType>& in) {
     ConvGeom g = ops::pool_geometry(in[1].shape, n);
     LS_CHECK(g.H * g.W * g.C < (int64_t(1) << 31), "max_pool2d_grad: image too large");
     const int threads = omp_get_max_threads();
-    return make_kernel(
-        [g, threads](const KernelArgs& a) {
-          max_bwd(g, in_f(a, 0), in_f(a, 1), in_f(a, 2), out_f(a, 0),
-                  static_cast<int32_t*>(a.workspace), threads);
-        },
-        sizeof(int32_t) * threads * g.C);
-  });
+    return by_float_kind(n, in, max_bwd_factory(), [g, threads](auto t) {
+      using T = decltype(t);
+      return make_kernel(
+          [g, threads](const KernelArgs& a) {
+            max_bwd(g, a.in(0).data<T>(), a.in(1).data<T>(), a.in(2).data<T>(),
+                    a.out(0).data<T>(), static_cast<int32_t*>(a.workspace), threads);
+          },
+          sizeof(int32_t) * threads * g.C);
+    });
+  };
+}
+
+LOCKSTEP_REGISTER(cpu_pool_kernels) {
+  auto& R = OpRegistry::get();
+  R.add_kernel("max_pool2d", "cpu", max_fwd_factory(), /*takes_bf16=*/true);
+  R.add_kernel("max_pool2d_grad", "cpu", max_bwd_factory(), /*takes_bf16=*/true);
   R.add_kernel("avg_pool2d", "cpu", [](const Node& n, const std::vector<TensorType>& in) {
     ConvGeom g = ops::pool_geometry(in[0].shape, n);
     return make_kernel([g](const KernelArgs& a) { avg_fwd(g, in_f(a, 0), out_f(a, 0)); });

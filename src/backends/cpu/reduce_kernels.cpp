@@ -39,6 +39,8 @@ ReduceSplit split_reduce(const Node& n, const Shape& x) {
   return s;
 }
 
+// T: storage of x and y (f32, or bf16 under mixed precision; sums accumulate in f32).
+template <class T>
 struct ReduceSumKernel : Kernel {
   ReduceSplit s;
   bool mean;
@@ -47,8 +49,8 @@ struct ReduceSumKernel : Kernel {
     return s.leading ? size_t(kChunks * s.inner) * sizeof(float) : 0;
   }
   void run(const KernelArgs& a) override {
-    const float* x = a.in(0).data<float>();
-    float* y = a.out(0).data<float>();
+    const T* x = a.in(0).data<T>();
+    T* y = a.out(0).data<T>();
     const int64_t R = s.outer, C = s.inner;
     const bool big = R * C > kParallelMin;
     if (!s.leading) {  // sum each row of C
@@ -57,8 +59,8 @@ struct ReduceSumKernel : Kernel {
       for (int64_t r = 0; r < R; ++r) {
         float acc = 0;
 #pragma omp simd reduction(+ : acc)
-        for (int64_t c = 0; c < C; ++c) acc += x[r * C + c];
-        y[r] = acc * scale;
+        for (int64_t c = 0; c < C; ++c) acc += ld(x[r * C + c]);
+        y[r] = st<T>(acc * scale);
       }
       return;
     }
@@ -73,26 +75,27 @@ struct ReduceSumKernel : Kernel {
       std::memset(acc, 0, size_t(C) * sizeof(float));
       for (int64_t r = p * per, end = std::min(R, (p + 1) * per); r < end; ++r) {
 #pragma omp simd
-        for (int64_t c = 0; c < C; ++c) acc[c] += x[r * C + c];
+        for (int64_t c = 0; c < C; ++c) acc[c] += ld(x[r * C + c]);
       }
     }
 #pragma omp parallel for if (big && C > 256) schedule(static)
     for (int64_t c = 0; c < C; ++c) {
       float acc = 0;
       for (int64_t p = 0; p < chunks; ++p) acc += part[p * C + c];
-      y[c] = acc * scale;
+      y[c] = st<T>(acc * scale);
     }
   }
 };
 
 // dx[outer, inner] = dy broadcast back (times 1/count for mean).
+template <class T>
 struct ReduceSumGradKernel : Kernel {
   ReduceSplit s;
   bool mean;
   ReduceSumGradKernel(ReduceSplit s, bool mean) : s(s), mean(mean) {}
   void run(const KernelArgs& a) override {
-    const float* dy = a.in(0).data<float>();
-    float* dx = a.out(0).data<float>();
+    const T* dy = a.in(0).data<T>();
+    T* dx = a.out(0).data<T>();
     const int64_t R = s.outer, C = s.inner;
     const int64_t count = s.leading ? R : C;
     const float scale = mean && count ? 1.f / float(count) : 1.f;
@@ -100,12 +103,12 @@ struct ReduceSumGradKernel : Kernel {
 #pragma omp parallel for if (R * C > kParallelMin) schedule(static)
     for (int64_t r = 0; r < R; ++r) {
 #pragma omp simd
-      for (int64_t c = 0; c < C; ++c) dx[r * C + c] = (lead ? dy[c] : dy[r]) * scale;
+      for (int64_t c = 0; c < C; ++c) dx[r * C + c] = st<T>(ld(lead ? dy[c] : dy[r]) * scale);
     }
   }
 };
 
-template <class K>
+template <template <class> class K>
 KernelFactory reduce_factory(bool mean, int shape_input) {
   return [mean, shape_input](const Node& n,
                              const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
@@ -114,7 +117,10 @@ KernelFactory reduce_factory(bool mean, int shape_input) {
       return reference_fallback(n, in,
                                 "axes that are neither leading nor trailing: the cpu "
                                 "loops reduce over leading or trailing axes");
-    return std::make_unique<K>(s, mean);
+    return by_float_kind(n, in, reduce_factory<K>(mean, shape_input),
+                         [&](auto t) -> std::unique_ptr<Kernel> {
+                           return std::make_unique<K<decltype(t)>>(s, mean);
+                         });
   };
 }
 
@@ -176,10 +182,10 @@ void sparse_accuracy(const Node&, const KernelArgs& a) {
 
 LOCKSTEP_REGISTER(cpu_reduce_kernels) {
   auto& R = OpRegistry::get();
-  R.add_kernel("reduce_sum", kCpu, reduce_factory<ReduceSumKernel>(false, 0));
-  R.add_kernel("reduce_mean", kCpu, reduce_factory<ReduceSumKernel>(true, 0));
-  R.add_kernel("reduce_sum_grad", kCpu, reduce_factory<ReduceSumGradKernel>(false, 1));
-  R.add_kernel("reduce_mean_grad", kCpu, reduce_factory<ReduceSumGradKernel>(true, 1));
+  R.add_kernel("reduce_sum", kCpu, reduce_factory<ReduceSumKernel>(false, 0), true);
+  R.add_kernel("reduce_mean", kCpu, reduce_factory<ReduceSumKernel>(true, 0), true);
+  R.add_kernel("reduce_sum_grad", kCpu, reduce_factory<ReduceSumGradKernel>(false, 1), true);
+  R.add_kernel("reduce_mean_grad", kCpu, reduce_factory<ReduceSumGradKernel>(true, 1), true);
 
   R.add_kernel("softmax", kCpu, last_axis_factory([](const KernelArgs& a, int64_t off, int64_t C) {
                  ew::softmax_row(a.in(0).data<float>() + off, a.out(0).data<float>() + off, C, 1);

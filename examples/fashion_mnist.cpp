@@ -4,8 +4,11 @@
 //       [--strategy one_device|mirrored|multi_worker] [--bytes-per-pack N]
 //       [--dtype-policy float32|mixed_bfloat16]
 //       [--out-dir DIR] [--tensorboard LOGDIR] [--csv FILE]
+//       [--report FILE.json] [--price-per-hour X | --prices FILE.json --machine NAME]
 // Writes <out-dir>/curves.png (loss and accuracy per epoch, training and test); --tensorboard
 // writes TensorBoard event files (tensorboard --logdir LOGDIR), --csv the epoch logs as CSV.
+// --report writes the time-and-cost report (FILE.json and FILE.png: time and dollars to 85/90/91%
+// test accuracy) at --price-per-hour X or the named machine's price in a --prices table.
 // --batch-size is the global batch (split across replicas). multi_worker reads the cluster from
 // TF_CONFIG, or the MPI (mpirun) or Slurm (srun) environment; only the chief prints the JSON line.
 #include <signal.h>
@@ -38,6 +41,9 @@ struct Args {
   long long bytes_per_pack = -1;
   std::string out_dir = "fashion_mnist_out", tensorboard, csv;
   std::string dtype_policy = "float32";
+  // --report FILE.json, --prices FILE.json, --machine NAME
+  std::string report, prices, machine;
+  double price_per_hour = 0;
 };
 
 static void usage() {
@@ -46,7 +52,9 @@ static void usage() {
                "[--seed N] [--steps-per-execution N] [--verbose-compile]\n"
                "       [--strategy one_device|mirrored|multi_worker] [--bytes-per-pack N]\n"
                "       [--out-dir DIR] [--tensorboard LOGDIR] [--csv FILE]\n"
-               "       [--dtype-policy float32|mixed_bfloat16]\n");
+               "       [--dtype-policy float32|mixed_bfloat16]\n"
+               "       [--report FILE.json] [--price-per-hour X]\n"
+               "       [--prices FILE.json --machine NAME]\n");
 }
 
 static Args parse(int argc, char** argv) {
@@ -86,6 +94,14 @@ static Args parse(int argc, char** argv) {
       a.tensorboard = next();
     else if (k == "--csv")
       a.csv = next();
+    else if (k == "--report")
+      a.report = next();
+    else if (k == "--price-per-hour")
+      a.price_per_hour = ls::parse_double(k, next(), 0.0, 1e9);
+    else if (k == "--prices")
+      a.prices = next();
+    else if (k == "--machine")
+      a.machine = next();
     else if (k == "--dtype-policy")
       a.dtype_policy = next();
     else if (k == "--help" || k == "-h")
@@ -187,6 +203,14 @@ int main(int argc, char** argv) {
     });
     auto callbacks = log_callbacks(args, chief);
     callbacks.insert(callbacks.begin(), test_cb);
+    if (!args.report.empty())  // after test_cb, which sets test_acc; writes on the chief only
+      callbacks.push_back(ls::callbacks::CostReport(
+          {.path = args.report,
+           .monitor = "test_accuracy",
+           .monitor_fn = [&test_acc](int, const ls::Logs&) { return test_acc; },
+           .price_per_hour = args.price_per_hour,
+           .prices_file = args.prices,
+           .machine = args.machine}));
     auto hist = model.fit(data.x_train, data.y_train,
                           {.batch_size = args.batch_size,
                            .epochs = args.epochs,

@@ -7,9 +7,12 @@
 //                     [--threads N] [--seed N] [--image-size N] [--validation-split F]
 //                     [--strategy one_device|mirrored|multi_worker]
 //                     [--tensorboard LOGDIR] [--csv FILE]
+//                     [--report FILE.json] [--price-per-hour X | --prices FILE.json --machine NAME]
 //
 // The training curves go to <out-dir>/curves.png; --tensorboard writes TensorBoard event files
-// (tensorboard --logdir LOGDIR), --csv the epoch logs as CSV (CSVLogger).
+// (tensorboard --logdir LOGDIR), --csv the epoch logs as CSV (CSVLogger). --report writes the
+// time-and-cost report (CostReport: FILE.json and FILE.png, time and dollars to 85/90/91%
+// validation accuracy) with the machine's price from --price-per-hour or a price table.
 //
 // multi_worker reads the cluster from TF_CONFIG, or the MPI / Slurm environment; fit shards
 // the image files across the workers (each decodes only its share); only the chief writes the
@@ -45,15 +48,21 @@ struct Args {
   uint64_t seed = 123;
   double validation_split = 0.2;
   std::string tensorboard, csv;  // --tensorboard LOGDIR, --csv FILE
+  // --report FILE.json, --prices FILE.json, --machine NAME
+  std::string report, prices, machine;
+  double price_per_hour = 0;
   std::string dtype_policy = "float32";
 };
 
 static void usage() {
-  std::fprintf(stderr,
-               "usage: flowers [--data-dir DIR] [--out-dir DIR] [--epochs N] [--batch-size N] "
-               "[--threads N] [--seed N] [--image-size N] [--validation-split F] "
-               "[--per-class N] [--strategy one_device|mirrored|multi_worker]\n"
-               "       [--tensorboard LOGDIR] [--csv FILE] [--dtype-policy float32|mixed_bfloat16]\n");
+  std::fprintf(
+      stderr,
+      "usage: flowers [--data-dir DIR] [--out-dir DIR] [--epochs N] [--batch-size N] "
+      "[--threads N] [--seed N] [--image-size N] [--validation-split F] "
+      "[--per-class N] [--strategy one_device|mirrored|multi_worker]\n"
+      "       [--tensorboard LOGDIR] [--csv FILE] [--dtype-policy float32|mixed_bfloat16]\n"
+      "       [--report FILE.json] [--price-per-hour X]\n"
+      "       [--prices FILE.json --machine NAME]\n");
 }
 
 [[noreturn]] static void fail(const std::string& msg) {
@@ -98,6 +107,14 @@ static Args parse(int argc, char** argv) {
       a.tensorboard = v;
     else if (k == "--csv")
       a.csv = v;
+    else if (k == "--report")
+      a.report = v;
+    else if (k == "--price-per-hour")
+      a.price_per_hour = ls::parse_double(k, v, 0.0, 1e9);
+    else if (k == "--prices")
+      a.prices = v;
+    else if (k == "--machine")
+      a.machine = v;
     else if (k == "--dtype-policy")
       a.dtype_policy = v;
     else
@@ -111,6 +128,11 @@ static std::vector<ls::CallbackPtr> log_callbacks(const Args& a, bool chief) {
   std::vector<ls::CallbackPtr> cbs;
   if (!a.tensorboard.empty()) cbs.push_back(ls::callbacks::TensorBoard({.log_dir = a.tensorboard}));
   if (!a.csv.empty() && chief) cbs.push_back(ls::callbacks::CSVLogger(a.csv));
+  if (!a.report.empty())  // writes on the chief only
+    cbs.push_back(ls::callbacks::CostReport({.path = a.report,
+                                             .price_per_hour = a.price_per_hour,
+                                             .prices_file = a.prices,
+                                             .machine = a.machine}));
   return cbs;
 }
 
@@ -216,11 +238,10 @@ int main(int argc, char** argv) {
     model.summary();
 
     auto t0 = std::chrono::steady_clock::now();
-    auto hist =
-        model.fit(train_ds, {.epochs = args.epochs,
-                             .callbacks = log_callbacks(args, chief),
-                             .validation_data = val_ds,
-                             .seed = args.seed});
+    auto hist = model.fit(train_ds, {.epochs = args.epochs,
+                                     .callbacks = log_callbacks(args, chief),
+                                     .validation_data = val_ds,
+                                     .seed = args.seed});
     double train_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (hist.stopped_on_nan) {

@@ -9,6 +9,7 @@
 //            [--limit-per-class N] [--format jpeg|png|mixed] [--size S] [--quality Q]
 //            [--images IDX --labels IDX [--class-names a,b,...]]
 //   lockstep ops-doc > docs/ops.md
+//   lockstep export-onnx MODEL.keras OUT.onnx [--opset N] [--batch-size N] [--no-fold-batch-norm]
 //
 // ops-doc prints the op catalogue generated from the op declarations (docs/ops.md).
 // export-image-folder writes Fashion-MNIST (or any IDX images/labels pair) as class folders of
@@ -25,8 +26,10 @@
 #include "lockstep/core/error.h"
 #include "lockstep/core/parse.h"
 #include "lockstep/data/idx.h"
+#include "lockstep/onnx/export.h"
 #include "lockstep/ops/op_docs.h"
 #include "lockstep/tools/export.h"
+#include "lockstep/viz/chart.h"
 
 // The model commands (header-only: every examples/*.cpp is its own executable).
 #include "cli/model_files.h"
@@ -156,6 +159,10 @@ const Command kCommands[] = {
     {"export-image-folder", "write an IDX dataset (Fashion-MNIST) as class folders of images",
      export_image_folder},
     {"ops-doc", "print the op catalogue (docs/ops.md) from the op declarations", ops_doc},
+    {"export-onnx", "write a .keras model's inference graph as ONNX (opset 17+)",
+     ls::onnx::export_command},
+    {"report", "plot CostReport files on one chart (accuracy vs time and dollars)",
+     ls::viz::report_command},
 };
 
 std::string usage() {

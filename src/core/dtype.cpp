@@ -13,22 +13,34 @@ namespace lockstep {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::f32: case DType::i32: return 4;
-    case DType::bf16: case DType::f16: return 2;
-    case DType::i64: return 8;
-    case DType::u8: return 1;
+    case DType::f32:
+    case DType::i32:
+      return 4;
+    case DType::bf16:
+    case DType::f16:
+      return 2;
+    case DType::i64:
+      return 8;
+    case DType::u8:
+      return 1;
   }
   return 0;
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "float32";
-    case DType::bf16: return "bfloat16";
-    case DType::f16: return "float16";
-    case DType::i32: return "int32";
-    case DType::i64: return "int64";
-    case DType::u8: return "uint8";
+    case DType::f32:
+      return "float32";
+    case DType::bf16:
+      return "bfloat16";
+    case DType::f16:
+      return "float16";
+    case DType::i32:
+      return "int32";
+    case DType::i64:
+      return "int64";
+    case DType::u8:
+      return "uint8";
   }
   return "?";
 }

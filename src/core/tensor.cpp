@@ -86,8 +86,8 @@ Tensor Tensor::reshape(const Shape& shape) const {
 }
 
 Tensor Tensor::slice(int64_t begin, int64_t end) const {
-  LS_CHECK(rank() >= 1 && begin >= 0 && end <= dim(0) && begin <= end, "slice [", begin, ", ",
-           end, ") out of range for ", shape_.str());
+  LS_CHECK(rank() >= 1 && begin >= 0 && end <= dim(0) && begin <= end, "slice [", begin, ", ", end,
+           ") out of range for ", shape_.str());
   Tensor t = *this;
   t.offset_ += size_t(begin * strides_[0]) * dtype_size(dtype_);
   t.shape_[0] = end - begin;
@@ -150,12 +150,33 @@ void Tensor::fill(float v) {
   LS_CHECK(is_contiguous(), "fill of a non-contiguous tensor");
   int64_t n = numel();
   switch (dtype_) {
-    case DType::f32: { float* p = data<float>(); for (int64_t i = 0; i < n; ++i) p[i] = v; break; }
-    case DType::i32: { auto* p = data<int32_t>(); for (int64_t i = 0; i < n; ++i) p[i] = int32_t(v); break; }
-    case DType::i64: { auto* p = data<int64_t>(); for (int64_t i = 0; i < n; ++i) p[i] = int64_t(v); break; }
-    case DType::u8: { auto* p = data<uint8_t>(); for (int64_t i = 0; i < n; ++i) p[i] = uint8_t(v); break; }
-    case DType::bf16: { auto* p = data<bf16>(); for (int64_t i = 0; i < n; ++i) p[i] = f32_to_bf16(v); break; }
-    default: LS_FAIL("fill: dtype ", dtype_name(dtype_), " not supported");
+    case DType::f32: {
+      float* p = data<float>();
+      for (int64_t i = 0; i < n; ++i) p[i] = v;
+      break;
+    }
+    case DType::i32: {
+      auto* p = data<int32_t>();
+      for (int64_t i = 0; i < n; ++i) p[i] = int32_t(v);
+      break;
+    }
+    case DType::i64: {
+      auto* p = data<int64_t>();
+      for (int64_t i = 0; i < n; ++i) p[i] = int64_t(v);
+      break;
+    }
+    case DType::u8: {
+      auto* p = data<uint8_t>();
+      for (int64_t i = 0; i < n; ++i) p[i] = uint8_t(v);
+      break;
+    }
+    case DType::bf16: {
+      auto* p = data<bf16>();
+      for (int64_t i = 0; i < n; ++i) p[i] = f32_to_bf16(v);
+      break;
+    }
+    default:
+      LS_FAIL("fill: dtype ", dtype_name(dtype_), " not supported");
   }
 }
 
@@ -164,12 +185,29 @@ std::vector<float> Tensor::to_vector() const {
   int64_t n = numel();
   std::vector<float> v(size_t(std::max<int64_t>(n, 0)));
   switch (dtype_) {
-    case DType::f32: std::memcpy(v.data(), c.raw(), c.nbytes()); break;
-    case DType::i32: { auto* p = c.data<int32_t>(); for (int64_t i = 0; i < n; ++i) v[i] = float(p[i]); break; }
-    case DType::i64: { auto* p = c.data<int64_t>(); for (int64_t i = 0; i < n; ++i) v[i] = float(p[i]); break; }
-    case DType::u8: { auto* p = c.data<uint8_t>(); for (int64_t i = 0; i < n; ++i) v[i] = float(p[i]); break; }
-    case DType::bf16: bf16_to_f32(c.data<bf16>(), v.data(), n); break;
-    default: LS_FAIL("to_vector: dtype ", dtype_name(dtype_), " not supported");
+    case DType::f32:
+      std::memcpy(v.data(), c.raw(), c.nbytes());
+      break;
+    case DType::i32: {
+      auto* p = c.data<int32_t>();
+      for (int64_t i = 0; i < n; ++i) v[i] = float(p[i]);
+      break;
+    }
+    case DType::i64: {
+      auto* p = c.data<int64_t>();
+      for (int64_t i = 0; i < n; ++i) v[i] = float(p[i]);
+      break;
+    }
+    case DType::u8: {
+      auto* p = c.data<uint8_t>();
+      for (int64_t i = 0; i < n; ++i) v[i] = float(p[i]);
+      break;
+    }
+    case DType::bf16:
+      bf16_to_f32(c.data<bf16>(), v.data(), n);
+      break;
+    default:
+      LS_FAIL("to_vector: dtype ", dtype_name(dtype_), " not supported");
   }
   return v;
 }

@@ -138,14 +138,16 @@ KTensors Layer::operator()(const std::vector<KTensor>& xs) {
   LS_CHECK(!xs.empty(), class_name(), " '", name_, "': called with no inputs");
   std::vector<Shape> shapes;
   for (auto& x : xs) {
-    LS_CHECK(x.call, class_name(), " '", name_, "': input is not a symbolic tensor (use layers::Input)");
+    LS_CHECK(x.call, class_name(), " '", name_,
+             "': input is not a symbolic tensor (use layers::Input)");
     shapes.push_back(x.shape());
   }
   ensure_built(shapes);
   // Shape inference (and early errors) by calling the layer on a throwaway symbolic graph.
   Graph g;
   std::vector<Value> ins;
-  for (size_t i = 0; i < xs.size(); ++i) ins.push_back(g.input({xs[i].dtype(), xs[i].shape()}, "x"));
+  for (size_t i = 0; i < xs.size(); ++i)
+    ins.push_back(g.input({xs[i].dtype(), xs[i].shape()}, "x"));
   CallContext ctx{g, false, 0, {}};
   std::vector<Value> outs;
   try {

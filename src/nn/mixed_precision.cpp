@@ -33,12 +33,14 @@ DTypePolicy make_policy(const std::string& name) {
   if (name == "mixed_bfloat16") return {"mixed_bfloat16", DType::bf16, DType::f32};
   if (name == "mixed_float16") {
     if (!cpu_has_f16())
-      throw Error("dtype policy 'mixed_float16': this CPU has no float16 arithmetic (AVX512-FP16); "
-                  "f16 would run through f32 conversions at a loss, with loss scaling for nothing. "
-                  "Use 'mixed_bfloat16' (same speed-up where AVX512-BF16 exists, no loss scaling) "
-                  "or 'float32'.");
-    throw Error("dtype policy 'mixed_float16' is not implemented on the cpu backend yet; use "
-                "'mixed_bfloat16' or 'float32'.");
+      throw Error(
+          "dtype policy 'mixed_float16': this CPU has no float16 arithmetic (AVX512-FP16); "
+          "f16 would run through f32 conversions at a loss, with loss scaling for nothing. "
+          "Use 'mixed_bfloat16' (same speed-up where AVX512-BF16 exists, no loss scaling) "
+          "or 'float32'.");
+    throw Error(
+        "dtype policy 'mixed_float16' is not implemented on the cpu backend yet; use "
+        "'mixed_bfloat16' or 'float32'.");
   }
   throw Error("unknown dtype policy '" + name +
               "': expected 'float32', 'mixed_bfloat16' or 'mixed_float16'");

@@ -34,8 +34,10 @@ std::vector<OnnxValue> rescaling(ConvertCall& c) {
 // Normalization's kept axes (Keras: an int, a list, or None = one statistic).
 std::vector<int64_t> kept_axes(const json& axis, int64_t rank) {
   std::vector<int64_t> axes;
-  if (axis.is_number_integer()) axes.push_back(axis.get<int64_t>());
-  else if (axis.is_array()) axes = axis.get<std::vector<int64_t>>();
+  if (axis.is_number_integer())
+    axes.push_back(axis.get<int64_t>());
+  else if (axis.is_array())
+    axes = axis.get<std::vector<int64_t>>();
   for (auto& a : axes) a = a < 0 ? a + rank : a;
   std::sort(axes.begin(), axes.end());
   return axes;
@@ -45,7 +47,8 @@ std::vector<OnnxValue> normalization(ConvertCall& c) {
   OnnxValue x = c.b.to_layout(c.inputs.at(0), Layout::kChannelsLast);
   const int64_t rank = x.shape.rank();
   std::vector<int64_t> bcast(size_t(rank), 1);
-  for (int64_t a : kept_axes(c.config.value("axis", json(nullptr)), rank)) bcast[size_t(a)] = x.shape[int(a)];
+  for (int64_t a : kept_axes(c.config.value("axis", json(nullptr)), rank))
+    bcast[size_t(a)] = x.shape[int(a)];
   std::vector<float> mean, var;
   if (c.config.value("mean", json(nullptr)).is_null()) {  // adapted: the layer's weights
     mean = weight(c.layer(), "mean").to_vector();
@@ -85,7 +88,8 @@ std::vector<OnnxValue> batch_normalization(ConvertCall& c) {
         c.b.constant(c.name() + "/gamma", or_fill(find_weight(bn, "gamma"), mean.size(), 1.f), {C}),
         c.b.constant(c.name() + "/beta", or_fill(find_weight(bn, "beta"), mean.size(), 0.f), {C}),
         c.b.constant(c.name() + "/moving_mean", mean, {C}),
-        c.b.constant(c.name() + "/moving_variance", weight(bn, "moving_variance").to_vector(), {C})};
+        c.b.constant(c.name() + "/moving_variance", weight(bn, "moving_variance").to_vector(),
+                     {C})};
     pb::NodeProto& n = c.b.node("BatchNormalization", ins, c.name());
     set_attr(n, "epsilon", float(c.config.at("epsilon").get<double>()));
     return {c.output(n.output(0), x.layout)};
@@ -94,7 +98,8 @@ std::vector<OnnxValue> batch_normalization(ConvertCall& c) {
   OnnxValue x = c.b.to_layout(c.inputs[0], Layout::kChannelsLast);
   ChannelAffine a = batch_norm_affine(bn);
   const int64_t C = int64_t(a.scale.size());
-  std::string y = c.b.add("Mul", {x.name, c.b.constant(c.name() + "/scale", a.scale, {C})}, c.name());
+  std::string y =
+      c.b.add("Mul", {x.name, c.b.constant(c.name() + "/scale", a.scale, {C})}, c.name());
   y = c.b.add("Add", {y, c.b.constant(c.name() + "/shift", a.shift, {C})}, c.name());
   return {c.output(y, Layout::kChannelsLast)};
 }
@@ -105,7 +110,8 @@ std::vector<OnnxValue> layer_normalization(ConvertCall& c) {
   const int64_t C = x.shape[-1];
   const Layer& l = c.layer();
   std::vector<std::string> ins{
-      x.name, c.b.constant(c.name() + "/gamma", or_fill(find_weight(l, "gamma"), size_t(C), 1.f), {C}),
+      x.name,
+      c.b.constant(c.name() + "/gamma", or_fill(find_weight(l, "gamma"), size_t(C), 1.f), {C}),
       c.b.constant(c.name() + "/beta", or_fill(find_weight(l, "beta"), size_t(C), 0.f), {C})};
   pb::NodeProto& n = c.b.node("LayerNormalization", ins, c.name());
   set_attr(n, "axis", int64_t(-1));

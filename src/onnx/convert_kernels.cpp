@@ -70,7 +70,8 @@ std::vector<float> hwio_to_oihw(const Tensor& k) {
     for (int64_t w = 0; w < kw; ++w)
       for (int64_t i = 0; i < ci; ++i)
         for (int64_t o = 0; o < co; ++o)
-          dst[size_t(((o * ci + i) * kh + h) * kw + w)] = src[size_t(((h * kw + w) * ci + i) * co + o)];
+          dst[size_t(((o * ci + i) * kh + h) * kw + w)] =
+              src[size_t(((h * kw + w) * ci + i) * co + o)];
   return dst;
 }
 
@@ -101,10 +102,10 @@ std::vector<OnnxValue> conv2d(ConvertCall& c) {
   std::vector<float> kernel = hwio_to_oihw(k), bias = bias_of(c);
   fold_oihw(kernel, bias, co, c);
   const json& cfg = c.config;
-  OnnxValue y = conv(c, c.inputs.at(0), kernel, {co, k.dim(2), k.dim(0), k.dim(1)}, bias,
-                     cfg.value("groups", int64_t(1)), pair_of(cfg.at("strides")),
-                     pair_of(cfg.at("dilation_rate")), cfg.at("padding"), c.name(),
-                     c.output_shape());
+  OnnxValue y =
+      conv(c, c.inputs.at(0), kernel, {co, k.dim(2), k.dim(0), k.dim(1)}, bias,
+           cfg.value("groups", int64_t(1)), pair_of(cfg.at("strides")),
+           pair_of(cfg.at("dilation_rate")), cfg.at("padding"), c.name(), c.output_shape());
   return {apply_activation(c.b, y, cfg.value("activation", "linear"), c.name())};
 }
 

@@ -38,11 +38,12 @@ OnnxValue resize(ConvertCall& c, const OnnxValue& in, int64_t height, int64_t wi
   GraphBuilder& b = c.b;
   OnnxValue x = b.to_layout(in, Layout::kChannelsFirst);
   std::string batch_channels =
-      b.add("Slice", {b.add("Shape", {x.name}, c.name()), b.constant_i64(c.name() + "/zero", {0}),
-                      b.constant_i64(c.name() + "/two", {2})},
+      b.add("Slice",
+            {b.add("Shape", {x.name}, c.name()), b.constant_i64(c.name() + "/zero", {0}),
+             b.constant_i64(c.name() + "/two", {2})},
             c.name());
-  pb::NodeProto& sizes =
-      b.node("Concat", {batch_channels, b.constant_i64(c.name() + "/size", {height, width})}, c.name());
+  pb::NodeProto& sizes = b.node(
+      "Concat", {batch_channels, b.constant_i64(c.name() + "/size", {height, width})}, c.name());
   set_attr(sizes, "axis", int64_t(0));
   pb::NodeProto& r = b.node("Resize", {x.name, "", "", sizes.output(0)}, c.name());
   if (interpolation == "bilinear") {

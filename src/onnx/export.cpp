@@ -66,11 +66,16 @@ std::string known_classes() {
 
 int32_t onnx_elem_type(DType t) {
   switch (t) {
-    case DType::f32: return pb::TensorProto::FLOAT;
-    case DType::u8: return pb::TensorProto::UINT8;
-    case DType::i32: return pb::TensorProto::INT32;
-    case DType::i64: return pb::TensorProto::INT64;
-    default: LS_FAIL("ONNX export: inputs of dtype ", dtype_name(t), " are not supported");
+    case DType::f32:
+      return pb::TensorProto::FLOAT;
+    case DType::u8:
+      return pb::TensorProto::UINT8;
+    case DType::i32:
+      return pb::TensorProto::INT32;
+    case DType::i64:
+      return pb::TensorProto::INT64;
+    default:
+      LS_FAIL("ONNX export: inputs of dtype ", dtype_name(t), " are not supported");
   }
 }
 
@@ -154,8 +159,8 @@ void build_graph(GraphBuilder& b, const Network& net, const ExportOptions& o) {
     std::vector<OnnxValue> ins;
     for (const auto& t : c->inputs) ins.push_back(values.at(t.call.get()).at(size_t(t.index)));
     auto fold = plan.into.find(c.get());
-    values[c.get()] = convert_call(b, *c, std::move(ins),
-                                   fold == plan.into.end() ? nullptr : fold->second);
+    values[c.get()] =
+        convert_call(b, *c, std::move(ins), fold == plan.into.end() ? nullptr : fold->second);
   }
   add_outputs(b, net, o, output_names, values);
 }
@@ -170,8 +175,8 @@ int64_t ir_version_for(int64_t opset) {
 
 std::string export_model_to_bytes(const Network& model, const ExportOptions& options,
                                   ExportReport* report) {
-  LS_CHECK(options.opset >= 17 && options.opset <= 21,
-           "ONNX export: opset must be in 17..21, got ", options.opset);
+  LS_CHECK(options.opset >= 17 && options.opset <= 21, "ONNX export: opset must be in 17..21, got ",
+           options.opset);
   LS_CHECK(options.batch_size == -1 || options.batch_size > 0,
            "ONNX export: batch_size must be -1 (symbolic) or positive, got ", options.batch_size);
   LS_CHECK(!model.outputs().empty(), "ONNX export: model '", model.name(), "' has no outputs");

@@ -47,7 +47,8 @@ pb::NodeProto& GraphBuilder::node(const std::string& op, const std::vector<std::
   n.set_op_type(op);
   n.set_name(fresh(base + "/" + op));
   for (const auto& i : inputs) n.add_input(i);
-  for (int i = 0; i < outputs; ++i) n.add_output(fresh(base + (i ? "/out" + std::to_string(i) : "")));
+  for (int i = 0; i < outputs; ++i)
+    n.add_output(fresh(base + (i ? "/out" + std::to_string(i) : "")));
   ++report_.nodes;
   return n;
 }
@@ -71,7 +72,8 @@ std::string GraphBuilder::constant(const std::string& base, const std::vector<fl
   return t.name();
 }
 
-std::string GraphBuilder::constant_i64(const std::string& base, const std::vector<int64_t>& values) {
+std::string GraphBuilder::constant_i64(const std::string& base,
+                                       const std::vector<int64_t>& values) {
   pb::TensorProto& t = *graph_.add_initializer();
   t.set_name(fresh(base));
   t.set_data_type(pb::TensorProto::INT64);
@@ -88,7 +90,8 @@ OnnxValue GraphBuilder::to_layout(const OnnxValue& value, Layout want) {
   if (it != transposed_.end()) return it->second;
   const bool to_first = want == Layout::kChannelsFirst;
   pb::NodeProto& t = node("Transpose", {value.name}, value.name + (to_first ? "_nchw" : "_nhwc"));
-  set_attr(t, "perm", to_first ? std::vector<int64_t>{0, 3, 1, 2} : std::vector<int64_t>{0, 2, 3, 1});
+  set_attr(t, "perm",
+           to_first ? std::vector<int64_t>{0, 3, 1, 2} : std::vector<int64_t>{0, 2, 3, 1});
   ++report_.transposes;
   OnnxValue r{t.output(0), value.shape, want};
   transposed_[key] = r;
@@ -104,8 +107,10 @@ void GraphBuilder::declare(pb::ValueInfoProto& info, const std::string& name, co
   auto* dims = tensor->mutable_shape();
   for (int i = 0; i < shape.rank(); ++i) {
     auto* d = dims->add_dim();
-    if (i == 0 && batch_size <= 0) d->set_dim_param("batch");
-    else d->set_dim_value(i == 0 ? batch_size : shape[i]);
+    if (i == 0 && batch_size <= 0)
+      d->set_dim_param("batch");
+    else
+      d->set_dim_value(i == 0 ? batch_size : shape[i]);
   }
 }
 
@@ -159,13 +164,16 @@ OnnxValue apply_activation(GraphBuilder& b, const OnnxValue& value, const std::s
   if (act.empty() || act == "linear") return value;
   OnnxValue v = value;
   const std::string& x = v.name;
-  static const std::map<std::string, std::string> direct = {
-      {"relu", "Relu"}, {"sigmoid", "Sigmoid"}, {"tanh", "Tanh"},
-      {"softplus", "Softplus"}, {"exponential", "Exp"}};
+  static const std::map<std::string, std::string> direct = {{"relu", "Relu"},
+                                                            {"sigmoid", "Sigmoid"},
+                                                            {"tanh", "Tanh"},
+                                                            {"softplus", "Softplus"},
+                                                            {"exponential", "Exp"}};
   if (auto it = direct.find(act); it != direct.end()) {
     v.name = b.add(it->second, {x}, layer_name);
   } else if (act == "relu6") {
-    v.name = b.add("Clip", {x, scalar(b, layer_name + "/zero", 0.f), scalar(b, layer_name + "/six", 6.f)},
+    v.name = b.add("Clip",
+                   {x, scalar(b, layer_name + "/zero", 0.f), scalar(b, layer_name + "/six", 6.f)},
                    layer_name);
   } else if (act == "leaky_relu") {
     pb::NodeProto& n = b.node("LeakyRelu", {x}, layer_name);
@@ -174,10 +182,13 @@ OnnxValue apply_activation(GraphBuilder& b, const OnnxValue& value, const std::s
   } else if (act == "swish" || act == "silu") {
     v.name = b.add("Mul", {x, b.add("Sigmoid", {x}, layer_name)}, layer_name);
   } else if (act == "gelu") {  // exact: x * 0.5 * (1 + erf(x / sqrt(2)))
-    std::string e = b.add("Erf", {b.add("Div", {x, scalar(b, layer_name + "/sqrt2", float(std::sqrt(2.0)))}, layer_name)},
-                          layer_name);
+    std::string e = b.add(
+        "Erf",
+        {b.add("Div", {x, scalar(b, layer_name + "/sqrt2", float(std::sqrt(2.0)))}, layer_name)},
+        layer_name);
     std::string one_plus = b.add("Add", {e, scalar(b, layer_name + "/one", 1.f)}, layer_name);
-    v.name = b.add("Mul", {b.add("Mul", {x, one_plus}, layer_name), scalar(b, layer_name + "/half", 0.5f)},
+    v.name = b.add("Mul",
+                   {b.add("Mul", {x, one_plus}, layer_name), scalar(b, layer_name + "/half", 0.5f)},
                    layer_name);
   } else if (act == "softmax" || act == "log_softmax") {
     v = b.to_layout(value, Layout::kChannelsLast);

@@ -75,7 +75,7 @@ class GraphBuilder {
 struct ConvertCall {
   GraphBuilder& b;
   const LayerCall& call;
-  const json config;                    // the layer's Keras config
+  const json config;  // the layer's Keras config
   std::vector<OnnxValue> inputs;
   const Layer* fold_batch_norm = nullptr;  // a BatchNormalization to fold into the kernel
   const Layer& layer() const { return *call.layer; }
@@ -91,9 +91,9 @@ using Converter = std::function<std::vector<OnnxValue>(ConvertCall&)>;
 using ConverterTable = std::map<std::string, Converter>;
 // Every Keras class the exporter knows, by class name (converters_*.cpp add theirs).
 const ConverterTable& converters();
-void add_kernel_converters(ConverterTable& table);      // Dense, Conv2D, ... (weights)
-void add_structure_converters(ConverterTable& table);   // pooling, reshaping, merging
-void add_elementwise_converters(ConverterTable& table);  // activations, normalisation
+void add_kernel_converters(ConverterTable& table);         // Dense, Conv2D, ... (weights)
+void add_structure_converters(ConverterTable& table);      // pooling, reshaping, merging
+void add_elementwise_converters(ConverterTable& table);    // activations, normalisation
 void add_preprocessing_converters(ConverterTable& table);  // crops, resizing, augmentation
 // Classes whose kernel and bias can absorb a following BatchNormalization.
 bool can_fold_batch_norm_into(const std::string& class_name);

@@ -83,26 +83,27 @@ const std::vector<AttrDecl> kSliceAttrs = {
     {"size", i64_list, required, "extent on each axis; -1 = to the end"}};
 
 void register_copies() {
-  add_op(kGroup,
-         {.name = "cast",
-          .signature = "(x) -> y",
-          .doc = "x converted to `dtype` (float to int truncates; to bfloat16 rounds to nearest "
-                 "even).",
-          .attrs = {{"dtype", str, required, "float32, bfloat16, int32, int64 or uint8"}},
-          .infer =
-              [](const Node& n, const Types& in) {
-                expect_inputs(in, 1);
-                return Types{{dtype_from_name(attr_s(n, "dtype")), in[0].shape}};
-              },
-          // Between float types the gradient is cast back (a bf16 gradient of a cast f32
-          // weight arrives in f32); integer ends have none.
-          .grad =
-              [](GradBuilder& b, const Node& n, const Values& dy) {
-                DType from = b.type(n.inputs[0]).dtype, to = n.outputs[0].dtype;
-                if (!is_float(from) || !is_float(to)) return Values{Value{}};
-                if (from == to) return Values{dy[0]};
-                return Values{b.add("cast", {dy[0]}, Attrs{{"dtype", std::string(dtype_name(from))}})};
-              }});
+  add_op(
+      kGroup,
+      {.name = "cast",
+       .signature = "(x) -> y",
+       .doc = "x converted to `dtype` (float to int truncates; to bfloat16 rounds to nearest "
+              "even).",
+       .attrs = {{"dtype", str, required, "float32, bfloat16, int32, int64 or uint8"}},
+       .infer =
+           [](const Node& n, const Types& in) {
+             expect_inputs(in, 1);
+             return Types{{dtype_from_name(attr_s(n, "dtype")), in[0].shape}};
+           },
+       // Between float types the gradient is cast back (a bf16 gradient of a cast f32
+       // weight arrives in f32); integer ends have none.
+       .grad =
+           [](GradBuilder& b, const Node& n, const Values& dy) {
+             DType from = b.type(n.inputs[0]).dtype, to = n.outputs[0].dtype;
+             if (!is_float(from) || !is_float(to)) return Values{Value{}};
+             if (from == to) return Values{dy[0]};
+             return Values{b.add("cast", {dy[0]}, Attrs{{"dtype", std::string(dtype_name(from))}})};
+           }});
   add_op(kGroup, {.name = "concat",
                   .signature = "(x_1, ..., x_n) -> y",
                   .doc = "The inputs joined along `axis` (same dtype, other dims equal).",

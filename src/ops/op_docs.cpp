@@ -145,10 +145,11 @@ void render_op(std::ostringstream& os, const OpDef& def) {
   if (def.bf16 && !def.backends.empty()) {
     std::string native;
     for (const std::string& b : OpRegistry::get().kernel_backends(def.name))
-      if (OpRegistry::get().kernel_takes_bf16(def.name, b)) native += (native.empty() ? "" : ", ") + b;
-    os << ". Computes in bfloat16" << (def.bf16_outputs.empty() ? "" : " (output 0; the others f32)")
-       << " — natively on " << (native.empty() ? "none" : native)
-       << ", elsewhere its f32 kernel between conversions";
+      if (OpRegistry::get().kernel_takes_bf16(def.name, b))
+        native += (native.empty() ? "" : ", ") + b;
+    os << ". Computes in bfloat16"
+       << (def.bf16_outputs.empty() ? "" : " (output 0; the others f32)") << " — natively on "
+       << (native.empty() ? "none" : native) << ", elsewhere its f32 kernel between conversions";
   }
   os << ".\n";
 }

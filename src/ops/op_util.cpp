@@ -1,9 +1,8 @@
 // Shape helpers for op registrations.
 #include "ops/internal/op_util.h"
 
-#include <set>
-
 #include <algorithm>
+#include <set>
 
 namespace lockstep::ops {
 
@@ -52,19 +51,66 @@ Attrs attrs_for(const std::string& to, const Attrs& from) {
 // its statistics and parameter gradients in f32. Not here, so f32 only: softmax and
 // log_softmax, the losses and metrics, optimizer updates, image augmentation, collectives.
 void declare_bf16(OpDef& def) {
-  static const std::set<std::string> all_outputs = {
-      "identity", "stop_gradient", "reshape", "zeros_like", "ones_like", "abs", "abs_grad",
-      "add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "square", "maximum",
-      "maximum_grad", "minimum", "minimum_grad", "scale_shift", "relu", "relu_grad", "relu6",
-      "relu6_grad", "leaky_relu", "leaky_relu_grad", "sigmoid", "sigmoid_grad", "tanh",
-      "tanh_grad", "gelu", "gelu_grad", "swish", "swish_grad", "softplus", "softplus_grad",
-      "bias_add", "broadcast_to", "reduce_sum", "reduce_sum_grad", "reduce_mean",
-      "reduce_mean_grad", "reduce_max", "reduce_max_grad", "concat", "slice", "slice_grad",
-      "dropout", "conv2d", "conv2d_backward_input", "conv2d_backward_filter", "matmul",
-      "max_pool2d", "max_pool2d_grad", "avg_pool2d", "avg_pool2d_grad"};
-  static const std::set<std::string> first_output = {
-      "batch_norm_train", "batch_norm_train_grad", "batch_norm_infer", "batch_norm_infer_grad",
-      "layer_norm", "layer_norm_grad"};
+  static const std::set<std::string> all_outputs = {"identity",
+                                                    "stop_gradient",
+                                                    "reshape",
+                                                    "zeros_like",
+                                                    "ones_like",
+                                                    "abs",
+                                                    "abs_grad",
+                                                    "add",
+                                                    "sub",
+                                                    "mul",
+                                                    "div",
+                                                    "neg",
+                                                    "exp",
+                                                    "log",
+                                                    "sqrt",
+                                                    "square",
+                                                    "maximum",
+                                                    "maximum_grad",
+                                                    "minimum",
+                                                    "minimum_grad",
+                                                    "scale_shift",
+                                                    "relu",
+                                                    "relu_grad",
+                                                    "relu6",
+                                                    "relu6_grad",
+                                                    "leaky_relu",
+                                                    "leaky_relu_grad",
+                                                    "sigmoid",
+                                                    "sigmoid_grad",
+                                                    "tanh",
+                                                    "tanh_grad",
+                                                    "gelu",
+                                                    "gelu_grad",
+                                                    "swish",
+                                                    "swish_grad",
+                                                    "softplus",
+                                                    "softplus_grad",
+                                                    "bias_add",
+                                                    "broadcast_to",
+                                                    "reduce_sum",
+                                                    "reduce_sum_grad",
+                                                    "reduce_mean",
+                                                    "reduce_mean_grad",
+                                                    "reduce_max",
+                                                    "reduce_max_grad",
+                                                    "concat",
+                                                    "slice",
+                                                    "slice_grad",
+                                                    "dropout",
+                                                    "conv2d",
+                                                    "conv2d_backward_input",
+                                                    "conv2d_backward_filter",
+                                                    "matmul",
+                                                    "max_pool2d",
+                                                    "max_pool2d_grad",
+                                                    "avg_pool2d",
+                                                    "avg_pool2d_grad"};
+  static const std::set<std::string> first_output = {"batch_norm_train", "batch_norm_train_grad",
+                                                     "batch_norm_infer", "batch_norm_infer_grad",
+                                                     "layer_norm",       "layer_norm_grad"};
   if (all_outputs.count(def.name)) def.bf16 = true;
   if (first_output.count(def.name)) def.bf16 = true, def.bf16_outputs = {0};
 }

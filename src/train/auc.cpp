@@ -28,8 +28,8 @@ double divide_no_nan(double a, double b) { return b == 0 ? 0.0 : a / b; }
 class AUCMetric : public Metric {
  public:
   AUCMetric(const std::string& name, metrics::AUCOptions o) : Metric(name), o_(std::move(o)) {
-    LS_CHECK(o_.curve == "ROC" || o_.curve == "PR", name, ": curve must be \"ROC\" or \"PR\", got '",
-             o_.curve, "'");
+    LS_CHECK(o_.curve == "ROC" || o_.curve == "PR", name,
+             ": curve must be \"ROC\" or \"PR\", got '", o_.curve, "'");
     LS_CHECK(o_.summation_method == "interpolation" || o_.summation_method == "minoring" ||
                  o_.summation_method == "majoring",
              name, ": summation_method must be interpolation, minoring or majoring, got '",
@@ -46,8 +46,10 @@ class AUCMetric : public Metric {
     thresholds_ = {-kEpsilon};
     thresholds_.insert(thresholds_.end(), inner.begin(), inner.end());
     thresholds_.push_back(1.0 + kEpsilon);
-    true_negatives_ = std::make_shared<Variable>(Variable{name + "/true_negatives", Tensor::zeros(Shape{}), false});
-    false_negatives_ = std::make_shared<Variable>(Variable{name + "/false_negatives", Tensor::zeros(Shape{}), false});
+    true_negatives_ = std::make_shared<Variable>(
+        Variable{name + "/true_negatives", Tensor::zeros(Shape{}), false});
+    false_negatives_ = std::make_shared<Variable>(
+        Variable{name + "/false_negatives", Tensor::zeros(Shape{}), false});
     vars_ = {total_, count_, true_negatives_, false_negatives_};  // TP, FP, TN, FN
     if (!o_.multi_label) build(1);
   }
@@ -86,8 +88,8 @@ class AUCMetric : public Metric {
     }
     // Broadcast against the thresholds: [T, 1] x [1, M] (or [T, 1, 1] x [1, N, C]).
     const int64_t t = int64_t(thresholds_.size());
-    std::vector<int64_t> entries = o_.multi_label ? std::vector<int64_t>{1, -1, columns}
-                                                  : std::vector<int64_t>{1, -1};
+    std::vector<int64_t> entries =
+        o_.multi_label ? std::vector<int64_t>{1, -1, columns} : std::vector<int64_t>{1, -1};
     std::vector<int64_t> per_threshold =
         o_.multi_label ? std::vector<int64_t>{t, 1, 1} : std::vector<int64_t>{t, 1};
     scores = reshaped(g, scores, entries);
@@ -95,10 +97,10 @@ class AUCMetric : public Metric {
     negative_mass = reshaped(g, negative_mass, entries);
     Value thresholds = reshaped(g, g.variable(threshold_variable()), per_threshold);
     Value predicted = greater_than(g, g.add("sub", {scores, thresholds}), 0.0);
-    Value not_predicted =
-        g.add("scale_shift", {predicted}, Attrs{{"scale", -1.0}, {"shift", 1.0}});
+    Value not_predicted = g.add("scale_shift", {predicted}, Attrs{{"scale", -1.0}, {"shift", 1.0}});
     auto count = [&](const VariablePtr& state, Value decision, Value mass) {
-      g.add_multi("assign_add", {g.variable(state), sum_over(g, g.add("mul", {decision, mass}), 1)});
+      g.add_multi("assign_add",
+                  {g.variable(state), sum_over(g, g.add("mul", {decision, mass}), 1)});
     };
     count(total_, predicted, positive_mass);                // true positives
     count(count_, predicted, negative_mass);                // false positives
@@ -195,18 +197,18 @@ class AUCMetric : public Metric {
   VariablePtr threshold_variable() {
     if (!threshold_var_) {
       std::vector<float> values(thresholds_.begin(), thresholds_.end());
-      threshold_var_ = std::make_shared<Variable>(Variable{
-          name() + "/thresholds", Tensor::from_vector(Shape{int64_t(values.size())}, values),
-          false});
+      threshold_var_ = std::make_shared<Variable>(
+          Variable{name() + "/thresholds",
+                   Tensor::from_vector(Shape{int64_t(values.size())}, values), false});
     }
     return threshold_var_;
   }
   VariablePtr label_weight_variable() {
     if (!label_weight_var_) {
       std::vector<float> values(o_.label_weights.begin(), o_.label_weights.end());
-      label_weight_var_ = std::make_shared<Variable>(Variable{
-          name() + "/label_weights", Tensor::from_vector(Shape{int64_t(values.size())}, values),
-          false});
+      label_weight_var_ = std::make_shared<Variable>(
+          Variable{name() + "/label_weights",
+                   Tensor::from_vector(Shape{int64_t(values.size())}, values), false});
     }
     return label_weight_var_;
   }

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 
 #include "lockstep/train/callback.h"
 #include "lockstep/train/model.h"
@@ -12,16 +13,23 @@ namespace {
 
 class EarlyStoppingCb : public EarlyStoppingCallback {
  public:
-  EarlyStoppingCb(std::string monitor, int patience, double min_delta, bool restore)
-      : monitor_(std::move(monitor)),
-        patience_(patience),
-        min_delta_(std::fabs(min_delta)),
-        restore_(restore) {
+  explicit EarlyStoppingCb(EarlyStoppingOptions o)
+      : o_(std::move(o)),
+        monitor_(o_.monitor),
+        patience_(o_.patience),
+        min_delta_(std::fabs(o_.min_delta)),
+        restore_(o_.restore_best_weights) {
+    LS_CHECK(o_.mode == "auto" || o_.mode == "min" || o_.mode == "max",
+             "EarlyStopping: mode must be \"auto\", \"min\" or \"max\", got '", o_.mode, "'");
+    LS_CHECK(o_.start_from_epoch >= 0, "EarlyStopping: start_from_epoch must be >= 0, got ",
+             o_.start_from_epoch);
     // mode "auto": accuracy-like metrics are maximised, everything else minimised.
     std::string m = monitor_.rfind("val_", 0) == 0 ? monitor_.substr(4) : monitor_;
     maximise_ = m.find("acc") != std::string::npos || m.find("auc") != std::string::npos ||
-                m.find("precision") != std::string::npos || m.find("recall") != std::string::npos;
+                m.find("precision") != std::string::npos || m.find("recall") != std::string::npos ||
+                m.find("f1") != std::string::npos || m.find("fbeta") != std::string::npos;
     if (m.find("loss") != std::string::npos) maximise_ = false;
+    if (o_.mode != "auto") maximise_ = o_.mode == "max";
   }
 
   void on_train_begin(const Logs&) override {
@@ -47,17 +55,19 @@ class EarlyStoppingCb : public EarlyStoppingCallback {
       return;
     }
     double current = it->second;
+    if (epoch < o_.start_from_epoch) return;  // Keras: not monitored during the warm-up
     if (restore_ && best_weights_.empty() && model) {
       best_weights_ = snapshot();  // the current weights are the best seen so far
       best_epoch_ = epoch;
     }
     ++wait_;
-    if (is_improvement(current)) {
+    if (is_improvement(current, has_best_ ? std::optional<double>(best_) : std::nullopt)) {
       best_ = current;
       has_best_ = true;
       best_epoch_ = epoch;
       if (restore_ && model) best_weights_ = snapshot();
-      wait_ = 0;
+      // With a baseline, only a value that also beats it resets the count (Keras).
+      if (!o_.baseline || is_improvement(current, o_.baseline)) wait_ = 0;
       return;
     }
     if (wait_ >= patience_ && epoch > 0) {
@@ -67,7 +77,14 @@ class EarlyStoppingCb : public EarlyStoppingCallback {
   }
 
   void on_train_end(const Logs&) override {
-    if (restore_ && model && !best_weights_.empty()) model->set_weights(best_weights_);
+    if (stopped_epoch_ > 0 && o_.verbose > 0)
+      std::printf("Epoch %d: early stopping\n", stopped_epoch_ + 1);
+    if (restore_ && model && !best_weights_.empty()) {
+      if (o_.verbose > 0)
+        std::printf("Restoring model weights from the end of the best epoch: %d.\n",
+                    best_epoch_ + 1);
+      model->set_weights(best_weights_);
+    }
   }
 
   int stopped_epoch() const override { return stopped_epoch_; }
@@ -76,12 +93,15 @@ class EarlyStoppingCb : public EarlyStoppingCallback {
   int wait() const override { return wait_; }
 
  private:
-  bool is_improvement(double v) const {
-    if (!has_best_) return !std::isnan(v);
-    return maximise_ ? v - min_delta_ > best_ : v + min_delta_ < best_;
+  // Keras's _is_improvement: monitor_op(value - min_delta, reference), min_delta negated when
+  // minimising; no reference: any (non-NaN) value improves.
+  bool is_improvement(double v, std::optional<double> reference) const {
+    if (!reference) return !std::isnan(v);
+    return maximise_ ? v - min_delta_ > *reference : v + min_delta_ < *reference;
   }
   std::vector<Tensor> snapshot() const { return model->get_weights(); }  // copies
 
+  EarlyStoppingOptions o_;
   std::string monitor_;
   int patience_;
   double min_delta_;
@@ -93,18 +113,42 @@ class EarlyStoppingCb : public EarlyStoppingCallback {
 
 class LambdaCb : public Callback {
  public:
-  LambdaCb(std::function<void(int, const Logs&)> epoch_end,
-           std::function<void(int, const Logs&)> batch_end)
-      : epoch_end_(std::move(epoch_end)), batch_end_(std::move(batch_end)) {}
-  void on_epoch_end(int epoch, const Logs& logs) override {
-    if (epoch_end_) epoch_end_(epoch, logs);
+  explicit LambdaCb(LambdaHooks hooks) : h_(std::move(hooks)) {}
+  void on_epoch_begin(int epoch, const Logs& logs) override {
+    call(h_.on_epoch_begin, epoch, logs);
+  }
+  void on_epoch_end(int epoch, const Logs& logs) override { call(h_.on_epoch_end, epoch, logs); }
+  void on_train_begin(const Logs& logs) override { call(h_.on_train_begin, logs); }
+  void on_train_end(const Logs& logs) override { call(h_.on_train_end, logs); }
+  void on_train_batch_begin(int batch, const Logs& logs) override {
+    call(h_.on_train_batch_begin, batch, logs);
   }
   void on_train_batch_end(int batch, const Logs& logs) override {
-    if (batch_end_) batch_end_(batch, logs);
+    call(h_.on_train_batch_end, batch, logs);
+  }
+  void on_test_begin(const Logs& logs) override { call(h_.on_test_begin, logs); }
+  void on_test_end(const Logs& logs) override { call(h_.on_test_end, logs); }
+  void on_test_batch_begin(int batch, const Logs& logs) override {
+    call(h_.on_test_batch_begin, batch, logs);
+  }
+  void on_test_batch_end(int batch, const Logs& logs) override {
+    call(h_.on_test_batch_end, batch, logs);
+  }
+  void on_predict_begin(const Logs& logs) override { call(h_.on_predict_begin, logs); }
+  void on_predict_end(const Logs& logs) override { call(h_.on_predict_end, logs); }
+  void on_predict_batch_begin(int batch, const Logs& logs) override {
+    call(h_.on_predict_batch_begin, batch, logs);
+  }
+  void on_predict_batch_end(int batch, const Logs& logs) override {
+    call(h_.on_predict_batch_end, batch, logs);
   }
 
  private:
-  std::function<void(int, const Logs&)> epoch_end_, batch_end_;
+  template <class F, class... A>
+  static void call(const F& f, const A&... args) {
+    if (f) f(args...);
+  }
+  LambdaHooks h_;
 };
 
 class TerminateOnNaNCb : public Callback {
@@ -122,15 +166,27 @@ class TerminateOnNaNCb : public Callback {
 
 namespace callbacks {
 
+CallbackPtr EarlyStopping(EarlyStoppingOptions options) {
+  LS_CHECK(options.patience >= 0, "EarlyStopping: patience must be >= 0, got ", options.patience);
+  return std::make_shared<EarlyStoppingCb>(std::move(options));
+}
+
 CallbackPtr EarlyStopping(const std::string& monitor, int patience, double min_delta,
                           bool restore_best_weights) {
-  LS_CHECK(patience >= 0, "EarlyStopping: patience must be >= 0, got ", patience);
-  return std::make_shared<EarlyStoppingCb>(monitor, patience, min_delta, restore_best_weights);
+  return EarlyStopping(EarlyStoppingOptions{.monitor = monitor,
+                                            .min_delta = min_delta,
+                                            .patience = patience,
+                                            .restore_best_weights = restore_best_weights});
+}
+
+CallbackPtr LambdaCallback(LambdaHooks hooks) {
+  return std::make_shared<LambdaCb>(std::move(hooks));
 }
 
 CallbackPtr LambdaCallback(std::function<void(int, const Logs&)> on_epoch_end,
                            std::function<void(int, const Logs&)> on_batch_end) {
-  return std::make_shared<LambdaCb>(std::move(on_epoch_end), std::move(on_batch_end));
+  return LambdaCallback(LambdaHooks{.on_epoch_end = std::move(on_epoch_end),
+                                    .on_train_batch_end = std::move(on_batch_end)});
 }
 
 CallbackPtr TerminateOnNaN() { return std::make_shared<TerminateOnNaNCb>(); }

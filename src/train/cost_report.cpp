@@ -141,7 +141,7 @@ class CostReportCb : public CostReportCallback {
 };
 
 std::string CostReportCb::pick_monitor(const Logs& logs) const {
-  if (logs.count(o_.monitor) || o_.monitor != "val_accuracy") return o_.monitor;
+  if (o_.monitor_fn || logs.count(o_.monitor) || o_.monitor != "val_accuracy") return o_.monitor;
   for (auto& [name, value] : logs)
     if (name.rfind("val_", 0) == 0 && name.find("acc") != std::string::npos) return name;
   for (auto& [name, value] : logs)
@@ -162,16 +162,20 @@ void CostReportCb::record_epoch(int epoch, const Logs& logs) {
             {"epoch_wall_seconds", epoch_wall},
             {"epoch_train_seconds", epoch_train},
             {"images_per_second", epoch_train > 0 ? double(epoch_samples) / epoch_train : 0.0}};
-  auto it = logs.find(monitor_);
-  e["val_accuracy"] = it != logs.end() && std::isfinite(it->second) ? json(it->second) : json();
+  double value = NAN;
+  if (o_.monitor_fn) {
+    value = o_.monitor_fn(epoch, logs);
+  } else if (auto it = logs.find(monitor_); it != logs.end()) {
+    value = it->second;
+  }
+  e["monitor_value"] = std::isfinite(value) ? json(value) : json();
   for (const char* key : {"loss", "val_loss"}) {
     auto found = logs.find(key);
     if (found != logs.end() && std::isfinite(found->second)) e[key] = found->second;
   }
   if (o_.price_per_hour > 0) e["cost"] = cost_of(wall), e["epoch_cost"] = cost_of(epoch_wall);
   for (size_t i = 0; i < o_.thresholds.size(); ++i)
-    if (reached_[i].is_null() && it != logs.end() && it->second >= o_.thresholds[i])
-      reached_[i] = e;
+    if (reached_[i].is_null() && std::isfinite(value) && value >= o_.thresholds[i]) reached_[i] = e;
   epochs_.push_back(std::move(e));
 }
 
@@ -183,8 +187,11 @@ json CostReportCb::hardware() const {
   char summary[256];
   std::snprintf(summary, sizeof summary, "%s, %u cores, %d replica%s, %d worker%s", cpu.c_str(),
                 cores, replicas, replicas == 1 ? "" : "s", workers, workers == 1 ? "" : "s");
-  return {{"cpu_model", cpu},     {"cores", cores},     {"replicas", replicas},
-          {"workers", workers},   {"summary", summary}};
+  return {{"cpu_model", cpu},
+          {"cores", cores},
+          {"replicas", replicas},
+          {"workers", workers},
+          {"summary", summary}};
 }
 
 json CostReportCb::report() const {
@@ -223,10 +230,10 @@ json CostReportCb::report() const {
 
 void CostReportCb::write_picture() const {
   bool any_point = false;
-  for (const json& e : epochs_) any_point = any_point || e["val_accuracy"].is_number();
+  for (const json& e : epochs_) any_point = any_point || e["monitor_value"].is_number();
   if (!any_point) {
-    std::fprintf(stderr, "CostReport: no '%s' values to plot; '%s' not written\n",
-                 monitor_.c_str(), o_.png_path.c_str());
+    std::fprintf(stderr, "CostReport: no '%s' values to plot; '%s' not written\n", monitor_.c_str(),
+                 o_.png_path.c_str());
     return;
   }
   viz::save_cost_report_plot(std::vector<json>{report()}, o_.png_path);

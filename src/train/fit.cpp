@@ -17,24 +17,22 @@
 
 namespace lockstep {
 
-namespace {
-
-// fit(arrays)'s per-sample training weights: sample_weight, or class_weight applied to the
-// labels (not both, as in Keras), or none (undefined).
-Tensor training_weights(const Tensor& x, const Tensor& y, const FitConfig& cfg) {
-  LS_CHECK(!cfg.sample_weight.defined() || cfg.class_weight.empty(),
-           "fit: You cannot `class_weight` and `sample_weight` at the same time (pass one)");
-  if (cfg.sample_weight.defined())
-    return check_sample_weight(cfg.sample_weight, x.dim(0), "fit");
-  if (!cfg.class_weight.empty()) return class_weight_to_sample_weights(y, cfg.class_weight);
+Tensor training_weights(const Tensor& x, const Tensor& y, const Tensor& sample_weight,
+                        const std::map<int, double>& class_weight, const char* fn) {
+  LS_CHECK(!sample_weight.defined() || class_weight.empty(), fn,
+           ": You cannot `class_weight` and `sample_weight` at the same time (pass one)");
+  if (sample_weight.defined()) return check_sample_weight(sample_weight, x.dim(0), fn);
+  if (!class_weight.empty()) return class_weight_to_sample_weights(y, class_weight);
   return {};
 }
 
-// Validation arrays' weights, checked (fn names the caller).
+namespace {
+
+// Validation arrays' weights, checked.
 void check_validation_weights(ValidationData& validation) {
   if (validation.sample_weight.defined())
-    validation.sample_weight = check_sample_weight(
-        validation.sample_weight, validation.x.dim(0), "fit(validation_data)", "sample_weight");
+    validation.sample_weight = check_sample_weight(validation.sample_weight, validation.x.dim(0),
+                                                   "fit(validation_data)", "sample_weight");
 }
 
 }  // namespace
@@ -48,15 +46,16 @@ History Model::fit(const Tensor& x_in, const Tensor& y_in, FitConfig cfg) {
   LS_CHECK(cfg.validation_split >= 0 && cfg.validation_split < 1,
            "fit: validation_split must be in [0, 1), got ", cfg.validation_split);
   Tensor y_all = check_model_data(*this, x_in, &y_in, "fit");
-  Tensor x = x_in, y = y_all, weights = training_weights(x_in, y_in, cfg);
+  Tensor x = x_in, y = y_all,
+         weights = training_weights(x_in, y_in, cfg.sample_weight, cfg.class_weight, "fit");
   if (cfg.validation_split > 0) {  // Keras: the last fraction, before shuffling
     int64_t n = x.dim(0), nv = int64_t(std::floor(double(n) * cfg.validation_split));
     LS_CHECK(nv > 0 && nv < n, "fit: validation_split ", cfg.validation_split, " leaves no data");
     // Keras splits sample_weight with x and y (class weights only weigh the training part).
     const bool split_weights = weights.defined() && cfg.class_weight.empty();
-    cfg.validation_data = ValidationData(
-        x.slice(n - nv, n).contiguous(), y.slice(n - nv, n).contiguous(),
-        split_weights ? weights.slice(n - nv, n).contiguous() : Tensor());
+    cfg.validation_data =
+        ValidationData(x.slice(n - nv, n).contiguous(), y.slice(n - nv, n).contiguous(),
+                       split_weights ? weights.slice(n - nv, n).contiguous() : Tensor());
     x = x.slice(0, n - nv), y = y.slice(0, n - nv);
     if (weights.defined()) weights = weights.slice(0, n - nv).contiguous();
   } else if (cfg.validation_data.x.defined()) {
@@ -129,14 +128,16 @@ History Model::fit_loop(Source& source, FitConfig& cfg) {
   return FitLoop(*this, source, cfg).run();
 }
 
-Logs Model::evaluate_loop(Source& source, int verbose) {
+Logs Model::evaluate_loop(Source& source, int verbose, const std::vector<CallbackPtr>& callbacks) {
   const int local_replicas = replication_ ? replication_->local_replicas() : 1;
   distribute::StrategyImpl* strategy = replication_ ? &replication_->strategy() : nullptr;
   if (strategy && !strategy->is_chief()) verbose = 0;
   if (replication_) replication_->sync_from_primary();
   reset_metrics(*this, replication_.get());
+  for (auto& cb : callbacks) cb->set_model(this), cb->on_test_begin({});
   source.begin_epoch(0);
   ProgressBar bar(int(std::max<int64_t>(source.steps(), 0)), verbose);
+  int batch_index = 0;
   std::vector<Program*> programs(static_cast<size_t>(local_replicas));
   // Several workers with arrays: each evaluates its rows of every batch (no step needs the
   // others; the metrics are summed over workers at the end).
@@ -149,6 +150,7 @@ Logs Model::evaluate_loop(Source& source, int verbose) {
       first_row = begin, rows = end - begin;
     }
     if (rows == 0) continue;
+    for (auto& cb : callbacks) cb->on_test_batch_begin(batch_index, {});
     const int used = int(std::min<int64_t>(local_replicas, rows));  // replicas with rows
     for (int replica = 0; replica < used; ++replica) {
       auto [begin, end] = replica_rows(rows, used, replica);
@@ -163,9 +165,15 @@ Logs Model::evaluate_loop(Source& source, int verbose) {
     } else {
       for (int replica = 0; replica < used; ++replica) programs[size_t(replica)]->run();
     }
+    if (!callbacks.empty()) {  // this worker's running metrics (no round trip per batch)
+      const Logs running = read_metrics(*this, replication_.get(), "", false);
+      for (auto& cb : callbacks) cb->on_test_batch_end(batch_index, running);
+    }
+    ++batch_index;
   }
   Logs logs = read_metrics(*this, replication_.get());
   if (verbose) bar.finish(logs);
+  for (auto& cb : callbacks) cb->on_test_end(logs);
   return logs;
 }
 
@@ -177,7 +185,7 @@ Logs Model::evaluate(const Tensor& x, const Tensor& y_in, EvaluateConfig cfg) {
                        ? check_sample_weight(cfg.sample_weight, x.dim(0), "evaluate")
                        : Tensor();
   TensorSource source(x, y, cfg.batch_size, false, 0, 0, weights);
-  return evaluate_loop(source, cfg.verbose);
+  return evaluate_loop(source, cfg.verbose, cfg.callbacks);
 }
 
 Logs Model::evaluate(const data::Dataset& dataset, EvaluateConfig cfg) {
@@ -198,7 +206,7 @@ Logs Model::evaluate(const data::Dataset& dataset, EvaluateConfig cfg) {
                                       distribute::AutoShardPolicy::AUTO);
   }
   DatasetSource source(*this, ds, true, false, "evaluate(Dataset)");
-  return evaluate_loop(source, cfg.verbose);
+  return evaluate_loop(source, cfg.verbose, cfg.callbacks);
 }
 
 void Model::predict_batch(Source& source, const std::function<void(int64_t, const Tensor&)>& take) {
@@ -225,15 +233,29 @@ void Model::predict_batch(Source& source, const std::function<void(int64_t, cons
 }
 
 Tensor Model::predict(const Tensor& x, int batch_size, int verbose) {
+  return predict_arrays(x, {.batch_size = batch_size, .verbose = verbose});
+}
+Tensor Model::predict(const Tensor& x, PredictConfig config) { return predict_arrays(x, config); }
+Tensor Model::predict(const data::Dataset& dataset, int verbose) {
+  return predict_dataset(dataset, {.verbose = verbose});
+}
+Tensor Model::predict(const data::Dataset& dataset, PredictConfig config) {
+  return predict_dataset(dataset, config);
+}
+
+Tensor Model::predict_arrays(const Tensor& x, const PredictConfig& config) {
+  const int batch_size = config.batch_size;
   check_model_data(*this, x, nullptr, "predict");
   LS_CHECK(batch_size >= 1, "predict: batch_size must be >= 1, got ", batch_size);
+  for (auto& cb : config.callbacks) cb->set_model(this), cb->on_predict_begin({});
   if (replication_) replication_->sync_from_primary();
   const int64_t n = x.dim(0);
   TensorSource source(x, Tensor(), batch_size, false, 0, 0);
   source.begin_epoch(0);
   Tensor out;
   int64_t b0 = 0;
-  while (source.next()) {
+  for (int batch = 0; source.next(); ++batch) {
+    for (auto& cb : config.callbacks) cb->on_predict_batch_begin(batch, {});
     predict_batch(source, [&](int64_t row, const Tensor& pr) {
       if (!out.defined()) out = Tensor::empty(pr.shape().with_dim(0, n), pr.dtype());
       const size_t row_bytes = pr.nbytes() / size_t(pr.dim(0));
@@ -241,19 +263,24 @@ Tensor Model::predict(const Tensor& x, int batch_size, int verbose) {
                   pr.nbytes());
     });
     b0 += source.size();
+    for (auto& cb : config.callbacks) cb->on_predict_batch_end(batch, {});
   }
+  for (auto& cb : config.callbacks) cb->on_predict_end({});
   return out;
 }
 
-Tensor Model::predict(const data::Dataset& dataset, int verbose) {
+Tensor Model::predict_dataset(const data::Dataset& dataset, const PredictConfig& config) {
+  for (auto& cb : config.callbacks) cb->set_model(this), cb->on_predict_begin({});
   if (replication_) replication_->sync_from_primary();
   DatasetSource source(*this, dataset, false, false, "predict(Dataset)");
   source.begin_epoch(0);
   std::vector<Tensor> parts;  // in row order: replicas hand their parts in order
   int64_t total = 0;
-  while (source.next()) {
+  for (int batch = 0; source.next(); ++batch) {
+    for (auto& cb : config.callbacks) cb->on_predict_batch_begin(batch, {});
     predict_batch(source, [&](int64_t, const Tensor& pr) { parts.push_back(pr.clone()); });
     total += source.size();
+    for (auto& cb : config.callbacks) cb->on_predict_batch_end(batch, {});
   }
   LS_CHECK(!parts.empty(), "predict(Dataset): the dataset yielded no batches");
   Tensor out = Tensor::empty(parts[0].shape().with_dim(0, total), parts[0].dtype());
@@ -262,7 +289,37 @@ Tensor Model::predict(const data::Dataset& dataset, int verbose) {
     std::memcpy(static_cast<char*>(out.raw()) + off, t.raw(), t.nbytes());
     off += t.nbytes();
   }
+  for (auto& cb : config.callbacks) cb->on_predict_end({});
   return out;
+}
+
+// ---- *_on_batch ----------------------------------------------------------------------------
+
+Logs Model::train_on_batch(const Tensor& x, const Tensor& y_in, BatchWeights weights) {
+  LS_CHECK(compiled_, "Model '", name_, "': call compile() before train_on_batch()");
+  Tensor y = check_model_data(*this, x, &y_in, "train_on_batch");
+  Tensor w =
+      training_weights(x, y_in, weights.sample_weight, weights.class_weight, "train_on_batch");
+  // One epoch of one batch: the fit loop's replica split, gradient all-reduce and metric
+  // reduction, with no callbacks and no validation.
+  FitConfig cfg{.batch_size = int(x.dim(0)), .epochs = 1, .verbose = 0, .shuffle = false};
+  TensorSource source(x, y, x.dim(0), false, 0, 0, w);
+  History history = fit_loop(source, cfg);
+  Logs logs;
+  for (auto& [name, values] : history.history)
+    if (!values.empty() && name.rfind("input_wait_", 0) != 0) logs[name] = values.back();
+  return logs;
+}
+
+Logs Model::test_on_batch(const Tensor& x, const Tensor& y, BatchWeights weights) {
+  LS_CHECK(weights.class_weight.empty(), "test_on_batch: class_weight applies to training only");
+  return evaluate(
+      x, y, {.batch_size = int(x.dim(0)), .verbose = 0, .sample_weight = weights.sample_weight});
+}
+
+Tensor Model::predict_on_batch(const Tensor& x) {
+  LS_CHECK(x.defined() && x.rank() >= 1 && x.dim(0) >= 1, "predict_on_batch: x is empty");
+  return predict(x, int(x.dim(0)), 0);
 }
 
 }  // namespace lockstep

@@ -364,12 +364,14 @@ void FitLoop::end_epoch(int epoch, Logs& logs, double epoch_seconds, ProgressBar
 void FitLoop::add_validation_logs(Logs& logs) {
   const ValidationData& validation = config_.validation_data;
   if (!validation.defined() || history_.stopped_on_nan) return;
-  Logs val = validation.dataset.valid()
-                 ? model_.evaluate(validation.dataset, {.verbose = 0})
-                 : model_.evaluate(validation.x, validation.y,
-                                   {.batch_size = config_.batch_size,
-                                    .verbose = 0,
-                                    .sample_weight = validation.sample_weight});
+  Logs val =
+      validation.dataset.valid()
+          ? model_.evaluate(validation.dataset, {.verbose = 0, .callbacks = config_.callbacks})
+          : model_.evaluate(validation.x, validation.y,
+                            {.batch_size = config_.batch_size,
+                             .verbose = 0,
+                             .sample_weight = validation.sample_weight,
+                             .callbacks = config_.callbacks});
   for (auto& [name, value] : val) logs["val_" + name] = value;
 }
 

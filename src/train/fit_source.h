@@ -20,6 +20,11 @@ Tensor check_model_data(const Model& m, const Tensor& x, const Tensor* y, const 
 Tensor check_sample_weight(const Tensor& w, int64_t n, const char* fn,
                            const char* what = "sample_weight");
 
+// fit / train_on_batch's per-sample training weights: sample_weight (checked), or class_weight
+// applied to the labels y (not both, as in Keras), or none (undefined). fn names the caller.
+Tensor training_weights(const Tensor& x, const Tensor& y, const Tensor& sample_weight,
+                        const std::map<int, double>& class_weight, const char* fn);
+
 // Keras's class_weight_to_sample_weights: each sample weighs class_weight[its class] (1 when
 // the class is not listed); the class is the label ([N] or [N, 1], rounded) or the argmax of
 // a one-hot row [N, C].

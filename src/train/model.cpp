@@ -99,10 +99,9 @@ Program& Model::program(const std::string& kind, int64_t batch, int replica, boo
   auto it = programs_.find(key);
   if (it != programs_.end()) return *it->second;
   if (!compiled_) config_ = CompileConfig{};
-  auto p = std::make_unique<Program>(*this, program_kind(kind), batch,
-                                     loss_tracker_ ? loss_tracker_ : metrics::Mean("loss"),
-                                     metrics_, weighted_metrics_, replication_.get(), replica,
-                                     weighted);
+  auto p = std::make_unique<Program>(
+      *this, program_kind(kind), batch, loss_tracker_ ? loss_tracker_ : metrics::Mean("loss"),
+      metrics_, weighted_metrics_, replication_.get(), replica, weighted);
   compile_seconds_ += p->compile_seconds();
   return *(programs_[key] = std::move(p));
 }

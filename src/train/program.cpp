@@ -100,8 +100,9 @@ Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tr
   if (kind == Kind::predict) {
     outputs = {pred};
   } else {
-    outputs = add_loss_and_updates(model, g, pred, inputs, {loss_tracker, metrics, weighted_metrics},
-                                   ctx.losses, replication, replica);
+    outputs =
+        add_loss_and_updates(model, g, pred, inputs, {loss_tracker, metrics, weighted_metrics},
+                             ctx.losses, replication, replica);
   }
   if (replication && replica > 0) {  // this replica's copies of every variable
     // ... but the learning rate, which every replica reads from one variable (set_learning_rate
@@ -163,7 +164,8 @@ std::vector<Value> Program::add_loss_and_updates(const Model& model, Graph& g, V
   Value y = g.input({cfg.loss->label_dtype(), ys}, "y");
   inputs.push_back(y);
   Value sample_weight;
-  if (weighted_) inputs.push_back(sample_weight = g.input({DType::f32, Shape{batch_}}, "sample_weight"));
+  if (weighted_)
+    inputs.push_back(sample_weight = g.input({DType::f32, Shape{batch_}}, "sample_weight"));
   Value per = cfg.loss->per_sample(g, y, pred);
   if (weighted_) per = g.add("mul", {per, sample_weight});
   Value loss =

@@ -56,8 +56,8 @@ class Program {
   // weighted_metrics use them.
   Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tracker,
           const std::vector<MetricPtr>& metrics,
-          const std::vector<MetricPtr>& weighted_metrics = {},
-          Replication* replication = nullptr, int replica = 0, bool weighted = false);
+          const std::vector<MetricPtr>& weighted_metrics = {}, Replication* replication = nullptr,
+          int replica = 0, bool weighted = false);
   Tensor& x() { return exe_->input(0); }
   Tensor& y() { return exe_->input(1); }
   // The sample-weight input (weighted programs), else nullptr.

@@ -78,7 +78,8 @@ struct SummaryWriter::Impl {
   void write(pb::Event& event) {
     if (event.wall_time() == 0) event.set_wall_time(now_seconds());
     std::string bytes;
-    LS_CHECK(event.SerializeToString(&bytes), "TensorBoard: cannot serialise an event for '", path, "'");
+    LS_CHECK(event.SerializeToString(&bytes), "TensorBoard: cannot serialise an event for '", path,
+             "'");
     const std::string record = tfrecord(bytes);
     out.write(record.data(), std::streamsize(record.size()));
     LS_CHECK(out.good(), "TensorBoard: writing '", path, "' failed (disk full?)");
@@ -99,10 +100,10 @@ SummaryWriter::SummaryWriter(const std::string& dir) : impl_(std::make_unique<Im
            ec ? ": " + ec.message() : std::string());
   static std::atomic<int> counter{0};
   const long long seconds = static_cast<long long>(now_seconds());
-  impl_->path = (fs::path(dir) / ("events.out.tfevents." + std::to_string(seconds) + "." +
-                                  host_name() + "." + std::to_string(getpid()) + "." +
-                                  std::to_string(counter++) + ".v2"))
-                    .string();
+  impl_->path =
+      (fs::path(dir) / ("events.out.tfevents." + std::to_string(seconds) + "." + host_name() + "." +
+                        std::to_string(getpid()) + "." + std::to_string(counter++) + ".v2"))
+          .string();
   impl_->out.open(impl_->path, std::ios::binary | std::ios::trunc);
   LS_CHECK(impl_->out.good(), "TensorBoard: cannot write '", impl_->path, "'");
   pb::Event version;

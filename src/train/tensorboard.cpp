@@ -79,7 +79,8 @@ class TensorBoardCb : public Callback {
     for (const auto& [name, value] : logs)
       (is_validation(name) ? val_logs[name.substr(4)] : train_logs[name]) = value;
     const auto& opt = model->compile_config().optimizer;
-    if (opt && !train_logs.count("learning_rate")) train_logs["learning_rate"] = opt->learning_rate();
+    if (opt && !train_logs.count("learning_rate"))
+      train_logs["learning_rate"] = opt->learning_rate();
     const double seconds = seconds_since(epoch_start_);
     if (o_.write_steps_per_second && seconds > 0)
       train_logs["steps_per_second"] = double(train_step_ - epoch_first_step_) / seconds;
@@ -114,7 +115,8 @@ class TensorBoardCb : public Callback {
     std::ostringstream summary;
     model->summary(summary);
     std::string text, line;  // a Markdown code block: four spaces before each line
-    for (std::istringstream in(summary.str()); std::getline(in, line);) text += "    " + line + "\n";
+    for (std::istringstream in(summary.str()); std::getline(in, line);)
+      text += "    " + line + "\n";
     train_->text("model_summary", text, 0);
   }
 

@@ -23,7 +23,7 @@ constexpr uint8_t kGrid[3] = {225, 225, 225};
 constexpr uint8_t kText[3] = {40, 40, 40};
 constexpr uint8_t kReference[3] = {150, 150, 150};
 // matplotlib's colour cycle (C0..C5).
-constexpr uint8_t kColors[6][3] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44},
+constexpr uint8_t kColors[6][3] = {{31, 119, 180}, {255, 127, 14},  {44, 160, 44},
                                    {214, 39, 40},  {148, 103, 189}, {140, 86, 75}};
 constexpr int kLeft = 64, kRight = 16, kTop = 34, kBottom = 44;
 
@@ -91,7 +91,8 @@ std::pair<double, double> padded_range(std::vector<double> values) {
   for (double v : values)
     if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
   if (!(lo <= hi)) return {0, 1};
-  if (hi - lo < 1e-12) return {lo - 0.5 * std::max(1e-3, std::fabs(lo)), hi + 0.5 * std::max(1e-3, std::fabs(hi))};
+  if (hi - lo < 1e-12)
+    return {lo - 0.5 * std::max(1e-3, std::fabs(lo)), hi + 0.5 * std::max(1e-3, std::fabs(hi))};
   const double pad = 0.05 * (hi - lo);
   return {lo - pad, hi + pad};
 }
@@ -100,7 +101,9 @@ struct Frame {
   int left, top, right, bottom;
   double x0, x1, y0, y1;
   int px(double x) const { return left + int(std::lround((x - x0) / (x1 - x0) * (right - left))); }
-  int py(double y) const { return bottom - int(std::lround((y - y0) / (y1 - y0) * (bottom - top))); }
+  int py(double y) const {
+    return bottom - int(std::lround((y - y0) / (y1 - y0) * (bottom - top)));
+  }
 };
 
 void draw_axes(Canvas& c, const Frame& f, const LineChart& chart) {

@@ -120,7 +120,7 @@ void draw_axes(Canvas& c, const HistoryPanel& p) {
     const std::string label = std::to_string(int(e));
     c.text(x - text_width(label) / 2, p.bottom + 9, label, kText);
   }
-  c.rect(p.left - 1, p.top, p.left, p.bottom + 1, kBlack);     // y axis
+  c.rect(p.left - 1, p.top, p.left, p.bottom + 1, kBlack);      // y axis
   c.rect(p.left - 1, p.bottom, p.right, p.bottom + 1, kBlack);  // x axis
   c.text((p.left + p.right - text_width("epoch")) / 2, p.bottom + 22, "epoch", kText);
 }

@@ -34,24 +34,26 @@ std::string cell_text(double v, bool fraction) {
 
 Tensor render_confusion_matrix(const Tensor& counts, const std::vector<std::string>& class_names,
                                const ConfusionMatrixOptions& o) {
-  LS_CHECK(counts.defined() && counts.rank() == 2 && counts.dim(0) == counts.dim(1) &&
-               counts.dim(0) > 0,
-           "confusion matrix plot: counts must be a square [C, C] matrix, got ",
-           counts.defined() ? counts.shape().str() : std::string("nothing"));
+  LS_CHECK(
+      counts.defined() && counts.rank() == 2 && counts.dim(0) == counts.dim(1) && counts.dim(0) > 0,
+      "confusion matrix plot: counts must be a square [C, C] matrix, got ",
+      counts.defined() ? counts.shape().str() : std::string("nothing"));
   const int classes = int(counts.dim(0));
   LS_CHECK(class_names.empty() || int(class_names.size()) == classes,
-           "confusion matrix plot: ", class_names.size(), " class names for ", classes,
-           " classes");
+           "confusion matrix plot: ", class_names.size(), " class names for ", classes, " classes");
   std::vector<float> v = counts.contiguous().to_vector();
   std::vector<double> shown(v.begin(), v.end());
   if (o.normalize)
     for (int r = 0; r < classes; ++r) {
       double sum = 0;
       for (int c = 0; c < classes; ++c) sum += v[size_t(r * classes + c)];
-      for (int c = 0; c < classes; ++c) shown[size_t(r * classes + c)] = sum > 0 ? v[size_t(r * classes + c)] / sum : 0;
+      for (int c = 0; c < classes; ++c)
+        shown[size_t(r * classes + c)] = sum > 0 ? v[size_t(r * classes + c)] / sum : 0;
     }
   const double peak = std::max(1e-12, *std::max_element(shown.begin(), shown.end()));
-  auto name = [&](int i) { return class_names.empty() ? std::to_string(i) : class_names[size_t(i)]; };
+  auto name = [&](int i) {
+    return class_names.empty() ? std::to_string(i) : class_names[size_t(i)];
+  };
   int label_width = 0;
   for (int i = 0; i < classes; ++i) label_width = std::max(label_width, text_width(name(i)));
   const int cell = o.cell > 0 ? o.cell : std::max(24, 480 / classes);
@@ -64,7 +66,8 @@ Tensor render_confusion_matrix(const Tensor& counts, const std::vector<std::stri
   draw_text(image, left, height - 16, "predicted (columns); true (rows)", kText);
   for (int r = 0; r < classes; ++r) {
     const std::string row_name = name(r);
-    draw_text(image, left - 6 - text_width(row_name), top + r * cell + cell / 2 - 3, row_name, kText);
+    draw_text(image, left - 6 - text_width(row_name), top + r * cell + cell / 2 - 3, row_name,
+              kText);
     for (int c = 0; c < classes; ++c) {
       const double t = shown[size_t(r * classes + c)] / peak;  // 0 white .. 1 dark blue
       const uint8_t rgb[3] = {uint8_t(255 - t * (255 - 8)), uint8_t(255 - t * (255 - 48)),
@@ -73,14 +76,16 @@ Tensor render_confusion_matrix(const Tensor& counts, const std::vector<std::stri
       fill(image, x0, y0, x0 + cell - 2, y0 + cell - 2, rgb);
       const std::string s = cell_text(shown[size_t(r * classes + c)], o.normalize);
       if (text_width(s) < cell - 2)
-        draw_text(image, x0 + (cell - text_width(s)) / 2, y0 + cell / 2 - 3, s, t > 0.5 ? kWhite : kText);
+        draw_text(image, x0 + (cell - text_width(s)) / 2, y0 + cell / 2 - 3, s,
+                  t > 0.5 ? kWhite : kText);
     }
   }
   // Column names, written vertically (one character per line) above the columns.
   for (int c = 0; c < classes; ++c) {
     const std::string col = name(c);
     for (size_t k = 0; k < col.size() && 40 + int(k) * 8 < top - 6; ++k)
-      draw_text(image, left + c * cell + cell / 2 - 2, 40 + int(k) * 8, std::string(1, col[k]), kText);
+      draw_text(image, left + c * cell + cell / 2 - 2, 40 + int(k) * 8, std::string(1, col[k]),
+                kText);
   }
   return image;
 }
@@ -102,9 +107,9 @@ Series report_series(const json& report, const std::string& x_key, const std::st
     s.name = report["hardware"].value("summary", fallback);
   if (s.name.empty()) s.name = fallback;
   for (const json& e : report["epochs"]) {
-    if (!e.contains(x_key) || !e.contains("val_accuracy")) continue;
+    if (!e.contains(x_key) || !e.contains("monitor_value")) continue;
     s.x.push_back(e[x_key].get<double>());
-    s.y.push_back(e["val_accuracy"].is_number() ? e["val_accuracy"].get<double>() : NAN);
+    s.y.push_back(e["monitor_value"].is_number() ? e["monitor_value"].get<double>() : NAN);
   }
   return s;
 }
@@ -113,8 +118,9 @@ Series report_series(const json& report, const std::string& x_key, const std::st
 
 Tensor render_cost_report_plot(const std::vector<json>& reports) {
   LS_CHECK(!reports.empty(), "cost report plot: no reports given");
-  LineChart by_time{"Accuracy vs training time", "training time (s)", "val accuracy", {}, {}};
-  LineChart by_cost{"Accuracy vs cost", "cost ($)", "val accuracy", {}, {}};
+  const std::string monitor = reports[0].value("monitor", std::string("val_accuracy"));
+  LineChart by_time{"Accuracy vs training time", "training time (s)", monitor, {}, {}};
+  LineChart by_cost{"Accuracy vs cost", "cost ($)", monitor, {}, {}};
   bool priced = true;
   for (size_t i = 0; i < reports.size(); ++i) {
     const std::string fallback = "run " + std::to_string(i + 1);
@@ -122,7 +128,8 @@ Tensor render_cost_report_plot(const std::vector<json>& reports) {
     priced = priced && reports[i].value("price_per_hour", 0.0) > 0;
     if (priced) by_cost.series.push_back(report_series(reports[i], "cost", fallback));
     if (i == 0 && reports[i].contains("thresholds"))
-      for (const json& t : reports[i]["thresholds"]) by_time.y_references.push_back(t.get<double>());
+      for (const json& t : reports[i]["thresholds"])
+        by_time.y_references.push_back(t.get<double>());
   }
   by_cost.y_references = by_time.y_references;
   Tensor left = render_line_chart(by_time);
@@ -154,6 +161,35 @@ void save_cost_report_plot(const std::vector<std::string>& report_files, const s
     reports.push_back(std::move(report));
   }
   save_cost_report_plot(reports, path);
+}
+
+int report_command(const std::vector<std::string>& args) {
+  const char* usage =
+      "usage: lockstep report A.json [B.json ...] -o OUT.png\n"
+      "  one line per CostReport file (--report FILE.json of the examples): accuracy against\n"
+      "  training seconds, and against dollars when every report has a price\n";
+  std::vector<std::string> files;
+  std::string out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "-h" || args[i] == "--help") return std::fputs(usage, stdout), 0;
+    if (args[i] == "-o" || args[i] == "--out") {
+      if (i + 1 >= args.size())
+        return std::fprintf(stderr, "lockstep report: %s needs a file\n%s", args[i].c_str(), usage),
+               2;
+      out = args[++i];
+    } else if (args[i].rfind("-", 0) == 0) {
+      return std::fprintf(stderr, "lockstep report: unknown option '%s'\n%s", args[i].c_str(),
+                          usage),
+             2;
+    } else {
+      files.push_back(args[i]);
+    }
+  }
+  if (files.empty() || out.empty())
+    return std::fprintf(stderr, "lockstep report: give report files and -o OUT.png\n%s", usage), 2;
+  save_cost_report_plot(files, out);
+  std::printf("wrote %s (%zu run%s)\n", out.c_str(), files.size(), files.size() == 1 ? "" : "s");
+  return 0;
 }
 
 }  // namespace lockstep::viz

@@ -154,8 +154,10 @@ TEST(MixedPrecision, HalvesTheActivationArena) {
     Value x = g.input({DType::f32, Shape{64, 28, 28, 1}}, "x");
     CallContext ctx{g, true, 1};
     Value y = m.call(ctx, {x})[0];
-    if (g.type(y).dtype != DType::f32) y = g.add("cast", {y}, Attrs{{"dtype", std::string("float32")}});
-    Value loss = g.add("reduce_sum", {g.add("square", {y})}, Attrs{{"axes", std::vector<int64_t>{0, 1}}});
+    if (g.type(y).dtype != DType::f32)
+      y = g.add("cast", {y}, Attrs{{"dtype", std::string("float32")}});
+    Value loss =
+        g.add("reduce_sum", {g.add("square", {y})}, Attrs{{"axes", std::vector<int64_t>{0, 1}}});
     std::vector<Value> reads;
     for (auto& v : m.trainable_weights()) reads.push_back(g.variable(v));
     auto grads = gradients(g, loss, reads);
@@ -207,8 +209,8 @@ TEST(MixedPrecision, TracksFloat32Training) {
   compile(f);
   compile(m);
   auto lf = step_losses(f, x, y, 30, 16), lm = step_losses(m, x, y, 30, 16);
-  EXPECT_NEAR(lm[0], lf[0], 0.02 * lf[0]);  // same weights, bf16 rounding only
-  EXPECT_LT(lm.back(), 0.5 * lm.front());   // it learns ...
+  EXPECT_NEAR(lm[0], lf[0], 0.02 * lf[0]);               // same weights, bf16 rounding only
+  EXPECT_LT(lm.back(), 0.5 * lm.front());                // it learns ...
   EXPECT_NEAR(lm.back(), lf.back(), 0.25 * lf.front());  // ... about as f32 does
   // predict gives f32 close to the f32 model's on the same weights.
   Model f2 = small_cnn(false);

@@ -71,9 +71,9 @@ TEST(OnnxExport, ReferenceCnnIsCheckedAndKeepsNhwcAtTheEdges) {
   EXPECT_EQ(p.opset_import(0).version(), 17);
   EXPECT_EQ(p.ir_version(), 8);
   // One Transpose after the input, one before Flatten; Dropout gone.
-  EXPECT_EQ(op_types(p), (std::vector<std::string>{"Transpose", "Conv", "Relu", "Conv", "Relu",
-                                                   "MaxPool", "Transpose", "Flatten", "Gemm",
-                                                   "Relu", "Gemm", "Identity"}));
+  EXPECT_EQ(op_types(p),
+            (std::vector<std::string>{"Transpose", "Conv", "Relu", "Conv", "Relu", "MaxPool",
+                                      "Transpose", "Flatten", "Gemm", "Relu", "Gemm", "Identity"}));
   EXPECT_EQ(report.transposes, 2);
   EXPECT_EQ(report.removed.size(), 2u);
   EXPECT_EQ(report.parameters, m.count_params());
@@ -216,7 +216,8 @@ TEST(OnnxExport, CommandExportsAKerasFile) {
   Model m = onnx_test::resnet_block();
   m.save((dir / "m.keras").string());
   testing::internal::CaptureStdout();
-  int rc = lsx::export_command({(dir / "m.keras").string(), (dir / "m.onnx").string(), "--opset", "18"});
+  int rc =
+      lsx::export_command({(dir / "m.keras").string(), (dir / "m.onnx").string(), "--opset", "18"});
   std::string out = testing::internal::GetCapturedStdout();
   EXPECT_EQ(rc, 0);
   EXPECT_NE(out.find("folded: stem_bn into stem"), std::string::npos) << out;
@@ -228,7 +229,9 @@ TEST(OnnxExport, CommandExportsAKerasFile) {
   EXPECT_EQ(lsx::export_command({"only_one.keras"}), 2);
   EXPECT_EQ(lsx::export_command({"a.keras", "b.onnx", "--bogus"}), 2);
   testing::internal::GetCapturedStderr();
-  std::string e = test_util::error_of([&] { lsx::export_command({"a.keras", "b.onnx", "--opset", "99"}); });
+  std::string e = test_util::error_of([&] {
+    lsx::export_command({"a.keras", "b.onnx", "--opset", "99"});
+  });
   EXPECT_NE(e.find("--opset"), std::string::npos) << e;
   e = test_util::error_of([&] { lsx::export_command({(dir / "nope.keras").string(), "b.onnx"}); });
   EXPECT_NE(e.find("nope.keras"), std::string::npos) << e;

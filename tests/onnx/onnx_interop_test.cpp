@@ -52,7 +52,8 @@ TEST(OnnxInterop, OnnxRuntimeAgreesWithPredict) {
     s[0] = 3;
     Tensor x = onnx_test::fixed_values(s, seed++);
     Tensor y = c.model.predict(x, 3);
-    onnx::ExportReport r = onnx::export_model(c.model, (dir / (c.name + ".onnx")).string(), c.options);
+    onnx::ExportReport r =
+        onnx::export_model(c.model, (dir / (c.name + ".onnx")).string(), c.options);
     write_f32(dir / (c.name + ".input.f32"), x);
     write_f32(dir / (c.name + ".expected.f32"), y);
     manifest.push_back({{"name", c.name},

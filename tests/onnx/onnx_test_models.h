@@ -1,8 +1,8 @@
 // Models the ONNX tests export (tests/onnx/*): the reference CNN, a ResNet-style block with
 // BatchNormalization and a residual Add, a branchy functional model (Concatenate, Multiply,
 // depthwise/separable/grouped convolutions, Normalization, LayerNormalization, Dense on rank 3)
-// and a preprocessing stack (augmentation, CenterCrop, Resizing, Rescaling), with weights
-// drawn from a fixed generator so exports are not of freshly initialised models.
+// and a preprocessing stack (augmentation, CenterCrop, RandomCrop, Resizing, Rescaling), with
+// weights drawn from a fixed generator so exports are not of freshly initialised models.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -34,8 +34,8 @@ inline void randomize(Network& m, uint64_t seed) {
       std::string e(s);
       return n.size() >= e.size() && n.compare(n.size() - e.size(), e.size(), e) == 0;
     };
-    Tensor t = ends("variance") ? fixed_values(w->value.shape(), seed++, 0.3f, 2.f)
-               : ends("gamma")  ? fixed_values(w->value.shape(), seed++, 0.5f, 1.5f)
+    Tensor t = ends("variance")               ? fixed_values(w->value.shape(), seed++, 0.3f, 2.f)
+               : ends("gamma")                ? fixed_values(w->value.shape(), seed++, 0.5f, 1.5f)
                : ends("mean") || ends("beta") ? fixed_values(w->value.shape(), seed++, -0.5f, 0.5f)
                                               : fixed_values(w->value.shape(), seed++, -0.4f, 0.4f);
     if (t.rank() >= 2) {  // a kernel: fan_in = all but the last (output) axis
@@ -73,20 +73,24 @@ inline Model resnet_block() {
 inline Model branchy() {
   using namespace layers;
   KTensor x = Input({12, 12, 3}, "pixels");
-  KTensor n = Normalization({.mean = {0.1, -0.2, 0.3}, .variance = {0.5, 2.0, 1.5},
-                             .name = "normalize"})(x);
-  KTensor a = DepthwiseConv2D({3, 3}, {.padding = "same", .activation = "relu",
-                                       .depth_multiplier = 2, .name = "depthwise"})(n);
-  KTensor b = SeparableConv2D(6, {3, 3}, {.padding = "same", .activation = "tanh",
-                                         .name = "separable"})(n);
+  KTensor n = Normalization(
+      {.mean = {0.1, -0.2, 0.3}, .variance = {0.5, 2.0, 1.5}, .name = "normalize"})(x);
+  KTensor a = DepthwiseConv2D(
+      {3, 3},
+      {.padding = "same", .activation = "relu", .depth_multiplier = 2, .name = "depthwise"})(n);
+  KTensor b =
+      SeparableConv2D(6, {3, 3}, {.padding = "same", .activation = "tanh", .name = "separable"})(n);
   KTensor c = Conv2D(6, 1, {.groups = 3, .activation = "swish", .name = "grouped"})(n);
   KTensor cat = Concatenate(-1, "concat")({a, b, c});  // 18 channels
-  KTensor avg = AveragePooling2D({3, 3}, {.strides = {2, 2}, .padding = "same", .name = "avg"})(cat);
+  KTensor avg =
+      AveragePooling2D({3, 3}, {.strides = {2, 2}, .padding = "same", .name = "avg"})(cat);
   KTensor mx = MaxPooling2D({2, 2}, {.strides = {1, 1}, .padding = "same", .name = "max"})(avg);
   KTensor gate = Conv2D(18, 1, {.activation = "sigmoid", .name = "gate"})(avg);
   KTensor gated = Multiply("gated")({mx, gate});
-  KTensor d = Conv2D(8, 3, {.strides = {2, 2}, .dilation_rate = {1, 1}, .activation = "leaky_relu",
-                            .name = "strided"})(gated);  // 6x6 -> 2x2 (valid)
+  KTensor d = Conv2D(
+      8, 3,
+      {.strides = {2, 2}, .dilation_rate = {1, 1}, .activation = "leaky_relu", .name = "strided"})(
+      gated);  // 6x6 -> 2x2 (valid)
   KTensor seq = Reshape({4, 8}, "to_sequence")(d);
   seq = Dense(6, {.activation = "gelu", .name = "per_position"})(seq);  // rank 3: MatMul
   seq = LayerNormalization({.name = "layer_norm"})(seq);
@@ -99,17 +103,15 @@ inline Model branchy() {
 
 inline Model preprocessing_stack() {
   using namespace layers;
-  return Sequential({Input({20, 24, 3}, "photo"),
-                     RandomFlip("horizontal", 7),
-                     RandomRotation(0.1),
-                     RandomContrast(0.2),
-                     CenterCrop(16, 18, "center"),
+  return Sequential({Input({20, 24, 3}, "photo"), RandomFlip("horizontal", 7), RandomRotation(0.1),
+                     RandomContrast(0.2), CenterCrop(16, 18, "center"),
                      Resizing(12, 12, {.name = "resize_bilinear"}),
+                     RandomCrop(10, 10, 3, "random_crop"),  // inference: resized to 10x10
                      Rescaling(1.0 / 255.0, -0.5, "rescale"),
                      Conv2D(4, 3, {.activation = "softplus", .name = "conv"}),
                      Resizing(6, 6, {.interpolation = "nearest", .name = "resize_nearest"}),
-                     Dropout(0.3),
-                     Flatten(),
+                     Resizing(5, 4, {.crop_to_aspect_ratio = true, .name = "resize_cropped"}),
+                     Dropout(0.3), Flatten(),
                      Dense(3, {.activation = "exponential", .name = "out"})});
 }
 

@@ -267,7 +267,8 @@ class OpTableBf16 : public ::testing::TestWithParam<int> {};
 
 TEST_P(OpTableBf16, MatchesF32ReferenceOnRoundedInputs) {
   const OpCase& c = op_cases()[GetParam()];
-  for (const std::string& backend : host_backends()) EXPECT_EQ(run_bf16_case(c, backend), "") << c.name;
+  for (const std::string& backend : host_backends())
+    EXPECT_EQ(run_bf16_case(c, backend), "") << c.name;
 }
 
 // Only the cases with a gradient to check (a case with check_grad = false would otherwise be a

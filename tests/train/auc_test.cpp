@@ -23,9 +23,9 @@ namespace ds = lockstep::distribute;
 namespace {
 
 const std::vector<float> kLabels = {1, 0, 0, 0, 1, 1, 1, 0, 0, 1, 0, 0, 1, 1, 0, 1, 1, 0, 0, 0};
-const std::vector<float> kScores = {0.9f,  0.2f, 0.35f, 0.6f, 0.62f, 0.71f, 0.4f,
-                                    0.05f, 0.55f, 0.8f, 0.1f, 0.45f, 0.77f, 0.3f,
-                                    0.2f,  0.66f, 0.5f, 0.15f, 0.68f, 0.25f};
+const std::vector<float> kScores = {0.9f,  0.2f,  0.35f, 0.6f,  0.62f, 0.71f, 0.4f,
+                                    0.05f, 0.55f, 0.8f,  0.1f,  0.45f, 0.77f, 0.3f,
+                                    0.2f,  0.66f, 0.5f,  0.15f, 0.68f, 0.25f};
 const std::vector<float> kWeights = {1, 2, 0.5f, 1.5f, 1, 3, 1, 0.25f, 2, 1};
 
 struct Case {

@@ -172,7 +172,7 @@ TEST(Callback, LambdaAndTerminateOnNaN) {
   l->on_train_batch_end(1, {});
   EXPECT_EQ(epochs, 1);
   EXPECT_EQ(batches, 2);
-  callbacks::LambdaCallback({})->on_epoch_end(0, {});  // empty functions are fine
+  callbacks::LambdaCallback(LambdaHooks{})->on_epoch_end(0, {});  // empty functions are fine
 
   Model m = Sequential({layers::Input({3}), layers::Dense(2)});
   auto t = callbacks::TerminateOnNaN();

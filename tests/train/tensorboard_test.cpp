@@ -51,15 +51,16 @@ std::vector<fs::path> event_files(const fs::path& dir) {
   std::vector<fs::path> files;
   if (!fs::exists(dir)) return files;
   for (auto& e : fs::directory_iterator(dir))
-    if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0) files.push_back(e.path());
+    if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0)
+      files.push_back(e.path());
   return files;
 }
 
 // A small classifier on fixed data: 40 rows of 6 features, 3 classes.
 Model classifier() {
   set_random_seed(5);
-  Model m = Sequential({layers::Input({6}), layers::Dense(8, {.activation = "relu"}),
-                        layers::Dense(3)});
+  Model m =
+      Sequential({layers::Input({6}), layers::Dense(8, {.activation = "relu"}), layers::Dense(3)});
   m.compile({.optimizer = optimizers::Adam(0.05),
              .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}),
              .metrics = {"accuracy"}});
@@ -102,7 +103,8 @@ TEST(TensorBoard, WriterFramesEveryEventAsATfRecord) {
     w.text("model_summary", "    hello", 0);
   }
   const std::string name = fs::path(path).filename().string();
-  EXPECT_TRUE(std::regex_match(name, std::regex(R"(events\.out\.tfevents\.\d{10}\..+\.\d+\.\d+\.v2)")))
+  EXPECT_TRUE(
+      std::regex_match(name, std::regex(R"(events\.out\.tfevents\.\d{10}\..+\.\d+\.\d+\.v2)")))
       << name;
   std::vector<std::string> records = read_records(path);
   ASSERT_EQ(records.size(), 5u);  // the version event, then one per call
@@ -121,10 +123,13 @@ TEST(TensorBoard, CallbackWritesTrainAndValidationRuns) {
   fs::path logs = test_util::temp_dir("tb_callback", /*fresh=*/true) / "logs";
   Model m = classifier();
   auto [x, y] = classifier_data();
-  m.fit(x, y, {.batch_size = 8, .epochs = 2, .verbose = 0,
-               .callbacks = {callbacks::TensorBoard({.log_dir = logs.string(), .histogram_freq = 1,
-                                                     .update_freq = int64_t(2)})},
-               .validation_split = 0.25});
+  m.fit(x, y,
+        {.batch_size = 8,
+         .epochs = 2,
+         .verbose = 0,
+         .callbacks = {callbacks::TensorBoard(
+             {.log_dir = logs.string(), .histogram_freq = 1, .update_freq = int64_t(2)})},
+         .validation_split = 0.25});
   auto train = event_files(logs / "train"), validation = event_files(logs / "validation");
   ASSERT_EQ(train.size(), 1u);
   ASSERT_EQ(validation.size(), 1u);
@@ -137,14 +142,15 @@ TEST(TensorBoard, CallbackWritesTrainAndValidationRuns) {
   EXPECT_EQ(count_tag(t, "epoch_loss"), 2);
   EXPECT_EQ(count_tag(t, "epoch_accuracy"), 2);
   EXPECT_EQ(count_tag(t, "epoch_learning_rate"), 2);
-  EXPECT_EQ(count_tag(t, "batch_loss"), 4);  // 4 steps per epoch, every 2nd step
+  EXPECT_EQ(count_tag(t, "batch_loss"), 4);         // 4 steps per epoch, every 2nd step
   EXPECT_EQ(count_tag(t, "/kernel/histogram"), 4);  // 2 kernels x 2 epochs
   EXPECT_EQ(count_tag(t, "graph_keras_model"), 1);
   EXPECT_EQ(count_tag(v, "epoch_loss"), 2);
   EXPECT_EQ(count_tag(v, "val_"), 0);  // the validation run drops the prefix
   EXPECT_EQ(count_tag(v, "evaluation_loss_vs_iterations"), 2);
 
-  std::string e = test_util::error_of([] { callbacks::TensorBoard({.update_freq = std::string("often")}); });
+  std::string e =
+      test_util::error_of([] { callbacks::TensorBoard({.update_freq = std::string("often")}); });
   EXPECT_NE(e.find("update_freq"), std::string::npos) << e;
   EXPECT_NE(e.find("often"), std::string::npos) << e;
 }
@@ -152,16 +158,20 @@ TEST(TensorBoard, CallbackWritesTrainAndValidationRuns) {
 TEST(TensorBoardInterop, EventAccumulatorReadsTheHistory) {
   const char* py = std::getenv("LOCKSTEP_TB_PYTHON");
   if (!py || !*py)
-    GTEST_SKIP() << "needs tensorboard: run `ctest -L interop` (tests/interop/run_tensorboard_interop.sh)";
+    GTEST_SKIP()
+        << "needs tensorboard: run `ctest -L interop` (tests/interop/run_tensorboard_interop.sh)";
   fs::path dir = test_util::temp_dir("tb_interop", /*fresh=*/true);
   fs::path logs = dir / "logs";
   Model m = classifier();
   auto [x, y] = classifier_data();
-  History h = m.fit(x, y, {.batch_size = 8, .epochs = 3, .verbose = 0,
-                           .callbacks = {callbacks::TensorBoard({.log_dir = logs.string(),
-                                                                 .histogram_freq = 2,
-                                                                 .update_freq = std::string("batch")})},
-                           .validation_split = 0.25});
+  History h = m.fit(
+      x, y,
+      {.batch_size = 8,
+       .epochs = 3,
+       .verbose = 0,
+       .callbacks = {callbacks::TensorBoard(
+           {.log_dir = logs.string(), .histogram_freq = 2, .update_freq = std::string("batch")})},
+       .validation_split = 0.25});
   const std::string cmd = std::string(py) + " " + LOCKSTEP_SOURCE_DIR +
                           "/tests/interop/tensorboard_read.py " + logs.string() + " > " +
                           (dir / "read.json").string();

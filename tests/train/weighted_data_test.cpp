@@ -33,9 +33,8 @@ using test_util::error_of;
 namespace {
 
 struct WeightedData {
-  Tensor x = Tensor::from_vector(
-      Shape{8, 2}, {0.5f, -1.0f, 1.5f, 0.25f, -0.75f, 0.5f, 0.2f, 0.9f, 1.0f, 1.0f, -1.2f, 0.3f,
-                    0.4f, -0.6f, 0.0f, 1.5f});
+  Tensor x = Tensor::from_vector(Shape{8, 2}, {0.5f, -1.0f, 1.5f, 0.25f, -0.75f, 0.5f, 0.2f, 0.9f,
+                                               1.0f, 1.0f, -1.2f, 0.3f, 0.4f, -0.6f, 0.0f, 1.5f});
   Tensor y = Tensor::from_vector_i32(Shape{8}, {2, 1, 1, 1, 0, 2, 2, 0});
   Tensor sample_weight = Tensor::from_vector(Shape{8}, {0.5f, 2, 1, 3, 0, 1.5f, 1, 2.5f});
   std::map<int, double> class_weight{{0, 0.5}, {1, 2.0}, {2, 1.25}};
@@ -67,13 +66,12 @@ const KerasRun kSampleWeighted{
      0.5044962167739868f, -0.6301326155662537f},
     {-0.02914489433169365f, 0.015513290651142597f, 0.03363160416483879f}};
 // fit(..., class_weight={0: 0.5, 1: 2.0, 2: 1.25}).
-const KerasRun kClassWeighted{
-    1.3333746194839478,
-    0.375,
-    0.41860464215278625,
-    {0.09446851164102554f, -0.14910896122455597f, 0.25464046001434326f, 0.39563530683517456f,
-     0.5387774705886841f, -0.6344127655029297f},
-    {-0.05535711720585823f, 0.03533867374062538f, 0.040018439292907715f}};
+const KerasRun kClassWeighted{1.3333746194839478,
+                              0.375,
+                              0.41860464215278625,
+                              {0.09446851164102554f, -0.14910896122455597f, 0.25464046001434326f,
+                               0.39563530683517456f, 0.5387774705886841f, -0.6344127655029297f},
+                              {-0.05535711720585823f, 0.03533867374062538f, 0.040018439292907715f}};
 
 void expect_matches(const History& h, Model& m, const KerasRun& keras, const char* what) {
   SCOPED_TRACE(what);
@@ -97,8 +95,9 @@ data::Dataset batches(const WeightedData& d, bool with_weights) {
 TEST(WeightedData, SampleWeightedFitAndEvaluateMatchKeras) {
   WeightedData d;
   Model m = dense_model();
-  History h = m.fit(d.x, d.y,
-                    {.batch_size = 4, .verbose = 0, .shuffle = false, .sample_weight = d.sample_weight});
+  History h =
+      m.fit(d.x, d.y,
+            {.batch_size = 4, .verbose = 0, .shuffle = false, .sample_weight = d.sample_weight});
   expect_matches(h, m, kSampleWeighted, "fit(sample_weight)");
   // evaluate in batches of 3, 3, 2: the loss tracker weighs each batch's loss by its size.
   Logs weighted =
@@ -114,8 +113,8 @@ TEST(WeightedData, SampleWeightedFitAndEvaluateMatchKeras) {
 TEST(WeightedData, ClassWeightMatchesKeras) {
   WeightedData d;
   Model m = dense_model();
-  History h = m.fit(d.x, d.y,
-                    {.batch_size = 4, .verbose = 0, .shuffle = false, .class_weight = d.class_weight});
+  History h = m.fit(
+      d.x, d.y, {.batch_size = 4, .verbose = 0, .shuffle = false, .class_weight = d.class_weight});
   expect_matches(h, m, kClassWeighted, "fit(class_weight)");
 }
 
@@ -147,8 +146,9 @@ TEST(WeightedData, TwoReplicasMatchKeras) {
     auto scope = strategy.scope();
     return dense_model();
   }();
-  History h = m.fit(d.x, d.y,
-                    {.batch_size = 4, .verbose = 0, .shuffle = false, .sample_weight = d.sample_weight});
+  History h =
+      m.fit(d.x, d.y,
+            {.batch_size = 4, .verbose = 0, .shuffle = false, .sample_weight = d.sample_weight});
   expect_matches(h, m, kSampleWeighted, "2 replicas, sample_weight");
   Logs weighted =
       m.evaluate(d.x, d.y, {.batch_size = 3, .verbose = 0, .sample_weight = d.sample_weight});
@@ -195,7 +195,8 @@ TEST(WeightedData, ValidationWeights) {
                       .shuffle = false});
   Model w = dense_model();
   w.fit(d.x, d.y, {.batch_size = 4, .verbose = 0, .shuffle = false});
-  Logs expected = w.evaluate(d.x, d.y, {.batch_size = 4, .verbose = 0, .sample_weight = d.sample_weight});
+  Logs expected =
+      w.evaluate(d.x, d.y, {.batch_size = 4, .verbose = 0, .sample_weight = d.sample_weight});
   EXPECT_NEAR(hv.history.at("val_loss").at(0), expected.at("loss"), 1e-6);
 }
 
@@ -210,7 +211,8 @@ TEST(WeightedData, WeightedMetricObjectsAndNames) {
              .metrics = {"accuracy"},
              .weighted_metrics = {"accuracy", "accuracy"},
              .weighted_metric_objects = {metrics::SparseCategoricalAccuracy("wacc")}});
-  Logs logs = m.evaluate(d.x, d.y, {.batch_size = 8, .verbose = 0, .sample_weight = d.sample_weight});
+  Logs logs =
+      m.evaluate(d.x, d.y, {.batch_size = 8, .verbose = 0, .sample_weight = d.sample_weight});
   // Keras: "accuracy", then "weighted_accuracy", "weighted_accuracy_1"; own names stay.
   ASSERT_TRUE(logs.count("weighted_accuracy_1")) << logs.size();
   // Hand-worked at the initial weights: rows 0, 2, 4, 6 are right (argmax 2, 1, 0, 2), with
@@ -231,8 +233,10 @@ TEST(WeightedData, WeightedPrecisionRecallCountWeights) {
              .weighted_metric_objects = {metrics::Precision(), metrics::Recall()}});
   Tensor x = Tensor::from_vector(Shape{4, 1}, {0.9f, 0.8f, 0.2f, 0.7f});
   Tensor y = Tensor::from_vector(Shape{4, 1}, {1, 0, 1, 1});
-  Logs logs = m.evaluate(
-      x, y, {.batch_size = 4, .verbose = 0, .sample_weight = Tensor::from_vector(Shape{4}, {1, 2, 3, 4})});
+  Logs logs = m.evaluate(x, y,
+                         {.batch_size = 4,
+                          .verbose = 0,
+                          .sample_weight = Tensor::from_vector(Shape{4}, {1, 2, 3, 4})});
   EXPECT_NEAR(logs.at("precision"), 5.0 / 7.0, 1e-6);
   EXPECT_NEAR(logs.at("recall"), 5.0 / 8.0, 1e-6);
 }
@@ -241,8 +245,9 @@ TEST(WeightedData, ClearErrors) {
   WeightedData d;
   Model m = dense_model();
   EXPECT_NE(error_of([&] {
-              m.fit(d.x, d.y,
-                    {.verbose = 0, .sample_weight = d.sample_weight, .class_weight = d.class_weight});
+              m.fit(
+                  d.x, d.y,
+                  {.verbose = 0, .sample_weight = d.sample_weight, .class_weight = d.class_weight});
             }).find("You cannot `class_weight` and `sample_weight` at the same time"),
             std::string::npos);
   EXPECT_NE(error_of([&] {

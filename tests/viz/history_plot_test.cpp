@@ -2,13 +2,14 @@
 // its line's colour at the pixel the panel's scales give (train blue, validation orange);
 // panels come in Keras's order (loss first); axes, title and labels are drawn; bad histories
 // are errors naming the series.
+#include "lockstep/viz/history_plot.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 
 #include "lockstep/data/image.h"
-#include "lockstep/viz/history_plot.h"
 #include "test_util.h"
 
 using namespace lockstep;
@@ -60,7 +61,8 @@ TEST(HistoryPlot, PngHasTheLinesColoursAtTheirPoints) {
     SCOPED_TRACE(p.name);
     for (int e = 0; e < 5; ++e) {
       auto [x, y] = p.pixel(e, h.at(p.name)[size_t(e)]);
-      EXPECT_TRUE(has_color(png, x, y, viz::kTrainColor)) << "epoch " << e << " at " << x << "," << y;
+      EXPECT_TRUE(has_color(png, x, y, viz::kTrainColor))
+          << "epoch " << e << " at " << x << "," << y;
       if (p.has_validation) {
         auto [vx, vy] = p.pixel(e, h.at("val_" + p.name)[size_t(e)]);
         EXPECT_TRUE(has_color(png, vx, vy, viz::kValidationColor)) << "epoch " << e;
@@ -77,7 +79,9 @@ TEST(HistoryPlot, PngHasTheLinesColoursAtTheirPoints) {
   // Title and tick labels: dark text pixels above the panels and left of the first y axis.
   const uint8_t text[3] = {40, 40, 40};
   EXPECT_GT(count_color(png, 0, 0, 1319, 40, black), 100);
-  EXPECT_GT(count_color(png, 0, plot.panels[0].top, plot.panels[0].left - 6, plot.panels[0].bottom, text), 50);
+  EXPECT_GT(
+      count_color(png, 0, plot.panels[0].top, plot.panels[0].left - 6, plot.panels[0].bottom, text),
+      50);
   int files = 0;
   for (auto& e : fs::directory_iterator(dir)) files += e.is_regular_file();
   EXPECT_EQ(files, 1) << "no temporary file is left behind";
@@ -102,7 +106,9 @@ TEST(HistoryPlot, OneEpochNansAndColumns) {
 TEST(HistoryPlot, BadHistoriesAreErrors) {
   std::string e = test_util::error_of([] { viz::render_history_plot({}); });
   EXPECT_NE(e.find("nothing to plot"), std::string::npos) << e;
-  e = test_util::error_of([] { viz::render_history_plot({{"loss", {1, 2, 3}}, {"val_loss", {1, 2}}}); });
+  e = test_util::error_of([] {
+    viz::render_history_plot({{"loss", {1, 2, 3}}, {"val_loss", {1, 2}}});
+  });
   EXPECT_NE(e.find("'val_loss' has 2 values"), std::string::npos) << e;
   e = test_util::error_of([] { viz::save_history_plot({{"loss", {1.0}}}, "/proc/no/dir/c.png"); });
   EXPECT_NE(e.find("/proc/no/dir/c.png"), std::string::npos) << e;

@@ -36,12 +36,28 @@ void bf16_to_f32(const bf16* src, float* dst, int64_t n);
 void f32_to_bf16(const float* src, bf16* dst, int64_t n);
 inline bool is_float(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
 
-template <typename T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<bf16>() { return DType::bf16; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
-template <> constexpr DType dtype_of<uint8_t>() { return DType::u8; }
+template <typename T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
+template <>
+constexpr DType dtype_of<bf16>() {
+  return DType::bf16;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::i32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::i64;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::u8;
+}
 
 // Where a tensor lives. CPU today; CUDA devices are named the same way (cuda:0).
 enum class DeviceType : uint8_t { cpu, cuda };

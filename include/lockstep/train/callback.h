@@ -24,6 +24,17 @@ class Callback {
   virtual void on_epoch_end(int epoch, const Logs&) {}
   virtual void on_train_batch_begin(int batch, const Logs&) {}
   virtual void on_train_batch_end(int batch, const Logs&) {}
+  // evaluate() (and fit's validation, which passes fit's callbacks): Keras's on_test_* hooks.
+  // The batch logs hold the running metrics; on_test_end gets the final ones.
+  virtual void on_test_begin(const Logs&) {}
+  virtual void on_test_end(const Logs&) {}
+  virtual void on_test_batch_begin(int batch, const Logs&) {}
+  virtual void on_test_batch_end(int batch, const Logs&) {}
+  // predict(): Keras's on_predict_* hooks (the batch logs are empty).
+  virtual void on_predict_begin(const Logs&) {}
+  virtual void on_predict_end(const Logs&) {}
+  virtual void on_predict_batch_begin(int batch, const Logs&) {}
+  virtual void on_predict_batch_end(int batch, const Logs&) {}
   // Entries this callback adds to an epoch's logs (Keras callbacks write into the logs dict:
   // ReduceLROnPlateau and LearningRateScheduler add "learning_rate"). fit() asks every callback
   // before the History records the epoch and before any on_epoch_end.
@@ -99,7 +110,36 @@ struct TensorBoardOptions {
   std::variant<std::string, int64_t> update_freq = std::string("epoch");
 };
 
+// keras.callbacks.EarlyStopping's options (Keras's names and defaults).
+struct EarlyStoppingOptions {
+  std::string monitor = "val_loss";
+  double min_delta = 0.0;  // a change smaller than |min_delta| is no improvement
+  int patience = 0;        // epochs without improvement before stopping
+  int verbose = 0;         // 1: "Epoch N: early stopping" and the restore line
+  // "min", "max", or "auto": max for accuracy, auc, precision, recall (and f1/fbeta), else min.
+  std::string mode = "auto";
+  // An improvement resets the patience count only when it also beats the baseline, so training
+  // stops after `patience` epochs that never beat it.
+  std::optional<double> baseline;
+  bool restore_best_weights = false;  // at the end, the weights of the best epoch
+  int start_from_epoch = 0;           // epochs before this one are not monitored (warm-up)
+};
+
+// Every hook of Callback as an optional function (keras.callbacks.LambdaCallback; Keras's
+// on_batch_begin/end are on_train_batch_begin/end).
+struct LambdaHooks {
+  std::function<void(int, const Logs&)> on_epoch_begin, on_epoch_end;
+  std::function<void(const Logs&)> on_train_begin, on_train_end;
+  std::function<void(int, const Logs&)> on_train_batch_begin, on_train_batch_end;
+  std::function<void(const Logs&)> on_test_begin, on_test_end;
+  std::function<void(int, const Logs&)> on_test_batch_begin, on_test_batch_end;
+  std::function<void(const Logs&)> on_predict_begin, on_predict_end;
+  std::function<void(int, const Logs&)> on_predict_batch_begin, on_predict_batch_end;
+};
+
 namespace callbacks {
+CallbackPtr EarlyStopping(EarlyStoppingOptions options);
+CallbackPtr LambdaCallback(LambdaHooks hooks);
 // Stops when `monitor` has not improved by min_delta for `patience` epochs.
 CallbackPtr EarlyStopping(const std::string& monitor = "val_loss", int patience = 0,
                           double min_delta = 0.0, bool restore_best_weights = false);

@@ -16,6 +16,7 @@
 // and a printed summary come at the end of training. Under several workers only the chief
 // writes.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,9 @@ struct CostReportOptions {
   // The log to compare with the thresholds; "val_accuracy" falls back to the first validation
   // log whose name contains "acc" (e.g. val_sparse_categorical_accuracy), then to "accuracy".
   std::string monitor = "val_accuracy";
+  // When set: the monitored value of each epoch comes from this function (named `monitor`),
+  // e.g. a test-set accuracy the caller evaluates itself in an earlier callback.
+  std::function<double(int epoch, const Logs& logs)> monitor_fn;
   // Dollars per hour of the machine; or a JSON file of named prices {"a100": 3.93, ...} and the
   // machine's name in it (may be omitted when the file names one machine).
   double price_per_hour = 0;

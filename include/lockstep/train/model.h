@@ -83,8 +83,23 @@ struct FitConfig {
 struct EvaluateConfig {
   int batch_size = 32;  // arrays only; a Dataset is already batched
   int verbose = 1;
-  int64_t steps = 0;  // Dataset: 0 = until the end
+  int64_t steps = 0;     // Dataset: 0 = until the end
   Tensor sample_weight;  // arrays: per-sample weights [N] (see FitConfig::sample_weight)
+  // on_test_begin / on_test_batch_begin / on_test_batch_end (running metrics) / on_test_end.
+  std::vector<CallbackPtr> callbacks;
+};
+
+struct PredictConfig {
+  int batch_size = 32;  // arrays only; a Dataset is already batched
+  int verbose = 0;
+  // on_predict_begin / on_predict_batch_begin / on_predict_batch_end / on_predict_end.
+  std::vector<CallbackPtr> callbacks;
+};
+
+// train_on_batch / test_on_batch's weights (Keras's arguments; not both).
+struct BatchWeights {
+  Tensor sample_weight;
+  std::map<int, double> class_weight;  // train_on_batch only
 };
 
 class Program;      // a compiled train/eval/predict step (src/train/program.h)
@@ -116,6 +131,16 @@ class Model : public Network {
   Logs evaluate(const data::Dataset& dataset, EvaluateConfig config = {});
   Tensor predict(const Tensor& x, int batch_size = 32, int verbose = 0);
   Tensor predict(const data::Dataset& dataset, int verbose = 0);  // elements {x} or {x, y}
+  Tensor predict(const Tensor& x, PredictConfig config);
+  Tensor predict(const data::Dataset& dataset, PredictConfig config);
+
+  // Keras's *_on_batch: one step on exactly this batch (split across the local replicas; under
+  // several workers every worker passes the same global batch). The metrics are reset first, so
+  // the logs are this batch's: loss and metrics after train_on_batch's step (computed with the
+  // weights before its update, as in fit), and test_on_batch's evaluation. No callbacks run.
+  Logs train_on_batch(const Tensor& x, const Tensor& y, BatchWeights weights = {});
+  Logs test_on_batch(const Tensor& x, const Tensor& y, BatchWeights weights = {});
+  Tensor predict_on_batch(const Tensor& x);
 
   // Checkpoints (lockstep/io/checkpoint.h): weights only, or weights + optimizer state +
   // progress. Strategy-agnostic: one copy of the weights, loadable under any replica count.
@@ -159,7 +184,9 @@ class Model : public Network {
   // Predicts the batch `source` holds, split across the local replicas; hands each part's
   // predictions to take(first_row, predictions).
   void predict_batch(Source& source, const std::function<void(int64_t, const Tensor&)>& take);
-  Logs evaluate_loop(Source& source, int verbose);
+  Logs evaluate_loop(Source& source, int verbose, const std::vector<CallbackPtr>& callbacks = {});
+  Tensor predict_arrays(const Tensor& x, const PredictConfig& config);
+  Tensor predict_dataset(const data::Dataset& dataset, const PredictConfig& config);
   friend class FitLoop;  // fit's epoch loop (src/train/fit_loop.h)
   CompileConfig config_;
   bool compiled_ = false;

@@ -47,7 +47,7 @@ void save_confusion_matrix(const Tensor& counts, const std::vector<std::string>&
                            const std::string& path, const ConfusionMatrixOptions& options = {});
 
 // The time-and-cost chart of CostReport JSON reports (lockstep/train/cost_report.h): one line
-// per report, validation accuracy against training seconds (left) and against dollars (right,
+// per report, its monitored accuracy against training seconds (left) and against dollars (right,
 // when every report has a price), with the reports' thresholds as dashed lines. A report's
 // legend entry is its "label" (else its hardware line).
 Tensor render_cost_report_plot(const std::vector<json>& reports);
@@ -55,6 +55,11 @@ void save_cost_report_plot(const std::vector<json>& reports, const std::string& 
 // The same from report files (what `lockstep report a.json b.json -o cmp.png` runs); errors
 // name the file that is missing or not a cost report.
 void save_cost_report_plot(const std::vector<std::string>& report_files, const std::string& path);
+
+// `lockstep report A.json [B.json ...] -o OUT.png`: the command's arguments after its name;
+// returns the exit status (0; 2 on a usage error, with the usage on stderr; --help: usage on
+// stdout). Errors in the files throw (naming the file).
+int report_command(const std::vector<std::string>& args);
 
 // Writes a uint8 [H, W, 3] image as PNG atomically (temporary file in the same folder, rename).
 void write_png_atomic(const std::string& path, const Tensor& image);

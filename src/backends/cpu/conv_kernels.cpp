@@ -173,7 +173,8 @@ class ConvBwdWeights final : public ConvKernel {
 // other mix runs the f32 kernel between conversions.
 KernelFactory conv_fwd_factory() {
   return [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
-    if (!same_float_type({in[0], in[1], n.outputs[0]})) return bf16_via_f32(n, in, conv_fwd_factory());
+    if (!same_float_type({in[0], in[1], n.outputs[0]}))
+      return bf16_via_f32(n, in, conv_fwd_factory());
     ConvTypes t{to_dt(in[0].dtype), to_dt(in[1].dtype), to_dt(n.outputs[0].dtype)};
     if (in.size() > 2) t.b = to_dt(in[2].dtype);
     return std::make_unique<ConvFwd>(ops::conv2d_geometry(in[0].shape, in[1].shape, n), t);

@@ -23,7 +23,8 @@ dnnl::primitive_attr user_scratchpad_attr() {
 }
 
 void Exec::run() const {
-  dnnl_status_t st = dnnl_primitive_execute(prim.get(), stream().get(), int(args.size()), args.data());
+  dnnl_status_t st =
+      dnnl_primitive_execute(prim.get(), stream().get(), int(args.size()), args.data());
   LS_CHECK(st == dnnl_success, "oneDNN primitive execution failed (status ", int(st), ")");
 }
 

@@ -2,7 +2,6 @@
 // memories rebound per run, compile-time reorders, and allocation-free primitive execution.
 #pragma once
 #include <oneapi/dnnl/dnnl.hpp>
-
 #include <vector>
 
 #include "lockstep/graph/op_registry.h"
@@ -49,9 +48,15 @@ struct Arg {
   void init(const memory::desc& user_md, const memory::desc& want, bool is_output, WsPlan& ws,
             size_t* scratch_bytes);
   void bind(void* user_ptr, char* ws) const;
-  void add_scratch(const memory& s) { if (reordered) reorder.arg(DNNL_ARG_SCRATCHPAD, s); }
-  void before() const { if (reordered && !output) reorder.run(); }
-  void after() const { if (reordered && output) reorder.run(); }
+  void add_scratch(const memory& s) {
+    if (reordered) reorder.arg(DNNL_ARG_SCRATCHPAD, s);
+  }
+  void before() const {
+    if (reordered && !output) reorder.run();
+  }
+  void after() const {
+    if (reordered && output) reorder.run();
+  }
 };
 
 // The scratchpad memory all primitives of one kernel share (at workspace offset 0).

@@ -190,15 +190,17 @@ std::unique_ptr<Kernel> dropout(const Node& n, const std::vector<TensorType>& in
   const double rate = attr_f(n, "rate");
   const float r = float(rate), scale = float(1.0 / (1.0 - rate));
   const uint64_t node = ew::node_key(n);
-  return by_float_kind(n, in, dropout, [&](auto t) { return dropout_kernel<decltype(t)>(r, scale, node); });
+  return by_float_kind(n, in, dropout,
+                       [&](auto t) { return dropout_kernel<decltype(t)>(r, scale, node); });
 }
 
 }  // namespace
 
 LOCKSTEP_REGISTER(cpu_elementwise_kernels) {
   auto& R = OpRegistry::get();
-  ew::binary_ops(
-      [&](const char* op, auto f) { R.add_kernel(op, kCpu, binary_factory(f), /*takes_bf16=*/true); });
+  ew::binary_ops([&](const char* op, auto f) {
+    R.add_kernel(op, kCpu, binary_factory(f), /*takes_bf16=*/true);
+  });
   ew::unary_ops([&](const char* op, auto make) {
     R.add_kernel(op, kCpu, unary_factory(make), /*takes_bf16=*/true);
   });

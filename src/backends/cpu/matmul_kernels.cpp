@@ -40,7 +40,8 @@ class Matmul final : public Kernel {
 // All f32 or all bf16 (mixed precision); another mix runs the f32 kernel between conversions.
 KernelFactory matmul_factory() {
   return [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
-    if (!same_float_type({in[0], in[1], n.outputs[0]})) return bf16_via_f32(n, in, matmul_factory());
+    if (!same_float_type({in[0], in[1], n.outputs[0]}))
+      return bf16_via_f32(n, in, matmul_factory());
     const bool ta = attr_b(n, "transpose_a"), tb = attr_b(n, "transpose_b");
     return std::make_unique<Matmul>(in[0].shape[ta ? 1 : 0], in[0].shape[ta ? 0 : 1],
                                     in[1].shape[tb ? 0 : 1], ta, tb, to_dt(in[0].dtype));

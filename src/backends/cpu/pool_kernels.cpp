@@ -40,8 +40,8 @@ void max_fwd(const ConvGeom& g, const T* x, T* y) {
 
 // idx_ws: per thread C int32 (offset of the chosen x element within the image).
 template <class T>
-void max_bwd(const ConvGeom& g, const T* dy_t, const T* x_t, const T* y_t, T* dx_t,
-             int32_t* idx_ws, int threads) {
+void max_bwd(const ConvGeom& g, const T* dy_t, const T* x_t, const T* y_t, T* dx_t, int32_t* idx_ws,
+             int threads) {
   // Compared and copied as raw values (uint16 bits for bf16, which vectorises); only the
   // overlapping-window sum needs T's arithmetic.
   using U = std::conditional_t<std::is_same_v<T, bf16>, uint16_t, float>;
@@ -157,8 +157,8 @@ KernelFactory max_bwd_factory() {
       using T = decltype(t);
       return make_kernel(
           [g, threads](const KernelArgs& a) {
-            max_bwd(g, a.in(0).data<T>(), a.in(1).data<T>(), a.in(2).data<T>(),
-                    a.out(0).data<T>(), static_cast<int32_t*>(a.workspace), threads);
+            max_bwd(g, a.in(0).data<T>(), a.in(1).data<T>(), a.in(2).data<T>(), a.out(0).data<T>(),
+                    static_cast<int32_t*>(a.workspace), threads);
           },
           sizeof(int32_t) * threads * g.C);
     });

@@ -29,7 +29,9 @@ inline bf16 st<bf16>(float v) {
 enum class FloatKind { f32, bf16, mixed };
 inline FloatKind float_kind(const Node& n, const std::vector<TensorType>& in) {
   bool f32 = false, b16 = false;
-  auto see = [&](DType t) { (t == DType::f32 ? f32 : b16) |= (t == DType::f32 || t == DType::bf16); };
+  auto see = [&](DType t) {
+    (t == DType::f32 ? f32 : b16) |= (t == DType::f32 || t == DType::bf16);
+  };
   for (const TensorType& t : in) see(t.dtype);
   for (const TensorType& t : n.outputs) see(t.dtype);
   return b16 ? (f32 ? FloatKind::mixed : FloatKind::bf16) : FloatKind::f32;

@@ -10,6 +10,8 @@
 #include <utility>
 
 #include "lockstep/core/error.h"
+#include "lockstep/core/rng.h"
+#include "lockstep/core/tensor.h"
 
 namespace lockstep::test_util {
 
@@ -51,6 +53,26 @@ inline std::string read_text_file(const std::string& path) {
   std::stringstream s;
   s << f.rdbuf();
   return s.str();
+}
+
+// Synthetic 3-class images [n, 8, 8, 2] with int32 labels [n]: the class decides which image
+// quadrant is bright (a task a small CNN learns in a few steps).
+inline std::pair<Tensor, Tensor> quadrant_images(int64_t n, uint64_t seed) {
+  Tensor x = Tensor::empty(Shape{n, 8, 8, 2});
+  Tensor y = Tensor::empty(Shape{n}, DType::i32);
+  Philox rng(seed);
+  float* px = x.data<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    int c = int(rng.next_u32() % 3);
+    y.data<int32_t>()[i] = c;
+    for (int h = 0; h < 8; ++h)
+      for (int w = 0; w < 8; ++w)
+        for (int ch = 0; ch < 2; ++ch) {
+          bool hot = (c == 0 && h < 4) || (c == 1 && w < 4) || (c == 2 && h >= 4 && w >= 4);
+          px[((i * 8 + h) * 8 + w) * 2 + ch] = (hot ? 0.8f : 0.0f) + 0.3f * rng.uniform();
+        }
+  }
+  return {x, y};
 }
 
 }  // namespace lockstep::test_util

@@ -32,21 +32,7 @@ Model small_cnn(bool dropout = true) {
 }
 
 std::pair<Tensor, Tensor> synthetic(int64_t n, uint64_t seed) {
-  Tensor x = Tensor::empty(Shape{n, 8, 8, 2});
-  Tensor y = Tensor::empty(Shape{n}, DType::i32);
-  Philox rng(seed);
-  float* px = x.data<float>();
-  for (int64_t i = 0; i < n; ++i) {
-    int c = int(rng.next_u32() % 3);
-    y.data<int32_t>()[i] = c;
-    for (int h = 0; h < 8; ++h)
-      for (int w = 0; w < 8; ++w)
-        for (int ch = 0; ch < 2; ++ch) {
-          bool hot = (c == 0 && h < 4) || (c == 1 && w < 4) || (c == 2 && h >= 4 && w >= 4);
-          px[((i * 8 + h) * 8 + w) * 2 + ch] = (hot ? 0.8f : 0.0f) + 0.3f * rng.uniform();
-        }
-  }
-  return {x, y};
+  return test_util::quadrant_images(n, seed);
 }
 
 void compile(Model& m, bool eager = false, const std::string& backend = "cpu") {

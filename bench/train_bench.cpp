@@ -6,6 +6,7 @@
 //                         [--dtype-policy float32|mixed_bfloat16] [--threads N]
 //                         [--batch-size B] [--train-steps S] [--warmup W]
 //                         [--infer-batch-size B] [--infer-batches N] [--data-dir DIR]
+//                         [--steps-per-execution N]
 // Defaults: cnn: batch 128, 200 steps, 20 warm-up, Adam(1e-3); resnet: batch 64, 30 steps, 5
 // warm-up, SGD(0.01, momentum 0.9). --mode infer: batch 1000 (cnn) / 256 (resnet), 10 batches
 // after 2 warm-up batches. --mode both (the default, as before): train, then inference at the
@@ -13,7 +14,8 @@
 // JSON keys: system, model, mode, dtype_policy, threads, batch_size, images_per_sec (of
 // --mode; train in "both"), train_images_per_sec / infer_images_per_sec (those measured),
 // infer_batch_size, params (count_params: weights and batch-norm statistics), compile_seconds,
-// peak_rss_mb, final_loss (train).
+// peak_rss_mb, final_loss (train), steps_per_execution (CompileConfig::steps_per_execution:
+// train steps run per call into the compiled program; default 1).
 #include <sys/resource.h>
 
 #include <chrono>
@@ -35,6 +37,7 @@ namespace {
 struct Args {
   std::string model = "cnn", mode = "both", policy = "float32", data_dir;
   int threads = 2, batch = 0, steps = -1, warmup = -1, infer_batch = 0, infer_batches = 0;
+  int steps_per_execution = 1;
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -43,7 +46,8 @@ struct Args {
                "usage: train_bench [--model cnn|resnet] [--mode train|infer|both]\n"
                "                   [--dtype-policy float32|mixed_bfloat16] [--threads N]\n"
                "                   [--batch-size B] [--train-steps S] [--warmup W]\n"
-               "                   [--infer-batch-size B] [--infer-batches N] [--data-dir DIR]\n",
+               "                   [--infer-batch-size B] [--infer-batches N] [--data-dir DIR]\n"
+               "                   [--steps-per-execution N]\n",
                what.c_str());
   std::exit(2);
 }
@@ -82,6 +86,8 @@ Args parse(int argc, char** argv) {
       a.infer_batch = positive_int(k, v, 1);
     else if (k == "--infer-batches")
       a.infer_batches = positive_int(k, v, 1);
+    else if (k == "--steps-per-execution")
+      a.steps_per_execution = positive_int(k, v, 1);
     else
       usage_error("unknown argument " + k);
   }
@@ -127,10 +133,12 @@ int main(int argc, char** argv) {
     ls::Model model = cnn ? reference_cnn() : bench_resnet();
     if (cnn)
       model.compile({.optimizer = ls::optimizers::Adam(1e-3),
-                     .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true})});
+                     .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
+                     .steps_per_execution = a.steps_per_execution});
     else
       model.compile({.optimizer = ls::optimizers::SGD(0.01, 0.9),
-                     .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true})});
+                     .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
+                     .steps_per_execution = a.steps_per_execution});
 
     // Data: the train part covers warm-up + timed steps (one pass, no repeats); inference reads
     // infer_batches batches (wrapping over what there is).
@@ -198,9 +206,11 @@ int main(int argc, char** argv) {
     if (infer)
       std::printf(", \"infer_images_per_sec\": %.1f, \"infer_batch_size\": %d", rates["infer"],
                   a.infer_batch);
-    std::printf(", \"params\": %lld, \"compile_seconds\": %.3f, \"peak_rss_mb\": %.1f}\n",
-                static_cast<long long>(model.count_params()), model.compile_seconds(),
-                ru.ru_maxrss / 1024.0);
+    std::printf(
+        ", \"params\": %lld, \"compile_seconds\": %.3f, \"peak_rss_mb\": %.1f, "
+        "\"steps_per_execution\": %d}\n",
+        static_cast<long long>(model.count_params()), model.compile_seconds(),
+        ru.ru_maxrss / 1024.0, a.steps_per_execution);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_bench: error: %s\n", e.what());

@@ -4,7 +4,8 @@
 //   distributed_train --strategy one_device|mirrored|multi_worker [--epochs N] [--batch N]
 //       [--samples N] [--sync-bn] [--dataset] [--nan-sample K] [--out FILE] [--backup-dir DIR]
 //       [--step-delay-ms N] [--units N] [--replicas-per-worker N]
-//       [--timeout-ms N]
+//       [--timeout-ms N] [--deterministic] [--all-reduce-dtype float32|bfloat16]
+//       [--steps-per-execution N]
 // multi_worker reads the cluster from TF_CONFIG, or the MPI / Slurm environment.
 #include <signal.h>
 
@@ -31,9 +32,12 @@ int main(int argc, char** argv) {
   int epochs = 2, batch = 16, samples = 96, delay_ms = 0, timeout_ms = 10000;
   int units = 16;               // the hidden Dense layer's width (the mismatch tests vary it)
   int replicas_per_worker = 1;  // multi_worker: local replicas per worker
+  int steps_per_execution = 1;  // CompileConfig::steps_per_execution
   bool sync_bn = false;         // a BatchNormalization(synchronized=true) after the convolution
   bool dataset = false;         // fit a Dataset (unshuffled global batches) instead of arrays
   int nan_sample = -1;          // a NaN in this sample, and a linear model (stop-on-NaN tests)
+  bool deterministic = false;   // op determinism, and a RandomFlip and a Dropout in the model
+  ls::DType all_reduce_dtype = ls::DType::f32;  // bfloat16: gradients cross workers as bf16
   try {
     for (int i = 1; i < argc; ++i) {
       std::string k = argv[i];
@@ -69,6 +73,12 @@ int main(int argc, char** argv) {
         replicas_per_worker = num(1, 64);
       else if (k == "--timeout-ms")
         timeout_ms = num(1, 24 * 3600 * 1000);
+      else if (k == "--steps-per-execution")
+        steps_per_execution = num(1, 1000);
+      else if (k == "--deterministic")
+        deterministic = true;
+      else if (k == "--all-reduce-dtype")
+        all_reduce_dtype = ls::dtype_from_name(next());
       else
         std::fprintf(stderr, "distributed_train: unknown argument '%s'\n", k.c_str()), std::exit(2);
     }
@@ -80,6 +90,7 @@ int main(int argc, char** argv) {
     dist::StrategyOptions opts;
     opts.communication.timeout = std::chrono::milliseconds(timeout_ms);
     opts.replicas_per_worker = replicas_per_worker;
+    opts.all_reduce_dtype = all_reduce_dtype;
     // mirrored: always two replicas (the equivalence tests compare against exactly two).
     dist::Strategy strategy = strategy_name == "mirrored"
                                   ? dist::MirroredStrategy({"cpu:0", "cpu:1"}, opts)
@@ -97,6 +108,7 @@ int main(int argc, char** argv) {
         x.data<float>()[i * 128 + k] = (k % 3 == c ? 0.7f : 0.f) + 0.3f * rng.uniform();
     }
     if (nan_sample >= 0 && nan_sample < samples) x.data<float>()[nan_sample * 128] = std::nanf("");
+    if (deterministic) ls::config::enable_op_determinism();
     ls::set_random_seed(3);
     ls::Model model;
     {
@@ -109,13 +121,19 @@ int main(int argc, char** argv) {
                                 BatchNormalization({.synchronized = true}), Activation("relu"),
                                 MaxPooling2D({2, 2}), Flatten(),
                                 Dense(units, {.activation = "relu"}), Dense(3)});
+      else if (deterministic)  // every random op keyed by the example's global row
+        model =
+            ls::Sequential({Input({8, 8, 2}), RandomFlip("horizontal", 3),
+                            Conv2D(4, 3, {.activation = "relu"}), MaxPooling2D({2, 2}), Flatten(),
+                            Dropout(0.25, 5), Dense(units, {.activation = "relu"}), Dense(3)});
       else
         model = ls::Sequential({Input({8, 8, 2}), Conv2D(4, 3, {.activation = "relu"}),
                                 MaxPooling2D({2, 2}), Flatten(),
                                 Dense(units, {.activation = "relu"}), Dense(3)});
       model.compile({.optimizer = ls::optimizers::Adam(0.01),
                      .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
-                     .metrics = {"accuracy"}});
+                     .metrics = {"accuracy"},
+                     .steps_per_execution = steps_per_execution});
     }
     std::vector<ls::CallbackPtr> cbs;
     if (!backup_dir.empty()) cbs.push_back(ls::callbacks::BackupAndRestore(backup_dir, int64_t(1)));

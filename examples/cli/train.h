@@ -1,7 +1,10 @@
 // The `lockstep train` command: a model from a Keras model JSON or a .keras file, trained on a
-// folder of class subfolders of images with the flowers example's pipeline, saved as .keras.
+// folder of class subfolders of images with the flowers example's pipeline, saved as .keras, with
+// its training curves (curves.png next to the .keras file) and, on request, the logging and cost
+// callbacks of the examples (TensorBoard, CSVLogger, CostReport).
 #pragma once
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
 #include "lockstep/distribute/strategy.h"
@@ -33,10 +36,23 @@ inline const char* kTrainUsage =
     "  --threads N               compute threads (default: all cores)\n"
     "  --checkpoint PATTERN      also a ModelCheckpoint, e.g. "
     "'ckpt/{epoch:02d}-{val_loss:.2f}.keras'\n"
-    "                            (save_best_only on val_loss when there is a validation split)\n";
+    "                            (save_best_only on val_loss when there is a validation split)\n"
+    "  --tensorboard LOGDIR      TensorBoard event files (tensorboard --logdir LOGDIR)\n"
+    "  --csv FILE                the epoch logs as CSV (CSVLogger)\n"
+    "  --report FILE.json        time-and-cost report (FILE.json and FILE.png: time and dollars\n"
+    "                            to 85/90/91% val_accuracy, or accuracy without a validation\n"
+    "                            split) at the price below\n"
+    "  --price-per-hour X        the machine's price in dollars per hour, for --report\n"
+    "  --prices FILE.json        a price table {\"machine\": dollars_per_hour, ...}, for --report\n"
+    "  --machine NAME            the machine's entry in --prices\n"
+    "\n"
+    "Also writes the training curves (loss and accuracy per epoch, training and validation) to\n"
+    "curves.png in OUT.keras's folder.\n";
 
 struct TrainArgs {
   std::string model, data_dir, out, strategy, checkpoint;
+  std::string tensorboard, csv, report, prices, machine;
+  double price_per_hour = 0;
   int epochs = 0, batch_size = 32, threads = 0;
   uint64_t seed = 123;
   double validation_split = 0.2, learning_rate = 1e-3;
@@ -62,6 +78,20 @@ inline TrainArgs parse_train_args(const Args& a) {
   LS_CHECK(t.strategy.empty() || t.strategy == "one_device" || t.strategy == "mirrored",
            "train: --strategy must be one_device or mirrored, got '", t.strategy, "'");
   t.checkpoint = a.get("--checkpoint");
+  t.tensorboard = a.get("--tensorboard");
+  t.csv = a.get("--csv");
+  t.report = a.get("--report");
+  t.price_per_hour = a.number("--price-per-hour", 0.0, 0.0, 1e9);
+  t.prices = a.get("--prices");
+  t.machine = a.get("--machine");
+  LS_CHECK(t.report.empty() || ends_with(t.report, ".json"), "train: --report '", t.report,
+           "' must end in .json (the chart goes next to it as .png)");
+  LS_CHECK(
+      !t.report.empty() || (!a.has("--price-per-hour") && t.prices.empty() && t.machine.empty()),
+      "train: --price-per-hour, --prices and --machine price the --report FILE.json; "
+      "add --report");
+  LS_CHECK(t.machine.empty() || !t.prices.empty(),
+           "train: --machine names an entry of a --prices FILE.json table; add --prices");
   return t;
 }
 
@@ -131,12 +161,32 @@ inline Model build_or_load(const TrainArgs& t, const distribute::Strategy& strat
   return m;
 }
 
+// The logging callbacks the flags ask for (as examples/fashion_mnist.cpp and flowers.cpp take
+// them; the chief's only under a multi-worker strategy).
+inline std::vector<CallbackPtr> log_callbacks(const TrainArgs& t, bool chief) {
+  std::vector<CallbackPtr> cbs;
+  if (!t.tensorboard.empty()) cbs.push_back(callbacks::TensorBoard({.log_dir = t.tensorboard}));
+  if (!t.csv.empty() && chief) cbs.push_back(callbacks::CSVLogger(t.csv));
+  if (!t.report.empty())  // writes on the chief only
+    cbs.push_back(callbacks::CostReport({.path = t.report,
+                                         .price_per_hour = t.price_per_hour,
+                                         .prices_file = t.prices,
+                                         .machine = t.machine}));
+  return cbs;
+}
+
+// curves.png in the folder of --out.
+inline std::string curves_path(const TrainArgs& t) {
+  return (std::filesystem::path(t.out).parent_path() / "curves.png").string();
+}
+
 inline int run_train(const std::vector<std::string>& argv) {
   CommandSpec spec{
       "train",
       kTrainUsage,
       {"--model", "--data-dir", "--epochs", "--out", "--batch-size", "--validation-split", "--seed",
-       "--learning-rate", "--strategy", "--threads", "--checkpoint"},
+       "--learning-rate", "--strategy", "--threads", "--checkpoint", "--tensorboard", "--csv",
+       "--report", "--price-per-hour", "--prices", "--machine"},
       {},
       0,
       0};
@@ -157,7 +207,8 @@ inline int run_train(const std::vector<std::string>& argv) {
   check_model_fits_data(m, t.model, train.class_names().size());
   check_class_names(t.model, train.class_names());
   m.summary();
-  FitConfig fit{.epochs = t.epochs, .seed = t.seed};
+  FitConfig fit{
+      .epochs = t.epochs, .callbacks = log_callbacks(t, strategy.is_chief()), .seed = t.seed};
   if (val.valid()) fit.validation_data = val.cache().prefetch(data::AUTOTUNE);
   if (!t.checkpoint.empty())
     fit.callbacks.push_back(callbacks::ModelCheckpoint(
@@ -167,6 +218,11 @@ inline int run_train(const std::vector<std::string>& argv) {
   if (strategy.impl() && !strategy.is_chief()) return 0;  // the chief saves and reports
   save_model(m, t.out, {.metadata = {{"class_names", train.class_names()}}});
   std::printf("wrote %s (%zu classes)\n", t.out.c_str(), train.class_names().size());
+  if (t.epochs > 0) {
+    const std::string curves = curves_path(t);
+    viz::save_history_plot(h.history, curves, {.title = "lockstep train: " + m.name()});
+    std::printf("wrote %s\n", curves.c_str());
+  }
   std::printf("{\"epochs\": %d, \"loss\": %.4f, \"accuracy\": %.4f", t.epochs,
               h.history["loss"].empty() ? 0.0 : h.history["loss"].back(),
               h.history["accuracy"].empty() ? 0.0 : h.history["accuracy"].back());

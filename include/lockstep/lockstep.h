@@ -1,5 +1,6 @@
 // Umbrella header: everything a user of Lockstep needs.
 #pragma once
+#include "lockstep/core/config.h"
 #include "lockstep/core/dtype.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/rng.h"

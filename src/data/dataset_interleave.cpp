@@ -234,7 +234,9 @@ std::unique_ptr<IteratorNode> InterleaveNode::make_iterator(std::shared_ptr<Iter
   it->block_length = opts_.block_length;
   it->parallel = opts_.num_parallel_calls == AUTOTUNE ? ctx->budget : opts_.num_parallel_calls;
   if (it->parallel == 1) it->parallel = 0;
-  it->deterministic = opts_.deterministic.value_or(ctx->options.deterministic);
+  // Op determinism (lockstep/core/config.h) overrides deterministic = false.
+  it->deterministic =
+      config::op_determinism_enabled() || opts_.deterministic.value_or(ctx->options.deterministic);
   return it;
 }
 

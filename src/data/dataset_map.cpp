@@ -233,7 +233,9 @@ std::unique_ptr<IteratorNode> MapNode::make_iterator(std::shared_ptr<IteratorCon
   it->ictx = ctx;
   it->in = input_->make_iterator(ctx, stream);
   it->mc = mc;
-  it->deterministic = opts_.deterministic.value_or(ctx->options.deterministic);
+  // Op determinism (lockstep/core/config.h) overrides deterministic = false.
+  it->deterministic =
+      config::op_determinism_enabled() || opts_.deterministic.value_or(ctx->options.deterministic);
   if (n == AUTOTUNE) {
     it->max_parallelism = ctx->budget;
     it->autotune = ctx->options.autotune;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/core/config.h"
 #include "lockstep/data/dataset.h"
 
 namespace lockstep::data {
@@ -109,5 +110,10 @@ struct DatasetAccess {
 int64_t element_rows(const Element& e, const char* who);
 // Rows [begin, end) of every component; squeeze drops dimension 0 (begin + 1 == end).
 Element element_rows_slice(const Element& e, int64_t begin, int64_t end, bool squeeze);
+
+// A random seed for a stage the user gave none (`what` names it and its seed argument, e.g.
+// "shuffle (ShuffleOptions::seed)"). Under op determinism (lockstep/core/config.h) a drawn seed
+// would change every run, so this throws, asking for one.
+uint64_t draw_seed(const char* what);
 
 }  // namespace lockstep::data

@@ -298,7 +298,8 @@ Dataset Dataset::list_files(const std::string& pattern, ListFilesOptions options
   Element columns{Component(std::move(files))};
   Dataset ds(std::make_shared<ListFilesNode>(std::move(columns), n, "list_files(" + pattern + ")"));
   if (!options.shuffle) return ds;
-  return ds.shuffle(n, {.seed = options.seed});
+  return ds.shuffle(
+      n, {.seed = options.seed ? *options.seed : draw_seed("list_files (ListFilesOptions::seed)")});
 }
 
 Dataset Dataset::from_generator(std::function<Generator()> factory, GeneratorOptions options) {

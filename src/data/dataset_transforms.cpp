@@ -491,12 +491,15 @@ class IgnoreErrorsNode : public UnaryNode {
   std::string label() const override { return "ignore_errors"; }
 };
 
-uint64_t random_seed() {
+}  // namespace
+
+uint64_t draw_seed(const char* what) {
+  LS_CHECK(!config::op_determinism_enabled(), what,
+           ": no seed given, and op determinism is enabled (config::enable_op_determinism): a "
+           "drawn seed would give a different order on every run; pass a seed");
   std::random_device rd;
   return (uint64_t(rd()) << 32) ^ rd();
 }
-
-}  // namespace
 
 Dataset Dataset::filter(Predicate predicate) const {
   LS_CHECK(predicate, "filter: empty predicate");
@@ -506,7 +509,7 @@ Dataset Dataset::filter(Predicate predicate) const {
 Dataset Dataset::shuffle(int64_t buffer_size, ShuffleOptions options) const {
   node();
   LS_CHECK(buffer_size >= 1, "shuffle: buffer_size must be >= 1, got ", buffer_size);
-  const uint64_t seed = options.seed ? *options.seed : random_seed();
+  const uint64_t seed = options.seed ? *options.seed : draw_seed("shuffle (ShuffleOptions::seed)");
   return wrap(
       std::make_shared<ShuffleNode>(node_, buffer_size, seed, options.reshuffle_each_iteration));
 }

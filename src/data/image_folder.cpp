@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 
+#include "data/dataset_node.h"
 #include "lockstep/core/rng.h"
 
 namespace lockstep::data {
@@ -188,7 +189,7 @@ ImageFolderIndex index_image_directory(const std::string& directory, const Image
              ")");
   if (o.shuffle) {  // Keras shuffles the whole sorted list with the seed before splitting
     uint64_t seed =
-        o.seed ? *o.seed : (uint64_t(std::random_device{}()) << 32 | std::random_device{}());
+        o.seed ? *o.seed : draw_seed("image_dataset_from_directory (ImageFolderOptions::seed)");
     Philox rng(seed, /*stream=*/0x1F0D3E);
     for (size_t i = idx.files.size(); i > 1; --i) {
       size_t j = size_t(rng.next_u64() % i);
@@ -286,7 +287,7 @@ ImageDataset image_dataset_from_directory(const std::string& directory, ImageFol
   if (o.labels == "none") o.label_mode = "none";
   // Without a seed, draw one now so the file split and the shuffle buffer agree.
   if (o.shuffle && !o.seed && o.validation_split == 0.0)
-    o.seed = (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
+    o.seed = draw_seed("image_dataset_from_directory (ImageFolderOptions::seed)");
   ImageFolderIndex idx = index_image_directory(directory, o);
   const size_t n = idx.files.size();
   if (o.verbose) {

@@ -8,9 +8,11 @@
 // on every rank) and reduced through an owned staging buffer; a single buffer of 8 MiB or more
 // is reduced in place, cached by its pointer, and the ranks agree on "everyone hit the cache"
 // with a one-float all-reduce before using it (pointers differ between ranks).
+#include <gloo/allgather.h>
 #include <gloo/allgather_ring.h>
 #include <gloo/allreduce_halving_doubling.h>
 #include <gloo/allreduce_ring_chunked.h>
+#include <gloo/alltoall.h>
 #include <gloo/barrier_all_to_all.h>
 #include <gloo/broadcast_one_to_all.h>
 #include <gloo/common/error.h>
@@ -27,6 +29,7 @@
 #include <mutex>
 
 #include "distribute/backends.h"
+#include "distribute/bf16_reduce.h"
 #include "distribute/gloo_connection.h"
 #include "lockstep/distribute/collective.h"
 #include "lockstep/distribute/store.h"
@@ -164,6 +167,40 @@ class GlooCommunicator final : public Communicator {
       if (b.count) std::memcpy(b.data, staging + offset, b.count * sizeof(float));
       offset += b.count;
     }
+  }
+
+  // bf16 on the wire, f32 sums (see collective.h): gloo::alltoall hands rank j every rank's
+  // bf16 slice j, rank j adds them in f32 in rank order, gloo::allgather returns the bf16 sums.
+  // The bucket is padded with zeros to a multiple of the rank count.
+  void allreduce_sum_bf16(std::span<const FloatBuffer> bucket) override {
+    check_usable("allreduce_sum_bf16");
+    const size_t total = bucket_floats(bucket, rank_, "allreduce_sum_bf16");
+    check_count(total, "allreduce_sum_bf16");
+    if (total == 0) return;
+    const size_t n = size_t(size_), chunk = (total + n - 1) / n;
+    bf16_send_.resize(n * chunk);
+    bf16_recv_.resize(n * chunk);
+    bf16_mine_.resize(chunk);
+    pack_bf16(bucket, bf16_send_.data(), n * chunk);
+    auto* send = reinterpret_cast<uint16_t*>(bf16_send_.data());
+    auto* recv = reinterpret_cast<uint16_t*>(bf16_recv_.data());
+    const std::string op = "allreduce_sum_bf16 of " + std::to_string(total) + " floats";
+    guarded(op + " (all-to-all)", [&] {
+      gloo::AlltoallOptions o(context_);
+      o.setInput(send, n * chunk);
+      o.setOutput(recv, n * chunk);
+      o.setTimeout(options_.timeout);
+      gloo::alltoall(o);
+    });
+    sum_bf16_slices(bf16_recv_.data(), size_, chunk, bf16_mine_.data());
+    guarded(op + " (all-gather)", [&] {
+      gloo::AllgatherOptions o(context_);
+      o.setInput(reinterpret_cast<uint16_t*>(bf16_mine_.data()), chunk);
+      o.setOutput(send, n * chunk);
+      o.setTimeout(options_.timeout);
+      gloo::allgather(o);
+    });
+    unpack_bf16(bf16_send_.data(), bucket);
   }
 
   void allreduce_sum(double* data, size_t count) override {
@@ -399,6 +436,7 @@ class GlooCommunicator final : public Communicator {
   std::unique_ptr<gloo::Algorithm> agreement_;
   float agreement_flag_ = 0;
   std::unique_ptr<gloo::Algorithm> barrier_;
+  std::vector<bf16> bf16_send_, bf16_recv_, bf16_mine_;  // allreduce_sum_bf16 staging
   std::string failed_;
   bool closed_ = false;
 };

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "distribute/backends.h"
+#include "distribute/bf16_reduce.h"
 #include "lockstep/distribute/collective.h"
 
 namespace lockstep::distribute::detail {
@@ -169,6 +170,36 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
+  // bf16 on the wire, f32 sums (see collective.h): MPI_Alltoall hands rank j every rank's bf16
+  // slice j (as 16-bit integers: MPI has no bf16 type, and its reductions would not add in
+  // f32), rank j adds them in f32 in rank order, MPI_Allgather returns the bf16 sums.
+  void allreduce_sum_bf16(std::span<const FloatBuffer> bucket) override {
+    usable("allreduce_sum_bf16");
+    const size_t total = bucket_floats(bucket, rank_, "allreduce_sum_bf16");
+    if (total == 0) return;
+    const size_t n = size_t(size_), chunk = (total + n - 1) / n;
+    check_int(n * chunk, "allreduce_sum_bf16");
+    bf16_send_.resize(n * chunk);
+    bf16_recv_.resize(n * chunk);
+    bf16_mine_.resize(chunk);
+    pack_bf16(bucket, bf16_send_.data(), n * chunk);
+    const std::string op = "allreduce_sum_bf16 of " + std::to_string(total) + " floats";
+    check(
+        [&] {
+          return MPI_Alltoall(bf16_send_.data(), int(chunk), MPI_UINT16_T, bf16_recv_.data(),
+                              int(chunk), MPI_UINT16_T, comm_);
+        },
+        op + " (all-to-all)");
+    sum_bf16_slices(bf16_recv_.data(), size_, chunk, bf16_mine_.data());
+    check(
+        [&] {
+          return MPI_Allgather(bf16_mine_.data(), int(chunk), MPI_UINT16_T, bf16_send_.data(),
+                               int(chunk), MPI_UINT16_T, comm_);
+        },
+        op + " (all-gather)");
+    unpack_bf16(bf16_send_.data(), bucket);
+  }
+
   void broadcast(float* data, size_t count, int root) override {
     broadcast_bytes(data, count * sizeof(float), root);
   }
@@ -265,6 +296,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comm_;
   const int rank_, size_;
   std::vector<float> staging_;
+  std::vector<bf16> bf16_send_, bf16_recv_, bf16_mine_;  // allreduce_sum_bf16 staging
   std::string failed_;
   bool closed_ = false;
   Watchdog watchdog_;

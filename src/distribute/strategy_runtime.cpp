@@ -139,6 +139,9 @@ StrategyImpl::StrategyImpl(std::string name_, std::vector<std::string> devices_,
              name, ": unknown device '", dev,
              "' (this build has CPU devices \"cpu:0\", \"cpu:1\", ...)");
   local_replicas = int(devices.size());
+  LS_CHECK(options.all_reduce_dtype == DType::f32 || options.all_reduce_dtype == DType::bf16, name,
+           ": StrategyOptions::all_reduce_dtype is ", dtype_name(options.all_reduce_dtype),
+           "; the gradient all-reduce runs in float32 or bfloat16 (DType::f32 or DType::bf16)");
   if (connect_workers) {
     num_workers = resolver.num_workers();
     worker_index = resolver.task_index();
@@ -177,25 +180,37 @@ void StrategyImpl::run_replicas(const std::function<void(int)>& fn) {
   threads_->run(fn, [this](const std::string& reason) { abort(reason); });
 }
 
-void StrategyImpl::reduce_bucket(int replica, float* data, size_t count) {
+// The sum across workers: bf16 on the wire for gradient buckets when the options ask for it.
+static void reduce_workers(Communicator& c, float* data, size_t count, bool bf16) {
+  const FloatBuffer buffer{data, count};
+  if (bf16)
+    c.allreduce_sum_bf16(std::span<const FloatBuffer>(&buffer, 1));
+  else
+    c.allreduce_sum(data, count);
+}
+
+void StrategyImpl::reduce_bucket(int replica, float* data, size_t count, bool bf16) {
   if (local_replicas > 1) {
     local_[size_t(replica)]->allreduce_sum(data, count);
-    if (global_ && replica == 0) global_->allreduce_sum(data, count);
+    if (global_ && replica == 0) reduce_workers(*global_, data, count, bf16);
     if (global_) local_[size_t(replica)]->broadcast(data, count, 0);
   } else if (global_) {
-    global_->allreduce_sum(data, count);
+    reduce_workers(*global_, data, count, bf16);
   }
 }
 
-std::future<void> StrategyImpl::start_allreduce(int replica, float* data, size_t count) {
+std::future<void> StrategyImpl::start_allreduce(int replica, float* data, size_t count,
+                                                bool gradient) {
   if (async_.empty()) {
     std::promise<void> p;
     p.set_value();
     return p.get_future();
   }
-  if (local_replicas == 1) return async_[0]->allreduce_sum({FloatBuffer{data, count}});
-  return async_[size_t(replica)]->submit(
-      [this, replica, data, count](Communicator&) { reduce_bucket(replica, data, count); });
+  const bool bf16 = gradient && options.all_reduce_dtype == DType::bf16;
+  if (local_replicas == 1 && !bf16) return async_[0]->allreduce_sum({FloatBuffer{data, count}});
+  return async_[size_t(replica)]->submit([this, replica, data, count, bf16](Communicator&) {
+    reduce_bucket(replica, data, count, bf16);
+  });
 }
 
 void StrategyImpl::allreduce_now(int replica, float* data, size_t count) {
@@ -314,7 +329,8 @@ std::vector<Value> GradientReducer::insert(Graph& g, const std::vector<Value>& g
 
 void GradientReducer::start(int replica, int bucket, float* data, size_t count) {
   started_[size_t(replica)][size_t(bucket)] = std::chrono::steady_clock::now();
-  pending_[size_t(replica)][size_t(bucket)] = strategy_.start_allreduce(replica, data, count);
+  pending_[size_t(replica)][size_t(bucket)] =
+      strategy_.start_allreduce(replica, data, count, /*gradient=*/true);
 }
 
 void GradientReducer::sum_now(int replica, float* data, size_t count) {

@@ -330,9 +330,10 @@ Draws draws(Kind kind, uint64_t key, uint64_t counter, uint64_t index) {
   return d;
 }
 
-void sample_flip(int mode, uint64_t key, uint64_t counter, int64_t n, float* flags) {
+void sample_flip(int mode, uint64_t key, uint64_t counter, int64_t n, float* flags,
+                 uint64_t first_index) {
   for (int64_t i = 0; i < n; ++i) {
-    Draws d = draws(Kind::flip, key, counter, uint64_t(i));
+    Draws d = draws(Kind::flip, key, counter, first_index + uint64_t(i));
     flags[2 * i] = (mode & 1) && d.u[0] < 0.5f ? 1.f : 0.f;
     flags[2 * i + 1] = (mode & 2) && d.u[1] < 0.5f ? 1.f : 0.f;
   }
@@ -352,10 +353,10 @@ void apply_flip(const Tensor& x, const Tensor& y, const float* flags, bool paral
 }
 
 void sample_affine(const AffineRanges& r, uint64_t key, uint64_t counter, int64_t n, int64_t height,
-                   int64_t width, float* transforms) {
+                   int64_t width, float* transforms, uint64_t first_index) {
   const double H1 = double(height - 1), W1 = double(width - 1);
   for (int64_t i = 0; i < n; ++i) {
-    Draws d = draws(Kind::affine, key, counter, uint64_t(i));
+    Draws d = draws(Kind::affine, key, counter, first_index + uint64_t(i));
     const double angle = lerp(r.rotation, d.u[0]) * kTwoPi;
     const double zy = 1.0 + lerp(r.zoom_height, d.u[1]);
     const double zx = r.zoom_width_from_height ? zy : 1.0 + lerp(r.zoom_width, d.u[2]);
@@ -409,10 +410,10 @@ void apply_affine_grad(const Tensor& dy, const Tensor& dx, const float* transfor
 }
 
 void sample_uniform(Kind kind, double lo, double hi, uint64_t key, uint64_t counter, int64_t n,
-                    float* out) {
+                    float* out, uint64_t first_index) {
   const double r[2] = {lo, hi};
   for (int64_t i = 0; i < n; ++i)
-    out[i] = float(lerp(r, draws(kind, key, counter, uint64_t(i)).u[0]));
+    out[i] = float(lerp(r, draws(kind, key, counter, first_index + uint64_t(i)).u[0]));
 }
 
 void apply_contrast(const Tensor& x, const Tensor& y, const float* factors, float lo, float hi,
@@ -470,11 +471,11 @@ void apply_brightness_grad(const Tensor& dy, const Tensor& x, const Tensor& dx, 
 }
 
 void sample_crop(uint64_t key, uint64_t counter, int64_t n, int64_t height, int64_t width,
-                 int64_t crop_height, int64_t crop_width, float* offsets) {
+                 int64_t crop_height, int64_t crop_width, float* offsets, uint64_t first_index) {
   LS_CHECK(crop_height <= height && crop_width <= width, "crop ", crop_height, "x", crop_width,
            " is larger than the image ", height, "x", width);
   for (int64_t i = 0; i < n; ++i) {
-    Draws d = draws(Kind::crop, key, counter, uint64_t(i));
+    Draws d = draws(Kind::crop, key, counter, first_index + uint64_t(i));
     const int64_t mh = height - crop_height, mw = width - crop_width;
     offsets[2 * i] = float(std::min<int64_t>(int64_t(d.u[0] * float(mh + 1)), mh));
     offsets[2 * i + 1] = float(std::min<int64_t>(int64_t(d.u[1] * float(mw + 1)), mw));

@@ -5,6 +5,7 @@
 #include <hdf5.h>
 #include <unistd.h>
 #include <zip.h>
+#include <zlib.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -140,6 +141,12 @@ std::string zip_member(zip_t* z, const std::string& path, const std::string& mem
   zip_int64_t n = zip_fread(f, bytes.data(), st.size);
   zip_fclose(f);
   LS_CHECK(n == zip_int64_t(st.size), "'", path, "': '", member, "' is truncated in the zip");
+  // libzip checks the CRC only when a read runs past the end; check it here, so that a corrupt
+  // member is this error and not garbage handed to the JSON or HDF5 parsers (fuzz finding).
+  if (st.valid & ZIP_STAT_CRC)
+    LS_CHECK(uint32_t(crc32(0, reinterpret_cast<const Bytef*>(bytes.data()), uInt(bytes.size()))) ==
+                 uint32_t(st.crc),
+             "'", path, "': '", member, "' is corrupt in the zip (CRC mismatch)");
   return bytes;
 }
 

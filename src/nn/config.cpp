@@ -43,9 +43,15 @@ std::vector<std::string> registered_layers() {
   return r;
 }
 
+static std::string name_in(const json& cfg) {
+  auto it = cfg.find("name");
+  return it != cfg.end() && it->is_string() ? it->get<std::string>() : "?";
+}
+
 LayerPtr layer_from_config(const json& layer) {
-  LS_CHECK(layer.is_object() && layer.contains("class_name"),
-           "layer config: expected {\"class_name\": ..., \"config\": ...}, got ",
+  LS_CHECK(layer.is_object() && layer.contains("class_name") && layer["class_name"].is_string() &&
+               (!layer.contains("config") || layer["config"].is_object()),
+           "layer config: expected {\"class_name\": \"...\", \"config\": {...}}, got ",
            layer.dump().substr(0, 200));
   std::string cls = layer["class_name"].get<std::string>();
   json cfg = layer.value("config", json::object());
@@ -58,10 +64,15 @@ LayerPtr layer_from_config(const json& layer) {
   if (!f) {
     std::string known;
     for (auto& k : registered_layers()) known += (known.empty() ? "" : ", ") + k;
-    LS_FAIL("layer '", cfg.value("name", std::string("?")), "': unknown layer class '", cls,
-            "' (Lockstep knows: ", known, "; register_layer() adds your own)");
+    LS_FAIL("layer '", name_in(cfg), "': unknown layer class '", cls, "' (Lockstep knows: ", known,
+            "; register_layer() adds your own)");
   }
-  LayerPtr l = f(cfg);
+  LayerPtr l;
+  try {
+    l = f(cfg);
+  } catch (const json::exception& e) {
+    LS_FAIL(cls, " '", name_in(cfg), "': unexpected config structure: ", e.what());
+  }
   if (cfg.contains("trainable") && cfg["trainable"].is_boolean()) l->trainable = cfg["trainable"];
   // The layer's dtype policy (checked by its KerasConfigReader); absent = the global policy.
   if (const json d = cfg.value("dtype", json()); d.is_string() || d.is_object())
@@ -217,6 +228,13 @@ json shape_json(const Shape& s) {
 
 json layer_entry(const Layer& l) {
   json cfg = l.config();
+  if (const Network* nested = nested_network(l)) {  // as Keras writes a model in a model
+    json e = nested->get_config();
+    e.erase("compile_config");
+    if (!nested->is_sequential()) cfg.erase("dtype");
+    e["config"] = cfg;
+    return e;
+  }
   if (l.class_name() == "InputLayer") cfg.erase("trainable");  // as Keras writes it
   return {{"module", "keras.layers"},
           {"class_name", l.class_name()},
@@ -298,6 +316,28 @@ json sequential_config(const Network& net) {
 
 }  // namespace
 
+std::vector<KerasWeightSlot> keras_weight_slots(const Network& net, const std::string& prefix) {
+  std::vector<KerasWeightSlot> slots;
+  std::map<std::string, int> used;  // per container, as Keras's saving_lib names them
+  for (auto& l : keras_layer_order(net)) {
+    std::string base = keras_snake_case(l->class_name());
+    auto it = used.find(base);
+    std::string name = base;
+    if (it == used.end())
+      used[base] = 0;
+    else
+      name = base + "_" + std::to_string(++it->second);
+    const std::string path = prefix + "layers/" + name;
+    if (const Network* nested = nested_network(*l)) {
+      slots.push_back({path, l, {}});  // its own "vars" group is empty
+      for (auto& s : keras_weight_slots(*nested, path + "/")) slots.push_back(std::move(s));
+    } else {
+      slots.push_back({path, l, l->weights()});
+    }
+  }
+  return slots;
+}
+
 json Network::get_config() const {
   if (inputs_.empty()) return json::object();
   return sequential_ ? sequential_config(*this) : functional_config(*this);
@@ -305,6 +345,18 @@ json Network::get_config() const {
 
 // ---- from config ---------------------------------------------------------------------------
 namespace {
+
+// A model inside a model: Keras writes it as a layer entry whose class is the model's.
+LayerPtr nested_from_config(const std::string& cls, const json& cfg) {
+  return network_from_config({{"class_name", cls}, {"config", cfg}}).as_layer();
+}
+
+const bool kNestedModelsRegistered = [] {
+  for (const char* cls : {"Sequential", "Functional", "Model"})
+    register_layer(cls,
+                   [cls = std::string(cls)](const json& c) { return nested_from_config(cls, c); });
+  return true;
+}();
 
 KTensor input_from_config(const json& cfg) {
   KerasConfigReader r("InputLayer", cfg);
@@ -335,7 +387,7 @@ KTensor input_from_config(const json& cfg) {
 // The tensors a node's args refer to ([layer, node, index] histories, nested lists).
 void collect_args(const json& a, std::vector<json>& out) {
   if (a.is_object() && a.value("class_name", "") == "__keras_tensor__") {
-    out.push_back(a["config"]["keras_history"]);
+    out.push_back(a.at("config").at("keras_history"));  // at(): a missing key throws (fuzz)
   } else if (a.is_array() && a.size() == 3 && a[0].is_string() && a[1].is_number()) {
     out.push_back(a);  // legacy [name, node, index, kwargs?]
   } else if (a.is_array()) {
@@ -426,7 +478,21 @@ Network sequential_from_config(const json& c) {
 
 }  // namespace
 
+static Network network_from_config_unchecked(const json& config);
+
 Network network_from_config(const json& config) {
+  // A key of the wrong JSON type deep in a layer's config is nlohmann's exception; the caller
+  // gets a lockstep::Error naming the config.
+  try {
+    return network_from_config_unchecked(config);
+  } catch (const json::exception& e) {
+    LS_FAIL("model config: unexpected structure: ", e.what());
+  }
+}
+
+static Network network_from_config_unchecked(const json& config) {
+  LS_CHECK(config.is_object(), "model config: expected a JSON object, got ",
+           config.dump().substr(0, 100));
   json c = config;
   std::string cls = c.value("class_name", "");
   if (c.contains("config") && c["config"].is_object() && !c.contains("layers"))

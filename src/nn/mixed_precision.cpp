@@ -20,7 +20,8 @@ bool cpu_has_bf16() {
 }
 
 bool cpu_has_f16() {
-#if defined(__x86_64__)
+#if defined(__x86_64__) && \
+    !(defined(__clang__) && __clang_major__ < 16)  // clang 14: no "avx512fp16"
   static const bool has = __builtin_cpu_supports("avx512fp16");
   return has;
 #else

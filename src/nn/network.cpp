@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "lockstep/nn/config.h"
 #include "lockstep/nn/layers.h"
 
 namespace lockstep {
@@ -92,8 +93,15 @@ std::vector<VariablePtr> Network::weights() const {
 
 std::vector<VariablePtr> Network::trainable_weights() const {
   std::vector<VariablePtr> w;
-  for (auto& l : layers_)
-    for (auto& v : l->trainable_weights()) w.push_back(v);
+  for (auto& l : layers_) {
+    // A nested model's own layers decide (one of them may be frozen); a frozen nested model
+    // freezes them all.
+    const Network* nested = nested_network(*l);
+    for (auto& v : nested
+                       ? (l->trainable ? nested->trainable_weights() : std::vector<VariablePtr>{})
+                       : l->trainable_weights())
+      w.push_back(v);
+  }
   return w;
 }
 
@@ -121,5 +129,66 @@ int64_t Network::count_params() const {
 }
 
 // Network::get_config() is in src/nn/config.cpp, next to the layer registry.
+
+// ---- nested models ------------------------------------------------------------------------
+namespace {
+
+// A Network as a layer: Keras's Sequential / Functional called inside another model.
+class NetworkLayer : public Layer {
+ public:
+  explicit NetworkLayer(const Network& net) : Layer(net.name()), net_(net) {
+    LS_CHECK(!net_.inputs().empty(), "Model '", net_.name(),
+             "': an empty model cannot be used as a layer");
+    // Keras's order: the nested model's layers as model.layers lists them.
+    for (auto& l : keras_layer_order(net_))
+      for (auto& v : l->weights()) track_weight(v);
+  }
+  std::string class_name() const override {
+    return net_.is_sequential() ? "Sequential" : "Functional";
+  }
+  json layer_config() const override {
+    json c = net_.get_config().at("config");
+    if (!net_.is_sequential()) c.erase("dtype");  // Keras's Functional config has none
+    return c;
+  }
+  std::vector<Value> call(CallContext& ctx, const std::vector<Value>& inputs) override {
+    const auto& ins = net_.inputs();
+    LS_CHECK(inputs.size() == ins.size(), class_name(), " '", name(), "': expects ", ins.size(),
+             " input(s), got ", inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Shape want = ins[i].shape(), got = ctx.graph.type(inputs[i]).shape;
+      bool same = want.rank() == got.rank();
+      for (int d = 1; same && d < want.rank(); ++d)
+        same = want[d] < 0 || got[d] < 0 || want[d] == got[d];
+      LS_CHECK(same, class_name(), " '", name(), "': input ", i, " has shape ", got.str(),
+               " but the nested model takes ", want.str());
+    }
+    return net_.call(ctx, inputs);
+  }
+  const Network& network() const { return net_; }
+
+ protected:
+  bool computes_in_f32() const override { return true; }  // its own layers cast as they need
+  bool autocasts_variables() const override { return false; }
+
+ private:
+  Network net_;
+};
+
+}  // namespace
+
+LayerPtr Network::as_layer() const {
+  if (auto l = as_layer_.lock()) return l;
+  Network copy = *this;
+  copy.as_layer_.reset();
+  auto l = std::make_shared<NetworkLayer>(copy);
+  as_layer_ = l;
+  return l;
+}
+
+const Network* nested_network(const Layer& layer) {
+  auto* n = dynamic_cast<const NetworkLayer*>(&layer);
+  return n ? &n->network() : nullptr;
+}
 
 }  // namespace lockstep

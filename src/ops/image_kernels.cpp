@@ -1,7 +1,8 @@
 // Host kernels of the image ops, registered by each CPU-side backend (reference: serial; cpu:
 // parallel over the batch) from one table: attributes parsed once per kernel, per-image
 // parameters drawn with the dropout keying (attr seed, node id, replica, model seed; counter =
-// step), then the shared transformations of src/imaging/internal/augment.h.
+// step; under op determinism the image's global row instead of the replica), then the shared
+// transformations of src/imaging/internal/augment.h.
 #include "ops/internal/image_kernels.h"
 
 #include "imaging/internal/augment.h"
@@ -39,7 +40,8 @@ std::unique_ptr<Kernel> random_flip(const Node& n, bool par) {
   const uint64_t node = ew::node_key(n);
   return make_kernel([node, mode, par](const KernelArgs& a) {
     float* flags = a.out(1).data<float>();
-    augment::sample_flip(mode, ew::dropout_key(node, a.step), step_of(a), a.in(0).dim(0), flags);
+    augment::sample_flip(mode, ew::dropout_key(node, a.step), step_of(a), a.in(0).dim(0), flags,
+                         ew::first_index(a.step));
     augment::apply_flip(a.in(0), a.out(0), flags, par);
   });
 }
@@ -66,7 +68,7 @@ std::unique_ptr<Kernel> random_affine(const Node& n, bool par) {
     const Tensor& x = a.in(0);
     float* t = a.out(1).data<float>();
     augment::sample_affine(r, ew::dropout_key(node, a.step), step_of(a), x.dim(0), x.dim(1),
-                           x.dim(2), t);
+                           x.dim(2), t, ew::first_index(a.step));
     augment::apply_affine(x, a.out(0), t, f, par);
   });
 }
@@ -89,7 +91,7 @@ std::unique_ptr<Kernel> random_contrast(const Node& n, bool par) {
   return make_kernel([node, lo, hi, flo, fhi, par](const KernelArgs& a) {
     float* f = a.out(1).data<float>();
     augment::sample_uniform(augment::Kind::contrast, flo, fhi, ew::dropout_key(node, a.step),
-                            step_of(a), a.in(0).dim(0), f);
+                            step_of(a), a.in(0).dim(0), f, ew::first_index(a.step));
     augment::apply_contrast(a.in(0), a.out(0), f, lo, hi, par);
   });
 }
@@ -115,7 +117,7 @@ std::unique_ptr<Kernel> random_brightness(const Node& n, bool par) {
   return make_kernel([node, lo, hi, dlo, dhi, par](const KernelArgs& a) {
     float* d = a.out(1).data<float>();
     augment::sample_uniform(augment::Kind::brightness, dlo, dhi, ew::dropout_key(node, a.step),
-                            step_of(a), a.in(0).dim(0), d);
+                            step_of(a), a.in(0).dim(0), d, ew::first_index(a.step));
     augment::apply_brightness(a.in(0), a.out(0), d, lo, hi, par);
   });
 }
@@ -139,7 +141,7 @@ std::unique_ptr<Kernel> random_crop(const Node& n, bool par) {
     const Tensor &x = a.in(0), &y = a.out(0);
     float* off = a.out(1).data<float>();
     augment::sample_crop(ew::dropout_key(node, a.step), step_of(a), x.dim(0), x.dim(1), x.dim(2),
-                         y.dim(1), y.dim(2), off);
+                         y.dim(1), y.dim(2), off, ew::first_index(a.step));
     augment::apply_crop(x, y, off, par);
   });
 }

@@ -1,9 +1,14 @@
 // BackupAndRestore (keras.callbacks.BackupAndRestore): periodic training checkpoints and
-// resume-on-restart.
+// resume-on-restart. A backup holds the weights, the optimizer's state (its iteration count
+// keys the step's random ops), the position (epoch, step of that epoch) and the model seed
+// (the other key of the random ops); fit rebuilds the input pipeline for that epoch and
+// fast-forwards it to the position, which replays the same batches when its shuffles are
+// seeded (required under op determinism, lockstep/core/config.h).
 #include <cstdio>
 #include <filesystem>
 
 #include "distribute/internal/strategy_runtime.h"
+#include "lockstep/core/config.h"
 #include "lockstep/train/callback.h"
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/model.h"
@@ -23,6 +28,7 @@ class BackupAndRestoreCb : public Callback {
     if (!model) return;
     if (std::filesystem::exists(path())) {
       io::TrainingProgress p = train::Checkpoint(*model).restore(path());
+      check_seed(p);
       model->set_resume_point(p.epoch, p.step);
       std::printf("BackupAndRestore: resuming from %s at epoch %d, step %lld\n", path().c_str(),
                   p.epoch + 1, (long long)p.step);
@@ -56,8 +62,26 @@ class BackupAndRestoreCb : public Callback {
   void save(int epoch, int64_t step) {
     std::error_code ec;
     std::filesystem::create_directories(dir_, ec);
-    train::Checkpoint(*model).save(path(), {epoch, step});
+    io::TrainingProgress progress{epoch, step};
+    progress.extra = {{"random_seed", random_seed()},
+                      {"op_determinism", config::op_determinism_enabled()}};
+    train::Checkpoint(*model).save(path(), progress);
     last_saved_ = step;
+  }
+  // The random ops are keyed by the model seed: a different one would resume with other
+  // dropout masks and augmentations than the interrupted run's (an error under op
+  // determinism, a warning otherwise).
+  void check_seed(const io::TrainingProgress& p) const {
+    if (!p.extra.contains("random_seed")) return;  // a backup from an older version
+    const uint64_t saved = p.extra["random_seed"].get<uint64_t>(), now = random_seed();
+    if (saved == now) return;
+    const std::string what = detail::concat(
+        "BackupAndRestore: the backup ", path(), " was written by a run with random seed ", saved,
+        " but this run's is ", now, "; call set_random_seed(", saved,
+        ") before building the model, or the resumed run's dropout and augmentation draws differ "
+        "from the interrupted run's");
+    LS_CHECK(!config::op_determinism_enabled(), what, " (op determinism is enabled)");
+    std::fprintf(stderr, "%s\n", what.c_str());
   }
   std::string dir_;
   int64_t every_;

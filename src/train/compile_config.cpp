@@ -1,6 +1,7 @@
 // Keras 3's compile_config and optimizer state (src/train/compile_config.h).
 #include "train/compile_config.h"
 
+#include <algorithm>
 #include <map>
 
 #include "lockstep/nn/config.h"
@@ -160,6 +161,30 @@ json compile_config_json(const CompileConfig& config) {
   for (auto& m : config.metric_objects) metrics.push_back(m->name());
   c["metrics"] = metrics.empty() ? json(nullptr) : metrics;
   c["weighted_metrics"] = nullptr;
+  // Several outputs: Keras's list forms (a loss, a weight and a metric list per output).
+  if (!config.losses.empty()) {
+    c["loss"] = json::array();
+    for (auto& l : config.losses)
+      c["loss"].push_back(l ? keras_object("keras.losses", l->name(), l->get_config()) : json());
+  }
+  if (!config.loss_weights.empty()) c["loss_weights"] = config.loss_weights;
+  auto per_output = [](const std::vector<std::vector<std::string>>& names,
+                       const std::vector<std::vector<MetricPtr>>& objects) {
+    json lists = json::array();
+    for (size_t o = 0; o < std::max(names.size(), objects.size()); ++o) {
+      json list = json::array();
+      if (o < names.size())
+        for (auto& m : names[o]) list.push_back(m);
+      if (o < objects.size())
+        for (auto& m : objects[o]) list.push_back(m->name());
+      lists.push_back(list);
+    }
+    return lists;
+  };
+  if (!config.output_metrics.empty() || !config.output_metric_objects.empty())
+    c["metrics"] = per_output(config.output_metrics, config.output_metric_objects);
+  if (!config.output_weighted_metrics.empty())
+    c["weighted_metrics"] = per_output(config.output_weighted_metrics, {});
   c["run_eagerly"] = config.run_eagerly;
   c["steps_per_execution"] = config.steps_per_execution;
   c["jit_compile"] = "auto";
@@ -171,19 +196,47 @@ CompileConfig compile_config_from_json(const json& cc) {
   CompileConfig c;
   if (cc.contains("optimizer") && !cc["optimizer"].is_null())
     c.optimizer = optimizer_from_config(cc["optimizer"]);
-  if (cc.contains("loss") && !cc["loss"].is_null()) c.loss = loss_from_config(cc["loss"]);
-  require_default(cc, "loss_weights", nullptr, "compile_config");
-  require_default(cc, "weighted_metrics", nullptr, "compile_config");
-  if (cc.contains("metrics") && cc["metrics"].is_array())
-    for (auto& m : cc["metrics"]) {
-      if (m.is_string()) {
-        c.metrics.push_back(m.get<std::string>());
-        continue;
-      }
-      LS_CHECK(m.is_object() && m.contains("config") && m["config"].contains("name"),
-               "compile_config: metric ", m.dump(), " is neither a name nor a Keras metric");
-      c.metrics.push_back(m["config"]["name"].get<std::string>());
+  // Several outputs: a list of losses, of loss weights, of metric lists (Keras's list forms).
+  if (cc.contains("loss") && cc["loss"].is_array()) {
+    for (auto& l : cc["loss"]) c.losses.push_back(loss_from_config(l));
+  } else if (cc.contains("loss") && !cc["loss"].is_null()) {
+    c.loss = loss_from_config(cc["loss"]);
+  }
+  if (cc.contains("loss_weights") && cc["loss_weights"].is_array()) {
+    for (auto& w : cc["loss_weights"]) {
+      LS_CHECK(w.is_number(), "compile_config: loss_weights must be numbers, got ", w.dump());
+      c.loss_weights.push_back(w.get<double>());
     }
+  } else {
+    require_default(cc, "loss_weights", nullptr, "compile_config");
+  }
+  auto metric_name = [](const json& m) {
+    if (m.is_string()) return m.get<std::string>();
+    LS_CHECK(m.is_object() && m.contains("config") && m["config"].contains("name"),
+             "compile_config: metric ", m.dump(), " is neither a name nor a Keras metric");
+    return m["config"]["name"].get<std::string>();
+  };
+  auto lists = [&](const json& v) {
+    std::vector<std::vector<std::string>> out;
+    for (auto& list : v) {
+      out.emplace_back();
+      if (list.is_array())
+        for (auto& m : list) out.back().push_back(metric_name(m));
+      else if (!list.is_null())
+        out.back().push_back(metric_name(list));
+    }
+    return out;
+  };
+  const bool nested_metrics = cc.contains("metrics") && cc["metrics"].is_array() &&
+                              !cc["metrics"].empty() && cc["metrics"][0].is_array();
+  if (nested_metrics) c.output_metrics = lists(cc["metrics"]);
+  if (cc.contains("weighted_metrics") && cc["weighted_metrics"].is_array() &&
+      !cc["weighted_metrics"].empty() && cc["weighted_metrics"][0].is_array())
+    c.output_weighted_metrics = lists(cc["weighted_metrics"]);
+  else
+    require_default(cc, "weighted_metrics", nullptr, "compile_config");
+  if (!nested_metrics && cc.contains("metrics") && cc["metrics"].is_array())
+    for (auto& m : cc["metrics"]) c.metrics.push_back(metric_name(m));
   c.run_eagerly = flag(cc, "run_eagerly", false);
   if (cc.contains("steps_per_execution") && cc["steps_per_execution"].is_number_integer())
     c.steps_per_execution = cc["steps_per_execution"].get<int>();

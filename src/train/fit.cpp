@@ -28,16 +28,55 @@ Tensor training_weights(const Tensor& x, const Tensor& y, const Tensor& sample_w
 
 namespace {
 
-// Validation arrays' weights, checked.
-void check_validation_weights(ValidationData& validation) {
-  if (validation.sample_weight.defined())
-    validation.sample_weight = check_sample_weight(validation.sample_weight, validation.x.dim(0),
-                                                   "fit(validation_data)", "sample_weight");
+// Checked validation arrays as fit evaluates them: (x, y[, w]) for a single-input,
+// single-output model, else a Dataset of batch_size batches {x_1..x_I, y_1..y_O[, w]}.
+ValidationData validation_arrays(std::vector<Tensor> xs, std::vector<Tensor> ys, Tensor weights,
+                                 int batch_size) {
+  if (xs.size() == 1 && ys.size() == 1)
+    return ValidationData(std::move(xs[0]), std::move(ys[0]), std::move(weights));
+  std::vector<data::Component> parts;
+  for (auto& t : xs) parts.emplace_back(t.contiguous());
+  for (auto& t : ys) parts.emplace_back(t.contiguous());
+  if (weights.defined()) parts.emplace_back(weights);
+  return ValidationData(data::Dataset::from_tensor_slices(std::move(parts)).batch(batch_size));
+}
+
+// fit's validation_data given as arrays (x, y or xs, ys): checked, and (several inputs or
+// outputs) made a Dataset.
+void check_validation_arrays(const Model& model, FitConfig& cfg) {
+  ValidationData& v = cfg.validation_data;
+  if (!v.x.defined() && v.xs.empty()) return;
+  LS_CHECK(!v.x.defined() || v.xs.empty(),
+           "fit(validation_data): pass x, y or xs, ys (ValidationData::arrays), not both");
+  std::vector<Tensor> xs = v.x.defined() ? std::vector<Tensor>{v.x} : v.xs;
+  std::vector<Tensor> ys_in = v.x.defined() ? std::vector<Tensor>{v.y} : v.ys;
+  std::vector<Tensor> ys = check_model_arrays(model, xs, &ys_in, "fit(validation_data)");
+  Tensor w = v.sample_weight.defined()
+                 ? check_sample_weight(v.sample_weight, xs[0].dim(0), "fit(validation_data)",
+                                       "sample_weight")
+                 : Tensor();
+  v = validation_arrays(std::move(xs), std::move(ys), std::move(w), cfg.batch_size);
+}
+
+void check_class_weight_outputs(const Model& model, const std::map<int, double>& class_weight,
+                                const char* fn) {
+  LS_CHECK(class_weight.empty() || model.outputs().size() == 1, fn,
+           ": class_weight is only supported for models with a single output (model '",
+           model.name(), "' has ", model.outputs().size(), "); pass sample_weight instead");
 }
 
 }  // namespace
 
 History Model::fit(const Tensor& x_in, const Tensor& y_in, FitConfig cfg) {
+  return fit_arrays({x_in}, {y_in}, std::move(cfg));
+}
+
+History Model::fit(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys, FitConfig cfg) {
+  return fit_arrays(xs, ys, std::move(cfg));
+}
+
+History Model::fit_arrays(const std::vector<Tensor>& xs_in, const std::vector<Tensor>& ys_in,
+                          FitConfig cfg) {
   LS_CHECK(compiled_, "Model '", name_, "': call compile() before fit()");
   LS_CHECK(cfg.batch_size >= 1, "fit: batch_size must be >= 1, got ", cfg.batch_size);
   // Before any check a worker could fail alone: the same fingerprint makes the same checks
@@ -45,23 +84,24 @@ History Model::fit(const Tensor& x_in, const Tensor& y_in, FitConfig cfg) {
   agree_before_fit(*this, cfg, {"arrays", std::to_string(cfg.batch_size), ""});
   LS_CHECK(cfg.validation_split >= 0 && cfg.validation_split < 1,
            "fit: validation_split must be in [0, 1), got ", cfg.validation_split);
-  Tensor y_all = check_model_data(*this, x_in, &y_in, "fit");
-  Tensor x = x_in, y = y_all,
-         weights = training_weights(x_in, y_in, cfg.sample_weight, cfg.class_weight, "fit");
+  std::vector<Tensor> ys = check_model_arrays(*this, xs_in, &ys_in, "fit");
+  check_class_weight_outputs(*this, cfg.class_weight, "fit");
+  std::vector<Tensor> xs = xs_in;
+  Tensor weights = training_weights(xs_in[0], ys_in[0], cfg.sample_weight, cfg.class_weight, "fit");
   if (cfg.validation_split > 0) {  // Keras: the last fraction, before shuffling
-    int64_t n = x.dim(0), nv = int64_t(std::floor(double(n) * cfg.validation_split));
+    int64_t n = xs[0].dim(0), nv = int64_t(std::floor(double(n) * cfg.validation_split));
     LS_CHECK(nv > 0 && nv < n, "fit: validation_split ", cfg.validation_split, " leaves no data");
     // Keras splits sample_weight with x and y (class weights only weigh the training part).
     const bool split_weights = weights.defined() && cfg.class_weight.empty();
-    cfg.validation_data =
-        ValidationData(x.slice(n - nv, n).contiguous(), y.slice(n - nv, n).contiguous(),
-                       split_weights ? weights.slice(n - nv, n).contiguous() : Tensor());
-    x = x.slice(0, n - nv), y = y.slice(0, n - nv);
+    std::vector<Tensor> vx, vy;
+    for (auto& t : xs) vx.push_back(t.slice(n - nv, n).contiguous()), t = t.slice(0, n - nv);
+    for (auto& t : ys) vy.push_back(t.slice(n - nv, n).contiguous()), t = t.slice(0, n - nv);
+    cfg.validation_data = validation_arrays(
+        std::move(vx), std::move(vy),
+        split_weights ? weights.slice(n - nv, n).contiguous() : Tensor(), cfg.batch_size);
     if (weights.defined()) weights = weights.slice(0, n - nv).contiguous();
-  } else if (cfg.validation_data.x.defined()) {
-    cfg.validation_data.y = check_model_data(*this, cfg.validation_data.x, &cfg.validation_data.y,
-                                             "fit(validation_data)");
-    check_validation_weights(cfg.validation_data);
+  } else {
+    check_validation_arrays(*this, cfg);
   }
   if (strategy_) {
     const int replicas = strategy_->replicas_in_sync();
@@ -70,7 +110,7 @@ History Model::fit(const Tensor& x_in, const Tensor& y_in, FitConfig cfg) {
              " replicas in sync of ", strategy_->name, " (use e.g. ",
              (cfg.batch_size / replicas + 1) * replicas, ")");
   }
-  TensorSource source(x, y, cfg.batch_size, cfg.shuffle, cfg.seed, cfg.initial_epoch, weights);
+  TensorSource source(xs, ys, cfg.batch_size, cfg.shuffle, cfg.seed, cfg.initial_epoch, weights);
   return fit_loop(source, cfg);
 }
 
@@ -106,11 +146,8 @@ History Model::fit_dataset(const data::Dataset& dataset, FitConfig cfg, bool dis
   LS_CHECK(!cfg.sample_weight.defined(),
            "fit(Dataset): sample_weight is not supported with a Dataset (yield {x, y, "
            "sample_weight} elements instead)");
-  if (cfg.validation_data.x.defined()) {
-    cfg.validation_data.y = check_model_data(*this, cfg.validation_data.x, &cfg.validation_data.y,
-                                             "fit(validation_data)");
-    check_validation_weights(cfg.validation_data);
-  }
+  check_class_weight_outputs(*this, cfg.class_weight, "fit(Dataset)");
+  check_validation_arrays(*this, cfg);
   DatasetSource source(*this, dataset, true, cfg.steps_per_epoch > 0, "fit(Dataset)",
                        cfg.class_weight);
   return fit_loop(source, cfg);
@@ -155,7 +192,7 @@ Logs Model::evaluate_loop(Source& source, int verbose, const std::vector<Callbac
     for (int replica = 0; replica < used; ++replica) {
       auto [begin, end] = replica_rows(rows, used, replica);
       Program& p = program("eval", end - begin, replica, source.weighted());
-      source.copy(first_row + begin, first_row + end, p.x(), &p.y(), p.sample_weight());
+      source.copy(first_row + begin, first_row + end, p);
       programs[size_t(replica)] = &p;
     }
     if (strategy && used > 1) {
@@ -178,13 +215,23 @@ Logs Model::evaluate_loop(Source& source, int verbose, const std::vector<Callbac
 }
 
 Logs Model::evaluate(const Tensor& x, const Tensor& y_in, EvaluateConfig cfg) {
-  LS_CHECK(compiled_, "Model '", name_, "': call compile() before evaluate()");
-  LS_CHECK(cfg.batch_size >= 1, "evaluate: batch_size must be >= 1, got ", cfg.batch_size);
-  Tensor y = check_model_data(*this, x, &y_in, "evaluate");
+  return evaluate_arrays({x}, {y_in}, std::move(cfg), "evaluate");
+}
+
+Logs Model::evaluate(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
+                     EvaluateConfig cfg) {
+  return evaluate_arrays(xs, ys, std::move(cfg), "evaluate");
+}
+
+Logs Model::evaluate_arrays(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys_in,
+                            EvaluateConfig cfg, const char* fn) {
+  LS_CHECK(compiled_, "Model '", name_, "': call compile() before ", fn, "()");
+  LS_CHECK(cfg.batch_size >= 1, fn, ": batch_size must be >= 1, got ", cfg.batch_size);
+  std::vector<Tensor> ys = check_model_arrays(*this, xs, &ys_in, fn);
   Tensor weights = cfg.sample_weight.defined()
-                       ? check_sample_weight(cfg.sample_weight, x.dim(0), "evaluate")
+                       ? check_sample_weight(cfg.sample_weight, xs[0].dim(0), fn)
                        : Tensor();
-  TensorSource source(x, y, cfg.batch_size, false, 0, 0, weights);
+  TensorSource source(xs, ys, cfg.batch_size, false, 0, 0, weights);
   return evaluate_loop(source, cfg.verbose, cfg.callbacks);
 }
 
@@ -209,7 +256,8 @@ Logs Model::evaluate(const data::Dataset& dataset, EvaluateConfig cfg) {
   return evaluate_loop(source, cfg.verbose, cfg.callbacks);
 }
 
-void Model::predict_batch(Source& source, const std::function<void(int64_t, const Tensor&)>& take) {
+void Model::predict_batch(Source& source,
+                          const std::function<void(int64_t, int, const Tensor&)>& take) {
   const int local_replicas = replication_ ? replication_->local_replicas() : 1;
   const int64_t rows = source.size();
   const int used = int(std::min<int64_t>(local_replicas, rows));  // replicas with rows
@@ -218,7 +266,7 @@ void Model::predict_batch(Source& source, const std::function<void(int64_t, cons
   for (int replica = 0; replica < used; ++replica) {
     auto [begin, end] = replica_rows(rows, used, replica);
     Program& p = program("predict", end - begin, replica);
-    source.copy(begin, end, p.x(), nullptr);
+    source.copy(begin, end, p);
     programs[size_t(replica)] = &p, first_rows[size_t(replica)] = begin;
   }
   if (used > 1) {
@@ -229,37 +277,61 @@ void Model::predict_batch(Source& source, const std::function<void(int64_t, cons
     programs[0]->run();
   }
   for (int replica = 0; replica < used; ++replica)
-    take(first_rows[size_t(replica)], programs[size_t(replica)]->predictions());
+    for (int o = 0; o < programs[size_t(replica)]->outputs(); ++o)
+      take(first_rows[size_t(replica)], o, programs[size_t(replica)]->predictions(o));
 }
 
-Tensor Model::predict(const Tensor& x, int batch_size, int verbose) {
-  return predict_arrays(x, {.batch_size = batch_size, .verbose = verbose});
+namespace {
+
+// predict's single-tensor forms return the one output.
+void check_single_output(const Model& m, const char* fn) {
+  LS_CHECK(m.outputs().size() == 1, fn, ": model '", m.name(), "' has ", m.outputs().size(),
+           " outputs; use the std::vector overloads (predict({x...}), predict_outputs(dataset), "
+           "predict_on_batch({x...})), which return one tensor per output");
 }
-Tensor Model::predict(const Tensor& x, PredictConfig config) { return predict_arrays(x, config); }
+
+}  // namespace
+
+Tensor Model::predict(const Tensor& x, int batch_size, int verbose) {
+  return predict(x, {.batch_size = batch_size, .verbose = verbose});
+}
+Tensor Model::predict(const Tensor& x, PredictConfig config) {
+  check_single_output(*this, "predict");
+  return predict_arrays({x}, config)[0];
+}
 Tensor Model::predict(const data::Dataset& dataset, int verbose) {
-  return predict_dataset(dataset, {.verbose = verbose});
+  return predict(dataset, {.verbose = verbose});
 }
 Tensor Model::predict(const data::Dataset& dataset, PredictConfig config) {
+  check_single_output(*this, "predict(Dataset)");
+  return predict_dataset(dataset, config)[0];
+}
+std::vector<Tensor> Model::predict(const std::vector<Tensor>& xs, PredictConfig config) {
+  return predict_arrays(xs, config);
+}
+std::vector<Tensor> Model::predict_outputs(const data::Dataset& dataset, PredictConfig config) {
   return predict_dataset(dataset, config);
 }
 
-Tensor Model::predict_arrays(const Tensor& x, const PredictConfig& config) {
+std::vector<Tensor> Model::predict_arrays(const std::vector<Tensor>& xs,
+                                          const PredictConfig& config) {
   const int batch_size = config.batch_size;
-  check_model_data(*this, x, nullptr, "predict");
+  check_model_arrays(*this, xs, nullptr, "predict");
   LS_CHECK(batch_size >= 1, "predict: batch_size must be >= 1, got ", batch_size);
   for (auto& cb : config.callbacks) cb->set_model(this), cb->on_predict_begin({});
   if (replication_) replication_->sync_from_primary();
-  const int64_t n = x.dim(0);
-  TensorSource source(x, Tensor(), batch_size, false, 0, 0);
+  const int64_t n = xs[0].dim(0);
+  TensorSource source(xs, {}, batch_size, false, 0, 0);
   source.begin_epoch(0);
-  Tensor out;
+  std::vector<Tensor> out(outputs_.size());
   int64_t b0 = 0;
   for (int batch = 0; source.next(); ++batch) {
     for (auto& cb : config.callbacks) cb->on_predict_batch_begin(batch, {});
-    predict_batch(source, [&](int64_t row, const Tensor& pr) {
-      if (!out.defined()) out = Tensor::empty(pr.shape().with_dim(0, n), pr.dtype());
+    predict_batch(source, [&](int64_t row, int o, const Tensor& pr) {
+      Tensor& dst = out[size_t(o)];
+      if (!dst.defined()) dst = Tensor::empty(pr.shape().with_dim(0, n), pr.dtype());
       const size_t row_bytes = pr.nbytes() / size_t(pr.dim(0));
-      std::memcpy(static_cast<char*>(out.raw()) + size_t(b0 + row) * row_bytes, pr.raw(),
+      std::memcpy(static_cast<char*>(dst.raw()) + size_t(b0 + row) * row_bytes, pr.raw(),
                   pr.nbytes());
     });
     b0 += source.size();
@@ -269,41 +341,60 @@ Tensor Model::predict_arrays(const Tensor& x, const PredictConfig& config) {
   return out;
 }
 
-Tensor Model::predict_dataset(const data::Dataset& dataset, const PredictConfig& config) {
+std::vector<Tensor> Model::predict_dataset(const data::Dataset& dataset,
+                                           const PredictConfig& config) {
   for (auto& cb : config.callbacks) cb->set_model(this), cb->on_predict_begin({});
   if (replication_) replication_->sync_from_primary();
   DatasetSource source(*this, dataset, false, false, "predict(Dataset)");
   source.begin_epoch(0);
-  std::vector<Tensor> parts;  // in row order: replicas hand their parts in order
+  // Per output, in row order: replicas hand their parts in order.
+  std::vector<std::vector<Tensor>> parts(outputs_.size());
   int64_t total = 0;
   for (int batch = 0; source.next(); ++batch) {
     for (auto& cb : config.callbacks) cb->on_predict_batch_begin(batch, {});
-    predict_batch(source, [&](int64_t, const Tensor& pr) { parts.push_back(pr.clone()); });
+    predict_batch(
+        source, [&](int64_t, int o, const Tensor& pr) { parts[size_t(o)].push_back(pr.clone()); });
     total += source.size();
     for (auto& cb : config.callbacks) cb->on_predict_batch_end(batch, {});
   }
-  LS_CHECK(!parts.empty(), "predict(Dataset): the dataset yielded no batches");
-  Tensor out = Tensor::empty(parts[0].shape().with_dim(0, total), parts[0].dtype());
-  size_t off = 0;
-  for (auto& t : parts) {
-    std::memcpy(static_cast<char*>(out.raw()) + off, t.raw(), t.nbytes());
-    off += t.nbytes();
+  LS_CHECK(!parts[0].empty(), "predict(Dataset): the dataset yielded no batches");
+  std::vector<Tensor> outs;
+  for (auto& list : parts) {
+    Tensor out = Tensor::empty(list[0].shape().with_dim(0, total), list[0].dtype());
+    size_t off = 0;
+    for (auto& t : list) {
+      std::memcpy(static_cast<char*>(out.raw()) + off, t.raw(), t.nbytes());
+      off += t.nbytes();
+    }
+    outs.push_back(std::move(out));
   }
   for (auto& cb : config.callbacks) cb->on_predict_end({});
-  return out;
+  return outs;
 }
 
 // ---- *_on_batch ----------------------------------------------------------------------------
 
 Logs Model::train_on_batch(const Tensor& x, const Tensor& y_in, BatchWeights weights) {
+  return train_batch({x}, {y_in}, std::move(weights));
+}
+
+Logs Model::train_on_batch(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
+                           BatchWeights weights) {
+  return train_batch(xs, ys, std::move(weights));
+}
+
+Logs Model::train_batch(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys_in,
+                        BatchWeights weights) {
   LS_CHECK(compiled_, "Model '", name_, "': call compile() before train_on_batch()");
-  Tensor y = check_model_data(*this, x, &y_in, "train_on_batch");
-  Tensor w =
-      training_weights(x, y_in, weights.sample_weight, weights.class_weight, "train_on_batch");
+  std::vector<Tensor> ys = check_model_arrays(*this, xs, &ys_in, "train_on_batch");
+  check_class_weight_outputs(*this, weights.class_weight, "train_on_batch");
+  Tensor w = training_weights(xs[0], ys_in[0], weights.sample_weight, weights.class_weight,
+                              "train_on_batch");
   // One epoch of one batch: the fit loop's replica split, gradient all-reduce and metric
   // reduction, with no callbacks and no validation.
-  FitConfig cfg{.batch_size = int(x.dim(0)), .epochs = 1, .verbose = 0, .shuffle = false};
-  TensorSource source(x, y, x.dim(0), false, 0, 0, w);
+  const int64_t rows = xs[0].dim(0);
+  FitConfig cfg{.batch_size = int(rows), .epochs = 1, .verbose = 0, .shuffle = false};
+  TensorSource source(xs, ys, rows, false, 0, 0, w);
   History history = fit_loop(source, cfg);
   Logs logs;
   for (auto& [name, values] : history.history)
@@ -317,9 +408,25 @@ Logs Model::test_on_batch(const Tensor& x, const Tensor& y, BatchWeights weights
       x, y, {.batch_size = int(x.dim(0)), .verbose = 0, .sample_weight = weights.sample_weight});
 }
 
+Logs Model::test_on_batch(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
+                          BatchWeights weights) {
+  LS_CHECK(weights.class_weight.empty(), "test_on_batch: class_weight applies to training only");
+  LS_CHECK(!xs.empty() && xs[0].defined() && xs[0].rank() >= 1, "test_on_batch: xs is empty");
+  return evaluate_arrays(
+      xs, ys,
+      {.batch_size = int(xs[0].dim(0)), .verbose = 0, .sample_weight = weights.sample_weight},
+      "test_on_batch");
+}
+
 Tensor Model::predict_on_batch(const Tensor& x) {
   LS_CHECK(x.defined() && x.rank() >= 1 && x.dim(0) >= 1, "predict_on_batch: x is empty");
   return predict(x, int(x.dim(0)), 0);
+}
+
+std::vector<Tensor> Model::predict_on_batch(const std::vector<Tensor>& xs) {
+  LS_CHECK(!xs.empty() && xs[0].defined() && xs[0].rank() >= 1 && xs[0].dim(0) >= 1,
+           "predict_on_batch: xs is empty");
+  return predict(xs, {.batch_size = int(xs[0].dim(0))});
 }
 
 }  // namespace lockstep

@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "distribute/internal/strategy_runtime.h"
+#include "lockstep/core/config.h"
 
 namespace lockstep {
 
@@ -73,7 +74,9 @@ FitLoop::FitLoop(Model& model, Model::Source& source, FitConfig& config)
       chief_(!strategy_ || strategy_->is_chief()),
       from_arrays_(dynamic_cast<TensorSource*>(&source) != nullptr),
       replica_programs_(static_cast<size_t>(local_replicas_)),
-      replica_weights_(static_cast<size_t>(local_replicas_)) {
+      replica_weights_(static_cast<size_t>(local_replicas_)),
+      replica_first_rows_(static_cast<size_t>(local_replicas_)),
+      replica_steps_(static_cast<size_t>(local_replicas_)) {
   LS_CHECK(config.epochs >= 0 && config.initial_epoch >= 0,
            "fit: epochs and initial_epoch must be >= 0");
   if (!chief_) config.verbose = 0;  // only the chief prints progress
@@ -166,7 +169,9 @@ void FitLoop::run_epoch(int epoch, int64_t first_step, bool first_epoch) {
 }
 
 // The epoch's steps, in executions of steps_per_execution steps; the batch callbacks and the
-// progress bar see the end of each execution. Returns the last execution's (local) logs.
+// progress bar see each execution once, as in Keras 3: on_train_batch_begin(its first step),
+// on_train_batch_end(its last step, the logs after it). Returns the last execution's (local)
+// logs.
 Logs FitLoop::run_steps(int epoch, int64_t first_step, int64_t steps, ProgressBar& bar) {
   const int steps_per_execution = model_.config_.steps_per_execution;
   Logs logs;
@@ -175,6 +180,7 @@ Logs FitLoop::run_steps(int epoch, int64_t first_step, int64_t steps, ProgressBa
   while ((steps < 0 || step < steps) && !model_.stop_training && !end_of_data) {
     const int64_t end_step = steps < 0 ? step + steps_per_execution
                                        : std::min<int64_t>(step + steps_per_execution, steps);
+    for (auto& cb : config_.callbacks) cb->on_train_batch_begin(int(step), {});
     const int64_t next_step = run_execution(epoch, step, end_step, end_of_data);
     if (next_step == step) break;  // no step ran: end of data
     // Per-step logs are this worker's (its local replicas'): summing them over workers would
@@ -188,29 +194,17 @@ Logs FitLoop::run_steps(int epoch, int64_t first_step, int64_t steps, ProgressBa
 }
 
 int64_t FitLoop::run_execution(int epoch, int64_t first_step, int64_t end_step, bool& end_of_data) {
-  int64_t next_step = first_step;
-  for (int64_t step = first_step; step < end_step; ++step) {
-    for (auto& cb : config_.callbacks) cb->on_train_batch_begin(int(step), {});
-    const auto wait_start = Clock::now();
-    const double compile_seconds_before = model_.compile_seconds_;
-    const WorkerBatch batch = next_batch();
-    if (!batch.available) {
-      end_of_data = true;
-      break;
-    }
-    if (batch.too_small) {
-      warn_dropped_batch(batch.rows);
-      next_step = step + 1;
-      continue;
-    }
-    load_replicas(batch);
-    input_wait_seconds_ +=
-        seconds_since(wait_start) - (model_.compile_seconds_ - compile_seconds_before);
-    run_replicas(step);
-    samples_ += batch.rows;
+  const auto wait_start = Clock::now();
+  const double compile_seconds_before = model_.compile_seconds_;
+  const int64_t next_step = stage_execution(first_step, end_step, end_of_data);
+  input_wait_seconds_ +=
+      seconds_since(wait_start) - (model_.compile_seconds_ - compile_seconds_before);
+  for (size_t i = 0; i < num_runs_; ++i) {
+    const Run& run = runs_[i];
+    const int ran = run_replicas(run);
+    samples_ += run.rows * ran;
     model_.fit_progress_.samples = samples_;
-    next_step = step + 1;
-    if (stop_on_nonfinite_loss(epoch, step)) break;
+    if (stop_on_nonfinite_loss(epoch, run.first_step + ran - 1)) return run.first_step + ran;
   }
   return next_step;
 }
@@ -254,37 +248,106 @@ void FitLoop::warn_dropped_batch(int64_t rows) {
   warned_dropped_batch_ = true;
 }
 
-// Copies each local replica's rows of the batch into its train program (compiled on first use
-// for that batch size) and sets its weight in the gradient sum: its share of the global batch.
-void FitLoop::load_replicas(const WorkerBatch& batch) {
-  for (int replica = 0; replica < local_replicas_; ++replica) {
-    auto [begin, end] = replica_rows(batch.rows, local_replicas_, replica);
-    Program& program = model_.program("train", end - begin, replica, source_.weighted());
-    source_.copy(batch.first_row + begin, batch.first_row + end, program.x(), &program.y(),
-                 program.sample_weight());
-    replica_programs_[size_t(replica)] = &program;
-    replica_weights_[size_t(replica)] = float(double(end - begin) / double(batch.global_rows));
+// Fetches and stages the batches of steps [first_step, end_step) (the runs of the execution).
+int64_t FitLoop::stage_execution(int64_t first_step, int64_t end_step, bool& end_of_data) {
+  num_runs_ = 0;
+  slots_used_.clear();
+  int64_t next_step = first_step;
+  for (int64_t step = first_step; step < end_step; ++step) {
+    const WorkerBatch batch = next_batch();
+    if (!batch.available) {
+      end_of_data = true;
+      break;
+    }
+    next_step = step + 1;
+    if (batch.too_small) {
+      warn_dropped_batch(batch.rows);
+      continue;
+    }
+    stage_batch(batch, step);
   }
+  return next_step;
 }
 
-// Runs one step on every local replica together (the programs all-reduce the gradients). The
-// step id seeds the step's random streams (dropout): the optimizer's iteration count, so a
-// resumed run draws the same numbers.
-void FitLoop::run_replicas(int64_t step) {
+// Copies each local replica's rows of the batch into its train program (compiled on first use
+// for that batch size): into its inputs when steps_per_execution is 1, else into its next
+// staging slot. Sets its weight in the gradient sum: its share of the global batch. The step
+// joins the execution's last run, or starts a run when its programs or weights differ.
+void FitLoop::stage_batch(const WorkerBatch& batch, int64_t step) {
+  const bool staged = model_.config_.steps_per_execution > 1;
+  for (int replica = 0; replica < local_replicas_; ++replica) {
+    auto [begin, end] = replica_rows(batch.rows, local_replicas_, replica);
+    replica_programs_[size_t(replica)] =
+        &model_.program("train", end - begin, replica, source_.weighted());
+    // Op determinism: random ops keyed by the example's row in the global batch (arrays: the
+    // worker's rows start at first_row; a Dataset's batch is the worker's own).
+    const int64_t worker_first_row =
+        from_arrays_ || workers_ == 1 ? batch.first_row : int64_t(strategy_->worker_index) << 32;
+    replica_first_rows_[size_t(replica)] =
+        config::op_determinism_enabled() ? worker_first_row + begin : -1;
+    replica_weights_[size_t(replica)] = float(double(end - begin) / double(batch.global_rows));
+  }
+  Run* run = num_runs_ > 0 ? &runs_[num_runs_ - 1] : nullptr;
+  if (!run || run->first_step + run->steps != step || run->programs != replica_programs_ ||
+      run->weights != replica_weights_ || run->first_rows != replica_first_rows_) {
+    if (num_runs_ == runs_.size()) runs_.emplace_back();
+    run = &runs_[num_runs_++];
+    run->first_step = step, run->steps = 0, run->rows = batch.rows;
+    run->programs = replica_programs_;
+    run->weights = replica_weights_;
+    run->first_rows = replica_first_rows_;
+    run->first_slots.assign(size_t(local_replicas_), -1);
+  }
+  for (int replica = 0; replica < local_replicas_; ++replica) {
+    auto [begin, end] = replica_rows(batch.rows, local_replicas_, replica);
+    Program& program = *replica_programs_[size_t(replica)];
+    const int64_t r0 = batch.first_row + begin, r1 = batch.first_row + end;
+    if (!staged) {
+      source_.copy(r0, r1, program);
+      continue;
+    }
+    const int slot = take_slot(&program);
+    program.stage(slot + 1);
+    staged_xs_.clear(), staged_ys_.clear();
+    for (int i = 0; i < program.inputs(); ++i) staged_xs_.push_back(&program.staged_x(slot, i));
+    for (int i = 0; i < program.targets(); ++i) staged_ys_.push_back(&program.staged_y(slot, i));
+    source_.copy_rows(r0, r1, staged_xs_, staged_ys_, program.staged_sample_weight(slot));
+    if (run->steps == 0) run->first_slots[size_t(replica)] = slot;
+  }
+  ++run->steps;
+}
+
+// The program's next free staging slot in this execution.
+int FitLoop::take_slot(Program* program) {
+  for (auto& [p, used] : slots_used_)
+    if (p == program) return used++;
+  slots_used_.emplace_back(program, 1);
+  return 0;
+}
+
+// Runs one run's steps on every local replica together, back to back inside each program (the
+// programs all-reduce the gradients every step). The step id seeds the step's random streams
+// (dropout, augmentation): the optimizer's iteration count, so a resumed run draws the same
+// numbers; it goes up by one a step inside the run.
+int FitLoop::run_replicas(const Run& run) {
   if (replicas_need_sync_) sync_replicas_from_chief(), replicas_need_sync_ = false;
-  if (replication()) replication()->reducer().set_weights(replica_weights_);
+  if (replication()) replication()->reducer().set_weights(run.weights);
+  replica_programs_ = run.programs;  // (stop_on_nonfinite_loss reads replica 0's)
   const OptimizerPtr& optimizer = model_.config_.optimizer;
   const uint64_t step_id =
-      optimizer ? uint64_t(optimizer->iterations()->value.item()) : uint64_t(step);
+      optimizer ? uint64_t(optimizer->iterations()->value.item()) : uint64_t(run.first_step);
+  auto run_replica = [&](int replica) {
+    Program& program = *run.programs[size_t(replica)];
+    program.set_first_row(run.first_rows[size_t(replica)]);
+    replica_steps_[size_t(replica)] =
+        program.run_steps(run.first_slots[size_t(replica)], run.steps, step_id);
+  };
   if (strategy_) {
-    strategy_->run_replicas([&](int replica) {
-      replica_programs_[size_t(replica)]->set_step(step_id);
-      replica_programs_[size_t(replica)]->run();
-    });
+    strategy_->run_replicas(run_replica);
   } else {
-    replica_programs_[0]->set_step(step_id);
-    replica_programs_[0]->run();
+    run_replica(0);
   }
+  return replica_steps_[0];
 }
 
 // Before the first step: every worker starts from the chief's weights and optimizer state, and

@@ -2,9 +2,11 @@
 //   step planning    — where training starts (initial_epoch, or a BackupAndRestore resume
 //                      point), how many steps an epoch has, and the check that the workers
 //                      agree on it;
-//   replica dispatch — one step: this worker's share of the next batch (agreed with the other
-//                      workers), a tail batch too small to split dropped, the share copied
-//                      into each local replica's program and the replicas run together;
+//   replica dispatch — one execution (steps_per_execution steps): for each step, this
+//                      worker's share of the next batch (agreed with the other workers), a
+//                      tail batch too small to split dropped, the share staged in each local
+//                      replica's program; then the replicas run the staged steps together, back
+//                      to back inside their programs;
 //   stop handling    — a NaN/inf loss (any replica of any worker) or Model::stop_training;
 //   epoch logging    — metrics, the progress bar, validation, History and the callbacks.
 // Also the helpers the evaluate and predict loops (fit.cpp) share with it.
@@ -67,16 +69,31 @@ class FitLoop {
   // One epoch: runs its steps in executions of steps_per_execution steps.
   void run_epoch(int epoch, int64_t first_step, bool first_epoch);
   Logs run_steps(int epoch, int64_t first_step, int64_t steps, ProgressBar& bar);
-  // Steps [first_step, end_step) without host work between them; returns the step after the
-  // last one that ran or was dropped (first_step: none, the data ended).
+  // Steps [first_step, end_step): stages their batches, then runs them inside the programs
+  // with no host work between them; returns the step after the last one that ran or was
+  // dropped (first_step: none, the data ended).
   int64_t run_execution(int epoch, int64_t first_step, int64_t end_step, bool& end_of_data);
 
-  // Replica dispatch.
+  // Replica dispatch. An execution's staged steps form runs: consecutive steps on the same
+  // per-replica programs with the same gradient weights (a tail batch of another size starts
+  // a run of its own), each run one call into every replica's program.
+  struct Run {
+    int64_t first_step = 0;  // steps [first_step, first_step + steps)
+    int steps = 0;
+    int64_t rows = 0;                 // this worker's rows per step
+    std::vector<Program*> programs;   // per local replica
+    std::vector<int> first_slots;     // per local replica: the program's slot of the first step
+                                      // (-1: one step written into its inputs directly)
+    std::vector<float> weights;       // per local replica: its share of the global batch
+    std::vector<int64_t> first_rows;  // per local replica: StepInfo::first_row
+  };
+  int64_t stage_execution(int64_t first_step, int64_t end_step, bool& end_of_data);
   WorkerBatch next_batch();
   void agree_with_other_workers(WorkerBatch& batch);
   void warn_dropped_batch(int64_t rows);
-  void load_replicas(const WorkerBatch& batch);
-  void run_replicas(int64_t step);
+  void stage_batch(const WorkerBatch& batch, int64_t step);
+  int take_slot(Program* program);
+  int run_replicas(const Run& run);  // returns the steps run (fewer: stopped on a NaN loss)
   void sync_replicas_from_chief();
 
   // Stop handling: true (and the History says why) when the step's loss was NaN or inf.
@@ -104,9 +121,15 @@ class FitLoop {
   bool replicas_need_sync_ = true;
   bool warned_dropped_batch_ = false;
   int64_t samples_ = 0;
-  double input_wait_seconds_ = 0;  // this epoch's
-  std::vector<Program*> replica_programs_;
+  double input_wait_seconds_ = 0;           // this epoch's
+  std::vector<Program*> replica_programs_;  // the current batch's, then the current run's
   std::vector<float> replica_weights_;
+  std::vector<int64_t> replica_first_rows_;
+  std::vector<int> replica_steps_;
+  std::vector<Run> runs_;  // this execution's: runs_[0, num_runs_)
+  size_t num_runs_ = 0;
+  std::vector<std::pair<Program*, int>> slots_used_;  // this execution's staged slots per program
+  std::vector<Tensor*> staged_xs_, staged_ys_;        // scratch
 };
 
 }  // namespace lockstep

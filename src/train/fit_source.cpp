@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "lockstep/core/rng.h"
+#include "train/program.h"
 
 namespace lockstep {
 
@@ -22,7 +23,7 @@ void gather_rows(const Tensor& src, const std::vector<int64_t>& idx, int64_t beg
     std::memcpy(d + (i - begin) * row, s + idx[size_t(i)] * row, row);
 }
 
-void copy_rows(const Tensor& src, int64_t r0, int64_t r1, Tensor& dst) {
+void copy_batch_rows(const Tensor& src, int64_t r0, int64_t r1, Tensor& dst) {
   size_t row = src.nbytes() / size_t(src.dim(0));
   LS_CHECK(dst.nbytes() == row * size_t(r1 - r0), "fit: batch rows do not fit the step's input ",
            dst.shape().str());
@@ -31,40 +32,97 @@ void copy_rows(const Tensor& src, int64_t r0, int64_t r1, Tensor& dst) {
 
 }  // namespace
 
-Tensor check_model_data(const Model& m, const Tensor& x, const Tensor* y, const char* fn) {
-  LS_CHECK(x.defined() && x.rank() >= 1, fn, ": x is empty");
-  const Shape& want = m.inputs()[0].shape();
+namespace {
+
+std::string listed_names(const std::vector<KTensor>& tensors) {
+  std::string out;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    out += (i ? ", " : "") + (tensors[i].call && tensors[i].call->layer
+                                  ? tensors[i].call->layer->name()
+                                  : std::to_string(i));
+  return out;
+}
+
+// One input array against model input i; what names it in errors ("x", or "x[1]").
+void check_input(const Model& m, size_t i, const Tensor& x, const char* fn,
+                 const std::string& what) {
+  LS_CHECK(x.defined() && x.rank() >= 1, fn, ": ", what, " is empty");
+  const Shape& want = m.inputs()[i].shape();
   bool ok = x.rank() == want.rank();
-  for (int i = 1; ok && i < want.rank(); ++i) ok = want[i] < 0 || want[i] == x.dim(i);
-  LS_CHECK(ok, fn, ": x has shape ", x.shape().str(), " but model '", m.name(), "' input expects ",
-           want.str(), " (batch first; e.g. add a channel axis for images)");
-  LS_CHECK(x.dtype() == m.inputs()[0].dtype(), fn, ": x has dtype ", dtype_name(x.dtype()),
-           ", model input expects ", dtype_name(m.inputs()[0].dtype()));
-  LS_CHECK(x.is_contiguous(), fn, ": x must be contiguous");
-  if (!y) return {};
-  LS_CHECK(y->defined() && y->rank() >= 1 && y->dim(0) == x.dim(0), fn, ": y has ",
-           y->defined() && y->rank() ? y->dim(0) : 0, " samples but x has ", x.dim(0));
-  const auto& loss = m.compile_config().loss;
+  for (int d = 1; ok && d < want.rank(); ++d) ok = want[d] < 0 || want[d] == x.dim(d);
+  LS_CHECK(ok, fn, ": ", what, " has shape ", x.shape().str(), " but model '", m.name(), "' input",
+           m.inputs().size() > 1 ? " '" + listed_names({m.inputs()[i]}) + "'" : std::string(),
+           " expects ", want.str(), " (batch first; e.g. add a channel axis for images)");
+  LS_CHECK(x.dtype() == m.inputs()[i].dtype(), fn, ": ", what, " has dtype ", dtype_name(x.dtype()),
+           ", model input expects ", dtype_name(m.inputs()[i].dtype()));
+  LS_CHECK(x.is_contiguous(), fn, ": ", what, " must be contiguous");
+}
+
+// One target array against model output o's loss; returns it as the loss wants it.
+Tensor check_target(const Model& m, size_t o, const Tensor& y, int64_t rows, const char* fn,
+                    const std::string& what, const std::string& x_what) {
+  LS_CHECK(y.defined() && y.rank() >= 1 && y.dim(0) == rows, fn, ": ", what, " has ",
+           y.defined() && y.rank() ? y.dim(0) : 0, " samples but ", x_what, " has ", rows);
+  const LossPtr loss = o < m.output_losses().size() ? m.output_losses()[o] : nullptr;
   LS_CHECK(loss, fn, ": model '", m.name(), "' was compiled without a loss");
-  const Shape& out = m.outputs()[0].shape();
+  const Shape& out = m.outputs()[o].shape();
   if (loss->label_dtype() == DType::i32) {
-    Tensor yi = y->dtype() == DType::i32 ? *y : Tensor::empty(Shape{y->dim(0)}, DType::i32);
-    LS_CHECK(y->numel() == y->dim(0), fn, ": ", loss->name(),
-             " expects integer class labels of shape (N,), got ", y->shape().str(),
+    Tensor yi = y.dtype() == DType::i32 ? y : Tensor::empty(Shape{y.dim(0)}, DType::i32);
+    LS_CHECK(y.numel() == y.dim(0), fn, ": ", loss->name(),
+             " expects integer class labels of shape (N,), got ", y.shape().str(),
+             m.outputs().size() > 1 ? " for " + what : std::string(),
              " (use CategoricalCrossentropy for one-hot labels)");
-    std::vector<float> v = y->to_vector();
+    std::vector<float> v = y.to_vector();
     int64_t classes = out[out.rank() - 1];
+    const std::string of = m.outputs().size() > 1 ? " of " + what : std::string();
     for (int64_t i = 0; i < int64_t(v.size()); ++i) {
       LS_CHECK(
           v[size_t(i)] == std::floor(v[size_t(i)]) && v[size_t(i)] >= 0 && v[size_t(i)] < classes,
-          fn, ": label ", v[size_t(i)], " at index ", i, " is out of range for ", classes,
+          fn, ": label ", v[size_t(i)], " at index ", i, of, " is out of range for ", classes,
           " classes (expected 0..", classes - 1, ")");
-      if (y->dtype() != DType::i32) yi.data<int32_t>()[i] = int32_t(v[size_t(i)]);
+      if (y.dtype() != DType::i32) yi.data<int32_t>()[i] = int32_t(v[size_t(i)]);
     }
     return yi.contiguous();
   }
-  LS_CHECK(y->dtype() == DType::f32, fn, ": ", loss->name(), " expects float32 targets");
-  return y->contiguous();
+  LS_CHECK(y.dtype() == DType::f32, fn, ": ", loss->name(), " expects float32 targets",
+           m.outputs().size() > 1 ? " (" + what + ")" : std::string());
+  return y.contiguous();
+}
+
+}  // namespace
+
+std::vector<Tensor> check_model_arrays(const Model& m, const std::vector<Tensor>& xs,
+                                       const std::vector<Tensor>* ys, const char* fn,
+                                       const char* what_x, const char* what_y) {
+  const size_t inputs = m.inputs().size(), outputs = m.outputs().size();
+  LS_CHECK(xs.size() == inputs, fn, ": ", what_x, " has ", xs.size(), " array",
+           xs.size() == 1 ? "" : "s", " but model '", m.name(), "' has ", inputs, " input",
+           inputs == 1 ? "" : "s", " (", listed_names(m.inputs()),
+           "); pass one array per input, in the model's input order");
+  auto name = [](const char* what, size_t i, size_t count) {
+    return count == 1 ? std::string(what) : std::string(what) + "[" + std::to_string(i) + "]";
+  };
+  for (size_t i = 0; i < inputs; ++i) check_input(m, i, xs[i], fn, name(what_x, i, inputs));
+  for (size_t i = 1; i < inputs; ++i)
+    LS_CHECK(xs[i].dim(0) == xs[0].dim(0), fn, ": ", name(what_x, i, inputs), " has ", xs[i].dim(0),
+             " samples but ", name(what_x, 0, inputs), " has ", xs[0].dim(0));
+  if (!ys) return {};
+  LS_CHECK(ys->size() == outputs, fn, ": ", what_y, " has ", ys->size(), " array",
+           ys->size() == 1 ? "" : "s", " but model '", m.name(), "' has ", outputs, " output",
+           outputs == 1 ? "" : "s", " (", listed_names(m.outputs()),
+           "); pass one target array per output, in the model's output order");
+  std::vector<Tensor> out;
+  for (size_t o = 0; o < outputs; ++o)
+    out.push_back(check_target(m, o, (*ys)[o], xs[0].dim(0), fn, name(what_y, o, outputs),
+                               name(what_x, 0, inputs)));
+  return out;
+}
+
+Tensor check_model_data(const Model& m, const Tensor& x, const Tensor* y, const char* fn) {
+  std::vector<Tensor> ys;
+  if (y) ys.push_back(*y);
+  std::vector<Tensor> out = check_model_arrays(m, {x}, y ? &ys : nullptr, fn);
+  return y ? out[0] : Tensor();
 }
 
 Tensor check_sample_weight(const Tensor& w, int64_t n, const char* fn, const char* what) {
@@ -101,16 +159,17 @@ Tensor class_weight_to_sample_weights(const Tensor& y, const std::map<int, doubl
 
 // ----------------------------------------------------------------------------- TensorSource
 
-TensorSource::TensorSource(Tensor x, Tensor y, int64_t batch, bool shuffle, uint64_t seed,
-                           int first_epoch, Tensor sample_weight)
-    : x_(std::move(x)),
-      y_(std::move(y)),
+TensorSource::TensorSource(std::vector<Tensor> xs, std::vector<Tensor> ys, int64_t batch,
+                           bool shuffle, uint64_t seed, int first_epoch, Tensor sample_weight)
+    : xs_(std::move(xs)),
+      ys_(std::move(ys)),
       sample_weight_(std::move(sample_weight)),
+      rows_(xs_.at(0).dim(0)),
       batch_(batch),
       shuffle_(shuffle),
       seed_(seed),
       first_epoch_(first_epoch) {
-  perm_.resize(size_t(x_.dim(0)));
+  perm_.resize(size_t(rows_));
   std::iota(perm_.begin(), perm_.end(), 0);
 }
 
@@ -122,7 +181,7 @@ void TensorSource::begin_epoch(int epoch) {
       std::iota(perm_.begin(), perm_.end(), 0);
       shuffled_through_ = -1;
     }
-    const int64_t n = x_.dim(0);
+    const int64_t n = rows_;
     for (int e = std::max(first_epoch_, shuffled_through_ + 1); e <= epoch; ++e) {
       Philox rng(seed_ ^ 0x5EED, uint64_t(e));
       for (int64_t i = n - 1; i > 0; --i)
@@ -135,7 +194,7 @@ void TensorSource::begin_epoch(int epoch) {
 }
 
 bool TensorSource::next() {
-  const int64_t n = x_.dim(0);
+  const int64_t n = rows_;
   if (next_ >= n) return false;
   b0_ = next_;
   b1_ = std::min(n, b0_ + batch_);
@@ -143,9 +202,10 @@ bool TensorSource::next() {
   return true;
 }
 
-void TensorSource::copy(int64_t r0, int64_t r1, Tensor& x, Tensor* y, Tensor* sample_weight) {
-  gather_rows(x_, perm_, b0_ + r0, b0_ + r1, x);
-  if (y) gather_rows(y_, perm_, b0_ + r0, b0_ + r1, *y);
+void TensorSource::copy_rows(int64_t r0, int64_t r1, const std::vector<Tensor*>& xs,
+                             const std::vector<Tensor*>& ys, Tensor* sample_weight) {
+  for (size_t i = 0; i < xs.size(); ++i) gather_rows(xs_.at(i), perm_, b0_ + r0, b0_ + r1, *xs[i]);
+  for (size_t i = 0; i < ys.size(); ++i) gather_rows(ys_.at(i), perm_, b0_ + r0, b0_ + r1, *ys[i]);
   if (sample_weight) gather_rows(sample_weight_, perm_, b0_ + r0, b0_ + r1, *sample_weight);
 }
 
@@ -181,28 +241,51 @@ bool DatasetSource::next() {
     return false;
   }
   if (!e) return false;
-  LS_CHECK(e->size() >= (with_labels_ ? 2u : 1u) && e->is_tensor(0), fn_,
-           ": dataset elements must be batched {x, y} tensors", with_labels_ ? "" : " (or {x})",
+  const size_t inputs = model_.inputs().size(), outputs = model_.outputs().size();
+  const bool one = inputs == 1 && outputs == 1;
+  const size_t want = inputs + (with_labels_ ? outputs : 0);
+  LS_CHECK(e->size() >= want, fn_, ": dataset elements must be batched ",
+           one ? std::string(with_labels_ ? "{x, y} tensors" : "{x, y} tensors (or {x})")
+               : "{x_1..x_" + std::to_string(inputs) +
+                     (with_labels_ ? ", y_1..y_" + std::to_string(outputs) : std::string()) +
+                     "} tensors (model '" + model_.name() + "' has " + std::to_string(inputs) +
+                     " inputs and " + std::to_string(outputs) + " outputs)",
            ", got ", e->str());
-  const Tensor& x = e->tensor(0);
+  if (one)
+    LS_CHECK(e->is_tensor(0), fn_, ": dataset elements must be batched {x, y} tensors",
+             with_labels_ ? "" : " (or {x})", ", got ", e->str());
+  std::vector<Tensor> xs, ys;
+  for (size_t i = 0; i < inputs; ++i) {
+    LS_CHECK(e->is_tensor(i), fn_, ": component ", i, " (an input) must be a tensor, got ",
+             e->str());
+    xs.push_back(e->tensor(i).contiguous());
+  }
   sample_weight_ = Tensor();
   if (with_labels_) {
-    LS_CHECK(e->is_tensor(1), fn_, ": the label component must be a tensor, got ", e->str());
-    y_ = check_model_data(model_, x.contiguous(), &e->tensor(1), fn_);
-    if (e->size() >= 3) {
+    for (size_t o = 0; o < outputs; ++o) {
+      LS_CHECK(e->is_tensor(inputs + o), fn_, ": the label component", one ? "" : "s",
+               " must be a tensor, got ", e->str());
+      ys.push_back(e->tensor(inputs + o));
+    }
+    ys_ = check_model_arrays(model_, xs, &ys, fn_);
+    const size_t w = inputs + outputs;
+    if (e->size() > w) {
       LS_CHECK(class_weight_.empty(), fn_,
                ": You cannot `class_weight` and `sample_weight` at the same time (the dataset's "
                "elements carry sample weights; drop class_weight or the third component)");
-      LS_CHECK(e->is_tensor(2), fn_, ": the sample-weight component must be a tensor, got ",
+      LS_CHECK(e->is_tensor(w), fn_, ": the sample-weight component must be a tensor, got ",
                e->str());
-      sample_weight_ = check_sample_weight(e->tensor(2), x.dim(0), fn_, "the sample weights");
+      sample_weight_ = check_sample_weight(e->tensor(w), xs[0].dim(0), fn_, "the sample weights");
     } else if (!class_weight_.empty()) {
-      sample_weight_ = class_weight_to_sample_weights(e->tensor(1), class_weight_);
+      LS_CHECK(outputs == 1, fn_,
+               ": class_weight is only supported for models with a single output (model '",
+               model_.name(), "' has ", outputs, "); pass sample weights");
+      sample_weight_ = class_weight_to_sample_weights(e->tensor(inputs), class_weight_);
     }
   } else {
-    check_model_data(model_, x.contiguous(), nullptr, fn_);
+    check_model_arrays(model_, xs, nullptr, fn_);
   }
-  x_ = x.contiguous();
+  xs_ = std::move(xs);
   return true;
 }
 
@@ -217,10 +300,18 @@ void DatasetSource::skip(int64_t count) {
   }
 }
 
-void DatasetSource::copy(int64_t r0, int64_t r1, Tensor& x, Tensor* y, Tensor* sample_weight) {
-  copy_rows(x_, r0, r1, x);
-  if (y) copy_rows(y_, r0, r1, *y);
-  if (sample_weight) copy_rows(sample_weight_, r0, r1, *sample_weight);
+void DatasetSource::copy_rows(int64_t r0, int64_t r1, const std::vector<Tensor*>& xs,
+                              const std::vector<Tensor*>& ys, Tensor* sample_weight) {
+  for (size_t i = 0; i < xs.size(); ++i) copy_batch_rows(xs_.at(i), r0, r1, *xs[i]);
+  for (size_t i = 0; i < ys.size(); ++i) copy_batch_rows(ys_.at(i), r0, r1, *ys[i]);
+  if (sample_weight) copy_batch_rows(sample_weight_, r0, r1, *sample_weight);
+}
+
+void Model::Source::copy(int64_t r0, int64_t r1, Program& program) {
+  std::vector<Tensor*> xs, ys;
+  for (int i = 0; i < program.inputs(); ++i) xs.push_back(&program.x(i));
+  for (int i = 0; i < program.targets(); ++i) ys.push_back(&program.y(i));
+  copy_rows(r0, r1, xs, ys, program.sample_weight());
 }
 
 int64_t DatasetSource::steps() const {

@@ -10,9 +10,18 @@
 
 namespace lockstep {
 
+class Program;
+
 // Checks x against the model input and converts/validates labels for the loss (fn names the
 // caller in errors). Returns the labels as the loss wants them (i32 for sparse losses).
 Tensor check_model_data(const Model& m, const Tensor& x, const Tensor* y, const char* fn);
+
+// The same for several inputs and outputs: xs one per model input (checked), ys (when given)
+// one per model output; returns the targets as each output's loss wants them. what_x / what_y
+// name the arguments in errors.
+std::vector<Tensor> check_model_arrays(const Model& m, const std::vector<Tensor>& xs,
+                                       const std::vector<Tensor>* ys, const char* fn,
+                                       const char* what_x = "x", const char* what_y = "y");
 
 // Sample weights as the step takes them: f32 [N] (accepts [N] or [N, 1] of any float or int
 // dtype); n is the sample count they must match; fn names the caller (and `what` the argument)
@@ -37,9 +46,13 @@ struct Model::Source {
   // Advances to the next batch; false at the end of the epoch's data.
   virtual bool next() = 0;
   virtual int64_t size() const = 0;  // samples in the current batch
-  // Copies rows [r0, r1) of the current batch into x (and y, sample_weight when given).
-  virtual void copy(int64_t r0, int64_t r1, Tensor& x, Tensor* y,
-                    Tensor* sample_weight = nullptr) = 0;
+  // Copies rows [r0, r1) of the current batch into xs (one per model input), ys (one per
+  // output, or none) and sample_weight (when not null).
+  virtual void copy_rows(int64_t r0, int64_t r1, const std::vector<Tensor*>& xs,
+                         const std::vector<Tensor*>& ys, Tensor* sample_weight) = 0;
+  // Copies rows [r0, r1) into a program's inputs: the model inputs, and (train / eval programs)
+  // the targets and the sample weights when it takes them.
+  void copy(int64_t r0, int64_t r1, Program& program);
   // Whether the current batch has sample weights.
   virtual bool weighted() const = 0;
   // Steps per epoch when known, else -1.
@@ -50,18 +63,22 @@ struct Model::Source {
 // permutation of epoch e depends only on (seed, first_epoch..e), so a resumed fit replays it).
 class TensorSource : public Model::Source {
  public:
-  // sample_weight: f32 [N] (check_sample_weight), or undefined for none.
-  TensorSource(Tensor x, Tensor y, int64_t batch, bool shuffle, uint64_t seed, int first_epoch,
-               Tensor sample_weight = {});
+  // xs: one array per model input; ys: one per output (or none, to predict). sample_weight:
+  // f32 [N] (check_sample_weight), or undefined for none.
+  TensorSource(std::vector<Tensor> xs, std::vector<Tensor> ys, int64_t batch, bool shuffle,
+               uint64_t seed, int first_epoch, Tensor sample_weight = {});
   void begin_epoch(int epoch) override;
   bool next() override;
   int64_t size() const override { return b1_ - b0_; }
-  void copy(int64_t r0, int64_t r1, Tensor& x, Tensor* y, Tensor* sample_weight) override;
+  void copy_rows(int64_t r0, int64_t r1, const std::vector<Tensor*>& xs,
+                 const std::vector<Tensor*>& ys, Tensor* sample_weight) override;
   bool weighted() const override { return sample_weight_.defined(); }
-  int64_t steps() const override { return (x_.dim(0) + batch_ - 1) / batch_; }
+  int64_t steps() const override { return (rows_ + batch_ - 1) / batch_; }
 
  private:
-  Tensor x_, y_, sample_weight_;
+  std::vector<Tensor> xs_, ys_;
+  Tensor sample_weight_;
+  int64_t rows_;
   int64_t batch_;
   bool shuffle_;
   uint64_t seed_;
@@ -70,7 +87,8 @@ class TensorSource : public Model::Source {
   int64_t b0_ = 0, b1_ = 0, next_ = 0;
 };
 
-// A Dataset of batched {x, y[, sample_weight]} (or {x}) elements. continue_across_epochs: one
+// A Dataset of batched {x, y[, sample_weight]} (or {x}) elements; for a model of I inputs and
+// O outputs {x_1..x_I, y_1..y_O[, sample_weight]} (or {x_1..x_I}). continue_across_epochs: one
 // iterator runs on across epochs (steps_per_epoch given) and restarts only when it runs out.
 // class_weight (fit): each batch's weights come from its labels (elements must not carry
 // weights then, as in Keras).
@@ -80,8 +98,9 @@ class DatasetSource : public Model::Source {
                 const char* fn, std::map<int, double> class_weight = {});
   void begin_epoch(int epoch) override;
   bool next() override;
-  int64_t size() const override { return x_.dim(0); }
-  void copy(int64_t r0, int64_t r1, Tensor& x, Tensor* y, Tensor* sample_weight) override;
+  int64_t size() const override { return xs_.at(0).dim(0); }
+  void copy_rows(int64_t r0, int64_t r1, const std::vector<Tensor*>& xs,
+                 const std::vector<Tensor*>& ys, Tensor* sample_weight) override;
   bool weighted() const override { return sample_weight_.defined(); }
   int64_t steps() const override;
   // Skips `count` batches (resuming inside an epoch).
@@ -96,7 +115,8 @@ class DatasetSource : public Model::Source {
   int64_t passes_ = 0;  // iterators made (continuing mode)
   bool exhausted_ = false;
   std::map<int, double> class_weight_;
-  Tensor x_, y_, sample_weight_;
+  std::vector<Tensor> xs_, ys_;
+  Tensor sample_weight_;
 };
 
 }  // namespace lockstep

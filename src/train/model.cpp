@@ -1,6 +1,9 @@
 // Model: a Network plus its training configuration and compiled programs.
 #include "lockstep/train/model.h"
 
+#include <cmath>
+#include <functional>
+
 #include "distribute/internal/strategy_runtime.h"
 #include "lockstep/distribute/strategy.h"
 #include "lockstep/graph/backends.h"
@@ -29,6 +32,7 @@ Model Sequential(std::vector<SequentialItem> items, std::string name) {
 std::vector<MetricPtr> Model::metrics() const {
   std::vector<MetricPtr> m;
   if (loss_tracker_) m.push_back(loss_tracker_);
+  m.insert(m.end(), output_loss_trackers_.begin(), output_loss_trackers_.end());
   m.insert(m.end(), metrics_.begin(), metrics_.end());
   m.insert(m.end(), weighted_metrics_.begin(), weighted_metrics_.end());
   return m;
@@ -41,31 +45,122 @@ std::vector<std::string> Model::metric_log_names() const {
   return names;
 }
 
+std::vector<std::string> Model::output_names() const {
+  std::vector<std::string> names;
+  for (auto& o : outputs_) names.push_back(o.call && o.call->layer ? o.call->layer->name() : "");
+  return names;
+}
+
 namespace {
 
 // Keras's CompileMetrics.result() naming: a weighted metric whose name is taken is logged as
-// "weighted_<name>", then "weighted_<name>_1", ...
-std::vector<std::string> unique_log_names(const std::vector<MetricPtr>& plain,
-                                          const std::vector<MetricPtr>& weighted) {
+// "weighted_<name>", then "weighted_<name>_1", ... prefix(i) / weighted_prefix(i): the
+// "<output>_" of a multi-output model's metric (empty for one output); output_losses: the
+// "<output>_loss" names, logged after "loss".
+std::vector<std::string> unique_log_names(
+    const std::vector<MetricPtr>& plain, const std::vector<MetricPtr>& weighted,
+    const std::vector<std::string>& output_losses, const std::function<std::string(size_t)>& prefix,
+    const std::function<std::string(size_t)>& weighted_prefix) {
   std::map<std::string, int> counters{{"loss", 1}};
   std::vector<std::string> names{"loss"};
+  names.insert(names.end(), output_losses.begin(), output_losses.end());
   auto take = [&](std::string name) {
     auto [it, fresh] = counters.try_emplace(name, 1);
-    if (!fresh) name += "_" + std::to_string(it->second++);
+    if (!fresh) name.append("_").append(std::to_string(it->second++));
     names.push_back(name);
   };
-  for (auto& m : plain) take(m->name());
-  for (auto& m : weighted) {
-    if (!counters.count(m->name())) {
-      counters[m->name()] = 1, names.push_back(m->name());
+  for (size_t i = 0; i < plain.size(); ++i) take(prefix(i) + plain[i]->name());
+  for (size_t i = 0; i < weighted.size(); ++i) {
+    const std::string name = weighted_prefix(i) + weighted[i]->name();
+    if (!counters.count(name)) {
+      counters[name] = 1, names.push_back(name);
       continue;
     }
-    take("weighted_" + m->name());
+    take(weighted_prefix(i) + "weighted_" + weighted[i]->name());
   }
   return names;
 }
 
 }  // namespace
+
+// compile()'s per-output part: each output's loss and weight, the loss trackers, and the
+// metrics with the output each one watches (Keras's list forms, checked against the outputs).
+void Model::resolve_outputs() {
+  const size_t outputs = outputs_.size();
+  const bool several = outputs > 1;
+  const std::vector<std::string> names = output_names();
+  std::string listed;
+  for (size_t o = 0; o < names.size(); ++o) listed += (o ? ", " : "") + names[o];
+  auto check_count = [&](size_t given, const char* what) {
+    LS_CHECK(given == 0 || given == outputs, "compile: ", what, " has ", given,
+             " entries but model '", name_, "' has ", outputs, " output", several ? "s" : "", " (",
+             listed, "); pass one per output, in the model's output order");
+  };
+  check_count(config_.losses.size(), "losses");
+  check_count(config_.loss_weights.size(), "loss_weights");
+  check_count(config_.output_metrics.size(), "output_metrics");
+  check_count(config_.output_metric_objects.size(), "output_metric_objects");
+  check_count(config_.output_weighted_metrics.size(), "output_weighted_metrics");
+  LS_CHECK(config_.losses.empty() || !config_.loss, "compile: pass `loss` (one loss for every ",
+           "output) or `losses` (one per output), not both");
+  LS_CHECK(
+      !several || (config_.metrics.empty() && config_.metric_objects.empty() &&
+                   config_.weighted_metrics.empty() && config_.weighted_metric_objects.empty()),
+      "compile: model '", name_, "' has ", outputs, " outputs (", listed,
+      "): give each output its metrics with output_metrics / output_metric_objects / "
+      "output_weighted_metrics (one list per output, as Keras's list of lists)");
+  output_losses_.clear();
+  for (size_t o = 0; o < outputs; ++o) {
+    LossPtr loss = config_.losses.empty() ? config_.loss : config_.losses[o];
+    LS_CHECK(loss || !config_.losses.size(), "compile: losses[", o, "] (output '", names[o],
+             "') is null; every output needs a loss");
+    output_losses_.push_back(loss);
+  }
+  loss_weights_.assign(outputs, 1.0);
+  for (size_t o = 0; o < config_.loss_weights.size(); ++o) {
+    LS_CHECK(std::isfinite(config_.loss_weights[o]), "compile: loss_weights[", o, "] is ",
+             config_.loss_weights[o], " (must be finite)");
+    loss_weights_[o] = config_.loss_weights[o];
+  }
+  loss_tracker_ = metrics::Mean("loss");
+  output_loss_trackers_.clear();
+  if (several)
+    for (size_t o = 0; o < outputs; ++o)
+      output_loss_trackers_.push_back(metrics::Mean(names[o] + "_loss"));
+  metrics_.clear(), metric_outputs_.clear();
+  weighted_metrics_.clear(), weighted_metric_outputs_.clear();
+  auto loss_name = [&](size_t o) {
+    return o < output_losses_.size() && output_losses_[o] ? output_losses_[o]->name() : "";
+  };
+  for (auto& m : config_.metrics) metrics_.push_back(metrics::get(m, loss_name(0)));
+  for (auto& m : config_.metric_objects) metrics_.push_back(m);
+  metric_outputs_.assign(metrics_.size(), 0);
+  for (size_t o = 0; o < config_.output_metrics.size(); ++o)
+    for (auto& m : config_.output_metrics[o])
+      metrics_.push_back(metrics::get(m, loss_name(o))), metric_outputs_.push_back(int(o));
+  for (size_t o = 0; o < config_.output_metric_objects.size(); ++o)
+    for (auto& m : config_.output_metric_objects[o])
+      metrics_.push_back(m), metric_outputs_.push_back(int(o));
+  for (auto& m : config_.weighted_metrics)
+    weighted_metrics_.push_back(metrics::get(m, loss_name(0)));
+  for (auto& m : config_.weighted_metric_objects) weighted_metrics_.push_back(m);
+  weighted_metric_outputs_.assign(weighted_metrics_.size(), 0);
+  for (size_t o = 0; o < config_.output_weighted_metrics.size(); ++o)
+    for (auto& m : config_.output_weighted_metrics[o])
+      weighted_metrics_.push_back(metrics::get(m, loss_name(o))),
+          weighted_metric_outputs_.push_back(int(o));
+  for (auto& m : weighted_metrics_)
+    for (auto& other : metrics_)
+      LS_CHECK(m != other, "compile: metric '", m->name(),
+               "' is in both metric_objects and weighted_metric_objects (pass two objects)");
+  std::vector<std::string> loss_names;
+  for (auto& t : output_loss_trackers_) loss_names.push_back(t->name());
+  auto prefix = [&](const std::vector<int>& outs) {
+    return [&, several](size_t i) { return several ? names[size_t(outs[i])] + "_" : ""; };
+  };
+  metric_log_names_ = unique_log_names(metrics_, weighted_metrics_, loss_names,
+                                       prefix(metric_outputs_), prefix(weighted_metric_outputs_));
+}
 
 void Model::compile(CompileConfig config) {
   LS_CHECK(config.steps_per_execution >= 1, "compile: steps_per_execution must be >= 1, got ",
@@ -76,19 +171,7 @@ void Model::compile(CompileConfig config) {
   programs_.clear();
   if (auto current = distribute::Strategy::current()) strategy_ = current;  // compiled in a scope
   replication_ = strategy_ ? std::make_unique<Replication>(strategy_) : nullptr;
-  loss_tracker_ = metrics::Mean("loss");
-  metrics_.clear();
-  std::string loss_name = config_.loss ? config_.loss->name() : "";
-  for (auto& m : config_.metrics) metrics_.push_back(metrics::get(m, loss_name));
-  for (auto& m : config_.metric_objects) metrics_.push_back(m);
-  weighted_metrics_.clear();
-  for (auto& m : config_.weighted_metrics) weighted_metrics_.push_back(metrics::get(m, loss_name));
-  for (auto& m : config_.weighted_metric_objects) weighted_metrics_.push_back(m);
-  for (auto& m : weighted_metrics_)
-    for (auto& other : metrics_)
-      LS_CHECK(m != other, "compile: metric '", m->name(),
-               "' is in both metric_objects and weighted_metric_objects (pass two objects)");
-  metric_log_names_ = unique_log_names(metrics_, weighted_metrics_);
+  resolve_outputs();
   compiled_ = true;
 }
 

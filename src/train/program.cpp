@@ -17,6 +17,45 @@ Program::Kind program_kind(const std::string& name) {
   return Program::Kind::predict;
 }
 
+// ---- multi-step execution -------------------------------------------------------------------
+
+void Program::stage(int slots) {
+  LS_CHECK(slots >= 1, "Program::stage: needs at least 1 slot, got ", slots);
+  while (int(staged_.size()) < slots) {
+    std::vector<Tensor> slot;
+    for (int j = 0; j < exe_->num_inputs(); ++j) {
+      const Tensor& in = exe_->input(j);
+      slot.push_back(Tensor::empty(in.shape(), in.dtype()));
+    }
+    staged_.push_back(std::move(slot));
+  }
+}
+
+Tensor& Program::staged_input(int slot, int j) {
+  LS_CHECK(slot >= 0 && slot < staged_slots(), "Program::staged_input: no slot ", slot, " (",
+           staged_slots(), " staged slots; call stage(n) first)");
+  LS_CHECK(j >= 0 && j < exe_->num_inputs(), "Program::staged_input: no step input ", j, " (",
+           exe_->num_inputs(), " inputs)");
+  return staged_[size_t(slot)][size_t(j)];
+}
+
+int Program::run_steps(int first_slot, int n, uint64_t first_step) {
+  LS_CHECK(first_slot >= 0 ? n >= 1 && first_slot + n <= staged_slots() : n == 1,
+           "Program::run_steps: slots [", first_slot, ", ", first_slot + n, ") of ", staged_slots(),
+           " staged slots (first_slot < 0 runs the one step written into the inputs)");
+  const bool check_loss = kind_ != Kind::predict;
+  for (int k = 0; k < n; ++k) {
+    if (first_slot >= 0) {
+      const std::vector<Tensor>& slot = staged_[size_t(first_slot + k)];
+      for (int j = 0; j < int(slot.size()); ++j) exe_->copy_input_from_host(j, slot[size_t(j)]);
+    }
+    exe_->set_step(first_step + uint64_t(k));
+    exe_->run();
+    if (check_loss && nonfinite_replicas() > 0) return k + 1;
+  }
+  return n;
+}
+
 Replication::Replication(std::shared_ptr<distribute::StrategyImpl> strategy)
     : strategy_(std::move(strategy)),
       reducer_(std::make_unique<distribute::GradientReducer>(*strategy_)) {}
@@ -81,27 +120,35 @@ Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tr
                  int replica, bool weighted)
     : kind_(kind), batch_(batch), weighted_(weighted && kind != Kind::predict) {
   const CompileConfig& cfg = model.compile_config();
-  LS_CHECK(model.inputs().size() == 1 && model.outputs().size() == 1, "model '", model.name(),
-           "': fit/evaluate/predict support one input and one output for now");
+  LS_CHECK(!model.inputs().empty() && !model.outputs().empty(), "model '", model.name(),
+           "' has no inputs or no outputs");
+  inputs_ = int(model.inputs().size());
+  outputs_ = int(model.outputs().size());
+  targets_ = kind == Kind::predict ? 0 : outputs_;
   Graph g;
-  Shape xs = model.inputs()[0].shape().with_dim(0, batch);
-  Value x = g.input({model.inputs()[0].dtype(), xs}, "x");
+  std::vector<Value> inputs, outputs;
+  for (int i = 0; i < inputs_; ++i) {
+    const KTensor& in = model.inputs()[size_t(i)];
+    std::string name = "x";
+    if (inputs_ > 1) name += std::to_string(i);
+    inputs.push_back(g.input({in.dtype(), in.shape().with_dim(0, batch)}, name));
+  }
   CallContext ctx{g, kind == Kind::train, random_seed()};
   if (kind == Kind::train && replication && replication->strategy().replicated()) {
     ctx.replica_group = replication->reducer().group();
     ctx.replica = replica;
   }
-  Value pred = model.call(ctx, {x})[0];
+  std::vector<Value> preds = model.call(ctx, inputs);
   // A mixed-precision model's output is in its compute dtype; the loss, the metrics and
   // predict() take it in f32 (as Keras's losses cast y_pred).
-  if (is_float(g.type(pred).dtype) && g.type(pred).dtype != DType::f32)
-    pred = g.add("cast", {pred}, Attrs{{"dtype", std::string("float32")}});
-  std::vector<Value> inputs{x}, outputs;
+  for (Value& pred : preds)
+    if (is_float(g.type(pred).dtype) && g.type(pred).dtype != DType::f32)
+      pred = g.add("cast", {pred}, Attrs{{"dtype", std::string("float32")}});
   if (kind == Kind::predict) {
-    outputs = {pred};
+    outputs = preds;
   } else {
     outputs =
-        add_loss_and_updates(model, g, pred, inputs, {loss_tracker, metrics, weighted_metrics},
+        add_loss_and_updates(model, g, preds, inputs, {loss_tracker, metrics, weighted_metrics},
                              ctx.losses, replication, replica);
   }
   if (replication && replica > 0) {  // this replica's copies of every variable
@@ -149,27 +196,44 @@ Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tr
 }
 
 // The loss — Keras's "sum_over_batch_size": mean(per_sample) unweighted, sum(per_sample * w) /
-// batch weighted (so weights summing to other than the batch size scale it) — plus the layers'
-// own losses, then (train) the gradients, their all-reduce and the optimizer update, and the
-// metric updates. Adds the label (and weight) inputs; returns {loss, pred[, nonfinite]}.
-std::vector<Value> Program::add_loss_and_updates(const Model& model, Graph& g, Value pred,
+// batch weighted (so weights summing to other than the batch size scale it) — of each output,
+// summed with the outputs' loss weights, plus the layers' own losses; then (train) the
+// gradients, their all-reduce and the optimizer update, and the metric updates. Adds the label
+// inputs (one per output) and the weight input; returns {loss, preds...[, nonfinite]}.
+std::vector<Value> Program::add_loss_and_updates(const Model& model, Graph& g,
+                                                 const std::vector<Value>& preds,
                                                  std::vector<Value>& inputs,
                                                  const StepMetrics& step_metrics,
                                                  const std::vector<Value>& layer_losses,
                                                  Replication* replication, int replica) {
   const CompileConfig& cfg = model.compile_config();
-  LS_CHECK(cfg.loss, "model '", model.name(), "': compile() needs a loss");
-  Shape ps = g.type(pred).shape;
-  Shape ys = cfg.loss->label_dtype() == DType::i32 ? Shape{batch_} : ps;
-  Value y = g.input({cfg.loss->label_dtype(), ys}, "y");
-  inputs.push_back(y);
+  const std::vector<LossPtr>& losses = model.output_losses_;
+  LS_CHECK(losses.size() == preds.size() && losses[0], "model '", model.name(),
+           "': compile() needs a loss");
+  std::vector<Value> ys;
+  for (size_t o = 0; o < preds.size(); ++o) {
+    Shape ps = g.type(preds[o]).shape;
+    Shape shape = losses[o]->label_dtype() == DType::i32 ? Shape{batch_} : ps;
+    std::string name = "y";
+    if (preds.size() > 1) name += std::to_string(o);
+    ys.push_back(g.input({losses[o]->label_dtype(), shape}, name));
+    inputs.push_back(ys.back());
+  }
   Value sample_weight;
   if (weighted_)
     inputs.push_back(sample_weight = g.input({DType::f32, Shape{batch_}}, "sample_weight"));
-  Value per = cfg.loss->per_sample(g, y, pred);
-  if (weighted_) per = g.add("mul", {per, sample_weight});
-  Value loss =
-      g.add("reduce_mean", {per}, Attrs{{"axes", std::vector<int64_t>{0}}, {"keepdims", false}});
+  Value loss;
+  std::vector<Value> output_losses;
+  for (size_t o = 0; o < preds.size(); ++o) {
+    Value per = losses[o]->per_sample(g, ys[o], preds[o]);
+    if (weighted_) per = g.add("mul", {per, sample_weight});
+    Value output_loss =
+        g.add("reduce_mean", {per}, Attrs{{"axes", std::vector<int64_t>{0}}, {"keepdims", false}});
+    output_losses.push_back(output_loss);
+    const double weight = model.loss_weights_.at(o);
+    Value term = weight == 1.0 ? output_loss : g.add("mul", {output_loss, g.scalar(float(weight))});
+    loss = o == 0 ? term : g.add("add", {loss, term});
+  }
   for (Value extra : layer_losses) loss = g.add("add", {loss, extra});
   Value nonfinite;  // replicated: replicas (all workers) whose loss was NaN or inf
   if (kind_ == Kind::train) {
@@ -182,12 +246,30 @@ std::vector<Value> Program::add_loss_and_updates(const Model& model, Graph& g, V
       grads = replication->reducer().insert(g, grads, replica, loss, &nonfinite);
     cfg.optimizer->apply(g, grads, vars);
   }
-  // Loss tracker: Keras weights each batch's loss by its size -> per-sample copies.
-  step_metrics.loss_tracker->update(
-      g, y, g.add("broadcast_to", {loss}, Attrs{{"shape", std::vector<int64_t>{batch_}}}));
-  for (auto& m : step_metrics.metrics) m->update(g, y, pred);
-  for (auto& m : step_metrics.weighted_metrics) m->update_weighted(g, y, pred, sample_weight);
-  std::vector<Value> outputs{loss, pred};
+  // Loss trackers: Keras weights each batch's loss by its size -> per-sample copies.
+  auto per_sample = [&](Value v) {
+    return g.add("broadcast_to", {v}, Attrs{{"shape", std::vector<int64_t>{batch_}}});
+  };
+  step_metrics.loss_tracker->update(g, ys[0], per_sample(loss));
+  for (size_t o = 0; o < model.output_loss_trackers_.size() && o < preds.size(); ++o)
+    model.output_loss_trackers_[o]->update(g, ys[o], per_sample(output_losses[o]));
+  // The output each metric watches (as compile() assigned it; 0 for one not the model's).
+  auto output_of = [](const MetricPtr& m, const std::vector<MetricPtr>& all,
+                      const std::vector<int>& outputs) {
+    for (size_t i = 0; i < all.size() && i < outputs.size(); ++i)
+      if (all[i] == m) return size_t(outputs[i]);
+    return size_t(0);
+  };
+  for (auto& m : step_metrics.metrics) {
+    const size_t o = output_of(m, model.metrics_, model.metric_outputs_);
+    m->update(g, ys[o], preds[o]);
+  }
+  for (auto& m : step_metrics.weighted_metrics) {
+    const size_t o = output_of(m, model.weighted_metrics_, model.weighted_metric_outputs_);
+    m->update_weighted(g, ys[o], preds[o], sample_weight);
+  }
+  std::vector<Value> outputs{loss};
+  outputs.insert(outputs.end(), preds.begin(), preds.end());
   if (nonfinite.valid()) outputs.push_back(nonfinite), has_nonfinite_ = true;
   return outputs;
 }

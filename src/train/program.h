@@ -52,26 +52,55 @@ class Program {
   enum class Kind { train, eval, predict };
   // replication == nullptr (or replica 0 of one local replica and one worker): the plain
   // single-device step.
-  // weighted (train/eval): a third input takes the batch's sample weights [batch]; the loss and
-  // weighted_metrics use them.
+  // weighted (train/eval): an input after the targets takes the batch's sample weights
+  // [batch]; every output's loss and the weighted_metrics use them.
   Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tracker,
           const std::vector<MetricPtr>& metrics,
           const std::vector<MetricPtr>& weighted_metrics = {}, Replication* replication = nullptr,
           int replica = 0, bool weighted = false);
-  Tensor& x() { return exe_->input(0); }
-  Tensor& y() { return exe_->input(1); }
+  // The step's inputs: the model inputs x(0..inputs-1), then (train/eval) the targets
+  // y(0..outputs-1), one per model output, then (weighted) the sample weights.
+  int inputs() const { return inputs_; }
+  int targets() const { return targets_; }
+  Tensor& x(int i = 0) { return exe_->input(i); }
+  Tensor& y(int i = 0) { return exe_->input(inputs_ + i); }
   // The sample-weight input (weighted programs), else nullptr.
-  Tensor* sample_weight() { return weighted_ ? &exe_->input(2) : nullptr; }
+  Tensor* sample_weight() { return weighted_ ? &exe_->input(inputs_ + targets_) : nullptr; }
   bool weighted() const { return weighted_; }
   void run() { exe_->run(); }
   void set_step(uint64_t step) { exe_->set_step(step); }
+  void set_first_row(int64_t row) { exe_->set_first_row(row); }  // see StepInfo::first_row
+  // Multi-step execution (CompileConfig::steps_per_execution): the fit loop stages the batches
+  // of an execution in slots (host buffers shaped like the step's inputs, allocated here once
+  // and kept), then runs them back to back with run_steps. stage(n) makes at least n slots.
+  void stage(int slots);
+  int staged_slots() const { return int(staged_.size()); }
+  // Slot `slot`'s buffer for step input j (the order of x(i), y(i), sample_weight()).
+  Tensor& staged_input(int slot, int j);
+  Tensor& staged_x(int slot, int i = 0) { return staged_input(slot, i); }
+  Tensor& staged_y(int slot, int i = 0) { return staged_input(slot, inputs_ + i); }
+  Tensor* staged_sample_weight(int slot) {
+    return weighted_ ? &staged_input(slot, inputs_ + targets_) : nullptr;
+  }
+  // Runs slots [first_slot, first_slot + n) as n steps with step ids first_step + k: each copies
+  // its slot into the step's inputs and runs the static program, with no return to the caller,
+  // no callback and no allocation in between. A train or eval run stops after a step whose loss
+  // was NaN or inf on any replica (nonfinite_replicas() > 0), as fit stops there. first_slot <
+  // 0 (n == 1): the one step whose inputs were written into x()/y() directly. Returns the steps
+  // run.
+  int run_steps(int first_slot, int n, uint64_t first_step);
   float loss() const { return exe_->output(0).item(); }
   // After a train step: how many replicas of the whole job had a NaN or inf loss (replicated
   // programs learn it from the gradient all-reduce; otherwise this replica's loss decides).
   int nonfinite_replicas() const {
-    return has_nonfinite_ ? int(exe_->output(2).item()) : (std::isfinite(loss()) ? 0 : 1);
+    return has_nonfinite_ ? int(exe_->output(1 + outputs_).item())
+                          : (std::isfinite(loss()) ? 0 : 1);
   }
-  const Tensor& predictions() const { return exe_->output(kind_ == Kind::predict ? 0 : 1); }
+  // Model output i's predictions (outputs() of them).
+  int outputs() const { return outputs_; }
+  const Tensor& predictions(int i = 0) const {
+    return exe_->output(kind_ == Kind::predict ? i : 1 + i);
+  }
   double compile_seconds() const { return exe_->compile_seconds(); }
   const Executable& executable() const { return *exe_; }
   int64_t batch() const { return batch_; }
@@ -82,7 +111,8 @@ class Program {
     const std::vector<MetricPtr>& metrics;
     const std::vector<MetricPtr>& weighted_metrics;
   };
-  std::vector<Value> add_loss_and_updates(const Model& model, Graph& g, Value pred,
+  std::vector<Value> add_loss_and_updates(const Model& model, Graph& g,
+                                          const std::vector<Value>& preds,
                                           std::vector<Value>& inputs, const StepMetrics& metrics,
                                           const std::vector<Value>& layer_losses,
                                           Replication* replication, int replica);
@@ -91,7 +121,9 @@ class Program {
   int64_t batch_;
   bool weighted_ = false;
   bool has_nonfinite_ = false;
+  int inputs_ = 1, targets_ = 0, outputs_ = 1;
   std::unique_ptr<Executable> exe_;
+  std::vector<std::vector<Tensor>> staged_;  // [slot][step input]
 };
 
 Program::Kind program_kind(const std::string& name);

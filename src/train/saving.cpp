@@ -15,34 +15,15 @@ namespace {
 // The Keras 3 release whose file layout this follows (written as metadata "keras_version").
 constexpr const char* kKerasVersion = "3.15.1";
 
-struct Slot {
-  std::string path;  // "layers/dense_1"
-  LayerPtr layer;
-};
-
-// Keras's saving_lib names container items by snake_case class, deduplicated with _1, _2, ...
-std::vector<Slot> weight_slots(const Network& net) {
-  std::vector<Slot> slots;
-  std::map<std::string, int> used;
-  for (auto& l : keras_layer_order(net)) {
-    std::string base = keras_snake_case(l->class_name());
-    auto it = used.find(base);
-    std::string name = base;
-    if (it == used.end())
-      used[base] = 0;
-    else
-      name = base + "_" + std::to_string(++it->second);
-    slots.push_back({"layers/" + name, l});
-  }
-  return slots;
-}
+// Keras's saving_lib layout, nested models included (lockstep/nn/config.h).
+std::vector<KerasWeightSlot> weight_slots(const Network& net) { return keras_weight_slots(net); }
 
 void weights_to_tensors(const Network& net, std::vector<io::NamedTensor>& tensors,
                         std::vector<std::string>& groups) {
   groups = {"vars", "layers"};
   for (auto& s : weight_slots(net)) {
     groups.push_back(s.path + "/vars");
-    const auto& w = s.layer->weights();
+    const auto& w = s.weights;
     for (size_t i = 0; i < w.size(); ++i)
       tensors.push_back({s.path + "/vars/" + std::to_string(i), w[i]->value});
   }
@@ -53,7 +34,7 @@ void tensors_to_weights(Network& net, const std::vector<io::NamedTensor>& tensor
   std::map<std::string, const Tensor*> by_name;
   for (auto& t : tensors) by_name[t.name] = &t.value;
   for (auto& s : weight_slots(net)) {
-    const auto& w = s.layer->weights();
+    const auto& w = s.weights;
     size_t in_file = 0;
     std::string prefix = s.path + "/vars/";
     for (auto it = by_name.lower_bound(prefix);
@@ -72,7 +53,7 @@ void tensors_to_weights(Network& net, const std::vector<io::NamedTensor>& tensor
   }
   // All checked: now copy (in place, so compiled programs keep their views).
   for (auto& s : weight_slots(net)) {
-    const auto& w = s.layer->weights();
+    const auto& w = s.weights;
     for (size_t i = 0; i < w.size(); ++i)
       w[i]->value.copy_from(*by_name.at(s.path + "/vars/" + std::to_string(i)));
   }

@@ -39,6 +39,7 @@ void add_strategy_fields(const distribute::StrategyImpl& strategy, Fingerprint& 
                    json(distribute::to_string(communication.implementation)).dump());
   out.emplace_back("communication.timeout_ms", std::to_string(communication.timeout.count()));
   out.emplace_back("bytes_per_pack", std::to_string(strategy.options.bytes_per_pack));
+  out.emplace_back("all_reduce_dtype", json(dtype_name(strategy.options.all_reduce_dtype)).dump());
 }
 
 void add_model_fields(const Model& model, Fingerprint& out) {

@@ -11,8 +11,11 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -240,6 +243,39 @@ TEST_F(MultiWorker, NanOnOneWorkerStopsBothOnTheSameStep) {
   EXPECT_EQ(s0, s1);  // same epoch and step on both workers
 }
 
+// steps_per_execution: each worker stages its shares of 4 global batches and runs them inside
+// its program, the gradient all-reduce still every step: the weights of 1 step per execution,
+// bit for bit (arrays with a tail batch, and a Dataset), and a NaN stops both workers on the
+// step where one step per execution stops.
+TEST_F(MultiWorker, StepsPerExecutionMatchesOneStepPerExecution) {
+  // Arrays: 100 samples in global batches of 16, 6 full steps and a tail of 4 an epoch. A
+  // Dataset: 96 samples (a distributed Dataset needs whole global batches), 6 steps.
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{}, std::vector<std::string>{"--dataset"}}) {
+    std::vector<std::string> flags{"--samples", extra.empty() ? "100" : "96"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    ASSERT_NO_FATAL_FAILURE(run_pair(flags));
+    fs::rename(path("w0.lsckpt"), path("one.lsckpt"));
+    flags.insert(flags.end(), {"--steps-per-execution", "4"});
+    ASSERT_NO_FATAL_FAILURE(run_pair(flags));
+    EXPECT_EQ(max_diff(io::read_checkpoint_file(path("one.lsckpt")),
+                       io::read_checkpoint_file(path("w0.lsckpt"))),
+              0.f)
+        << (extra.empty() ? "arrays" : "dataset");
+  }
+  auto stop_line = [&](const std::string& name) {
+    const std::string log = read_file(path(name));
+    const size_t at = log.find("loss became");
+    return at == std::string::npos ? std::string() : log.substr(at, log.find('\n', at) - at);
+  };
+  ASSERT_NO_FATAL_FAILURE(run_pair({"--nan-sample", "40"}, 60));
+  const std::string one = stop_line("w0.log");
+  ASSERT_NE(one.find("on 1 of 2 replicas"), std::string::npos) << read_file(path("w0.log"));
+  ASSERT_NO_FATAL_FAILURE(run_pair({"--nan-sample", "40", "--steps-per-execution", "4"}, 60));
+  EXPECT_EQ(stop_line("w0.log"), one);
+  EXPECT_EQ(stop_line("w1.log"), one);
+}
+
 TEST_F(MultiWorker, KilledWorkerIsNamedAndBackupResumes) {
   int port = free_port();
   std::string backup = path("backup");
@@ -310,4 +346,66 @@ TEST_F(MultiWorker, DifferentReplicaCountsFailEveryWorkerNamingTheField) {
                                              {"--replicas-per-worker", "1", "--batch", "6"}};
   expect_both_fail_naming(
       flags, "workers disagree on replicas_per_worker: worker 0 has 2, worker 1 has 1");
+}
+
+// Op determinism (lockstep/core/config.h), with a RandomFlip and a Dropout in the model: two
+// workers x 1 replica end with the bytes of two in-process replicas (the random ops follow the
+// example's global row, each replica sums the same rows, and a 2-way all-reduce does not depend
+// on its order); one replica x B agrees to rounding only (the batch sums round differently).
+TEST_F(MultiWorker, DeterministicTwoWorkersMatchTwoReplicasByteForByte) {
+  // One thread per replica everywhere (a mirrored replica gets one of the process's threads;
+  // results are bit-identical for a fixed thread count per replica, not across thread counts).
+  struct OneThread {  // the workers inherit this process's environment
+    std::optional<std::string> saved;
+    OneThread() {
+      if (const char* v = std::getenv("OMP_NUM_THREADS")) saved = v;
+      ::setenv("OMP_NUM_THREADS", "1", 1);
+    }
+    ~OneThread() {
+      if (saved)
+        ::setenv("OMP_NUM_THREADS", saved->c_str(), 1);
+      else
+        ::unsetenv("OMP_NUM_THREADS");
+    }
+  } one_thread;
+  ASSERT_NO_FATAL_FAILURE(run_one("one_device", "single", {"--deterministic"}));
+  ASSERT_NO_FATAL_FAILURE(run_one("mirrored", "mirrored", {"--deterministic"}));
+  ASSERT_NO_FATAL_FAILURE(run_pair({"--deterministic"}));
+  auto mirrored = io::read_checkpoint_file(path("mirrored.lsckpt"));
+  auto workers = io::read_checkpoint_file(path("w0.lsckpt"));
+  ASSERT_EQ(mirrored.tensors.size(), workers.tensors.size());
+  std::printf("[ determinism ] mirrored vs 2 workers: max difference %g\n",
+              double(max_diff(mirrored, workers)));
+  for (size_t i = 0; i < mirrored.tensors.size(); ++i) {
+    const Tensor &a = mirrored.tensors[i].value, &b = workers.tensors[i].value;
+    ASSERT_EQ(a.nbytes(), b.nbytes());
+    EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << mirrored.tensors[i].name;
+  }
+  EXPECT_LT(max_diff(io::read_checkpoint_file(path("single.lsckpt")), mirrored), 2e-5f);
+}
+
+// StrategyOptions::all_reduce_dtype = bf16 (gradients cross workers as bf16, summed in f32): the
+// option takes effect (the weights differ from the f32 all-reduce's), and two workers train to
+// the same loss (1.07285 and 1.07315 here). The weights drift further than one rounding: Adam's
+// first steps move by lr * sign(g), and a gradient whose two halves nearly cancel can change sign
+// when they are rounded to bf16 before the sum (0.0225 here, against the 0.12 a weight can move in
+// 12 steps).
+TEST_F(MultiWorker, Bf16GradientAllReduceTrainsLikeTheF32One) {
+  ASSERT_NO_FATAL_FAILURE(run_pair());
+  fs::rename(path("w0.lsckpt"), path("f32.lsckpt"));
+  const double f32_loss = json_number(read_file(path("w0.log")), "loss");
+  ASSERT_NO_FATAL_FAILURE(run_pair({"--all-reduce-dtype", "bfloat16"}));
+  const double bf16_loss = json_number(read_file(path("w0.log")), "loss");
+  const float d = max_diff(io::read_checkpoint_file(path("f32.lsckpt")),
+                           io::read_checkpoint_file(path("w0.lsckpt")));
+  EXPECT_GT(d, 0.f);
+  EXPECT_LT(d, 0.06f);
+  EXPECT_NEAR(bf16_loss, f32_loss, 5e-3 * f32_loss) << "f32 " << f32_loss << ", bf16 " << bf16_loss;
+}
+
+TEST_F(MultiWorker, DifferentAllReduceDtypesFailEveryWorkerNamingTheField) {
+  const std::vector<std::string> flags[2] = {{"--all-reduce-dtype", "bfloat16"}, {}};
+  expect_both_fail_naming(flags,
+                          "workers disagree on all_reduce_dtype: worker 0 has \"bfloat16\", "
+                          "worker 1 has \"float32\"");
 }

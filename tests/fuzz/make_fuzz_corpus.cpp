@@ -13,6 +13,9 @@
 #include "distribute/store_protocol.h"
 #include "lockstep/data/image.h"
 #include "lockstep/io/checkpoint.h"
+#include "lockstep/io/keras_file.h"
+#include "lockstep/nn/config.h"
+#include "lockstep/nn/layers.h"
 
 namespace fs = std::filesystem;
 using namespace lockstep;
@@ -129,6 +132,50 @@ void store_requests(const fs::path& root) {
         std::vector<uint8_t>(hello.buf.begin(), hello.buf.end()));
 }
 
+// Small Keras models: a Sequential CNN, a functional model with a branch, Add and Concatenate,
+// and a model nesting a Sequential and a functional model.
+std::vector<std::pair<std::string, Network>> keras_models() {
+  using namespace layers;
+  std::vector<std::pair<std::string, Network>> out;
+  out.push_back({"sequential_cnn",
+                 Network::sequential(
+                     {Input({6, 6, 1}), Conv2D(2, 3, {.activation = "relu"}), BatchNormalization(),
+                      MaxPooling2D(), Flatten(), Dropout(0.5), Dense(3, {.activation = "softmax"})},
+                     "cnn", true)});
+  KTensor in = Input({5, 5, 2}, "pixels");
+  KTensor a = Conv2D(2, 1)(in);
+  KTensor s = Add()({a, in});
+  KTensor c = Concatenate()({s, in});
+  KTensor o = Dense(2)(GlobalAveragePooling2D()(c));
+  out.push_back({"functional_branch", Network({in}, {o}, "branch")});
+  Network inner =
+      Network::sequential({Input({4}), Dense(3, {.activation = "tanh"})}, "inner", true);
+  KTensor fi = Input({3});
+  Network inner_fn({fi}, {Dense(2)(fi)}, "inner_fn");
+  KTensor x = Input({4}, "x");
+  out.push_back({"nested", Network({x}, {Dense(1)(inner_fn(inner(x)))}, "outer")});
+  return out;
+}
+
+void keras(const fs::path& root) {
+  const fs::path tmp = fs::temp_directory_path() / "lockstep_fuzz_seed.keras";
+  for (auto& [name, net] : keras_models()) {
+    write(root / "keras_config" / (name + ".json"), net.get_config().dump());
+    io::KerasArchive a;
+    a.config = net.get_config();
+    a.metadata = {{"keras_version", "3.15.1"}};
+    a.groups = {"vars", "layers"};
+    for (auto& slot : keras_weight_slots(net)) {
+      a.groups.push_back(slot.path + "/vars");
+      for (size_t i = 0; i < slot.weights.size(); ++i)
+        a.weights.push_back({slot.path + "/vars/" + std::to_string(i), slot.weights[i]->value});
+    }
+    io::write_keras_archive(tmp.string(), a);
+    write(root / "keras_file" / (name + ".keras"), data::read_file_bytes(tmp.string()));
+  }
+  fs::remove(tmp);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,5 +189,6 @@ int main(int argc, char** argv) {
   checkpoints(root);
   clusters(root);
   store_requests(root);
+  keras(root);
   return 0;
 }

@@ -17,7 +17,15 @@
    DIR/resume_keras.keras after one epoch and DIR/resume_keras.after.f32 after two, for
    Lockstep to load and continue.
 4. Writes Keras's model.to_json() of an image CNN as DIR/keras_cnn.json (and its parameter
-   count in DIR/keras_cnn.params) for `lockstep train --model`.
+   count in DIR/keras_cnn.params) for `lockstep train --model`, and of the Fashion-MNIST
+   reference CNN (examples/reference_cnn.h, after a Rescaling(1/255) for image folders' 0..255
+   pixels) as DIR/reference_cnn.json.
+5. Nested models: Lockstep's lockstep_nested.keras (a Sequential and a functional model used as
+   layers) is checked in 1.; Keras writes keras_nested.keras the same way for Lockstep.
+6. Fashion-MNIST: DIR/fmnist_lockstep.keras is the reference CNN Lockstep trained for one
+   epoch; Keras loads it (compiled) and evaluates it on the 10k test set Lockstep evaluated it
+   on (DIR/fmnist_test.x.f32 / .y.i32) and writes its accuracy to DIR/fmnist_keras_accuracy.txt
+   (the C++ side compares it with Lockstep's).
 Exit status 0 when every comparison holds.
 """
 import json
@@ -85,6 +93,20 @@ def branchy():
     return keras.Model(i, o, name="branchy")
 
 
+def nested():
+    """A Sequential and a functional model used as layers of a functional model."""
+    inner = keras.Sequential([keras.Input((6,)), keras.layers.Dense(5, activation="relu"),
+                              keras.layers.BatchNormalization(), keras.layers.Dense(4)],
+                             name="inner_seq")
+    fi = keras.Input((4,))
+    fo = keras.layers.Dense(3, activation="tanh")(keras.layers.Dense(4)(fi))
+    inner_fn = keras.Model(fi, fo, name="inner_fn")
+    i = keras.Input((6,), name="x")
+    h = inner_fn(inner(i))
+    o = keras.layers.Dense(2)(keras.layers.Concatenate()([h, i]))
+    return keras.Model(i, o, name="nested")
+
+
 def randomize(model, rng):
     """Non-trivial weights (moving variances positive), so that weight order matters."""
     for layer in model.layers:
@@ -97,7 +119,7 @@ def randomize(model, rng):
 
 def write_keras_files(d):
     rng = np.random.default_rng(42)
-    for model in (small_cnn(), branchy()):
+    for model in (small_cnn(), branchy(), nested()):
         randomize(model, rng)
         n = model.name
         shape = (4,) + tuple(model.inputs[0].shape[1:])
@@ -172,6 +194,36 @@ def write_keras_json(d):
     with open(os.path.join(d, "keras_cnn.params"), "w") as f:
         f.write(str(model.count_params()))
     print(f"keras wrote keras_cnn.json ({model.count_params()} parameters)")
+    reference = keras.Sequential([
+        keras.Input((28, 28, 1)),
+        keras.layers.Rescaling(1 / 255.0),
+        keras.layers.Conv2D(32, 3, activation="relu"),
+        keras.layers.Conv2D(64, 3, activation="relu"),
+        keras.layers.MaxPooling2D((2, 2)),
+        keras.layers.Dropout(0.25),
+        keras.layers.Flatten(),
+        keras.layers.Dense(128, activation="relu"),
+        keras.layers.Dropout(0.5),
+        keras.layers.Dense(10),
+    ], name="reference_cnn")
+    with open(os.path.join(d, "reference_cnn.json"), "w") as f:
+        f.write(reference.to_json())
+    print(f"keras wrote reference_cnn.json ({reference.count_params()} parameters)")
+
+
+def evaluate_fashion_mnist(d):
+    path = os.path.join(d, "fmnist_lockstep.keras")
+    if not os.path.exists(path):
+        return True
+    x = np.fromfile(os.path.join(d, "fmnist_test.x.f32"), np.float32).reshape(-1, 28, 28, 1)
+    y = np.fromfile(os.path.join(d, "fmnist_test.y.i32"), np.int32)
+    model = keras.saving.load_model(path)
+    logs = model.evaluate(x, y, batch_size=500, verbose=0, return_dict=True)
+    with open(os.path.join(d, "fmnist_keras_accuracy.txt"), "w") as f:
+        f.write(repr(float(logs["accuracy"])))
+    print(f"keras evaluates fmnist_lockstep.keras on {len(y)} test images: "
+          f"accuracy {logs['accuracy']:.4f}, loss {logs['loss']:.4f}")
+    return True
 
 
 if __name__ == "__main__":
@@ -179,6 +231,7 @@ if __name__ == "__main__":
     print("keras", keras.__version__, "backend", keras.backend.backend())
     ok = check_lockstep_files(d)
     ok = check_lockstep_resume(d) and ok
+    ok = evaluate_fashion_mnist(d) and ok
     write_keras_files(d)
     write_keras_resume(d)
     write_keras_json(d)

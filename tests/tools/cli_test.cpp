@@ -1,11 +1,13 @@
 // The `lockstep` command line end to end (bin/lockstep; skipped when it is not built): train a
 // Keras model JSON on a generated image folder, predict with the class names the file keeps,
 // summary, convert between .keras / .weights.h5 / checkpoints / JSON, resume training from a
-// .keras file, and clear errors for bad arguments.
+// .keras file, the logging / cost-report flags of train, and clear errors for bad arguments.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "lockstep/lockstep.h"
@@ -149,6 +151,72 @@ TEST_F(LockstepCli, TrainPredictSummaryConvertResume) {
           " --epochs 1 --batch-size 8 --validation-split 0.25 --seed 3 --out " + p("m2.keras"));
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(run("summary " + p("m2.keras")).out.find("iterations 39"), std::string::npos);
+}
+
+// The examples' logging flags: CSV epoch logs (whose numbers are the run's own: the last row's
+// loss and accuracy are the ones the final JSON line prints), TensorBoard event files, the cost
+// report priced from a table, and curves.png next to --out.
+TEST_F(LockstepCli, TrainWritesLogsCostReportAndCurves) {
+  fs::path out = dir / "logged";
+  fs::remove_all(out);
+  fs::create_directories(out);
+  std::ofstream(out / "prices.json") << R"({"small": 0.5, "big": 7.25})";
+  CliRun t =
+      run("train --model " + p("config.json") + " --data-dir " + images.string() +
+          " --epochs 3 --batch-size 8 --validation-split 0.25 --seed 5 --threads 2" + " --out " +
+          (out / "m.keras").string() + " --csv " + (out / "log.csv").string() + " --tensorboard " +
+          (out / "tb").string() + " --report " + (out / "cost.json").string() + " --prices " +
+          (out / "prices.json").string() + " --machine big");
+  ASSERT_EQ(t.rc, 0) << t.out;
+  EXPECT_NE(t.out.find("wrote " + (out / "curves.png").string()), std::string::npos) << t.out;
+  // curves.png is a real PNG.
+  Tensor png = data::read_image((out / "curves.png").string());
+  EXPECT_GT(png.dim(0), 100);
+  EXPECT_GT(png.dim(1), 100);
+  // The CSV: a header and one row per epoch; its last row matches the printed result.
+  std::istringstream csv(test_util::read_text_file((out / "log.csv").string()));
+  std::string header, line, last;
+  std::getline(csv, header);
+  int rows = 0;
+  while (std::getline(csv, line))
+    if (!line.empty()) ++rows, last = line;
+  EXPECT_EQ(rows, 3) << header;
+  std::vector<std::string> cols, vals;
+  for (std::istringstream h(header); std::getline(h, line, ',');) cols.push_back(line);
+  for (std::istringstream v(last); std::getline(v, line, ',');) vals.push_back(line);
+  ASSERT_EQ(cols.size(), vals.size()) << header << "\n" << last;
+  const json result = json::parse(t.out.substr(t.out.rfind("{\"epochs\"")));
+  for (const char* key : {"loss", "accuracy", "val_accuracy"}) {
+    auto it = std::find(cols.begin(), cols.end(), key);
+    ASSERT_NE(it, cols.end()) << key << " not in " << header;
+    EXPECT_NEAR(std::stod(vals[it - cols.begin()]), result[key].get<double>(), 1e-4) << key;
+  }
+  // TensorBoard: event files for the training and validation runs.
+  int event_files = 0;
+  for (auto& e : fs::recursive_directory_iterator(out / "tb"))
+    event_files += e.path().filename().string().find("tfevents") != std::string::npos;
+  EXPECT_GE(event_files, 1);
+  // The cost report: priced from the table's "big" entry, three epochs, the chart next to it.
+  json report = json::parse(test_util::read_text_file((out / "cost.json").string()));
+  EXPECT_EQ(report["price_per_hour"].get<double>(), 7.25);
+  EXPECT_EQ(report["machine"], "big");
+  ASSERT_EQ(report["epochs"].size(), 3u);
+  EXPECT_EQ(report["monitor"], "val_accuracy");
+  EXPECT_NEAR(report["epochs"][2]["monitor_value"].get<double>(), result["val_accuracy"], 1e-4);
+  EXPECT_NEAR(report["total_cost"].get<double>(),
+              7.25 * report["wall_seconds"].get<double>() / 3600.0, 1e-9);
+  EXPECT_TRUE(fs::exists(out / "cost.png"));
+  // Pricing flags without --report, and an unknown machine, are errors naming the flag.
+  CliRun bad = run("train --model " + p("config.json") + " --data-dir " + images.string() +
+                   " --epochs 1 --out " + p("x.keras") + " --price-per-hour 3");
+  EXPECT_EQ(bad.rc, 1);
+  EXPECT_NE(bad.out.find("add --report"), std::string::npos) << bad.out;
+  CliRun unknown =
+      run("train --model " + p("config.json") + " --data-dir " + images.string() +
+          " --epochs 1 --out " + p("x.keras") + " --report " + (out / "c2.json").string() +
+          " --prices " + (out / "prices.json").string() + " --machine tiny");
+  EXPECT_EQ(unknown.rc, 1);
+  EXPECT_NE(unknown.out.find("tiny"), std::string::npos) << unknown.out;
 }
 
 TEST_F(LockstepCli, MirroredStrategyTrains) {

@@ -94,6 +94,19 @@ class Communicator {
   // Backends cache the engine's per-buffer state keyed by (pointers, sizes), so calling again
   // with the same buffers every training step is the fast path.
   virtual void allreduce_sum(std::span<const FloatBuffer> bucket) = 0;
+  // Compressed gradient all-reduce (StrategyOptions::all_reduce_dtype = bf16): like the bucket
+  // allreduce_sum, but every rank's values travel as bfloat16 (half the bytes of float32) and
+  // are added in float32. On every rank, data[i] becomes
+  //   bf16( f32(bf16(data_0[i])) + f32(bf16(data_1[i])) + ... + f32(bf16(data_{n-1}[i])) )
+  // (added in rank order, in f32; each contribution and the result rounded to bf16 once), so
+  // results are bitwise identical on every rank and backend. Algorithm: a reduce-scatter by
+  // all-to-all (rank j receives every rank's bf16 slice j and sums it in f32) followed by an
+  // all-gather of the bf16 sums: 2 (n-1)/n x 2 bytes per float per rank, half of a float32 ring.
+  // Gloo: gloo::alltoall + gloo::allgather; MPI: MPI_Alltoall + MPI_Allgather. In-process:
+  // this base version (all-gathers the whole bf16 buffers, then every rank sums), correct for
+  // any backend; replicas share memory, so it only reproduces the arithmetic and saves nothing
+  // (strategies keep the in-process sum of local replicas in f32).
+  virtual void allreduce_sum_bf16(std::span<const FloatBuffer> bucket);
 
   // Copies root's data into every other rank's data.
   virtual void broadcast(float* data, size_t count, int root) = 0;

@@ -65,6 +65,14 @@ struct StrategyOptions {
   bool pin_threads = false;
   // Local replicas per worker for MultiWorkerMirroredStrategy.
   int replicas_per_worker = 1;
+  // The gradient all-reduce across workers (PyTorch DDP's bf16_compress_hook, with f32 sums):
+  // DType::f32 (default), or DType::bf16: each worker's gradient buckets travel as bfloat16,
+  // half the bytes, and are added in float32 (Communicator::allreduce_sum_bf16: the reduced
+  // gradient is the bf16 rounding of the f32 sum of bf16-rounded contributions: off by at
+  // most 2^-8 of the contributions' magnitudes). Only the gradient buckets: loss/metric totals and
+  // synchronized BatchNormalization's statistics stay f32, and so does the in-process sum of local
+  // replicas (shared memory: there is no wire to halve). No effect with one worker.
+  DType all_reduce_dtype = DType::f32;
 };
 
 // A value per local replica (what run() returns and reduce() takes).

@@ -53,6 +53,8 @@ class Executable {
 
   void run();  // one step; advances the step counter
   void set_step(uint64_t step) { step_.step = step; }
+  // The global row of this step's first example (-1: random ops keyed by replica); see StepInfo.
+  void set_first_row(int64_t row) { step_.first_row = row; }
   uint64_t step() const { return step_.step; }
 
   size_t arena_bytes() const { return arena_bytes_; }

@@ -20,6 +20,9 @@ struct StepInfo {
   uint64_t step = 0;     // global step counter (RNG counter for dropout etc.)
   uint32_t replica = 0;  // replica id (decorrelates per-replica randomness)
   uint64_t seed = 0;     // model seed
+  // >= 0 (op determinism, lockstep/core/config.h): the global row of this replica's first
+  // example; random ops then key their draws by (seed, step, global row), not by replica.
+  int64_t first_row = -1;
 };
 
 struct KernelArgs {

@@ -6,7 +6,10 @@
 //   Network again = network_from_config(cfg);       // same layers, names and graph
 //   register_layer("MyLayer", [](const json& c) { return LayerPtr(...); });  // user layers
 //
-// A layer class or option Lockstep cannot represent is an error naming the layer and the key.
+// A Sequential or functional model inside a model (Network::as_layer(); class_name "Sequential" /
+// "Functional" in the config, its layers' weights under the nested layer's path in
+// model.weights.h5) round-trips like any layer. A layer class or option Lockstep cannot
+// represent is an error naming the layer and the key.
 #pragma once
 #include <functional>
 #include <string>
@@ -30,6 +33,17 @@ LayerPtr layer_from_config(const json& layer);
 // keras `model.layers` order: Functional by depth from the inputs, ties in traversal order
 // (as keras.src.ops.function.map_graph); Sequential in list order without the InputLayer.
 std::vector<LayerPtr> keras_layer_order(const Network& network);
+// Keras's saving layout of a network's weights (model.weights.h5 / .weights.h5): one slot per
+// layer in keras_layer_order, at "<prefix>layers/<snake_case class>[_N]" (deduplicated per
+// container); a nested model's slot holds no weights itself and its layers follow at
+// "<its path>/layers/...".
+struct KerasWeightSlot {
+  std::string path;  // "layers/dense_1", "layers/sequential/layers/dense"
+  LayerPtr layer;
+  std::vector<VariablePtr> weights;  // stored at path + "/vars/<i>"
+};
+std::vector<KerasWeightSlot> keras_weight_slots(const Network& network,
+                                                const std::string& prefix = "");
 // Keras's naming.to_snake_case ("Conv2D" -> "conv2d", "MaxPooling2D" -> "max_pooling2d").
 std::string keras_snake_case(const std::string& class_name);
 

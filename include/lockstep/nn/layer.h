@@ -118,6 +118,8 @@ class Layer : public std::enable_shared_from_this<Layer> {
   virtual bool autocasts_variables() const { return true; }
   // Appends an L2 penalty on `w` to ctx.losses when l2 > 0.
   void add_l2(CallContext& ctx, const VariablePtr& w, double l2);
+  // Lists a variable another layer owns as this layer's too (a nested model's weights).
+  void track_weight(VariablePtr v) { weights_.push_back(std::move(v)); }
   uint64_t seed_ = 0;  // initializer seed, derived from the global seed and the layer name
 
  private:

@@ -12,8 +12,10 @@
 namespace lockstep {
 
 // One entry of a Sequential list: a layer, or an Input (KTensor) as the first item.
+class Network;
 struct SequentialItem {
   SequentialItem(LayerHandle l) : layer(l.ptr()) {}                   // NOLINT
+  SequentialItem(const Network& nested);                              // NOLINT: as_layer()
   SequentialItem(LayerPtr l) : layer(std::move(l)) {}                 // NOLINT
   SequentialItem(KTensor t) : input(std::move(t)), is_input(true) {}  // NOLINT
   LayerPtr layer;
@@ -55,12 +57,27 @@ class Network {
   // Adds the network's computation to ctx.graph for the given input values (replay).
   std::vector<Value> call(CallContext& ctx, const std::vector<Value>& inputs) const;
 
+  // Nested models: the network as a layer of another model (Keras: calling a model on tensors
+  // or listing it in a Sequential). The layer is named after the network, its class is
+  // "Sequential" or "Functional", its weights are this network's variables (shared, not
+  // copied), and its config is the network's (lockstep/nn/config.h round-trips it). The same
+  // layer while it is alive: calling twice shares the weights.
+  LayerPtr as_layer() const;
+  KTensor operator()(const KTensor& x) const { return (*as_layer())(x); }
+  KTensors operator()(const std::vector<KTensor>& xs) const { return (*as_layer())(xs); }
+
  protected:
   std::string name_;
   std::vector<KTensor> inputs_, outputs_;
   std::vector<std::shared_ptr<LayerCall>> calls_;  // topological order
   std::vector<LayerPtr> layers_;
   bool sequential_ = false;
+  mutable std::weak_ptr<Layer> as_layer_;  // weak: the layer holds a copy of this network
 };
+
+// The network behind a layer made by Network::as_layer() (a nested model), or nullptr.
+const Network* nested_network(const Layer& layer);
+
+inline SequentialItem::SequentialItem(const Network& nested) : layer(nested.as_layer()) {}
 
 }  // namespace lockstep

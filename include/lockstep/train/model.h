@@ -30,6 +30,20 @@ struct CompileConfig {
   // twins. A name already taken by `metrics` is logged as "weighted_<name>", as in Keras.
   std::vector<std::string> weighted_metrics;
   std::vector<MetricPtr> weighted_metric_objects;
+  // Several outputs (Keras's list forms; one entry per model output, in the order of
+  // Model::outputs()). `losses`: each output's loss (leave it empty and `loss` applies to every
+  // output, as Keras's single loss does). `loss_weights`: each output's weight in the total
+  // loss (default 1 each; a single-output model may pass one). `output_metrics` /
+  // `output_metric_objects` / `output_weighted_metrics`: each output's metrics (Keras's list of
+  // lists; a multi-output model takes its metrics only here). The logs then use Keras 3's
+  // names: "loss" = sum(loss_weight * output loss) + the layers' losses, "<output>_loss" (each
+  // output's loss, without its loss weight) and "<output>_<metric>", where <output> is the
+  // name of the layer that computes the output (Model::output_names()).
+  std::vector<LossPtr> losses;
+  std::vector<double> loss_weights;
+  std::vector<std::vector<std::string>> output_metrics;
+  std::vector<std::vector<MetricPtr>> output_metric_objects;
+  std::vector<std::vector<std::string>> output_weighted_metrics;
   int steps_per_execution = 1;
   bool run_eagerly = false;
   std::string backend = "cpu";
@@ -42,7 +56,8 @@ class DistributedDataset;
 }  // namespace distribute
 
 // fit's validation data: arrays (x, y[, sample_weight]) or a Dataset of batched {x, y[, w]}
-// elements.
+// elements (a multi-input / multi-output model: {x_1..x_I, y_1..y_O[, w]} elements, see
+// Model), or, for a multi-input / multi-output model, arrays xs and ys (ValidationData::arrays).
 struct ValidationData {
   ValidationData() = default;
   ValidationData(Tensor x_, Tensor y_, Tensor sample_weight_ = {})
@@ -50,9 +65,17 @@ struct ValidationData {
   ValidationData(std::pair<Tensor, Tensor> xy)
       : x(std::move(xy.first)), y(std::move(xy.second)) {}      // NOLINT
   ValidationData(data::Dataset ds) : dataset(std::move(ds)) {}  // NOLINT
+  // One array per model input and one per model output.
+  static ValidationData arrays(std::vector<Tensor> xs, std::vector<Tensor> ys,
+                               Tensor sample_weight = {}) {
+    ValidationData v;
+    v.xs = std::move(xs), v.ys = std::move(ys), v.sample_weight = std::move(sample_weight);
+    return v;
+  }
   Tensor x, y, sample_weight;
+  std::vector<Tensor> xs, ys;  // arrays(): several inputs / outputs
   data::Dataset dataset;
-  bool defined() const { return x.defined() || dataset.valid(); }
+  bool defined() const { return x.defined() || !xs.empty() || dataset.valid(); }
 };
 
 struct FitConfig {
@@ -134,6 +157,31 @@ class Model : public Network {
   Tensor predict(const Tensor& x, PredictConfig config);
   Tensor predict(const data::Dataset& dataset, PredictConfig config);
 
+  // Several inputs and outputs (Keras's lists). xs holds one array per model input, ys one per
+  // model output, each in the model's order (inputs() / outputs()); every array has the same
+  // number of rows. A sample_weight [N] applies to every output's loss and weighted metrics
+  // (class_weight needs a single output, as in Keras). A Dataset for such a model yields flat
+  // elements {x_1, ..., x_I, y_1, ..., y_O[, sample_weight]} (inputs, then targets, then the
+  // optional weights; predict takes {x_1..x_I} and ignores further components). The
+  // single-tensor overloads above are the I = O = 1 case; predict's single-tensor forms need a
+  // single-output model.
+  History fit(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys, FitConfig config = {});
+  Logs evaluate(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
+                EvaluateConfig config = {});
+  // One tensor per model output.
+  std::vector<Tensor> predict(const std::vector<Tensor>& xs, PredictConfig config = {});
+  std::vector<Tensor> predict_outputs(const data::Dataset& dataset, PredictConfig config = {});
+  Logs train_on_batch(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
+                      BatchWeights weights = {});
+  Logs test_on_batch(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
+                     BatchWeights weights = {});
+  std::vector<Tensor> predict_on_batch(const std::vector<Tensor>& xs);
+  // The names of the layers computing the outputs (Keras's output_names: the log prefixes of a
+  // multi-output model), and each output's loss and loss weight as compile() resolved them.
+  std::vector<std::string> output_names() const;
+  const std::vector<LossPtr>& output_losses() const { return output_losses_; }
+  const std::vector<double>& loss_weights() const { return loss_weights_; }
+
   // Keras's *_on_batch: one step on exactly this batch (split across the local replicas; under
   // several workers every worker passes the same global batch). The metrics are reset first, so
   // the logs are this batch's: loss and metrics after train_on_batch's step (computed with the
@@ -170,30 +218,44 @@ class Model : public Network {
     double train_seconds = 0;
   };
   const FitProgress& fit_progress() const { return fit_progress_; }
-  std::vector<MetricPtr> metrics() const;  // loss tracker first, then metrics, weighted_metrics
+  // The loss tracker first, then (several outputs) each output's loss tracker, then metrics,
+  // weighted_metrics.
+  std::vector<MetricPtr> metrics() const;
   // The log key of each of metrics() (its name, or "weighted_<name>" for a weighted metric
   // whose name a plain one already has, as Keras names them).
   std::vector<std::string> metric_log_names() const;
   struct Source;  // internal: where fit/evaluate take batches from (src/train/fit_source.h)
 
  private:
+  void resolve_outputs();  // compile(): per-output losses, weights and metrics
   // weighted: the program takes a third input, the batch's sample weights.
   Program& program(const std::string& kind, int64_t batch, int replica = 0, bool weighted = false);
   History fit_loop(Source& source, FitConfig& cfg);  // runs a FitLoop
   History fit_dataset(const data::Dataset& dataset, FitConfig cfg, bool distributed);
   // Predicts the batch `source` holds, split across the local replicas; hands each part's
-  // predictions to take(first_row, predictions).
-  void predict_batch(Source& source, const std::function<void(int64_t, const Tensor&)>& take);
+  // predictions of each output to take(first_row, output, predictions).
+  void predict_batch(Source& source, const std::function<void(int64_t, int, const Tensor&)>& take);
   Logs evaluate_loop(Source& source, int verbose, const std::vector<CallbackPtr>& callbacks = {});
-  Tensor predict_arrays(const Tensor& x, const PredictConfig& config);
-  Tensor predict_dataset(const data::Dataset& dataset, const PredictConfig& config);
+  std::vector<Tensor> predict_arrays(const std::vector<Tensor>& xs, const PredictConfig& config);
+  std::vector<Tensor> predict_dataset(const data::Dataset& dataset, const PredictConfig& config);
+  History fit_arrays(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys, FitConfig cfg);
+  Logs evaluate_arrays(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
+                       EvaluateConfig cfg, const char* fn);
+  Logs train_batch(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
+                   BatchWeights weights);
   friend class FitLoop;  // fit's epoch loop (src/train/fit_loop.h)
+  friend class Program;  // reads the resolved losses and which output each metric watches
   CompileConfig config_;
   bool compiled_ = false;
   MetricPtr loss_tracker_;
   std::vector<MetricPtr> metrics_;
   std::vector<MetricPtr> weighted_metrics_;
   std::vector<std::string> metric_log_names_;
+  std::vector<LossPtr> output_losses_;           // one per output
+  std::vector<double> loss_weights_;             // one per output
+  std::vector<MetricPtr> output_loss_trackers_;  // "<output>_loss" (several outputs only)
+  std::vector<int> metric_outputs_;              // the output each of metrics_ watches
+  std::vector<int> weighted_metric_outputs_;     // ... and each of weighted_metrics_
   std::map<std::tuple<std::string, int64_t, int, bool>, std::unique_ptr<Program>> programs_;
   double compile_seconds_ = 0;
   std::shared_ptr<distribute::StrategyImpl> strategy_;

@@ -112,16 +112,18 @@ std::unique_ptr<Kernel> dropout_kernel(float r, float scale, uint64_t node) {
   return make_kernel([r, scale, node](const KernelArgs& a) {
     const uint64_t key = ew::dropout_key(node, a.step);
     const uint64_t step = a.step ? a.step->step : 0;
-    const int64_t e = a.in(0).numel(), blocks = (e + 3) / 4;
-    const T* x = a.in(0).data<T>();
-    T* y = a.out(0).data<T>();
-    T* mask = a.out(1).data<T>();
-    const int64_t groups = (blocks + 15) / 16;  // 16 Philox blocks = 64 elements
-#pragma omp parallel for if (e > kParallelMin) schedule(static)
-    for (int64_t g = 0; g < groups; ++g) {
-      const int64_t b0 = g * 16;
+    // One flat row, or one row per example under op determinism (see ew::dropout_rows).
+    const ew::DropoutRows rows = ew::dropout_rows(a.in(0), a.step);
+    const int64_t e = rows.row_len, blocks = (e + 3) / 4;
+    const int64_t groups = (blocks + 15) / 16;  // per row; 16 Philox blocks = 64 elements
+#pragma omp parallel for if (a.in(0).numel() > kParallelMin) schedule(static)
+    for (int64_t rg = 0; rg < rows.rows * groups; ++rg) {
+      const int64_t row = rg / groups, b0 = (rg % groups) * 16;
+      const T* x = a.in(0).data<T>() + row * e;
+      T* y = a.out(0).data<T>() + row * e;
+      T* mask = a.out(1).data<T>() + row * e;
       uint32_t w[4][16];
-      ew::philox4x32_x16(key, step, uint64_t(b0), w);
+      ew::philox4x32_x16(key, step, rows.counter_base(row) + uint64_t(b0), w);
       for (int l = 0; l < 16; ++l)
         for (int k = 0; k < 4; ++k) {
           const int64_t i = (b0 + l) * 4 + k;

@@ -1,9 +1,12 @@
-// cpu backend: OpenMP-parallel, vectorised batch_norm (train/infer/grad) and layer_norm (+grad).
-// Per-thread partial sums live in the kernel workspace (sized for the thread count at compile
-// time).
+// cpu backend: OpenMP-parallel, vectorised batch_norm (train/infer/grad) and layer_norm (+grad),
+// in f32 and natively in bf16 (mixed precision: bf16 x/dy/y/dx, f32 arithmetic, statistics and
+// parameter gradients). Per-thread partial sums live in the kernel workspace (sized for the
+// thread count at compile time).
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "ops/internal/kernel_util.h"
 
@@ -27,102 +30,182 @@ inline void rows_of(const Dims& d, int64_t* r0, int64_t* r1) {
   *r1 = d.R * (t + 1) / nt;
 }
 
-// Workspace: T*C doubles of partials x2, then C doubles x4 of per-channel coefficients.
-size_t bn_ws(const Dims& d) { return sizeof(double) * d.C * (2 * d.T + 4); }
+// The small inputs (gamma, beta, statistics: f32, or bf16 when a mixed-precision graph casts
+// them) as f32: an f32 input is read in place, a bf16 one is widened per run into the params
+// area at the end of the workspace.
+struct Params {
+  std::vector<int64_t> offset;  // per input: float offset in the params area, or -1
+  size_t floats = 0;
+  Params() = default;
+  Params(const std::vector<TensorType>& in, const std::vector<int>& small) {
+    offset.assign(in.size(), -1);
+    for (int i : small)
+      if (i < int(in.size()) && in[size_t(i)].dtype == DType::bf16) {
+        offset[size_t(i)] = int64_t(floats);
+        floats += size_t(in[size_t(i)].shape.numel() + 15) / 16 * 16;
+      }
+  }
+  const float* get(const KernelArgs& a, int i, float* area) const {
+    if (offset[size_t(i)] < 0) return a.in(i).data<float>();
+    float* dst = area + offset[size_t(i)];
+    const bf16* src = a.in(i).data<bf16>();
+    for (int64_t k = 0; k < a.in(i).numel(); ++k) dst[k] = bf16_to_f32(src[k]);
+    return dst;
+  }
+};
 
-void bn_train(const Dims& d, const KernelArgs& a) {
-  const float *x = in_f(a, 0), *gm = in_f(a, 1), *bt = in_f(a, 2);
-  float *y = out_f(a, 0), *mean = out_f(a, 1), *var = out_f(a, 2);
+constexpr int64_t kBlock = 64;  // rows summed in f32 before they join the f64 totals
+
+// Batch-norm workspace: per-thread f64 partial sums (2*T*C) and f32 block sums (2*T*C), then
+// per-channel f32 coefficients (4*C); the params area follows (Params).
+size_t bn_ws(const Dims& d) {
+  return sizeof(double) * 2 * d.T * d.C + sizeof(float) * d.C * (2 * d.T + 4);
+}
+struct BnWs {
+  double* part;
+  float *block, *coef;
+  BnWs(const Dims& d, void* w)
+      : part(static_cast<double*>(w)),
+        block(reinterpret_cast<float*>(part + 2 * d.T * d.C)),
+        coef(block + 2 * d.T * d.C) {}
+};
+
+// T: the storage of x, y, dy and dx (f32, or bf16 under mixed precision: loads widen to f32,
+// sums run in f32 over blocks of kBlock rows and in f64 across blocks, stores round once).
+// One pass for the statistics: sums of (x - k) and (x - k)^2 with k = the first row (a sample
+// of each channel, so the shifted sums do not cancel), then mean = k + S1/R and
+// var = S2/R - (S1/R)^2.
+template <class T>
+void bn_train(const Dims& d, const Params& p, float* params, const KernelArgs& a) {
+  const T* x = a.in(0).data<T>();
+  const float *gm = p.get(a, 1, params), *bt = p.get(a, 2, params);
+  T* y = a.out(0).data<T>();
+  float *mean = out_f(a, 1), *var = out_f(a, 2);
   const int64_t C = d.C;
-  double* part = static_cast<double*>(a.workspace);
-  double *m = part + 2 * d.T * C, *scale = m + C, *shift = scale + C;
+  BnWs w(d, a.workspace);
+  float *k = w.coef, *scale = k + C, *shift = scale + C;
+  for (int64_t c = 0; c < C; ++c) k[c] = d.R ? ld(x[c]) : 0.f;
 #pragma omp parallel num_threads(d.T)
   {
     int64_t r0, r1;
     rows_of(d, &r0, &r1);
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    double* __restrict s = part + t * C;
-    for (int64_t c = 0; c < C; ++c) s[c] = 0;
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t c = 0; c < C; ++c) s[c] += x[r * C + c];
-#pragma omp barrier
-#pragma omp single
-    for (int64_t c = 0; c < C; ++c) {
-      double v = 0;
-      for (int k = 0; k < nt; ++k) v += part[k * C + c];
-      m[c] = v / d.R;
-    }
-    for (int64_t c = 0; c < C; ++c) s[c] = 0;
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t c = 0; c < C; ++c) {
-        const double dv = x[r * C + c] - m[c];
-        s[c] += dv * dv;
+    double* __restrict s1 = w.part + 2 * t * C;
+    double* __restrict s2 = s1 + C;
+    float* __restrict b1 = w.block + 2 * t * C;
+    float* __restrict b2 = b1 + C;
+    const float* __restrict kc = k;
+    for (int64_t c = 0; c < C; ++c) s1[c] = s2[c] = 0;
+    for (int64_t rb = r0; rb < r1; rb += kBlock) {
+      for (int64_t c = 0; c < C; ++c) b1[c] = b2[c] = 0;
+      for (int64_t r = rb; r < std::min(r1, rb + kBlock); ++r) {
+        const T* __restrict xr = x + r * C;
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) {
+          const float v = ld(xr[c]) - kc[c];
+          b1[c] += v;
+          b2[c] += v * v;
+        }
       }
+      for (int64_t c = 0; c < C; ++c) s1[c] += b1[c], s2[c] += b2[c];
+    }
 #pragma omp barrier
 #pragma omp single
     for (int64_t c = 0; c < C; ++c) {
-      double v = 0;
-      for (int k = 0; k < nt; ++k) v += part[k * C + c];
-      v /= d.R;
-      const double rstd = 1.0 / std::sqrt(v + d.eps);
-      scale[c] = gm[c] * rstd;
-      shift[c] = bt[c] - m[c] * scale[c];
-      mean[c] = float(m[c]);
+      double m1 = 0, m2 = 0;
+      for (int j = 0; j < nt; ++j) m1 += w.part[2 * j * C + c], m2 += w.part[2 * j * C + C + c];
+      m1 /= double(d.R);
+      m2 /= double(d.R);
+      const double m = kc[c] + m1, v = std::max(0.0, m2 - m1 * m1);
+      const double rstd = 1.0 / std::sqrt(v + d.eps), sc = gm[c] * rstd;
+      scale[c] = float(sc);
+      shift[c] = float(bt[c] - m * sc);
+      mean[c] = float(m);
       var[c] = float(v);
     }
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t c = 0; c < C; ++c) y[r * C + c] = float(x[r * C + c] * scale[c] + shift[c]);
+    const float* __restrict sc = scale;
+    const float* __restrict sh = shift;
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* __restrict xr = x + r * C;
+      T* __restrict yr = y + r * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) yr[c] = st<T>(ld(xr[c]) * sc[c] + sh[c]);
+    }
   }
 }
 
 // dx = a*dy + b*(x - mean) + c0 per channel, after one reduction pass for sum(dy), sum(dy*xhat).
-void bn_train_grad(const Dims& d, const KernelArgs& a) {
-  const float *dy = in_f(a, 0), *x = in_f(a, 1), *gm = in_f(a, 2), *mean = in_f(a, 3),
-              *var = in_f(a, 4);
-  const float* dmean = a.num_inputs > 5 ? in_f(a, 5) : nullptr;
-  const float* dvar = a.num_inputs > 5 ? in_f(a, 6) : nullptr;
-  float *dx = out_f(a, 0), *dg = out_f(a, 1), *db = out_f(a, 2);
+template <class T>
+void bn_train_grad(const Dims& d, const Params& p, float* params, const KernelArgs& a) {
+  const T *dy = a.in(0).data<T>(), *x = a.in(1).data<T>();
+  const float *gm = p.get(a, 2, params), *mean = p.get(a, 3, params), *var = p.get(a, 4, params);
+  const float* dmean = a.num_inputs > 5 ? p.get(a, 5, params) : nullptr;
+  const float* dvar = a.num_inputs > 5 ? p.get(a, 6, params) : nullptr;
+  T* dx = a.out(0).data<T>();
+  float *dg = out_f(a, 1), *db = out_f(a, 2);
   const int64_t C = d.C;
-  double* part = static_cast<double*>(a.workspace);
-  double *ka = part + 2 * d.T * C, *kb = ka + C, *kc = kb + C;
+  BnWs w(d, a.workspace);
+  float *ka = w.coef, *kb = ka + C, *kc = kb + C;
 #pragma omp parallel num_threads(d.T)
   {
     int64_t r0, r1;
     rows_of(d, &r0, &r1);
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    double* __restrict s1 = part + 2 * t * C;
+    double* __restrict s1 = w.part + 2 * t * C;
     double* __restrict s2 = s1 + C;
+    float* __restrict b1 = w.block + 2 * t * C;
+    float* __restrict b2 = b1 + C;
+    const float* __restrict mu = mean;
     for (int64_t c = 0; c < C; ++c) s1[c] = s2[c] = 0;
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t c = 0; c < C; ++c) {
-        s1[c] += dy[r * C + c];
-        s2[c] += dy[r * C + c] * (x[r * C + c] - mean[c]);
+    for (int64_t rb = r0; rb < r1; rb += kBlock) {
+      for (int64_t c = 0; c < C; ++c) b1[c] = b2[c] = 0;
+      for (int64_t r = rb; r < std::min(r1, rb + kBlock); ++r) {
+        const T* __restrict dyr = dy + r * C;
+        const T* __restrict xr = x + r * C;
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) {
+          const float g = ld(dyr[c]);
+          b1[c] += g;
+          b2[c] += g * (ld(xr[c]) - mu[c]);
+        }
       }
+      for (int64_t c = 0; c < C; ++c) s1[c] += b1[c], s2[c] += b2[c];
+    }
 #pragma omp barrier
 #pragma omp single
     for (int64_t c = 0; c < C; ++c) {
       double sdy = 0, sdyxc = 0;
-      for (int k = 0; k < nt; ++k) {
-        sdy += part[2 * k * C + c];
-        sdyxc += part[2 * k * C + C + c];
+      for (int j = 0; j < nt; ++j) {
+        sdy += w.part[2 * j * C + c];
+        sdyxc += w.part[2 * j * C + C + c];
       }
       const double rstd = 1.0 / std::sqrt(double(var[c]) + d.eps), sdyx = sdyxc * rstd;
       dg[c] = float(sdyx);
       db[c] = float(sdy);
-      ka[c] = gm[c] * rstd;
-      kb[c] = -gm[c] * rstd * rstd * sdyx / d.R + (dvar ? 2.0 * dvar[c] / d.R : 0.0);
-      kc[c] = -gm[c] * rstd * sdy / d.R + (dmean ? dmean[c] / d.R : 0.0);
+      ka[c] = float(gm[c] * rstd);
+      kb[c] = float(-gm[c] * rstd * rstd * sdyx / d.R + (dvar ? 2.0 * dvar[c] / d.R : 0.0));
+      kc[c] = float(-gm[c] * rstd * sdy / d.R + (dmean ? dmean[c] / d.R : 0.0));
     }
-    for (int64_t r = r0; r < r1; ++r)
+    const float* __restrict fa = ka;
+    const float* __restrict fb = kb;
+    const float* __restrict fc = kc;
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* __restrict dyr = dy + r * C;
+      const T* __restrict xr = x + r * C;
+      T* __restrict dxr = dx + r * C;
+#pragma omp simd
       for (int64_t c = 0; c < C; ++c)
-        dx[r * C + c] = float(ka[c] * dy[r * C + c] + kb[c] * (x[r * C + c] - mean[c]) + kc[c]);
+        dxr[c] = st<T>(fa[c] * ld(dyr[c]) + fb[c] * (ld(xr[c]) - mu[c]) + fc[c]);
+    }
   }
 }
 
-void bn_infer(const Dims& d, const KernelArgs& a) {
-  const float *x = in_f(a, 0), *gm = in_f(a, 1), *bt = in_f(a, 2), *mean = in_f(a, 3),
-              *var = in_f(a, 4);
-  float* y = out_f(a, 0);
+template <class T>
+void bn_infer(const Dims& d, const Params& p, float* params, const KernelArgs& a) {
+  const T* x = a.in(0).data<T>();
+  const float *gm = p.get(a, 1, params), *bt = p.get(a, 2, params), *mean = p.get(a, 3, params),
+              *var = p.get(a, 4, params);
+  T* y = a.out(0).data<T>();
   const int64_t C = d.C;
   float* scale = static_cast<float*>(a.workspace);
   float* shift = scale + C;
@@ -131,37 +214,48 @@ void bn_infer(const Dims& d, const KernelArgs& a) {
     scale[c] = float(s);
     shift[c] = float(bt[c] - mean[c] * s);
   }
+  const float* __restrict sc = scale;
+  const float* __restrict sh = shift;
 #pragma omp parallel for schedule(static) num_threads(d.T)
-  for (int64_t r = 0; r < d.R; ++r)
-    for (int64_t c = 0; c < C; ++c) y[r * C + c] = x[r * C + c] * scale[c] + shift[c];
+  for (int64_t r = 0; r < d.R; ++r) {
+    const T* __restrict xr = x + r * C;
+    T* __restrict yr = y + r * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) yr[c] = st<T>(ld(xr[c]) * sc[c] + sh[c]);
+  }
 }
 
-void ln(const Dims& d, const KernelArgs& a) {
-  const float *x = in_f(a, 0), *gm = in_f(a, 1), *bt = in_f(a, 2);
-  float *y = out_f(a, 0), *mean = out_f(a, 1), *rs = out_f(a, 2);
+template <class T>
+void ln(const Dims& d, const Params& p, float* params, const KernelArgs& a) {
+  const T* x = a.in(0).data<T>();
+  const float *gm = p.get(a, 1, params), *bt = p.get(a, 2, params);
+  T* y = a.out(0).data<T>();
+  float *mean = out_f(a, 1), *rs = out_f(a, 2);
   const int64_t C = d.C;
 #pragma omp parallel for schedule(static) num_threads(d.T)
   for (int64_t r = 0; r < d.R; ++r) {
-    const float* __restrict xr = x + r * C;
-    float* __restrict yr = y + r * C;
+    const T* __restrict xr = x + r * C;
+    T* __restrict yr = y + r * C;
     float s = 0, ss = 0;
-    for (int64_t c = 0; c < C; ++c) s += xr[c];
+    for (int64_t c = 0; c < C; ++c) s += ld(xr[c]);
     const float m = s / float(C);
-    for (int64_t c = 0; c < C; ++c) ss += (xr[c] - m) * (xr[c] - m);
+    for (int64_t c = 0; c < C; ++c) ss += (ld(xr[c]) - m) * (ld(xr[c]) - m);
     const float rstd = float(1.0 / std::sqrt(double(ss) / C + d.eps));
-    for (int64_t c = 0; c < C; ++c) yr[c] = gm[c] * ((xr[c] - m) * rstd) + bt[c];
+    for (int64_t c = 0; c < C; ++c) yr[c] = st<T>(gm[c] * ((ld(xr[c]) - m) * rstd) + bt[c]);
     mean[r] = m;
     rs[r] = rstd;
   }
 }
 
-// Workspace: per-thread dgamma/dbeta partials (2*T*C floats).
-void ln_grad(const Dims& d, const KernelArgs& a) {
-  const float *dy = in_f(a, 0), *x = in_f(a, 1), *gm = in_f(a, 2), *mean = in_f(a, 3),
-              *rs = in_f(a, 4);
-  const float* dmean = a.num_inputs > 5 ? in_f(a, 5) : nullptr;
-  const float* drstd = a.num_inputs > 5 ? in_f(a, 6) : nullptr;
-  float *dx = out_f(a, 0), *dg = out_f(a, 1), *db = out_f(a, 2);
+// Workspace: per-thread dgamma/dbeta partials (2*T*C floats); the params area follows.
+template <class T>
+void ln_grad(const Dims& d, const Params& p, float* params, const KernelArgs& a) {
+  const T *dy = a.in(0).data<T>(), *x = a.in(1).data<T>();
+  const float *gm = p.get(a, 2, params), *mean = p.get(a, 3, params), *rs = p.get(a, 4, params);
+  const float* dmean = a.num_inputs > 5 ? p.get(a, 5, params) : nullptr;
+  const float* drstd = a.num_inputs > 5 ? p.get(a, 6, params) : nullptr;
+  T* dx = a.out(0).data<T>();
+  float *dg = out_f(a, 1), *db = out_f(a, 2);
   const int64_t C = d.C;
   float* part = static_cast<float*>(a.workspace);
   int used = 1;
@@ -176,23 +270,23 @@ void ln_grad(const Dims& d, const KernelArgs& a) {
     float* __restrict pb = pg + C;
     for (int64_t c = 0; c < C; ++c) pg[c] = pb[c] = 0;
     for (int64_t r = r0; r < r1; ++r) {
-      const float *dyr = dy + r * C, *xr = x + r * C;
+      const T *dyr = dy + r * C, *xr = x + r * C;
       const float m = mean[r], rstd = rs[r];
       float sg = 0, sgx = 0;
       for (int64_t c = 0; c < C; ++c) {
-        const float xh = (xr[c] - m) * rstd, gi = dyr[c] * gm[c];
+        const float g = ld(dyr[c]), xh = (ld(xr[c]) - m) * rstd, gi = g * gm[c];
         sg += gi;
         sgx += gi * xh;
-        pg[c] += dyr[c] * xh;
-        pb[c] += dyr[c];
+        pg[c] += g * xh;
+        pb[c] += g;
       }
       sg /= float(C);
       sgx /= float(C);
       const float em = dmean ? dmean[r] / float(C) : 0.f;
       const float er = drstd ? -drstd[r] * rstd * rstd * rstd / float(C) : 0.f;
       for (int64_t c = 0; c < C; ++c) {
-        const float xc = xr[c] - m;
-        dx[r * C + c] = rstd * (dyr[c] * gm[c] - sg - xc * rstd * sgx) + em + er * xc;
+        const float xc = ld(xr[c]) - m;
+        dx[r * C + c] = st<T>(rstd * (ld(dyr[c]) * gm[c] - sg - xc * rstd * sgx) + em + er * xc);
       }
     }
   }
@@ -207,23 +301,50 @@ void ln_grad(const Dims& d, const KernelArgs& a) {
   }
 }
 
-template <void (*F)(const Dims&, const KernelArgs&)>
-KernelFactory factory(int x_input, size_t (*ws)(const Dims&)) {
-  return [x_input, ws](const Node& n, const std::vector<TensorType>& in) {
-    Dims d = dims_of(n, in[x_input].shape);
-    return make_kernel([d](const KernelArgs& a) { F(d, a); }, ws(d));
+using Run = void (*)(const Dims&, const Params&, float*, const KernelArgs&);
+
+// A norm kernel: x_input is x; `large` are the inputs with x's shape, which must share output
+// 0's float type (all f32: the f32 kernel; all bf16: the bf16 one; a mix runs the f32 kernel
+// between conversions); `small` are the per-channel / per-row inputs, f32 or bf16 (Params).
+KernelFactory factory(Run f32, Run b16, int x_input, std::vector<int> large, std::vector<int> small,
+                      size_t (*ws)(const Dims&)) {
+  return [=](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
+    const DType t = n.outputs[0].dtype;
+    bool same = t == DType::f32 || t == DType::bf16;
+    for (int i : large) same = same && in[size_t(i)].dtype == t;
+    if (!same) return bf16_via_f32(n, in, factory(f32, b16, x_input, large, small, ws));
+    const Params p(in, small);
+    const Dims d = dims_of(n, in[size_t(x_input)].shape);
+    const size_t base = (ws(d) + 63) / 64 * 64;
+    const Run f = t == DType::bf16 ? b16 : f32;
+    return make_kernel(
+        [d, p, base, f](const KernelArgs& a) {
+          f(d, p, reinterpret_cast<float*>(static_cast<char*>(a.workspace) + base), a);
+        },
+        base + p.floats * sizeof(float));
   };
 }
 
 LOCKSTEP_REGISTER(cpu_norm_kernels) {
   auto& R = OpRegistry::get();
-  R.add_kernel("batch_norm_train", "cpu", factory<bn_train>(0, bn_ws));
-  R.add_kernel("batch_norm_train_grad", "cpu", factory<bn_train_grad>(1, bn_ws));
+  size_t (*bn_infer_ws)(const Dims&) = [](const Dims& d) { return sizeof(float) * 2 * d.C; };
+  size_t (*ln_ws)(const Dims&) = [](const Dims&) { return size_t(0); };
+  size_t (*ln_grad_ws)(const Dims&) = [](const Dims& d) { return sizeof(float) * 2 * d.T * d.C; };
+  R.add_kernel("batch_norm_train", "cpu",
+               factory(bn_train<float>, bn_train<bf16>, 0, {0}, {1, 2}, bn_ws),
+               /*takes_bf16=*/true);
+  R.add_kernel(
+      "batch_norm_train_grad", "cpu",
+      factory(bn_train_grad<float>, bn_train_grad<bf16>, 1, {0, 1}, {2, 3, 4, 5, 6}, bn_ws),
+      /*takes_bf16=*/true);
   R.add_kernel("batch_norm_infer", "cpu",
-               factory<bn_infer>(0, [](const Dims& d) { return sizeof(float) * 2 * d.C; }));
-  R.add_kernel("layer_norm", "cpu", factory<ln>(0, [](const Dims&) { return size_t(0); }));
+               factory(bn_infer<float>, bn_infer<bf16>, 0, {0}, {1, 2, 3, 4}, bn_infer_ws),
+               /*takes_bf16=*/true);
+  R.add_kernel("layer_norm", "cpu", factory(ln<float>, ln<bf16>, 0, {0}, {1, 2}, ln_ws),
+               /*takes_bf16=*/true);
   R.add_kernel("layer_norm_grad", "cpu",
-               factory<ln_grad>(1, [](const Dims& d) { return sizeof(float) * 2 * d.T * d.C; }));
+               factory(ln_grad<float>, ln_grad<bf16>, 1, {0, 1}, {2, 3, 4, 5, 6}, ln_grad_ws),
+               /*takes_bf16=*/true);
 }
 
 }  // namespace

@@ -115,10 +115,13 @@ std::unique_ptr<Kernel> dropout(const Node& n, const Types&) {
   const uint64_t node = ew::node_key(n);
   return make_kernel([rate, scale, node](const KernelArgs& a) {
     const uint64_t key = ew::dropout_key(node, a.step), step = a.step ? a.step->step : 0;
-    const int64_t e = a.in(0).numel();
-    for (int64_t blk = 0; blk < (e + 3) / 4; ++blk)
-      ew::dropout_block(key, step, blk, a.in(0).data<float>(), a.out(0).data<float>(),
-                        a.out(1).data<float>(), e, rate, scale);
+    const ew::DropoutRows rows = ew::dropout_rows(a.in(0), a.step);
+    const int64_t e = rows.row_len;
+    for (int64_t r = 0; r < rows.rows; ++r)
+      for (int64_t blk = 0; blk < (e + 3) / 4; ++blk)
+        ew::dropout_block(key, step, blk, a.in(0).data<float>() + r * e,
+                          a.out(0).data<float>() + r * e, a.out(1).data<float>() + r * e, e, rate,
+                          scale, rows.counter_base(r));
   });
 }
 

@@ -72,9 +72,10 @@ class StrategyImpl {
   std::vector<std::string> allgather_workers(const std::string& bytes);
   void abort(const std::string& reason);
 
-  // Gradient all-reduce of one bucket for local replica r (called by the compiled step):
-  // sums over local replicas and workers, in place, on replica r's communication thread.
-  std::future<void> start_allreduce(int replica, float* data, size_t count);
+  // All-reduce of one bucket for local replica r (called by the compiled step): sums over
+  // local replicas and workers, in place, on replica r's communication thread. A gradient
+  // bucket crosses workers in options.all_reduce_dtype; anything else in f32.
+  std::future<void> start_allreduce(int replica, float* data, size_t count, bool gradient = false);
   // All-reduce for run()'s ReplicaContext (blocking).
   void allreduce_now(int replica, float* data, size_t count);
 
@@ -83,7 +84,7 @@ class StrategyImpl {
   std::vector<std::unique_ptr<Communicator>> local_;      // in-process group (R > 1)
   std::vector<std::unique_ptr<AsyncCollectives>> async_;  // per local replica
   std::unique_ptr<ReplicaThreads> threads_;
-  void reduce_bucket(int replica, float* data, size_t count);
+  void reduce_bucket(int replica, float* data, size_t count, bool bf16);
 };
 
 // The bucket layout of a model's gradients and, per local replica and bucket, the pending

@@ -35,8 +35,11 @@ struct Draws {
 };
 Draws draws(Kind kind, uint64_t key, uint64_t counter, uint64_t index);
 
+// The sample_* functions draw image i's parameters with index first_index + i (the layers'
+// ops pass the global row of the step's first image under op determinism, else 0).
 // ---- flip: flags [n, 2] = (horizontal, vertical) in {0, 1} ----
-void sample_flip(int mode, uint64_t key, uint64_t counter, int64_t n, float* flags);
+void sample_flip(int mode, uint64_t key, uint64_t counter, int64_t n, float* flags,
+                 uint64_t first_index = 0);
 void apply_flip(const Tensor& x, const Tensor& y, const float* flags, bool parallel);
 
 // ---- affine (projective) transforms: 8 floats per image [a0 a1 a2 b0 b1 b2 c0 c1], mapping
@@ -56,7 +59,7 @@ struct FillSpec {
   float value = 0.f;
 };
 void sample_affine(const AffineRanges& r, uint64_t key, uint64_t counter, int64_t n, int64_t height,
-                   int64_t width, float* transforms);
+                   int64_t width, float* transforms, uint64_t first_index = 0);
 // transforms: 8 floats per image, or one transform for all images when `shared` is set.
 void apply_affine(const Tensor& x, const Tensor& y, const float* transforms, const FillSpec& f,
                   bool parallel, bool shared = false);
@@ -67,7 +70,7 @@ void apply_affine_grad(const Tensor& dy, const Tensor& dx, const float* transfor
 // ---- contrast: y = clip((x - mean_c) * f + mean_c, lo, hi), mean per image and channel ----
 // One uniform draw per image in [lo, hi) (used for contrast factors and brightness deltas).
 void sample_uniform(Kind kind, double lo, double hi, uint64_t key, uint64_t counter, int64_t n,
-                    float* out);
+                    float* out, uint64_t first_index = 0);
 void apply_contrast(const Tensor& x, const Tensor& y, const float* factors, float lo, float hi,
                     bool parallel);
 void apply_contrast_grad(const Tensor& dy, const Tensor& x, const Tensor& dx, const float* factors,
@@ -81,7 +84,7 @@ void apply_brightness_grad(const Tensor& dy, const Tensor& x, const Tensor& dx, 
 
 // ---- crop: offsets [n, 2] = (top, left); y's shape gives the crop size ----
 void sample_crop(uint64_t key, uint64_t counter, int64_t n, int64_t height, int64_t width,
-                 int64_t crop_height, int64_t crop_width, float* offsets);
+                 int64_t crop_height, int64_t crop_width, float* offsets, uint64_t first_index = 0);
 void apply_crop(const Tensor& x, const Tensor& y, const float* offsets, bool parallel);
 void apply_crop_grad(const Tensor& dy, const Tensor& dx, const float* offsets, bool parallel);
 

@@ -257,17 +257,47 @@ inline uint64_t splitmix64(uint64_t x) {
 inline uint64_t node_key(const Node& n) {
   return splitmix64(splitmix64(uint64_t(attr_i(n, "seed"))) ^ uint64_t(n.id));
 }
+// Op determinism (StepInfo::first_row >= 0): the replica is left out, since draws are keyed by
+// the example's global row instead (dropout_rows, first_index).
+inline bool keyed_by_row(const StepInfo* s) { return s && s->first_row >= 0; }
 inline uint64_t dropout_key(uint64_t node_key, const StepInfo* s) {
-  uint64_t k = splitmix64(node_key ^ uint64_t(s ? s->replica : 0));
+  uint64_t k = splitmix64(node_key ^ uint64_t(s && !keyed_by_row(s) ? s->replica : 0));
   return splitmix64(k ^ (s ? s->seed : 0));
+}
+// The global index of the first image / row of this step (0 unless keyed by row).
+inline uint64_t first_index(const StepInfo* s) {
+  return keyed_by_row(s) ? uint64_t(s->first_row) : 0;
+}
+// How dropout walks its tensor: `rows` rows of `row_len` elements, row r drawing Philox blocks
+// counter_base(r) + 0, 1, ... (4 elements per block). Normally one flat row from counter 0;
+// keyed by row, dim 0 is the batch and row r starts at ((first_row + r) << 32), so an
+// example's mask does not depend on how the global batch is split.
+struct DropoutRows {
+  int64_t rows = 1, row_len = 0;
+  uint64_t first = 0;
+  bool keyed = false;
+  uint64_t counter_base(int64_t r) const { return keyed ? (first + uint64_t(r)) << 32 : 0; }
+};
+inline DropoutRows dropout_rows(const Tensor& x, const StepInfo* s) {
+  DropoutRows d;
+  d.row_len = x.numel();
+  if (keyed_by_row(s) && x.rank() >= 1 && x.dim(0) > 0) {
+    d.keyed = true;
+    d.rows = x.dim(0);
+    d.row_len = x.numel() / d.rows;
+    d.first = uint64_t(s->first_row);
+  }
+  return d;
 }
 inline uint64_t dropout_key(const Node& n, const StepInfo* s) {
   return dropout_key(node_key(n), s);
 }
 // Elements [4*blk, 4*blk + 4) of y and mask (clipped to n).
+// Counter (step, counter_base + blk).
 inline void dropout_block(uint64_t key, uint64_t step, int64_t blk, const float* x, float* y,
-                          float* mask, int64_t n, float rate, float scale) {
-  auto r = philox4x32(key, step, uint64_t(blk));
+                          float* mask, int64_t n, float rate, float scale,
+                          uint64_t counter_base = 0) {
+  auto r = philox4x32(key, step, counter_base + uint64_t(blk));
   for (int k = 0; k < 4; ++k) {
     int64_t i = 4 * blk + k;
     if (i >= n) break;

@@ -112,7 +112,8 @@ Tensor read_idx(const std::string& path) {
     // Grow geometrically from 1 MiB: a header that claims more than the stream holds costs at
     // most twice what the stream really delivered (a fixed 16 MiB first step did not).
     const uint64_t grow = std::max<uint64_t>(uint64_t(1) << 20, have);
-    const size_t step = size_t(std::min<uint64_t>(count - have, std::min<uint64_t>(grow, uint64_t(64) << 20)));
+    const size_t step =
+        size_t(std::min<uint64_t>(count - have, std::min<uint64_t>(grow, uint64_t(64) << 20)));
     data.resize(have + step);
     const size_t n = in.read(data.data() + have, step);
     if (n < step) {

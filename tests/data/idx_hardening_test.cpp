@@ -142,7 +142,8 @@ TEST(IdxHardening, HeaderClaimingMoreThanTheFileHoldsIsTruncatedWithoutAllocatin
     const std::string msg = error_of([&] { data::read_idx(p); });
     EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
     if (can_measure) {
-      EXPECT_LT((peak_rss_kib() - before) / 1024, 8) << p << ": grew " << (peak_rss_kib() - before) << " KiB";
+      EXPECT_LT((peak_rss_kib() - before) / 1024, 8)
+          << p << ": grew " << (peak_rss_kib() - before) << " KiB";
     }
   }
 }

@@ -3,11 +3,14 @@
 #pragma once
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "lockstep/core/error.h"
 #include "lockstep/core/rng.h"
@@ -73,6 +76,27 @@ inline std::pair<Tensor, Tensor> quadrant_images(int64_t n, uint64_t seed) {
         }
   }
   return {x, y};
+}
+
+// Inputs in [-1, 1) from a fixed LCG (the same values on every platform and build).
+inline Tensor lcg_inputs(Shape s, uint64_t seed) {
+  std::vector<float> v(size_t(s.numel()));
+  uint64_t x = seed * 2654435761u + 1;
+  for (auto& f : v) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    f = float((x >> 40) % 2000) / 1000.0f - 1.0f;
+  }
+  return Tensor::from_vector(s, v);
+}
+
+// Largest |a - b| over two f32 tensors of one shape.
+inline float max_abs_diff(const Tensor& a, const Tensor& b) {
+  LS_CHECK(a.shape() == b.shape(), "max_abs_diff: shapes ", a.shape().str(), " and ",
+           b.shape().str(), " differ");
+  float m = 0;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    m = std::max(m, std::abs(a.data<float>()[i] - b.data<float>()[i]));
+  return m;
 }
 
 }  // namespace lockstep::test_util

@@ -20,23 +20,8 @@ std::string tmp(const std::string& file) {
   return (test_util::temp_dir("keras_saving", false) / file).string();
 }
 
-Tensor inputs(Shape s, uint64_t seed) {
-  std::vector<float> v(s.numel());
-  uint64_t x = seed * 2654435761u + 1;
-  for (auto& f : v) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    f = float((x >> 40) % 2000) / 1000.0f - 1.0f;
-  }
-  return Tensor::from_vector(s, v);
-}
-
-float max_abs_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  float m = 0;
-  for (int64_t i = 0; i < a.numel(); ++i)
-    m = std::max(m, std::abs(a.data<float>()[i] - b.data<float>()[i]));
-  return m;
-}
+Tensor inputs(Shape s, uint64_t seed) { return test_util::lcg_inputs(s, seed); }
+using test_util::max_abs_diff;
 
 // Two Dense layers of one class (naming dense / dense_1), a branch, Add, Concatenate, BN.
 Model functional_model() {

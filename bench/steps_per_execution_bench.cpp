@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "../examples/reference_cnn.h"
+#include "lockstep/core/parse.h"
 
 namespace ls = lockstep;
 using Clock = std::chrono::steady_clock;
@@ -44,12 +45,13 @@ struct Args {
   std::exit(2);
 }
 
-int positive_int(const std::string& flag, const std::string& v) {
-  char* end = nullptr;
-  long x = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || x < 1 || x > 1'000'000)
-    usage_error(flag + " needs integers >= 1, got '" + v + "'");
-  return int(x);
+// The project's checked parser (lockstep/core/parse.h); its message goes out as a usage error.
+int positive_int(const std::string& flag, const std::string& v, int64_t max = 1'000'000) {
+  try {
+    return int(ls::parse_int(flag, v, 1, max));
+  } catch (const ls::Error& e) {
+    usage_error(e.what());
+  }
 }
 
 Args parse(int argc, char** argv) {
@@ -67,7 +69,7 @@ Args parse(int argc, char** argv) {
     } else if (k == "--rounds") {
       a.rounds = positive_int(k, v);
     } else if (k == "--threads") {
-      a.threads = positive_int(k, v);
+      a.threads = positive_int(k, v, ls::max_thread_count());
     } else if (k == "--values") {
       a.values.clear();
       std::stringstream s(v);

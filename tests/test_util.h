@@ -99,4 +99,12 @@ inline float max_abs_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
+// Largest |a - b| over two lists of f32 tensors (e.g. two models' get_weights()).
+inline float max_abs_diff(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  LS_CHECK(a.size() == b.size(), "max_abs_diff: ", a.size(), " tensors against ", b.size());
+  float m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, max_abs_diff(a[i], b[i]));
+  return m;
+}
+
 }  // namespace lockstep::test_util

@@ -45,13 +45,7 @@ std::pair<Tensor, Tensor> make_data(int64_t n) {
 }
 
 float max_diff(const Model& a, const Model& b) {
-  auto wa = a.get_weights(), wb = b.get_weights();
-  float d = 0;
-  for (size_t i = 0; i < wa.size(); ++i) {
-    auto va = wa[i].to_vector(), vb = wb[i].to_vector();
-    for (size_t k = 0; k < va.size(); ++k) d = std::max(d, std::fabs(va[k] - vb[k]));
-  }
-  return d;
+  return test_util::max_abs_diff(a.get_weights(), b.get_weights());
 }
 
 using lockstep::test_util::error_of;

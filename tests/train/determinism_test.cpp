@@ -64,13 +64,7 @@ std::vector<Bytes> state_bytes(Model& m) {
 }
 
 float max_diff(const Model& a, const Model& b) {
-  auto wa = a.get_weights(), wb = b.get_weights();
-  float d = 0;
-  for (size_t i = 0; i < wa.size(); ++i) {
-    auto va = wa[i].to_vector(), vb = wb[i].to_vector();
-    for (size_t k = 0; k < va.size(); ++k) d = std::max(d, std::fabs(va[k] - vb[k]));
-  }
-  return d;
+  return test_util::max_abs_diff(a.get_weights(), b.get_weights());
 }
 
 // A seeded pipeline with every kind of stage: shuffle, a parallel random map that asks for

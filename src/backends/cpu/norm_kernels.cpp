@@ -75,6 +75,18 @@ struct BnWs {
 // One pass for the statistics: sums of (x - k) and (x - k)^2 with k = the first row (a sample
 // of each channel, so the shifted sums do not cancel), then mean = k + S1/R and
 // var = S2/R - (S1/R)^2.
+// y = x * scale + shift per channel, rows [r0, r1) of an [R, C] tensor (f32 arithmetic).
+template <class T>
+inline void scale_shift_rows(const T* x, T* y, int64_t r0, int64_t r1, int64_t C,
+                             const float* __restrict sc, const float* __restrict sh) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* __restrict xr = x + r * C;
+    T* __restrict yr = y + r * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) yr[c] = st<T>(ld(xr[c]) * sc[c] + sh[c]);
+  }
+}
+
 template <class T>
 void bn_train(const Dims& d, const Params& p, float* params, const KernelArgs& a) {
   const T* x = a.in(0).data<T>();
@@ -123,14 +135,7 @@ void bn_train(const Dims& d, const Params& p, float* params, const KernelArgs& a
       mean[c] = float(m);
       var[c] = float(v);
     }
-    const float* __restrict sc = scale;
-    const float* __restrict sh = shift;
-    for (int64_t r = r0; r < r1; ++r) {
-      const T* __restrict xr = x + r * C;
-      T* __restrict yr = y + r * C;
-#pragma omp simd
-      for (int64_t c = 0; c < C; ++c) yr[c] = st<T>(ld(xr[c]) * sc[c] + sh[c]);
-    }
+    scale_shift_rows(x, y, r0, r1, C, scale, shift);
   }
 }
 
@@ -214,15 +219,8 @@ void bn_infer(const Dims& d, const Params& p, float* params, const KernelArgs& a
     scale[c] = float(s);
     shift[c] = float(bt[c] - mean[c] * s);
   }
-  const float* __restrict sc = scale;
-  const float* __restrict sh = shift;
 #pragma omp parallel for schedule(static) num_threads(d.T)
-  for (int64_t r = 0; r < d.R; ++r) {
-    const T* __restrict xr = x + r * C;
-    T* __restrict yr = y + r * C;
-#pragma omp simd
-    for (int64_t c = 0; c < C; ++c) yr[c] = st<T>(ld(xr[c]) * sc[c] + sh[c]);
-  }
+  for (int64_t r = 0; r < d.R; ++r) scale_shift_rows(x, y, r, r + 1, C, scale, shift);
 }
 
 template <class T>

@@ -23,6 +23,11 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 run_one() {
   local name=$1 corpus=$build/fuzz-corpus/$1 artifacts=$build/fuzz-artifacts/$1
   mkdir -p "$corpus" "$artifacts"
+  # The IDX reader inflates gzip streams: give it a gzip copy of each committed seed (no
+  # compressed file is committed).
+  if [ "$name" = idx_fuzz ]; then
+    for seed in "$src/corpus/idx"/*.idx; do gzip -n -c "$seed" >"$corpus/$(basename "$seed").gz"; done
+  fi
   local dirs=("$corpus" "$src/corpus/${name%_fuzz}")
   [ -d "$src/regressions/${name%_fuzz}" ] && dirs+=("$src/regressions/${name%_fuzz}")
   TMPDIR=$corpus/.. "$build/bin/$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \

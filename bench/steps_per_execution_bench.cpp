@@ -2,10 +2,13 @@
 // CompileConfig::steps_per_execution values, measured in one process with the values
 // interleaved round by round (so a busy machine disturbs them alike). Each value gets its own
 // model (same initial weights), warmed up by one fit that compiles and stages; every round then
-// times one fit of --steps steps per value. Prints one line per round, the medians, and one
-// JSON line (last line of stdout).
+// times one fit of --steps steps per value: fit() end to end, with what a Keras user's loop
+// does every step or execution (the accuracy metric read into the batch logs, a callback that
+// reads them, the progress bar with --verbose 1, the array iterator). Prints one line per
+// round, the medians, and one JSON line (last line of stdout).
 //   build/bin/steps_per_execution_bench [--model cnn|mlp] [--batch-size B] [--steps S]
 //                                       [--rounds R] [--threads T] [--values 1,8,32]
+//                                       [--verbose 0|1]
 // Models: cnn = the reference CNN (examples/reference_cnn.h) on synthetic 28x28x1 images;
 // mlp = Dense(64, relu) -> Dense(10) on 32 features, where the step is so small that the host
 // work around it shows. Defaults: cnn, batch 32, 64 steps, 5 rounds, 2 threads, values 1,8,32.
@@ -32,7 +35,7 @@ namespace {
 
 struct Args {
   std::string model = "cnn";
-  int batch = 32, steps = 64, rounds = 5, threads = 2;
+  int batch = 32, steps = 64, rounds = 5, threads = 2, verbose = 0;
   std::vector<int> values = {1, 8, 32};
 };
 
@@ -40,7 +43,8 @@ struct Args {
   std::fprintf(stderr,
                "steps_per_execution_bench: %s\n"
                "usage: steps_per_execution_bench [--model cnn|mlp] [--batch-size B] [--steps S]\n"
-               "                                 [--rounds R] [--threads T] [--values 1,8,32]\n",
+               "                                 [--rounds R] [--threads T] [--values 1,8,32]\n"
+               "                                 [--verbose 0|1]\n",
                what.c_str());
   std::exit(2);
 }
@@ -70,6 +74,12 @@ Args parse(int argc, char** argv) {
       a.rounds = positive_int(k, v);
     } else if (k == "--threads") {
       a.threads = positive_int(k, v, ls::max_thread_count());
+    } else if (k == "--verbose") {
+      try {
+        a.verbose = int(ls::parse_int(k, v, 0, 1));
+      } catch (const ls::Error& e) {
+        usage_error(e.what());
+      }
     } else if (k == "--values") {
       a.values.clear();
       std::stringstream s(v);
@@ -91,6 +101,16 @@ ls::Model make_model(const std::string& name) {
   if (name == "cnn") return reference_cnn();
   return ls::Sequential({Input({32}), Dense(64, {.activation = "relu"}), Dense(10)});
 }
+
+// A user's per-batch callback: reads the loss and accuracy of every batch it is shown.
+struct BatchLogReader : ls::Callback {
+  double sum = 0;
+  int64_t calls = 0;
+  void on_train_batch_end(int, const ls::Logs& logs) override {
+    sum += logs.at("loss") + logs.at("accuracy");
+    ++calls;
+  }
+};
 
 double loadavg() {
   std::ifstream f("/proc/loadavg");
@@ -129,9 +149,12 @@ int main(int argc, char** argv) {
       models.back().compile(
           {.optimizer = ls::optimizers::Adam(1e-3),
            .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
+           .metrics = {"accuracy"},
            .steps_per_execution = value});
     }
-    const ls::FitConfig fit{.batch_size = a.batch, .epochs = 1, .verbose = 0};
+    auto reader = std::make_shared<BatchLogReader>();
+    const ls::FitConfig fit{
+        .batch_size = a.batch, .epochs = 1, .verbose = a.verbose, .callbacks = {reader}};
     for (auto& m : models) m.fit(x, y, fit);  // compiles and stages
 
     std::vector<std::vector<double>> rates(a.values.size());
@@ -156,8 +179,8 @@ int main(int argc, char** argv) {
                   median(rates[i]), 1e3 * a.batch / median(rates[i]), median(rates[i]) / base);
     std::printf(
         "{\"model\": \"%s\", \"batch_size\": %d, \"threads\": %d, \"steps\": %d, \"rounds\": %d, "
-        "\"loadavg_before\": %.2f, \"loadavg_after\": %.2f, \"values\": {",
-        a.model.c_str(), a.batch, a.threads, a.steps, a.rounds, load_before, load_after);
+        "\"verbose\": %d, \"loadavg_before\": %.2f, \"loadavg_after\": %.2f, \"values\": {",
+        a.model.c_str(), a.batch, a.threads, a.steps, a.rounds, a.verbose, load_before, load_after);
     for (size_t i = 0; i < a.values.size(); ++i)
       std::printf("%s\"%d\": {\"images_per_sec\": %.1f, \"ms_per_step\": %.4f, \"speedup\": %.3f}",
                   i ? ", " : "", a.values[i], median(rates[i]), 1e3 * a.batch / median(rates[i]),

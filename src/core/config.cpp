@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "lockstep/core/error.h"
+#include "lockstep/core/parse.h"
+
 namespace lockstep::config {
 
 namespace {
@@ -20,10 +23,41 @@ std::atomic<bool>& determinism() {
   return enabled;
 }
 
+// The gradient shards: LOCKSTEP_DETERMINISTIC_SHARDS until enable_op_determinism sets them.
+// Read on first use (not at start-up), so a bad value is an error fit can report.
+std::atomic<int>& shards() {
+  static std::atomic<int> value{-1};  // -1: not read yet
+  return value;
+}
+
+int environment_shards() {
+  const char* v = std::getenv("LOCKSTEP_DETERMINISTIC_SHARDS");
+  return v && *v ? int(parse_int("LOCKSTEP_DETERMINISTIC_SHARDS", v, 0, kMaxGradientShards)) : 0;
+}
+
 }  // namespace
 
-void enable_op_determinism() { determinism().store(true); }
+void enable_op_determinism() { enable_op_determinism(DeterminismOptions{}); }
+
+void enable_op_determinism(const DeterminismOptions& options) {
+  const int n = options.shards ? *options.shards : environment_shards();
+  LS_CHECK(n >= 0 && n <= kMaxGradientShards,
+           "enable_op_determinism: DeterminismOptions::shards must be in 0..", kMaxGradientShards,
+           ", got ", n);
+  shards().store(n);
+  determinism().store(true);
+}
+
 void disable_op_determinism() { determinism().store(false); }
 bool op_determinism_enabled() { return determinism().load(std::memory_order_relaxed); }
+
+int op_determinism_shards() {
+  int n = shards().load();
+  if (n < 0) {
+    n = environment_shards();
+    shards().store(n);
+  }
+  return n;
+}
 
 }  // namespace lockstep::config

@@ -5,9 +5,11 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <thread>
 
@@ -270,7 +272,8 @@ GradientReducer* GradientReducer::lookup(int64_t group) {
 }
 
 std::vector<Value> GradientReducer::insert(Graph& g, const std::vector<Value>& grads, int replica,
-                                           Value loss, Value* nonfinite) {
+                                           Value loss, Value* nonfinite,
+                                           std::vector<Value>* started) {
   // Gradients in the order backward produces them (their node index).
   std::vector<size_t> order;
   for (size_t i = 0; i < grads.size(); ++i)
@@ -290,6 +293,7 @@ std::vector<Value> GradientReducer::insert(Graph& g, const std::vector<Value>& g
   num_buckets_ = int(buckets.size());
   for (auto& p : pending_) p.resize(buckets.size());
   for (auto& s : started_) s.resize(buckets.size());
+  set_shards_per_replica(shards_);  // (sizes the shard buckets)
   std::vector<Value> out = grads;
   for (int b = 0; b < int(buckets.size()); ++b) {
     std::vector<Value> ins;
@@ -306,6 +310,10 @@ std::vector<Value> GradientReducer::insert(Graph& g, const std::vector<Value>& g
             {"schedule_early", true},
             {"nonfinite_flag", flag}};
     Value packed = g.add("all_reduce_start", ins, a, "all_reduce/bucket_" + std::to_string(b));
+    if (started) {
+      started->push_back(packed);
+      continue;
+    }
     Attrs w{{"group", group_},
             {"bucket", int64_t(b)},
             {"replica", int64_t(replica)},
@@ -327,7 +335,57 @@ std::vector<Value> GradientReducer::insert(Graph& g, const std::vector<Value>& g
   return out;
 }
 
+void GradientReducer::set_shards_per_replica(int k) {
+  LS_CHECK(k >= 1, "GradientReducer: shards per replica must be >= 1, got ", k);
+  shards_ = k;
+  shard_buckets_.resize(size_t(strategy_.local_replicas));
+  for (auto& per_replica : shard_buckets_) {
+    per_replica.resize(size_t(std::max(num_buckets_, 0)));
+    for (auto& shards : per_replica) shards.resize(size_t(k - 1));
+  }
+}
+
+namespace {
+
+// out[0..len) = the sum of parts[a..b) at offset `at`, as a balanced binary tree in part order:
+// sum(a, b) = sum(a, m) + sum(m, b), m = a + (b - a) / 2. out may be the last part's own
+// memory (the right half is summed first, into a scratch block).
+void tree_sum(const std::vector<const float*>& parts, int a, int b, size_t at, size_t len,
+              float* out) {
+  if (b - a == 1) {
+    if (out != parts[size_t(a)] + at) std::memcpy(out, parts[size_t(a)] + at, len * sizeof(float));
+    return;
+  }
+  const int m = a + (b - a) / 2;
+  float right[512];
+  tree_sum(parts, m, b, at, len, right);
+  tree_sum(parts, a, m, at, len, out);
+  for (size_t i = 0; i < len; ++i) out[i] += right[i];
+}
+
+}  // namespace
+
 void GradientReducer::start(int replica, int bucket, float* data, size_t count) {
+  const int local = strategy_.local_replicas;
+  if (shards_ > 1 && replica >= local) {  // an earlier shard: keep its bucket for the last one
+    const int owner = (replica - local) / (shards_ - 1), shard = (replica - local) % (shards_ - 1);
+    shard_buckets_.at(size_t(owner))
+        .at(size_t(bucket))
+        .at(size_t(shard))
+        .assign(data, data + count);
+    return;
+  }
+  if (shards_ > 1) {  // the last shard: the replica's shards summed in the fixed order
+    std::vector<const float*> parts;
+    for (auto& kept : shard_buckets_.at(size_t(replica)).at(size_t(bucket))) {
+      LS_CHECK(kept.size() == count, "all_reduce: shard bucket ", bucket, " of replica ", replica,
+               " has ", kept.size(), " values, expected ", count);
+      parts.push_back(kept.data());
+    }
+    parts.push_back(data);
+    for (size_t at = 0; at < count; at += 512)
+      tree_sum(parts, 0, int(parts.size()), at, std::min<size_t>(512, count - at), data + at);
+  }
   started_[size_t(replica)][size_t(bucket)] = std::chrono::steady_clock::now();
   pending_[size_t(replica)][size_t(bucket)] =
       strategy_.start_allreduce(replica, data, count, /*gradient=*/true);

@@ -31,6 +31,15 @@ static bool profiling_enabled() {
   return on;
 }
 
+// LOCKSTEP_FUSE=0: skip the fusion pass in every executable (A/B profiling of the fusions).
+static bool fusion_disabled_env() {
+  static const bool off = [] {
+    const char* e = std::getenv("LOCKSTEP_FUSE");
+    return e && std::string(e) == "0";
+  }();
+  return off;
+}
+
 static bool is_source(const std::string& op) { return op == "input" || op == "variable"; }
 
 std::vector<int> schedule_nodes(const Graph& g, const std::vector<Value>& outputs) {
@@ -79,6 +88,10 @@ std::vector<int> schedule_nodes(const Graph& g, const std::vector<Value>& output
   return pure;
 }
 
+static void fuse_batch_norm(Graph& g, std::vector<Value>& outputs,
+                            std::vector<std::string>& report);
+static void fuse_updates(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report);
+
 std::vector<std::string> fuse_graph(Graph& g, std::vector<Value>& outputs) {
   std::vector<std::string> report;
   auto sched = schedule_nodes(g, outputs);
@@ -122,7 +135,179 @@ std::vector<std::string> fuse_graph(Graph& g, std::vector<Value>& outputs) {
     }
     report.push_back("fused " + what + " '" + conv.name + "'");
   }
+  fuse_batch_norm(g, outputs, report);
+  fuse_updates(g, outputs, report);
   return report;
+}
+
+// Consumers of every value of the scheduled graph; a graph output counts as consumer -1.
+static std::map<std::pair<int, int>, std::vector<int>> consumers_of(
+    const Graph& g, const std::vector<int>& sched, const std::vector<Value>& outputs) {
+  std::map<std::pair<int, int>, std::vector<int>> cons;
+  for (int i : sched)
+    for (Value v : g.node(i).inputs) cons[{v.node, v.index}].push_back(i);
+  for (Value v : outputs) cons[{v.node, v.index}].push_back(-1);
+  return cons;
+}
+
+// Whether `target` is among the nodes `from` (transitively) reads; a rewrite that would make
+// `target` read one of them would close a cycle.
+static bool reaches(const Graph& g, const std::vector<Value>& from, int target) {
+  std::vector<char> seen(size_t(g.size()), 0);
+  std::vector<int> stack;
+  for (Value v : from) stack.push_back(v.node);
+  while (!stack.empty()) {
+    int n = stack.back();
+    stack.pop_back();
+    if (n == target) return true;
+    if (seen[size_t(n)]) continue;
+    seen[size_t(n)] = 1;
+    for (Value v : g.node(n).inputs) stack.push_back(v.node);
+  }
+  return false;
+}
+
+// batch_norm_train -> relu and batch_norm_train -> add(·, z) -> relu become one
+// batch_norm_train (activation relu, residual z): one pass writes relu(bn(x) + z). In the
+// backward, relu_grad(dy, y) -> batch_norm_train_grad becomes one batch_norm_train_grad that
+// masks dy by y > 0 itself; when the masked gradient has other consumers (the residual
+// branch), the first fused gradient node also writes it (emit_dy, output 3).
+static void fuse_batch_norm(Graph& g, std::vector<Value>& outputs,
+                            std::vector<std::string>& report) {
+  auto to_identity = [&](Node& n, Value src) {
+    n.op = "identity";
+    n.inputs = {src};
+    n.attrs = {};
+  };
+  auto sched = schedule_nodes(g, outputs);
+  auto cons = consumers_of(g, sched, outputs);
+  auto only_consumer = [&](int node) {
+    const auto& c = cons[{node, 0}];
+    return c.size() == 1 ? c[0] : -1;
+  };
+  for (int i : sched) {
+    Node& bn = g.node(i);
+    if (bn.op != "batch_norm_train" || attr_s(bn, "activation") != "linear" ||
+        attr_b(bn, "residual"))
+      continue;
+    const int j = only_consumer(i);
+    if (j < 0) continue;
+    Node& next = g.node(j);
+    const TensorType& t = bn.outputs[0];
+    if (next.op == "relu" && next.outputs[0] == t) {
+      bn.attrs.set("activation", "relu");
+      to_identity(next, Value{i, 0});
+      report.push_back("fused batch_norm+relu '" + bn.name + "'");
+      continue;
+    }
+    if (next.op != "add" || next.inputs.size() != 2 || next.outputs[0] != t) continue;
+    const Value z = next.inputs[0] == Value{i, 0} ? next.inputs[1] : next.inputs[0];
+    if (g.type(z) != t || z == Value{i, 0}) continue;
+    const int k = only_consumer(j);
+    if (k < 0 || g.node(k).op != "relu" || g.node(k).outputs[0] != t) continue;
+    if (reaches(g, {z}, i)) continue;
+    bn.inputs.push_back(z);
+    bn.attrs.set("activation", "relu");
+    bn.attrs.set("residual", true);
+    to_identity(next, Value{i, 0});
+    to_identity(g.node(k), Value{i, 0});
+    report.push_back("fused batch_norm+add+relu '" + bn.name + "'");
+  }
+  for (int i : sched) {
+    if (g.node(i).op != "relu_grad") continue;
+    const Value dy = g.node(i).inputs[0], y = g.node(i).inputs[1];
+    const TensorType t = g.node(i).outputs[0];
+    if (g.type(dy) != t || g.type(y) != t) continue;
+    std::vector<int> fused, others;
+    for (int k : cons[{i, 0}]) {
+      if (k >= 0 && std::find(fused.begin(), fused.end(), k) != fused.end()) continue;
+      Node* bg = k >= 0 ? &g.node(k) : nullptr;
+      if (!bg || bg->op != "batch_norm_train_grad" || attr_s(*bg, "activation") != "linear" ||
+          bg->inputs[0] != Value{i, 0} || g.type(bg->inputs[1]) != t ||
+          std::count(bg->inputs.begin(), bg->inputs.end(), Value{i, 0}) != 1) {
+        others.push_back(k);
+        continue;
+      }
+      fused.push_back(k);
+    }
+    if (fused.empty()) continue;
+    // The node that writes the masked gradient for the others must not read any of them.
+    const int emit = fused[0];
+    if (!others.empty()) {
+      std::vector<Value> rest(g.node(emit).inputs.begin() + 1, g.node(emit).inputs.end());
+      if (reaches(g, rest, i)) continue;
+    }
+    for (int k : fused) {
+      Node& bg = g.node(k);
+      std::vector<Value> in(bg.inputs.begin(), bg.inputs.begin() + 5);
+      in[0] = dy;
+      in.push_back(y);
+      in.insert(in.end(), bg.inputs.begin() + 5, bg.inputs.end());  // dmean, dvar
+      bg.inputs = std::move(in);
+      bg.attrs.set("activation", "relu");
+      report.push_back("fused relu_grad+batch_norm_train_grad '" + bg.name + "'");
+    }
+    if (!others.empty()) {
+      Node& bg = g.node(emit);
+      bg.attrs.set("emit_dy", true);
+      bg.outputs.push_back(t);
+      to_identity(g.node(i), Value{emit, 3});
+    }
+  }
+}
+
+// Consecutive sgd_update (or adam_update) nodes of one optimizer (same attributes, learning
+// rate and step, the same slots) become one node with count = n that updates every variable in
+// one pass; the others become dead identities. Only neighbours in the schedule fuse, so no
+// other side effect moves across an update.
+static void fuse_updates(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
+  auto sched = schedule_nodes(g, outputs);
+  auto fusable = [&](int i) {
+    const Node& n = g.node(i);
+    return (n.op == "sgd_update" || n.op == "adam_update") && attr_i(n, "count") == 1;
+  };
+  // Same op, attributes, input count, learning rate (input 2) and step (adam's input 5).
+  auto compatible = [&](int a, int b) {
+    const Node &x = g.node(a), &y = g.node(b);
+    if (x.op != y.op || x.inputs.size() != y.inputs.size() || x.inputs[2] != y.inputs[2] ||
+        x.attrs.str() != y.attrs.str())
+      return false;
+    return x.op != "adam_update" || x.inputs[5] == y.inputs[5];
+  };
+  for (size_t k = 0; k < sched.size();) {
+    if (!fusable(sched[k])) {
+      ++k;
+      continue;
+    }
+    std::vector<int> run{sched[k]};
+    while (k + run.size() < sched.size() && fusable(sched[k + run.size()]) &&
+           compatible(sched[k], sched[k + run.size()]))
+      run.push_back(sched[k + run.size()]);
+    k += run.size();
+    if (run.size() < 2) continue;
+    const size_t n = run.size(), per = g.node(run[0]).inputs.size();
+    const bool adam = g.node(run[0]).op == "adam_update";
+    const size_t slots = per - 3 - (adam ? 1 : 0);
+    std::vector<Value> in;
+    for (size_t part : {size_t(0), size_t(1)})
+      for (int i : run) in.push_back(g.node(i).inputs[part]);
+    in.push_back(g.node(run[0]).inputs[2]);
+    for (size_t s = 0; s < slots; ++s)
+      for (int i : run) in.push_back(g.node(i).inputs[3 + s]);
+    if (adam) in.push_back(g.node(run[0]).inputs[5]);
+    for (size_t j = 1; j < n; ++j) {
+      Node& dead = g.node(run[j]);
+      const Value var = dead.inputs[0];
+      dead.op = "identity";
+      dead.inputs = {var};
+      dead.attrs = {};
+      dead.outputs = {g.type(var)};
+    }
+    Node& fused = g.node(run[0]);
+    fused.inputs = std::move(in);
+    fused.attrs.set("count", int(n));
+    report.push_back("fused " + std::to_string(n) + " " + fused.op + " into one pass");
+  }
 }
 
 Executable::Executable(const Graph& graph, std::vector<Value> inputs, std::vector<Value> outputs,
@@ -139,7 +324,8 @@ Executable::Executable(const Graph& graph, std::vector<Value> inputs, std::vecto
              " is not a placeholder");
   for (Value v : outputs_)
     LS_CHECK(v.valid() && v.node < graph_.size(), "Executable: invalid output value");
-  if (options_.fuse && !options_.eager) report_ = fuse_graph(graph_, outputs_);
+  if (options_.fuse && !options_.eager && !fusion_disabled_env())
+    report_ = fuse_graph(graph_, outputs_);
   schedule_ = schedule_nodes(graph_, outputs_);
   // Inputs the live graph does not read still get a buffer the caller can write.
   for (Value v : inputs_)

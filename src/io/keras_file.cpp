@@ -222,13 +222,15 @@ KerasArchive read_keras_archive(const std::string& path) {
   LS_CHECK(z, "'", path, "' is not a .keras file: not a readable zip (libzip error ", err, ")");
   KerasArchive a;
   std::string weights;
+  const char* member = "config.json";
   try {
-    a.config = json::parse(zip_member(z, path, "config.json"));
-    a.metadata = json::parse(zip_member(z, path, "metadata.json"));
+    a.config = json::parse(zip_member(z, path, member));
+    member = "metadata.json";
+    a.metadata = json::parse(zip_member(z, path, member));
     weights = zip_member(z, path, "model.weights.h5");
   } catch (const json::exception& e) {
     zip_discard(z);
-    LS_FAIL("'", path, "': bad JSON in the zip: ", e.what());
+    LS_FAIL("'", path, "': ", member, ": bad JSON in the zip: ", e.what());
   } catch (...) {
     zip_discard(z);
     throw;

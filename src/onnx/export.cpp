@@ -1,6 +1,6 @@
 // export_model: walks the network's layer calls in topological order, converts each through
-// the converter table (BatchNormalization folded where it can be), and wraps the graph in an
-// ONNX ModelProto (opset 17..21) written atomically.
+// the converter table (BatchNormalization folded where it can be; nested models inlined,
+// recursively), and wraps the graph in an ONNX ModelProto (opset 17..21) written atomically.
 #include "lockstep/onnx/export.h"
 
 #include <unistd.h>
@@ -98,26 +98,103 @@ void add_inputs(GraphBuilder& b, const Network& net, const ExportOptions& o,
 }
 
 std::vector<OnnxValue> convert_call(GraphBuilder& b, const LayerCall& call,
-                                    std::vector<OnnxValue> inputs, const Layer* fold_bn) {
+                                    std::vector<OnnxValue> inputs, const Layer* fold_bn,
+                                    const std::string& scoped_name) {
   const Layer& layer = *call.layer;
   auto it = converters().find(layer.class_name());
-  LS_CHECK(it != converters().end(), layer.class_name(), " '", layer.name(),
+  LS_CHECK(it != converters().end(), layer.class_name(), " '", scoped_name,
            "': cannot be exported to ONNX (no conversion for class ", layer.class_name(),
-           "); exportable classes: ", known_classes(), ", InputLayer");
-  ConvertCall c{b, call, layer.config(), std::move(inputs), fold_bn};
+           "); exportable classes: ", known_classes(), ", InputLayer, Sequential, Functional");
+  ConvertCall c{b, call, layer.config(), std::move(inputs), fold_bn, scoped_name};
   std::vector<OnnxValue> out;
   try {
     out = it->second(c);
   } catch (const Error& e) {
     std::string msg = e.what();
-    if (msg.find(layer.name()) == std::string::npos)
-      LS_FAIL(layer.class_name(), " '", layer.name(), "': ONNX export: ", msg);
+    if (msg.find(scoped_name) == std::string::npos)
+      LS_FAIL(layer.class_name(), " '", scoped_name, "': ONNX export: ", msg);
     throw;
   }
-  LS_CHECK(out.size() == call.outputs.size(), layer.class_name(), " '", layer.name(),
+  LS_CHECK(out.size() == call.outputs.size(), layer.class_name(), " '", scoped_name,
            "': ONNX export produced ", out.size(), " outputs, the layer has ", call.outputs.size());
   return out;
 }
+
+using Values = std::map<const LayerCall*, std::vector<OnnxValue>>;
+
+// Converts a network's layer calls, given the values of its inputs in `values`. A nested
+// model (Network::as_layer) is inlined: its calls are converted in its own scope, names
+// prefixed "<model>/", with its own BatchNormalization folding; its outputs keep the layout
+// they have (no Transposes at the boundary). A layer converted before (a shared layer, or a
+// nested model called again) reuses the initializers it wrote the first time.
+class Inliner {
+ public:
+  Inliner(GraphBuilder& b, const ExportOptions& o) : b_(b), o_(o) {}
+
+  void convert(const Network& net, const std::string& prefix, Values& values) {
+    const FoldPlan plan = plan_folding(net, o_.fold_batch_norm);
+    for (const auto& c : net.calls()) {
+      const std::string scoped = prefix + c->layer->name();
+      if (c->inputs.empty()) {
+        LS_CHECK(values.count(c.get()), c->layer->class_name(), " '", scoped,
+                 "': an input layer that is not among the model's inputs");
+        continue;
+      }
+      if (auto f = plan.folded_from.find(c.get()); f != plan.folded_from.end()) {
+        values[c.get()] = values.at(f->second);
+        b_.report().folded.push_back(scoped + " into " + prefix + f->second->layer->name());
+        continue;
+      }
+      std::vector<OnnxValue> ins;
+      for (const auto& t : c->inputs) ins.push_back(values.at(t.call.get()).at(size_t(t.index)));
+      if (const Network* nested = nested_network(*c->layer)) {
+        // The second call of a nested model is scoped "<model>_1/...", the third "_2", ...
+        const int n = nested_calls_[c->layer.get()]++;
+        values[c.get()] = inline_network(*c, *nested, scoped + (n ? "_" + std::to_string(n) : ""),
+                                         std::move(ins));
+        continue;
+      }
+      const bool again = !converted_.insert(c->layer.get()).second;
+      b_.set_share_constants(again);
+      auto fold = plan.into.find(c.get());
+      values[c.get()] = convert_call(b_, *c, std::move(ins),
+                                     fold == plan.into.end() ? nullptr : fold->second, scoped);
+      b_.set_share_constants(false);
+    }
+  }
+
+ private:
+  std::vector<OnnxValue> inline_network(const LayerCall& call, const Network& net,
+                                        const std::string& scoped, std::vector<OnnxValue> ins) {
+    const std::string what = call.layer->class_name() + " '" + scoped + "'";
+    LS_CHECK(ins.size() == net.inputs().size(), what, ": ONNX export: called on ", ins.size(),
+             " input(s), the nested model takes ", net.inputs().size());
+    Values inner;
+    for (size_t i = 0; i < ins.size(); ++i) inner[net.inputs()[i].call.get()] = {ins[i]};
+    try {
+      convert(net, scoped + "/", inner);
+    } catch (const Error& e) {
+      std::string msg = e.what();
+      if (msg.find(scoped) == std::string::npos) LS_FAIL(what, ": ONNX export: ", msg);
+      throw;
+    }
+    LS_CHECK(net.outputs().size() == call.outputs.size(), what,
+             ": ONNX export: the nested model has ", net.outputs().size(), " outputs, the call ",
+             call.outputs.size());
+    std::vector<OnnxValue> out;
+    for (const auto& t : net.outputs()) {
+      OnnxValue v = inner.at(t.call.get()).at(size_t(t.index));
+      v.shape = call.outputs[out.size()].shape;  // the outer model's view of its shape
+      out.push_back(v);
+    }
+    return out;
+  }
+
+  GraphBuilder& b_;
+  const ExportOptions& o_;
+  std::set<const Layer*> converted_;
+  std::map<const Layer*, int> nested_calls_;
+};
 
 // Graph outputs in NHWC, named after their layers (an Identity gives each its reserved name).
 void add_outputs(GraphBuilder& b, const Network& net, const ExportOptions& o,
@@ -142,26 +219,9 @@ void build_graph(GraphBuilder& b, const Network& net, const ExportOptions& o) {
   for (const auto& t : net.inputs()) b.fresh(t.call->layer->name());
   std::vector<std::string> output_names;
   for (const auto& t : net.outputs()) output_names.push_back(b.fresh(t.call->layer->name()));
-  std::map<const LayerCall*, std::vector<OnnxValue>> values;
+  Values values;
   add_inputs(b, net, o, values);
-  const FoldPlan plan = plan_folding(net, o.fold_batch_norm);
-  for (const auto& c : net.calls()) {
-    if (c->inputs.empty()) {
-      LS_CHECK(values.count(c.get()), c->layer->class_name(), " '", c->layer->name(),
-               "': an input layer that is not among the model's inputs");
-      continue;
-    }
-    if (auto f = plan.folded_from.find(c.get()); f != plan.folded_from.end()) {
-      values[c.get()] = values.at(f->second);
-      b.report().folded.push_back(c->layer->name() + " into " + f->second->layer->name());
-      continue;
-    }
-    std::vector<OnnxValue> ins;
-    for (const auto& t : c->inputs) ins.push_back(values.at(t.call.get()).at(size_t(t.index)));
-    auto fold = plan.into.find(c.get());
-    values[c.get()] =
-        convert_call(b, *c, std::move(ins), fold == plan.into.end() ? nullptr : fold->second);
-  }
+  Inliner(b, o).convert(net, "", values);
   add_outputs(b, net, o, output_names, values);
 }
 

@@ -2,7 +2,9 @@
 // affine form, activations, padding, layout axes).
 #include "onnx/onnx_graph.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string_view>
 
 namespace lockstep::onnx {
 
@@ -55,6 +57,20 @@ pb::NodeProto& GraphBuilder::node(const std::string& op, const std::vector<std::
 
 std::string GraphBuilder::constant(const std::string& base, const std::vector<float>& values,
                                    const std::vector<int64_t>& dims) {
+  const std::string_view bytes(reinterpret_cast<const char*>(values.data()),
+                               values.size() * sizeof(float));
+  size_t hash = std::hash<std::string_view>()(bytes);
+  for (int64_t d : dims) hash = hash * 1000003u ^ std::hash<int64_t>()(d);
+  if (share_constants_) {
+    auto [lo, hi] = float_constants_.equal_range(hash);
+    for (auto it = lo; it != hi; ++it) {
+      const pb::TensorProto& old = graph_.initializer(it->second);
+      if (old.raw_data() == bytes &&
+          std::equal(old.dims().begin(), old.dims().end(), dims.begin(), dims.end()))
+        return old.name();
+    }
+  }
+  float_constants_.emplace(hash, graph_.initializer_size());
   pb::TensorProto& t = *graph_.add_initializer();
   t.set_name(fresh(base));
   t.set_data_type(pb::TensorProto::FLOAT);

@@ -63,12 +63,17 @@ class GraphBuilder {
 
   pb::GraphProto& graph() { return graph_; }
   ExportReport& report() { return report_; }
+  // While on, constant() returns an existing float initializer with the same dims and values
+  // instead of adding one (a layer or nested model called again: its weights stored once).
+  void set_share_constants(bool on) { share_constants_ = on; }
 
  private:
   pb::GraphProto& graph_;
   ExportReport& report_;
   std::set<std::string> names_;
   std::map<std::pair<std::string, int>, OnnxValue> transposed_;
+  bool share_constants_ = false;
+  std::multimap<size_t, int> float_constants_;  // hash of dims and values -> initializer index
 };
 
 // One layer call being converted.
@@ -78,8 +83,10 @@ struct ConvertCall {
   const json config;  // the layer's Keras config
   std::vector<OnnxValue> inputs;
   const Layer* fold_batch_norm = nullptr;  // a BatchNormalization to fold into the kernel
+  // The layer's name in the graph: inside a nested model "<model>/<layer>" (recursively).
+  std::string scoped_name;
   const Layer& layer() const { return *call.layer; }
-  const std::string& name() const { return call.layer->name(); }
+  const std::string& name() const { return scoped_name; }
   const Shape& output_shape(int i = 0) const { return call.outputs.at(size_t(i)).shape; }
   // A value carrying output i's shape.
   OnnxValue output(const std::string& onnx_name, Layout layout, int i = 0) const {

@@ -43,21 +43,57 @@ constexpr const char* kGroup = "norm";
 const std::vector<AttrDecl> kEpsilon = {
     {"epsilon", f64, 1e-3, "added to the variance before the square root (Keras default)"}};
 
-Types batch_norm_train_infer(const Node&, const Types& in) {
-  expect_inputs(in, 3);
+// The fused activation of batch_norm_train(_grad): "linear" or "relu".
+static bool fused_relu(const Node& n) {
+  const std::string& act = attr_s(n, "activation");
+  LS_CHECK(act == "linear" || act == "relu", "activation must be \"linear\" or \"relu\", got '",
+           act, "'");
+  return act == "relu";
+}
+
+Types batch_norm_train_infer(const Node& n, const Types& in) {
+  const bool residual = attr_b(n, "residual");
+  fused_relu(n);
+  expect_inputs(in, residual ? 4 : 3);
   int64_t C = channels(in[0]);
   check_param(in[1], C, "gamma");
   check_param(in[2], C, "beta");
+  if (residual) LS_CHECK(in[3] == in[0], "residual ", in[3].str(), " differs from x ", in[0].str());
   return {in[0], f32(Shape{C}), f32(Shape{C})};
 }
 
-Types batch_norm_train_grad_infer(const Node&, const Types& in) {
-  LS_CHECK(in.size() == 5 || in.size() == 7, "expects 5 or 7 inputs, got ", in.size());
+// (dy, x, gamma, mean, var[, y][, dmean, dvar]): y (the fused forward's output, whose sign
+// masks dy) with activation "relu".
+Types batch_norm_train_grad_infer(const Node& n, const Types& in) {
+  const size_t base = fused_relu(n) ? 6 : 5;
+  LS_CHECK(in.size() == base || in.size() == base + 2, "expects ", base, " or ", base + 2,
+           " inputs, got ", in.size());
   int64_t C = channels(in[1]);
   LS_CHECK(in[0].shape == in[1].shape, "dy ", in[0].shape.str(), " and x ", in[1].shape.str(),
            " differ");
-  for (size_t i = 2; i < in.size(); ++i) check_param(in[i], C, "gamma/mean/var");
-  return {in[1], f32(Shape{C}), f32(Shape{C})};
+  for (size_t i = 2; i < in.size(); ++i)
+    if (i != 5 || base == 5) check_param(in[i], C, "gamma/mean/var");
+  if (base == 6) LS_CHECK(in[5] == in[0], "y ", in[5].str(), " differs from dy ", in[0].str());
+  LS_CHECK(!attr_b(n, "emit_dy") || base == 6, "emit_dy needs activation \"relu\"");
+  Types out{in[1], f32(Shape{C}), f32(Shape{C})};
+  if (attr_b(n, "emit_dy")) out.push_back(in[0]);
+  return out;
+}
+
+// Gradient of a fused batch_norm_train: relu_grad at its output, then the plain gradient op;
+// the residual input gets the masked gradient itself.
+static std::vector<Value> batch_norm_train_grad(GradBuilder& b, const Node& n,
+                                                const std::vector<Value>& dy) {
+  std::vector<Value> d = dy;
+  if (fused_relu(n)) d[0] = b.add("relu_grad", {d[0], Value{n.id, 0}});
+  std::vector<Value> in{d[0], n.inputs[0], n.inputs[1], Value{n.id, 1}, Value{n.id, 2}};
+  if (!is_zero(b, d[1]) || !is_zero(b, d[2])) {
+    in.push_back(d[1]);
+    in.push_back(d[2]);
+  }
+  auto g = b.add_multi("batch_norm_train_grad", in, Attrs{{"epsilon", attr_f(n, "epsilon")}});
+  if (attr_b(n, "residual")) g.push_back(d[0]);
+  return g;
 }
 
 Types batch_norm_infer_infer(const Node&, const Types& in) {
@@ -111,17 +147,27 @@ void register_batch_norm() {
                   .signature = "(x[..., C], gamma[C], beta[C]) -> (y, mean[C], var[C])",
                   .doc = "Batch normalisation with the batch's statistics over all but the last "
                          "axis (biased variance).",
-                  .attrs = kEpsilon,
+                  .attrs = {kEpsilon[0],
+                            {"activation", str, "linear",
+                             "\"linear\" or \"relu\", applied last (the compiler's fusion pass "
+                             "folds a following residual add and relu into it)"},
+                            {"residual", boolean, false,
+                             "a 4th input z shaped like x, added before the activation"}},
                   .infer = batch_norm_train_infer,
-                  .grad = [](GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
-                    return norm_grad(b, n, dy, "batch_norm_train_grad");
-                  }});
-  add_op(kGroup, {.name = "batch_norm_train_grad",
-                  .signature = "(dy, x, gamma, mean, var[, dmean, dvar]) -> (dx, dgamma, dbeta)",
-                  .doc = "Gradient of batch_norm_train; takes dmean/dvar when the statistics "
-                         "themselves get gradients.",
-                  .attrs = kEpsilon,
-                  .infer = batch_norm_train_grad_infer});
+                  .grad = batch_norm_train_grad});
+  add_op(kGroup,
+         {.name = "batch_norm_train_grad",
+          .signature = "(dy, x, gamma, mean, var[, y][, dmean, dvar]) -> "
+                       "(dx, dgamma, dbeta[, dz])",
+          .doc = "Gradient of batch_norm_train; takes dmean/dvar when the statistics "
+                 "themselves get gradients.",
+          .attrs = {kEpsilon[0],
+                    {"activation", str, "linear",
+                     "\"relu\": dy is the gradient at the output y of a batch_norm_train "
+                     "fused with relu (input 5), masked here by y > 0"},
+                    {"emit_dy", boolean, false,
+                     "with relu: output 3 is the masked dy (the residual input's gradient)"}},
+          .infer = batch_norm_train_grad_infer});
   add_op(kGroup, {.name = "batch_norm_infer",
                   .signature = "(x, gamma, beta, moving_mean, moving_variance) -> y",
                   .doc = "Batch normalisation with given statistics.",

@@ -113,6 +113,7 @@ void declare_bf16(OpDef& def) {
                                                      "layer_norm",       "layer_norm_grad"};
   if (all_outputs.count(def.name)) def.bf16 = true;
   if (first_output.count(def.name)) def.bf16 = true, def.bf16_outputs = {0};
+  if (def.name == "batch_norm_train_grad") def.bf16_outputs = {0, 3};  // dx, and dz when fused
 }
 
 }  // namespace lockstep::ops

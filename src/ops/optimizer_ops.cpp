@@ -19,20 +19,30 @@ void expect_like(const TensorType& t, const TensorType& var, const char* what) {
 }
 
 // (var, grad, lr, slots...[, t]): `slots` inputs after lr shaped like var, then `scalars` more.
+// With count = n (the compiler's fusion of n updates): (var_1..n, grad_1..n, lr, then each slot
+// as slot_1..n[, t]); var_i may differ in shape, grad_i and slot_i follow var_i.
 std::function<Types(const Node&, const Types&)> update_infer(size_t min_slots, size_t max_slots,
-                                                             size_t trailing_scalars) {
-  return [=](const Node&, const Types& in) {
-    size_t fixed = 3 + trailing_scalars;
-    LS_CHECK(in.size() >= fixed + min_slots && in.size() <= fixed + max_slots, "expected ",
-             fixed + min_slots,
-             (min_slots == max_slots ? "" : " to " + std::to_string(fixed + max_slots)),
+                                                             size_t trailing_scalars,
+                                                             bool fusable) {
+  return [=](const Node& nd, const Types& in) {
+    const int64_t count = fusable ? attr_i(nd, "count") : 1;
+    LS_CHECK(count >= 1, "count must be >= 1, got ", count);
+    const size_t n = size_t(count);
+    size_t fixed = 2 * n + 1 + trailing_scalars;
+    LS_CHECK(in.size() >= fixed + n * min_slots && in.size() <= fixed + n * max_slots &&
+                 (in.size() - fixed) % n == 0,
+             "expected ", fixed + n * min_slots,
+             (min_slots == max_slots ? "" : " to " + std::to_string(fixed + n * max_slots)),
              " inputs, got ", in.size());
-    expect_f32(in[0], "var");
-    expect_like(in[1], in[0], "grad");
-    expect_scalar(in[2], "lr");
-    size_t slots = in.size() - fixed;
-    for (size_t i = 0; i < slots; ++i) expect_like(in[3 + i], in[0], "slot");
-    for (size_t i = 0; i < trailing_scalars; ++i) expect_scalar(in[3 + slots + i], "t");
+    size_t slots = (in.size() - fixed) / n;
+    for (size_t v = 0; v < n; ++v) {
+      expect_f32(in[v], "var");
+      expect_like(in[n + v], in[v], "grad");
+      for (size_t i = 0; i < slots; ++i) expect_like(in[2 * n + 1 + i * n + v], in[v], "slot");
+    }
+    expect_scalar(in[2 * n], "lr");
+    for (size_t i = 0; i < trailing_scalars; ++i)
+      expect_scalar(in[fixed - trailing_scalars + n * slots + i], "t");
     return Types{};
   };
 }
@@ -41,6 +51,9 @@ constexpr const char* kGroup = "optimizer";
 const AttrDecl kWeightDecay{"weight_decay", f64, 0.0,
                             "decoupled decay: var -= var * weight_decay * lr before the update"};
 const AttrDecl kEpsilon{"epsilon", f64, 1e-7, "added to the denominator (Keras backend epsilon)"};
+const AttrDecl kCount{"count", i64, 1,
+                      "variables updated by this node (the compiler fuses the updates of one "
+                      "optimizer into one pass); inputs then come grouped per kind"};
 
 void register_updates() {
   add_op(kGroup, {.name = "sgd_update",
@@ -49,8 +62,9 @@ void register_updates() {
                          "var += m (or the Nesterov form).",
                   .attrs = {{"momentum", f64, 0.0, "velocity decay; needs the slot input"},
                             {"nesterov", boolean, false, "Nesterov momentum"},
-                            kWeightDecay},
-                  .infer = update_infer(0, 1, 0),
+                            kWeightDecay,
+                            kCount},
+                  .infer = update_infer(0, 1, 0, true),
                   .side_effects = true});
   add_op(kGroup, {.name = "adam_update",
                   .signature = "(var, grad, lr[], m, v, t[]) -> ()",
@@ -59,8 +73,9 @@ void register_updates() {
                   .attrs = {{"beta_1", f64, 0.9, "decay of the first moment"},
                             {"beta_2", f64, 0.999, "decay of the second moment"},
                             kEpsilon,
-                            kWeightDecay},
-                  .infer = update_infer(2, 2, 1),
+                            kWeightDecay,
+                            kCount},
+                  .infer = update_infer(2, 2, 1, true),
                   .side_effects = true});
   add_op(kGroup, {.name = "rmsprop_update",
                   .signature = "(var, grad, lr[], ms[, mom]) -> ()",
@@ -69,7 +84,7 @@ void register_updates() {
                             {"momentum", f64, 0.0, "momentum; > 0 needs the mom input"},
                             kEpsilon,
                             kWeightDecay},
-                  .infer = update_infer(1, 2, 0),
+                  .infer = update_infer(1, 2, 0, false),
                   .side_effects = true});
 }
 

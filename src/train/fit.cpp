@@ -45,6 +45,17 @@ ValidationData validation_arrays(std::vector<Tensor> xs, std::vector<Tensor> ys,
 // outputs) made a Dataset.
 void check_validation_arrays(const Model& model, FitConfig& cfg) {
   ValidationData& v = cfg.validation_data;
+  if (!v.x_dict.tensors.empty()) {  // dicts(): as arrays (per-output weights: [N, outputs])
+    LS_CHECK(!v.x.defined() && v.xs.empty(),
+             "fit(validation_data): pass x, y, xs, ys or dicts, one form");
+    std::vector<Tensor> xs = arrays_by_name(model, v.x_dict, false, "fit(validation_data)", "x");
+    std::vector<Tensor> ys = arrays_by_name(model, v.y_dict, true, "fit(validation_data)", "y");
+    ys = check_model_arrays(model, xs, &ys, "fit(validation_data)");
+    Tensor w = output_sample_weights(model, {}, v.weight_dict.tensors, xs[0].dim(0),
+                                     "fit(validation_data)");
+    v = validation_arrays(std::move(xs), std::move(ys), std::move(w), cfg.batch_size);
+    return;
+  }
   if (!v.x.defined() && v.xs.empty()) return;
   LS_CHECK(!v.x.defined() || v.xs.empty(),
            "fit(validation_data): pass x, y or xs, ys (ValidationData::arrays), not both");
@@ -65,6 +76,100 @@ void check_class_weight_outputs(const Model& model, const std::map<int, double>&
            model.name(), "' has ", model.outputs().size(), "); pass sample_weight instead");
 }
 
+// One execution of evaluate or predict (CompileConfig::steps_per_execution = N): up to N
+// batches, each split across the local replicas that get rows of it and staged in their
+// programs' slots (N = 1: copied into the programs' inputs), then run back to back: one call
+// into each program per run of consecutive batches on the same programs (a tail batch of
+// another size is a run of its own).
+class Execution {
+ public:
+  struct Batch {
+    int64_t first_row = 0;           // this worker's rows of the source's batch:
+    int64_t rows = 0;                // [first_row, first_row + rows)
+    int used = 0;                    // replicas with rows
+    std::vector<Program*> programs;  // [replica < used]
+    std::vector<int> slots;          // [replica < used]: its program's slot (-1: the inputs)
+    std::vector<int64_t> begins;     // [replica < used]: its first row, from first_row
+  };
+  // program(rows, replica): the step program for a replica's share of the current batch.
+  Execution(int steps_per_execution, int local_replicas,
+            std::function<Program&(int64_t, int)> program)
+      : n_(steps_per_execution), local_replicas_(local_replicas), program_(std::move(program)) {}
+  int size() const { return count_; }
+  bool full() const { return count_ >= n_; }
+  const Batch& batch(int i) const { return batches_[size_t(i)]; }
+  void clear() { count_ = 0, slots_used_.clear(); }
+
+  // Stages rows [first_row, first_row + rows) of the batch the source holds.
+  void add(Model::Source& source, int64_t first_row, int64_t rows) {
+    if (count_ == int(batches_.size())) batches_.emplace_back();
+    Batch& b = batches_[size_t(count_++)];
+    b.first_row = first_row, b.rows = rows;
+    b.used = int(std::min<int64_t>(local_replicas_, rows));
+    b.programs.assign(size_t(b.used), nullptr), b.slots.assign(size_t(b.used), -1);
+    b.begins.assign(size_t(b.used), 0);
+    for (int replica = 0; replica < b.used; ++replica) {
+      auto [begin, end] = replica_rows(rows, b.used, replica);
+      Program& p = program_(end - begin, replica);
+      b.programs[size_t(replica)] = &p, b.begins[size_t(replica)] = begin;
+      if (n_ == 1) {
+        source.copy(first_row + begin, first_row + end, p);
+        continue;
+      }
+      const int slot = take_slot(&p);
+      p.stage(slot + 1);
+      xs_.clear(), ys_.clear();
+      for (int i = 0; i < p.inputs(); ++i) xs_.push_back(&p.staged_x(slot, i));
+      for (int i = 0; i < p.targets(); ++i) ys_.push_back(&p.staged_y(slot, i));
+      source.copy_rows(first_row + begin, first_row + end, xs_, ys_, p.staged_sample_weight(slot));
+      b.slots[size_t(replica)] = slot;
+    }
+  }
+
+  // Runs the staged batches (the replicas together under a strategy).
+  void run(distribute::StrategyImpl* strategy) {
+    for (int i = 0; i < count_;) {
+      const Batch& first = batches_[size_t(i)];
+      int steps = 1;
+      while (n_ > 1 && i + steps < count_ && batches_[size_t(i + steps)].programs == first.programs)
+        ++steps;
+      auto run_replica = [&](int replica) {
+        if (replica >= first.used) return;
+        Program& p = *first.programs[size_t(replica)];
+        p.run_steps(first.slots[size_t(replica)], steps, p.step());
+      };
+      if (strategy && first.used > 1) {
+        strategy->run_replicas(run_replica);
+      } else {
+        for (int replica = 0; replica < first.used; ++replica) run_replica(replica);
+      }
+      i += steps;
+    }
+  }
+
+  // After run(): staged batch i's predictions of output o from `replica` (predict programs).
+  const Tensor& predictions(int i, int replica, int o) const {
+    const Batch& b = batches_[size_t(i)];
+    const Program& p = *b.programs[size_t(replica)];
+    const int slot = b.slots[size_t(replica)];
+    return slot < 0 ? p.predictions(o) : p.staged_prediction(slot, o);
+  }
+
+ private:
+  int take_slot(Program* program) {  // the program's next free slot in this execution
+    for (auto& [p, used] : slots_used_)
+      if (p == program) return used++;
+    slots_used_.emplace_back(program, 1);
+    return 0;
+  }
+  const int n_, local_replicas_;
+  std::function<Program&(int64_t, int)> program_;
+  std::vector<Batch> batches_;  // [0, count_) staged
+  int count_ = 0;
+  std::vector<std::pair<Program*, int>> slots_used_;
+  std::vector<Tensor*> xs_, ys_;  // scratch
+};
+
 }  // namespace
 
 History Model::fit(const Tensor& x_in, const Tensor& y_in, FitConfig cfg) {
@@ -73,6 +178,11 @@ History Model::fit(const Tensor& x_in, const Tensor& y_in, FitConfig cfg) {
 
 History Model::fit(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys, FitConfig cfg) {
   return fit_arrays(xs, ys, std::move(cfg));
+}
+
+History Model::fit(const TensorDict& x, const TensorDict& y, FitConfig cfg) {
+  return fit_arrays(arrays_by_name(*this, x, false, "fit", "x"),
+                    arrays_by_name(*this, y, true, "fit", "y"), std::move(cfg));
 }
 
 History Model::fit_arrays(const std::vector<Tensor>& xs_in, const std::vector<Tensor>& ys_in,
@@ -88,6 +198,14 @@ History Model::fit_arrays(const std::vector<Tensor>& xs_in, const std::vector<Te
   check_class_weight_outputs(*this, cfg.class_weight, "fit");
   std::vector<Tensor> xs = xs_in;
   Tensor weights = training_weights(xs_in[0], ys_in[0], cfg.sample_weight, cfg.class_weight, "fit");
+  if (Tensor per_output = output_sample_weights(*this, cfg.output_sample_weights,
+                                                cfg.sample_weight_by_output, xs[0].dim(0), "fit");
+      per_output.defined()) {
+    LS_CHECK(!weights.defined(),
+             "fit: pass sample_weight or class_weight, or per-output sample "
+             "weights (output_sample_weights / sample_weight_by_output), not both");
+    weights = per_output;
+  }
   if (cfg.validation_split > 0) {  // Keras: the last fraction, before shuffling
     int64_t n = xs[0].dim(0), nv = int64_t(std::floor(double(n) * cfg.validation_split));
     LS_CHECK(nv > 0 && nv < n, "fit: validation_split ", cfg.validation_split, " leaves no data");
@@ -165,6 +283,9 @@ History Model::fit_loop(Source& source, FitConfig& cfg) {
   return FitLoop(*this, source, cfg).run();
 }
 
+// Batches in executions of steps_per_execution; the batch callbacks see each execution once, as
+// Keras 3: on_test_batch_begin(its first batch), on_test_batch_end(its last batch, the running
+// metrics after it).
 Logs Model::evaluate_loop(Source& source, int verbose, const std::vector<CallbackPtr>& callbacks) {
   const int local_replicas = replication_ ? replication_->local_replicas() : 1;
   distribute::StrategyImpl* strategy = replication_ ? &replication_->strategy() : nullptr;
@@ -175,38 +296,34 @@ Logs Model::evaluate_loop(Source& source, int verbose, const std::vector<Callbac
   source.begin_epoch(0);
   ProgressBar bar(int(std::max<int64_t>(source.steps(), 0)), verbose);
   int batch_index = 0;
-  std::vector<Program*> programs(static_cast<size_t>(local_replicas));
+  Execution execution(config_.steps_per_execution, local_replicas,
+                      [&](int64_t rows, int replica) -> Program& {
+                        return program("eval", rows, replica, source.weighted());
+                      });
   // Several workers with arrays: each evaluates its rows of every batch (no step needs the
   // others; the metrics are summed over workers at the end).
   const bool split_rows =
       strategy && strategy->num_workers > 1 && dynamic_cast<TensorSource*>(&source) != nullptr;
-  while (source.next()) {
-    int64_t first_row = 0, rows = source.size();  // this worker's rows of the batch
-    if (split_rows) {
-      auto [begin, end] = replica_rows(rows, strategy->num_workers, strategy->worker_index);
-      first_row = begin, rows = end - begin;
+  for (;;) {
+    execution.clear();
+    while (!execution.full() && source.next()) {
+      int64_t first_row = 0, rows = source.size();  // this worker's rows of the batch
+      if (split_rows) {
+        auto [begin, end] = replica_rows(rows, strategy->num_workers, strategy->worker_index);
+        first_row = begin, rows = end - begin;
+      }
+      if (rows == 0) continue;
+      if (execution.size() == 0)
+        for (auto& cb : callbacks) cb->on_test_batch_begin(batch_index, {});
+      execution.add(source, first_row, rows);
     }
-    if (rows == 0) continue;
-    for (auto& cb : callbacks) cb->on_test_batch_begin(batch_index, {});
-    const int used = int(std::min<int64_t>(local_replicas, rows));  // replicas with rows
-    for (int replica = 0; replica < used; ++replica) {
-      auto [begin, end] = replica_rows(rows, used, replica);
-      Program& p = program("eval", end - begin, replica, source.weighted());
-      source.copy(first_row + begin, first_row + end, p);
-      programs[size_t(replica)] = &p;
-    }
-    if (strategy && used > 1) {
-      strategy->run_replicas([&](int replica) {
-        if (replica < used) programs[size_t(replica)]->run();
-      });
-    } else {
-      for (int replica = 0; replica < used; ++replica) programs[size_t(replica)]->run();
-    }
-    if (!callbacks.empty()) {  // this worker's running metrics (no round trip per batch)
+    if (execution.size() == 0) break;
+    execution.run(strategy);
+    batch_index += execution.size();
+    if (!callbacks.empty()) {  // this worker's running metrics (no round trip per execution)
       const Logs running = read_metrics(*this, replication_.get(), "", false);
-      for (auto& cb : callbacks) cb->on_test_batch_end(batch_index, running);
+      for (auto& cb : callbacks) cb->on_test_batch_end(batch_index - 1, running);
     }
-    ++batch_index;
   }
   Logs logs = read_metrics(*this, replication_.get());
   if (verbose) bar.finish(logs);
@@ -223,6 +340,12 @@ Logs Model::evaluate(const std::vector<Tensor>& xs, const std::vector<Tensor>& y
   return evaluate_arrays(xs, ys, std::move(cfg), "evaluate");
 }
 
+Logs Model::evaluate(const TensorDict& x, const TensorDict& y, EvaluateConfig cfg) {
+  return evaluate_arrays(arrays_by_name(*this, x, false, "evaluate", "x"),
+                         arrays_by_name(*this, y, true, "evaluate", "y"), std::move(cfg),
+                         "evaluate");
+}
+
 Logs Model::evaluate_arrays(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys_in,
                             EvaluateConfig cfg, const char* fn) {
   LS_CHECK(compiled_, "Model '", name_, "': call compile() before ", fn, "()");
@@ -231,6 +354,14 @@ Logs Model::evaluate_arrays(const std::vector<Tensor>& xs, const std::vector<Ten
   Tensor weights = cfg.sample_weight.defined()
                        ? check_sample_weight(cfg.sample_weight, xs[0].dim(0), fn)
                        : Tensor();
+  if (Tensor per_output = output_sample_weights(*this, cfg.output_sample_weights,
+                                                cfg.sample_weight_by_output, xs[0].dim(0), fn);
+      per_output.defined()) {
+    LS_CHECK(!weights.defined(), fn,
+             ": pass sample_weight or per-output sample weights "
+             "(output_sample_weights / sample_weight_by_output), not both");
+    weights = per_output;
+  }
   TensorSource source(xs, ys, cfg.batch_size, false, 0, 0, weights);
   return evaluate_loop(source, cfg.verbose, cfg.callbacks);
 }
@@ -254,31 +385,6 @@ Logs Model::evaluate(const data::Dataset& dataset, EvaluateConfig cfg) {
   }
   DatasetSource source(*this, ds, true, false, "evaluate(Dataset)");
   return evaluate_loop(source, cfg.verbose, cfg.callbacks);
-}
-
-void Model::predict_batch(Source& source,
-                          const std::function<void(int64_t, int, const Tensor&)>& take) {
-  const int local_replicas = replication_ ? replication_->local_replicas() : 1;
-  const int64_t rows = source.size();
-  const int used = int(std::min<int64_t>(local_replicas, rows));  // replicas with rows
-  std::vector<Program*> programs(static_cast<size_t>(used));
-  std::vector<int64_t> first_rows(static_cast<size_t>(used));
-  for (int replica = 0; replica < used; ++replica) {
-    auto [begin, end] = replica_rows(rows, used, replica);
-    Program& p = program("predict", end - begin, replica);
-    source.copy(begin, end, p);
-    programs[size_t(replica)] = &p, first_rows[size_t(replica)] = begin;
-  }
-  if (used > 1) {
-    replication_->strategy().run_replicas([&](int replica) {
-      if (replica < used) programs[size_t(replica)]->run();
-    });
-  } else {
-    programs[0]->run();
-  }
-  for (int replica = 0; replica < used; ++replica)
-    for (int o = 0; o < programs[size_t(replica)]->outputs(); ++o)
-      take(first_rows[size_t(replica)], o, programs[size_t(replica)]->predictions(o));
 }
 
 namespace {
@@ -312,6 +418,53 @@ std::vector<Tensor> Model::predict(const std::vector<Tensor>& xs, PredictConfig 
 std::vector<Tensor> Model::predict_outputs(const data::Dataset& dataset, PredictConfig config) {
   return predict_dataset(dataset, config);
 }
+std::map<std::string, Tensor> Model::predict(const TensorDict& x, PredictConfig config) {
+  std::vector<Tensor> outs =
+      predict_arrays(arrays_by_name(*this, x, false, "predict", "x"), config);
+  const std::vector<std::string> names = output_names();
+  std::map<std::string, Tensor> keyed;
+  for (size_t o = 0; o < outs.size(); ++o) keyed[names[o]] = std::move(outs[o]);
+  return keyed;
+}
+
+namespace {
+
+// predict's loop: the source's batches in executions of steps_per_execution (the batch
+// callbacks see each execution once, as Keras 3: on_predict_batch_begin(its first batch),
+// on_predict_batch_end(its last batch)); hands each batch's predictions to take(first row of
+// the part in all the data, output, predictions), in row order.
+void predict_executions(Execution& execution, Model::Source& source,
+                        distribute::StrategyImpl* strategy,
+                        const std::vector<CallbackPtr>& callbacks,
+                        const std::function<void(int64_t, int, const Tensor&)>& take) {
+  source.begin_epoch(0);
+  std::vector<int64_t> first_rows;  // of each staged batch, in all the data
+  int64_t rows = 0;
+  int batch_index = 0;
+  for (;;) {
+    execution.clear(), first_rows.clear();
+    while (!execution.full() && source.next()) {
+      if (execution.size() == 0)
+        for (auto& cb : callbacks) cb->on_predict_batch_begin(batch_index, {});
+      execution.add(source, 0, source.size());
+      first_rows.push_back(rows);
+      rows += source.size();
+    }
+    if (execution.size() == 0) break;
+    execution.run(strategy);
+    for (int i = 0; i < execution.size(); ++i) {
+      const Execution::Batch& b = execution.batch(i);
+      for (int replica = 0; replica < b.used; ++replica)
+        for (int o = 0; o < b.programs[size_t(replica)]->outputs(); ++o)
+          take(first_rows[size_t(i)] + b.begins[size_t(replica)], o,
+               execution.predictions(i, replica, o));
+    }
+    batch_index += execution.size();
+    for (auto& cb : callbacks) cb->on_predict_batch_end(batch_index - 1, {});
+  }
+}
+
+}  // namespace
 
 std::vector<Tensor> Model::predict_arrays(const std::vector<Tensor>& xs,
                                           const PredictConfig& config) {
@@ -322,21 +475,20 @@ std::vector<Tensor> Model::predict_arrays(const std::vector<Tensor>& xs,
   if (replication_) replication_->sync_from_primary();
   const int64_t n = xs[0].dim(0);
   TensorSource source(xs, {}, batch_size, false, 0, 0);
-  source.begin_epoch(0);
   std::vector<Tensor> out(outputs_.size());
-  int64_t b0 = 0;
-  for (int batch = 0; source.next(); ++batch) {
-    for (auto& cb : config.callbacks) cb->on_predict_batch_begin(batch, {});
-    predict_batch(source, [&](int64_t row, int o, const Tensor& pr) {
-      Tensor& dst = out[size_t(o)];
-      if (!dst.defined()) dst = Tensor::empty(pr.shape().with_dim(0, n), pr.dtype());
-      const size_t row_bytes = pr.nbytes() / size_t(pr.dim(0));
-      std::memcpy(static_cast<char*>(dst.raw()) + size_t(b0 + row) * row_bytes, pr.raw(),
-                  pr.nbytes());
-    });
-    b0 += source.size();
-    for (auto& cb : config.callbacks) cb->on_predict_batch_end(batch, {});
-  }
+  Execution execution(
+      compiled_ ? config_.steps_per_execution : 1,
+      replication_ ? replication_->local_replicas() : 1,
+      [&](int64_t rows, int replica) -> Program& { return program("predict", rows, replica); });
+  predict_executions(execution, source, replication_ ? &replication_->strategy() : nullptr,
+                     config.callbacks, [&](int64_t row, int o, const Tensor& pr) {
+                       Tensor& dst = out[size_t(o)];
+                       if (!dst.defined())
+                         dst = Tensor::empty(pr.shape().with_dim(0, n), pr.dtype());
+                       const size_t row_bytes = pr.nbytes() / size_t(pr.dim(0));
+                       std::memcpy(static_cast<char*>(dst.raw()) + size_t(row) * row_bytes,
+                                   pr.raw(), pr.nbytes());
+                     });
   for (auto& cb : config.callbacks) cb->on_predict_end({});
   return out;
 }
@@ -346,17 +498,18 @@ std::vector<Tensor> Model::predict_dataset(const data::Dataset& dataset,
   for (auto& cb : config.callbacks) cb->set_model(this), cb->on_predict_begin({});
   if (replication_) replication_->sync_from_primary();
   DatasetSource source(*this, dataset, false, false, "predict(Dataset)");
-  source.begin_epoch(0);
   // Per output, in row order: replicas hand their parts in order.
   std::vector<std::vector<Tensor>> parts(outputs_.size());
   int64_t total = 0;
-  for (int batch = 0; source.next(); ++batch) {
-    for (auto& cb : config.callbacks) cb->on_predict_batch_begin(batch, {});
-    predict_batch(
-        source, [&](int64_t, int o, const Tensor& pr) { parts[size_t(o)].push_back(pr.clone()); });
-    total += source.size();
-    for (auto& cb : config.callbacks) cb->on_predict_batch_end(batch, {});
-  }
+  Execution execution(
+      compiled_ ? config_.steps_per_execution : 1,
+      replication_ ? replication_->local_replicas() : 1,
+      [&](int64_t rows, int replica) -> Program& { return program("predict", rows, replica); });
+  predict_executions(execution, source, replication_ ? &replication_->strategy() : nullptr,
+                     config.callbacks, [&](int64_t, int o, const Tensor& pr) {
+                       parts[size_t(o)].push_back(pr.clone());
+                       if (o == 0) total += pr.dim(0);
+                     });
   LS_CHECK(!parts[0].empty(), "predict(Dataset): the dataset yielded no batches");
   std::vector<Tensor> outs;
   for (auto& list : parts) {
@@ -390,6 +543,15 @@ Logs Model::train_batch(const std::vector<Tensor>& xs, const std::vector<Tensor>
   check_class_weight_outputs(*this, weights.class_weight, "train_on_batch");
   Tensor w = training_weights(xs[0], ys_in[0], weights.sample_weight, weights.class_weight,
                               "train_on_batch");
+  if (Tensor per_output =
+          output_sample_weights(*this, weights.output_sample_weights,
+                                weights.sample_weight_by_output, xs[0].dim(0), "train_on_batch");
+      per_output.defined()) {
+    LS_CHECK(!w.defined(),
+             "train_on_batch: pass sample_weight or class_weight, or per-output "
+             "sample weights, not both");
+    w = per_output;
+  }
   // One epoch of one batch: the fit loop's replica split, gradient all-reduce and metric
   // reduction, with no callbacks and no validation.
   const int64_t rows = xs[0].dim(0);
@@ -404,18 +566,25 @@ Logs Model::train_batch(const std::vector<Tensor>& xs, const std::vector<Tensor>
 
 Logs Model::test_on_batch(const Tensor& x, const Tensor& y, BatchWeights weights) {
   LS_CHECK(weights.class_weight.empty(), "test_on_batch: class_weight applies to training only");
-  return evaluate(
-      x, y, {.batch_size = int(x.dim(0)), .verbose = 0, .sample_weight = weights.sample_weight});
+  return evaluate(x, y,
+                  {.batch_size = int(x.dim(0)),
+                   .verbose = 0,
+                   .sample_weight = weights.sample_weight,
+                   .output_sample_weights = weights.output_sample_weights,
+                   .sample_weight_by_output = weights.sample_weight_by_output});
 }
 
 Logs Model::test_on_batch(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
                           BatchWeights weights) {
   LS_CHECK(weights.class_weight.empty(), "test_on_batch: class_weight applies to training only");
   LS_CHECK(!xs.empty() && xs[0].defined() && xs[0].rank() >= 1, "test_on_batch: xs is empty");
-  return evaluate_arrays(
-      xs, ys,
-      {.batch_size = int(xs[0].dim(0)), .verbose = 0, .sample_weight = weights.sample_weight},
-      "test_on_batch");
+  return evaluate_arrays(xs, ys,
+                         {.batch_size = int(xs[0].dim(0)),
+                          .verbose = 0,
+                          .sample_weight = weights.sample_weight,
+                          .output_sample_weights = weights.output_sample_weights,
+                          .sample_weight_by_output = weights.sample_weight_by_output},
+                         "test_on_batch");
 }
 
 Tensor Model::predict_on_batch(const Tensor& x) {

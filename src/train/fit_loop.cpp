@@ -80,9 +80,62 @@ FitLoop::FitLoop(Model& model, Model::Source& source, FitConfig& config)
   LS_CHECK(config.epochs >= 0 && config.initial_epoch >= 0,
            "fit: epochs and initial_epoch must be >= 0");
   if (!chief_) config.verbose = 0;  // only the chief prints progress
+  prepare_shards();
 }
 
 Replication* FitLoop::replication() const { return model_.replication_.get(); }
+
+// ---- gradient shards ----------------------------------------------------------------------
+
+void FitLoop::prepare_shards() {
+  const int replicas = local_replicas_ * workers_;
+  shards_ = config::op_determinism_enabled() ? config::op_determinism_shards() : 0;
+  if (shards_ > 0) {
+    LS_CHECK(shards_ % replicas == 0, "fit: ", shards_,
+             " gradient shards (op determinism, "
+             "lockstep/core/config.h) cannot be split across ",
+             replicas, " replicas in sync: the shards must be a multiple of the replicas");
+    LS_CHECK(replicas <= 2 || shards_ == replicas, "fit: ", shards_, " gradient shards with ",
+             replicas,
+             " replicas in sync: a replica can run several shards only with 1 or 2 replicas in "
+             "sync (the all-reduce of more parts does not follow the shards' fixed order)");
+    LS_CHECK(workers_ == 1 || strategy_->options.all_reduce_dtype == DType::f32,
+             "fit: gradient shards (op determinism) need a float32 all-reduce "
+             "(StrategyOptions::all_reduce_dtype is ",
+             dtype_name(strategy_->options.all_reduce_dtype), ")");
+  }
+  shards_per_replica_ = shards_ > 0 ? shards_ / replicas : 1;
+  programs_ = local_replicas_ * shards_per_replica_;
+  Replication* current = replication();
+  const int k_now = current ? current->shards_per_replica() : 1;
+  if (k_now != shards_per_replica_) {
+    model_.programs_.clear();  // compiled for the other shard count
+    if (!model_.strategy_)     // a replication of its own, for the shards' reducer
+      model_.replication_ =
+          shards_per_replica_ > 1
+              ? std::make_unique<Replication>(distribute::OneDeviceStrategy("cpu:0").impl())
+              : nullptr;
+    if (replication()) replication()->set_shards_per_replica(shards_per_replica_);
+  }
+  replica_programs_.resize(size_t(programs_));
+  replica_weights_.resize(size_t(programs_));
+  replica_first_rows_.resize(size_t(programs_));
+}
+
+std::pair<int64_t, int64_t> FitLoop::program_rows(const WorkerBatch& batch, int p) const {
+  const int k = shards_per_replica_;
+  // The program's shard among this worker's: replica r's are r * k .. r * k + k - 1.
+  const int shard = k == 1 ? p
+                    : p < local_replicas_
+                        ? p * k + k - 1
+                        : (p - local_replicas_) / (k - 1) * k + (p - local_replicas_) % (k - 1);
+  if (shards_ > 0 && workers_ > 1 && from_arrays_) {  // the shard of the global batch
+    auto [begin, end] =
+        replica_rows(batch.global_rows, shards_, strategy_->worker_index * programs_ + shard);
+    return {begin - batch.first_row, end - batch.first_row};
+  }
+  return replica_rows(batch.rows, programs_, shard);
+}
 
 History FitLoop::run() {
   const StartPoint start = begin_training();
@@ -219,11 +272,16 @@ FitLoop::WorkerBatch FitLoop::next_batch() {
   const bool split_arrays = workers_ > 1 && from_arrays_;  // the batch is the global batch
   if (batch.available && split_arrays) {
     auto [begin, end] = replica_rows(batch.rows, workers_, strategy_->worker_index);
+    if (shards_ > 0) {  // the worker's shards of the global batch (lockstep/core/config.h)
+      const int first = strategy_->worker_index * programs_;
+      begin = replica_rows(batch.rows, shards_, first).first;
+      end = replica_rows(batch.rows, shards_, first + programs_ - 1).second;
+    }
     batch.first_row = begin, batch.rows = end - begin;
   }
   // Arrays on several workers: the smallest worker share decides, the same on all.
-  batch.too_small = batch.available &&
-                    (split_arrays ? batch.global_rows / workers_ : batch.rows) < local_replicas_;
+  batch.too_small =
+      batch.available && (split_arrays ? batch.global_rows / workers_ : batch.rows) < programs_;
   // Arrays: every worker holds the same arrays (checked at the first epoch's start) and walks
   // the same global batches, so no per-step agreement is needed. Datasets: see below.
   if (workers_ > 1 && !from_arrays_) agree_with_other_workers(batch);
@@ -275,10 +333,13 @@ int64_t FitLoop::stage_execution(int64_t first_step, int64_t end_step, bool& end
 // joins the execution's last run, or starts a run when its programs or weights differ.
 void FitLoop::stage_batch(const WorkerBatch& batch, int64_t step) {
   const bool staged = model_.config_.steps_per_execution > 1;
-  for (int replica = 0; replica < local_replicas_; ++replica) {
-    auto [begin, end] = replica_rows(batch.rows, local_replicas_, replica);
-    replica_programs_[size_t(replica)] =
-        &model_.program("train", end - begin, replica, source_.weighted());
+  for (int replica = 0; replica < programs_; ++replica) {  // (a program per shard: see Run)
+    auto [begin, end] = program_rows(batch, replica);
+    // (the last step's program when it fits: no lookup by name on every step)
+    Program* last = replica_programs_[size_t(replica)];
+    if (!last || last->batch() != end - begin || last->weight_columns() != source_.weighted())
+      replica_programs_[size_t(replica)] =
+          &model_.program("train", end - begin, replica, source_.weighted());
     // Op determinism: random ops keyed by the example's row in the global batch (arrays: the
     // worker's rows start at first_row; a Dataset's batch is the worker's own).
     const int64_t worker_first_row =
@@ -296,10 +357,10 @@ void FitLoop::stage_batch(const WorkerBatch& batch, int64_t step) {
     run->programs = replica_programs_;
     run->weights = replica_weights_;
     run->first_rows = replica_first_rows_;
-    run->first_slots.assign(size_t(local_replicas_), -1);
+    run->first_slots.assign(size_t(programs_), -1);
   }
-  for (int replica = 0; replica < local_replicas_; ++replica) {
-    auto [begin, end] = replica_rows(batch.rows, local_replicas_, replica);
+  for (int replica = 0; replica < programs_; ++replica) {
+    auto [begin, end] = program_rows(batch, replica);
     Program& program = *replica_programs_[size_t(replica)];
     const int64_t r0 = batch.first_row + begin, r1 = batch.first_row + end;
     if (!staged) {
@@ -337,6 +398,7 @@ int FitLoop::run_replicas(const Run& run) {
   const uint64_t step_id =
       optimizer ? uint64_t(optimizer->iterations()->value.item()) : uint64_t(run.first_step);
   auto run_replica = [&](int replica) {
+    if (shards_per_replica_ > 1) return run_shards(run, replica, step_id);
     Program& program = *run.programs[size_t(replica)];
     program.set_first_row(run.first_rows[size_t(replica)]);
     replica_steps_[size_t(replica)] =
@@ -348,6 +410,25 @@ int FitLoop::run_replicas(const Run& run) {
     run_replica(0);
   }
   return replica_steps_[0];
+}
+
+// Gradient shards: each step runs the replica's shards one after another, the last one (the
+// program with the all-reduce and the update) summing the earlier ones' gradients.
+void FitLoop::run_shards(const Run& run, int replica, uint64_t step_id) {
+  const int k = shards_per_replica_;
+  int& ran = replica_steps_[size_t(replica)];
+  ran = 0;
+  while (ran < run.steps) {
+    for (int j = 0; j < k; ++j) {
+      const int p = j == k - 1 ? replica : local_replicas_ + replica * (k - 1) + j;
+      Program& program = *run.programs[size_t(p)];
+      program.set_first_row(run.first_rows[size_t(p)]);
+      const int slot = run.first_slots[size_t(p)];
+      program.run_steps(slot < 0 ? -1 : slot + ran, 1, step_id + uint64_t(ran));
+    }
+    ++ran;
+    if (run.programs[size_t(replica)]->nonfinite_replicas() > 0) break;
+  }
 }
 
 // Before the first step: every worker starts from the chief's weights and optimizer state, and
@@ -396,7 +477,7 @@ bool FitLoop::stop_on_nonfinite_loss(int epoch, int64_t step) {
 
 // Per-replica statistics (BatchNormalization's moving mean and variance) agree again.
 void FitLoop::average_replica_statistics() {
-  if (!replication() || local_replicas_ * workers_ == 1) return;
+  if (!replication() || local_replicas_ * workers_ * shards_per_replica_ == 1) return;
   std::vector<VariablePtr> non_trainable;
   for (auto& v : model_.weights())
     if (!v->trainable) non_trainable.push_back(v);

@@ -108,6 +108,14 @@ class FitLoop {
 
   Replication* replication() const;
 
+  // Gradient shards (lockstep/core/config.h): checks the count against the replicas, and sets
+  // the model up for it (a replication of its own when it has no strategy).
+  void prepare_shards();
+  // Program p's rows of the worker's batch, relative to its first row (p: the
+  // GradientReducer's program index; the local replica without shards).
+  std::pair<int64_t, int64_t> program_rows(const WorkerBatch& batch, int p) const;
+  void run_shards(const Run& run, int replica, uint64_t step_id);
+
   Model& model_;
   Model::Source& source_;
   FitConfig& config_;
@@ -116,6 +124,9 @@ class FitLoop {
   const int workers_;
   const bool chief_;
   const bool from_arrays_;  // arrays: every worker holds the same data and takes its rows
+  int shards_ = 0;          // gradient shards of the global batch (0: the mode's off)
+  int shards_per_replica_ = 1;
+  int programs_ = 1;  // train programs per step on this worker: local replicas x shards each
 
   History history_;
   bool replicas_need_sync_ = true;

@@ -141,6 +141,60 @@ Tensor check_sample_weight(const Tensor& w, int64_t n, const char* fn, const cha
   return out;
 }
 
+std::vector<Tensor> arrays_by_name(const Model& m, const TensorDict& dict, bool outputs,
+                                   const char* fn, const char* what) {
+  const std::vector<std::string> names = outputs ? m.output_names() : m.input_names();
+  const char* kind = outputs ? "output" : "input";
+  std::string listed;
+  for (size_t i = 0; i < names.size(); ++i) listed += (i ? ", " : "") + names[i];
+  for (auto& [key, value] : dict.tensors)
+    LS_CHECK(std::find(names.begin(), names.end(), key) != names.end(), fn, ": ", what,
+             " has key '", key, "', which is not an ", kind, " of model '", m.name(), "' (", kind,
+             "s: ", listed, ")");
+  std::vector<Tensor> arrays;
+  for (auto& name : names) {
+    auto it = dict.tensors.find(name);
+    LS_CHECK(it != dict.tensors.end(), fn, ": ", what, " has no array for ", kind, " '", name,
+             "' of model '", m.name(), "' (", kind, "s: ", listed, ")");
+    arrays.push_back(it->second);
+  }
+  return arrays;
+}
+
+Tensor output_sample_weights(const Model& m, const std::vector<Tensor>& list,
+                             const std::map<std::string, Tensor>& dict, int64_t n, const char* fn) {
+  if (list.empty() && dict.empty()) return {};
+  LS_CHECK(list.empty() || dict.empty(), fn,
+           ": pass output_sample_weights (a list) or sample_weight_by_output (keyed by output "
+           "name), not both");
+  const std::vector<std::string> names = m.output_names();
+  const size_t outputs = names.size();
+  std::vector<Tensor> per_output = list;
+  if (!dict.empty()) {
+    std::string listed;
+    for (size_t o = 0; o < outputs; ++o) listed += (o ? ", " : "") + names[o];
+    for (auto& [key, value] : dict)
+      LS_CHECK(std::find(names.begin(), names.end(), key) != names.end(), fn,
+               ": sample_weight_by_output has key '", key, "', which is not an output of model '",
+               m.name(), "' (outputs: ", listed, ")");
+    for (auto& name : names) per_output.push_back(dict.count(name) ? dict.at(name) : Tensor());
+  }
+  LS_CHECK(per_output.size() == outputs, fn, ": output_sample_weights has ", per_output.size(),
+           " entries but model '", m.name(), "' has ", outputs, " output", outputs == 1 ? "" : "s",
+           "; pass one per output, in the model's output order");
+  const int64_t columns = int64_t(outputs);
+  Tensor out = Tensor::empty(outputs == 1 ? Shape{n} : Shape{n, columns}, DType::f32);
+  float* dst = out.data<float>();
+  for (size_t o = 0; o < outputs; ++o) {
+    const std::string what = "the sample weights of output '" + names[o] + "'";
+    Tensor w = per_output[o].defined() ? check_sample_weight(per_output[o], n, fn, what.c_str())
+                                       : Tensor();
+    for (int64_t i = 0; i < n; ++i)
+      dst[i * columns + int64_t(o)] = w.defined() ? w.data<float>()[i] : 1.f;
+  }
+  return out;
+}
+
 Tensor class_weight_to_sample_weights(const Tensor& y, const std::map<int, double>& class_weight) {
   LS_CHECK(y.defined() && y.rank() >= 1, "fit: class_weight needs labels");
   const int64_t n = y.dim(0);
@@ -273,9 +327,33 @@ bool DatasetSource::next() {
       LS_CHECK(class_weight_.empty(), fn_,
                ": You cannot `class_weight` and `sample_weight` at the same time (the dataset's "
                "elements carry sample weights; drop class_weight or the third component)");
-      LS_CHECK(e->is_tensor(w), fn_, ": the sample-weight component must be a tensor, got ",
-               e->str());
-      sample_weight_ = check_sample_weight(e->tensor(w), xs[0].dim(0), fn_, "the sample weights");
+      if (outputs > 1 && e->size() == w + outputs) {  // {.., w_1..w_O}: per-output weights
+        std::vector<Tensor> per_output;
+        for (size_t o = 0; o < outputs; ++o) {
+          LS_CHECK(e->is_tensor(w + o), fn_, ": sample-weight component ", w + o,
+                   " must be a tensor, got ", e->str());
+          per_output.push_back(e->tensor(w + o));
+        }
+        sample_weight_ = output_sample_weights(model_, per_output, {}, xs[0].dim(0), fn_);
+      } else {
+        LS_CHECK(e->is_tensor(w), fn_, ": the sample-weight component must be a tensor, got ",
+                 e->str());
+        const Tensor& weights = e->tensor(w);
+        if (outputs > 1 && weights.rank() == 2 && weights.dim(1) == int64_t(outputs)) {
+          // [batch, outputs]: each output's weights (fit's validation split of them)
+          const std::vector<float> values = weights.to_vector();
+          const int64_t n = weights.dim(0);
+          std::vector<Tensor> per_output;
+          for (size_t o = 0; o < outputs; ++o) {
+            std::vector<float> column(static_cast<size_t>(n));
+            for (int64_t i = 0; i < n; ++i) column[size_t(i)] = values[size_t(i) * outputs + o];
+            per_output.push_back(Tensor::from_vector(Shape{n}, column));
+          }
+          sample_weight_ = output_sample_weights(model_, per_output, {}, xs[0].dim(0), fn_);
+        } else {
+          sample_weight_ = check_sample_weight(weights, xs[0].dim(0), fn_, "the sample weights");
+        }
+      }
     } else if (!class_weight_.empty()) {
       LS_CHECK(outputs == 1, fn_,
                ": class_weight is only supported for models with a single output (model '",

@@ -34,10 +34,27 @@ Tensor check_sample_weight(const Tensor& w, int64_t n, const char* fn,
 Tensor training_weights(const Tensor& x, const Tensor& y, const Tensor& sample_weight,
                         const std::map<int, double>& class_weight, const char* fn);
 
+// Keras's dict structure: the arrays of `dict` (keyed by input name, or by output name when
+// `outputs`) in the model's input (output) order; an unknown key or a missing name is an error
+// naming it and the model's names. fn and what ("x", "y") name the caller and argument.
+std::vector<Tensor> arrays_by_name(const Model& m, const TensorDict& dict, bool outputs,
+                                   const char* fn, const char* what);
+
+// Per-output sample weights (FitConfig::output_sample_weights / sample_weight_by_output, one of
+// them) as the step takes them: f32 [n] for a single-output model, else [n, outputs] (an output
+// without weights weighs 1); undefined when both are empty. fn names the caller in errors.
+Tensor output_sample_weights(const Model& m, const std::vector<Tensor>& list,
+                             const std::map<std::string, Tensor>& dict, int64_t n, const char* fn);
+
 // Keras's class_weight_to_sample_weights: each sample weighs class_weight[its class] (1 when
 // the class is not listed); the class is the label ([N] or [N, 1], rounded) or the argmax of
 // a one-hot row [N, C].
 Tensor class_weight_to_sample_weights(const Tensor& y, const std::map<int, double>& class_weight);
+
+// Sample weights [N] or [N, O]: their columns (0: undefined).
+inline int weight_columns(const Tensor& w) {
+  return !w.defined() ? 0 : w.rank() == 2 ? int(w.dim(1)) : 1;
+}
 
 struct Model::Source {
   virtual ~Source() = default;
@@ -53,8 +70,9 @@ struct Model::Source {
   // Copies rows [r0, r1) into a program's inputs: the model inputs, and (train / eval programs)
   // the targets and the sample weights when it takes them.
   void copy(int64_t r0, int64_t r1, Program& program);
-  // Whether the current batch has sample weights.
-  virtual bool weighted() const = 0;
+  // The current batch's sample weights: 0 none, 1 one per sample, O (a model of O outputs): one
+  // per sample and output (Model::program's `weighted`).
+  virtual int weighted() const = 0;
   // Steps per epoch when known, else -1.
   virtual int64_t steps() const = 0;
 };
@@ -72,7 +90,7 @@ class TensorSource : public Model::Source {
   int64_t size() const override { return b1_ - b0_; }
   void copy_rows(int64_t r0, int64_t r1, const std::vector<Tensor*>& xs,
                  const std::vector<Tensor*>& ys, Tensor* sample_weight) override;
-  bool weighted() const override { return sample_weight_.defined(); }
+  int weighted() const override { return weight_columns(sample_weight_); }
   int64_t steps() const override { return (rows_ + batch_ - 1) / batch_; }
 
  private:
@@ -101,7 +119,7 @@ class DatasetSource : public Model::Source {
   int64_t size() const override { return xs_.at(0).dim(0); }
   void copy_rows(int64_t r0, int64_t r1, const std::vector<Tensor*>& xs,
                  const std::vector<Tensor*>& ys, Tensor* sample_weight) override;
-  bool weighted() const override { return sample_weight_.defined(); }
+  int weighted() const override { return weight_columns(sample_weight_); }
   int64_t steps() const override;
   // Skips `count` batches (resuming inside an epoch).
   void skip(int64_t count);

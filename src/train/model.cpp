@@ -1,6 +1,7 @@
 // Model: a Network plus its training configuration and compiled programs.
 #include "lockstep/train/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -51,7 +52,37 @@ std::vector<std::string> Model::output_names() const {
   return names;
 }
 
+std::vector<std::string> Model::input_names() const {
+  std::vector<std::string> names;
+  for (auto& i : inputs_) names.push_back(i.call && i.call->layer ? i.call->layer->name() : "");
+  return names;
+}
+
 namespace {
+
+// A compile() argument in Keras's dict form (keyed by output name) as its list form, in the
+// output order: an output left out gets `missing` (required: an error instead); a key that
+// is no output, or both forms given, is an error. The dict is cleared (compile_config() then
+// holds the list form, which compiles again as it is).
+template <typename T>
+void dict_to_list(std::map<std::string, T>& dict, std::vector<T>& list, const T& missing,
+                  bool required, const std::vector<std::string>& names, const char* dict_name,
+                  const char* list_name, const std::string& model, const std::string& listed) {
+  if (dict.empty()) return;
+  LS_CHECK(list.empty(), "compile: pass ", list_name, " (a list) or ", dict_name,
+           " (keyed by output name), not both");
+  for (auto& [key, value] : dict)
+    LS_CHECK(std::find(names.begin(), names.end(), key) != names.end(), "compile: ", dict_name,
+             " has key '", key, "', which is not an output of model '", model,
+             "' (outputs: ", listed, ")");
+  for (auto& name : names) {
+    auto it = dict.find(name);
+    LS_CHECK(it != dict.end() || !required, "compile: ", dict_name, " has no entry for output '",
+             name, "' of model '", model, "' (outputs: ", listed, "; every output needs one)");
+    list.push_back(it != dict.end() ? it->second : missing);
+  }
+  dict.clear();
+}
 
 // Keras's CompileMetrics.result() naming: a weighted metric whose name is taken is logged as
 // "weighted_<name>", then "weighted_<name>_1", ... prefix(i) / weighted_prefix(i): the
@@ -96,6 +127,19 @@ void Model::resolve_outputs() {
              " entries but model '", name_, "' has ", outputs, " output", several ? "s" : "", " (",
              listed, "); pass one per output, in the model's output order");
   };
+  const std::string model_name = name_;
+  LS_CHECK(config_.loss_by_output.empty() || !config_.loss,
+           "compile: pass `loss` (one loss for every output) or `loss_by_output`, not both");
+  dict_to_list(config_.loss_by_output, config_.losses, LossPtr(), true, names, "loss_by_output",
+               "losses", model_name, listed);
+  dict_to_list(config_.loss_weight_by_output, config_.loss_weights, 1.0, false, names,
+               "loss_weight_by_output", "loss_weights", model_name, listed);
+  dict_to_list(config_.metrics_by_output, config_.output_metrics, {}, false, names,
+               "metrics_by_output", "output_metrics", model_name, listed);
+  dict_to_list(config_.metric_objects_by_output, config_.output_metric_objects, {}, false, names,
+               "metric_objects_by_output", "output_metric_objects", model_name, listed);
+  dict_to_list(config_.weighted_metrics_by_output, config_.output_weighted_metrics, {}, false,
+               names, "weighted_metrics_by_output", "output_weighted_metrics", model_name, listed);
   check_count(config_.losses.size(), "losses");
   check_count(config_.loss_weights.size(), "loss_weights");
   check_count(config_.output_metrics.size(), "output_metrics");
@@ -175,7 +219,7 @@ void Model::compile(CompileConfig config) {
   compiled_ = true;
 }
 
-Program& Model::program(const std::string& kind, int64_t batch, int replica, bool weighted) {
+Program& Model::program(const std::string& kind, int64_t batch, int replica, int weighted) {
   LS_CHECK(compiled_ || kind == "predict", "Model '", name_, "': call compile() before ",
            kind == "train" ? "fit" : "evaluate");
   auto key = std::make_tuple(kind, batch, replica, weighted);

@@ -1,6 +1,7 @@
 // Builds and compiles the step graph of a Model.
 #include "train/program.h"
 
+#include <algorithm>
 #include <cstdio>
 #ifdef _OPENMP
 #include <omp.h>
@@ -29,6 +30,18 @@ void Program::stage(int slots) {
     }
     staged_.push_back(std::move(slot));
   }
+  // (a predict slot's outputs are allocated by their first copy: eager outputs exist only then)
+  if (kind_ == Kind::predict)
+    staged_outs_.resize(staged_.size(), std::vector<Tensor>(size_t(outputs_)));
+}
+
+const Tensor& Program::staged_prediction(int slot, int o) const {
+  LS_CHECK(kind_ == Kind::predict && slot >= 0 && slot < int(staged_outs_.size()) && o >= 0 &&
+               o < outputs_ && staged_outs_[size_t(slot)][size_t(o)].defined(),
+           "Program::staged_prediction: no predictions of output ", o, " in slot ", slot, " (",
+           staged_slots(), " staged slots, ", outputs_,
+           " outputs; predict programs after run_steps)");
+  return staged_outs_[size_t(slot)][size_t(o)];
 }
 
 Tensor& Program::staged_input(int slot, int j) {
@@ -43,7 +56,8 @@ int Program::run_steps(int first_slot, int n, uint64_t first_step) {
   LS_CHECK(first_slot >= 0 ? n >= 1 && first_slot + n <= staged_slots() : n == 1,
            "Program::run_steps: slots [", first_slot, ", ", first_slot + n, ") of ", staged_slots(),
            " staged slots (first_slot < 0 runs the one step written into the inputs)");
-  const bool check_loss = kind_ != Kind::predict;
+  // (evaluate goes on after a NaN loss, as with one step per execution)
+  const bool check_loss = kind_ == Kind::train && !partial_;  // (a shard's: the last shard's)
   for (int k = 0; k < n; ++k) {
     if (first_slot >= 0) {
       const std::vector<Tensor>& slot = staged_[size_t(first_slot + k)];
@@ -51,6 +65,9 @@ int Program::run_steps(int first_slot, int n, uint64_t first_step) {
     }
     exe_->set_step(first_step + uint64_t(k));
     exe_->run();
+    if (kind_ == Kind::predict && first_slot >= 0)
+      for (int o = 0; o < outputs_; ++o)
+        exe_->copy_output_to_host(o, staged_outs_[size_t(first_slot + k)][size_t(o)]);
     if (check_loss && nonfinite_replicas() > 0) return k + 1;
   }
   return n;
@@ -64,13 +81,29 @@ Replication::~Replication() = default;
 
 int Replication::local_replicas() const { return strategy_->local_replicas; }
 
+int Replication::shards_per_replica() const { return reducer_->shards_per_replica(); }
+
+void Replication::set_shards_per_replica(int k) {
+  reducer_->set_shards_per_replica(k);
+  // Copies of the shard programs of another shard count are no programs' any more.
+  const size_t programs = size_t(local_replicas() * k);
+  for (auto& [primary, list] : copies_)
+    if (list.size() + 1 > programs) list.resize(std::max<size_t>(programs, 1) - 1);
+}
+
+bool Replication::reduces() const { return strategy_->replicated() || shards_per_replica() > 1; }
+
+int Replication::owner(int program) const {
+  const int local = local_replicas();
+  return program < local ? program : (program - local) / (shards_per_replica() - 1);
+}
+
 VariablePtr Replication::variable(const VariablePtr& v, int replica) {
   if (replica == 0) return v;
   auto& list = copies_[v.get()];
-  if (list.empty()) {
-    for (int r = 1; r < local_replicas(); ++r)
-      list.push_back(std::make_shared<Variable>(Variable{v->name, v->value.clone(), v->trainable}));
-  }
+  const int count = std::max(local_replicas() - 1, replica);
+  while (int(list.size()) < count)
+    list.push_back(std::make_shared<Variable>(Variable{v->name, v->value.clone(), v->trainable}));
   return list.at(size_t(replica - 1));
 }
 
@@ -93,14 +126,17 @@ void Replication::fold_into_primary(const std::vector<VariablePtr>& accumulators
 }
 
 void Replication::average(const std::vector<VariablePtr>& variables) {
-  const double scale = 1.0 / double(strategy_->replicas_in_sync());
   for (auto& v : variables) {
     if (v->value.dtype() != DType::f32) continue;
+    // Over every copy: the replicas', and the shard programs' (lockstep/core/config.h).
+    auto it = copies_.find(v.get());
+    const size_t local =
+        std::max<size_t>(size_t(local_replicas()), it == copies_.end() ? 1 : it->second.size() + 1);
+    const double scale = 1.0 / double(local * size_t(strategy_->num_workers));
     const int64_t n = v->value.numel();
     std::vector<double> sum(static_cast<size_t>(n));
     const float* p = v->value.data<float>();
     for (int64_t i = 0; i < n; ++i) sum[size_t(i)] = p[i];
-    auto it = copies_.find(v.get());
     if (it != copies_.end())
       for (auto& c : it->second) {
         const float* q = c->value.data<float>();
@@ -117,8 +153,11 @@ void Replication::average(const std::vector<VariablePtr>& variables) {
 Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tracker,
                  const std::vector<MetricPtr>& metrics,
                  const std::vector<MetricPtr>& weighted_metrics, Replication* replication,
-                 int replica, bool weighted)
-    : kind_(kind), batch_(batch), weighted_(weighted && kind != Kind::predict) {
+                 int replica, int weighted)
+    : kind_(kind),
+      batch_(batch),
+      weighted_(weighted > 0 && kind != Kind::predict),
+      weight_columns_(weighted_ ? weighted : 0) {
   const CompileConfig& cfg = model.compile_config();
   LS_CHECK(!model.inputs().empty() && !model.outputs().empty(), "model '", model.name(),
            "' has no inputs or no outputs");
@@ -134,11 +173,19 @@ Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tr
     inputs.push_back(g.input({in.dtype(), in.shape().with_dim(0, batch)}, name));
   }
   CallContext ctx{g, kind == Kind::train, random_seed()};
-  if (kind == Kind::train && replication && replication->strategy().replicated()) {
+  partial_ = kind == Kind::train && replication && replica >= replication->local_replicas();
+  if (kind == Kind::train && replication && replication->reduces()) {
     ctx.replica_group = replication->reducer().group();
     ctx.replica = replica;
   }
   std::vector<Value> preds = model.call(ctx, inputs);
+  if (replication && replication->shards_per_replica() > 1)
+    for (int i = 0; i < g.size(); ++i)
+      LS_CHECK(g.node(i).op != "cross_replica_sum", "model '", model.name(),
+               "': BatchNormalization(synchronized=true) cannot run with gradient shards (",
+               replication->shards_per_replica(),
+               " per replica, run one after another; lockstep/core/config.h): use plain "
+               "BatchNormalization, or as many shards as replicas in sync");
   // A mixed-precision model's output is in its compute dtype; the loss, the metrics and
   // predict() take it in f32 (as Keras's losses cast y_pred).
   for (Value& pred : preds)
@@ -156,10 +203,12 @@ Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tr
     // then reaches them all; no program writes it).
     const Variable* shared_rate =
         cfg.optimizer ? cfg.optimizer->learning_rate_variable().get() : nullptr;
+    // A gradient shard's program reads its replica's weights (lockstep/core/config.h).
+    const int owner = replication->owner(replica);
     for (int i = 0; i < g.size(); ++i) {
       Node& nd = g.node(i);
       if (nd.variable && nd.variable.get() != shared_rate)
-        nd.variable = replication->variable(nd.variable, replica);
+        nd.variable = replication->variable(nd.variable, nd.variable->trainable ? owner : replica);
     }
   }
   CompileOptions opts;
@@ -220,13 +269,29 @@ std::vector<Value> Program::add_loss_and_updates(const Model& model, Graph& g,
     inputs.push_back(ys.back());
   }
   Value sample_weight;
-  if (weighted_)
-    inputs.push_back(sample_weight = g.input({DType::f32, Shape{batch_}}, "sample_weight"));
+  std::vector<Value> output_weights(preds.size());  // each output's [batch] weights
+  if (weighted_) {
+    LS_CHECK(weight_columns_ == 1 || weight_columns_ == int(preds.size()), "model '", model.name(),
+             "': sample weights for ", weight_columns_, " outputs, but it has ", preds.size());
+    const Shape shape = weight_columns_ == 1 ? Shape{batch_} : Shape{batch_, weight_columns_};
+    inputs.push_back(sample_weight = g.input({DType::f32, shape}, "sample_weight"));
+    for (size_t o = 0; o < preds.size(); ++o) {
+      if (weight_columns_ == 1) {
+        output_weights[o] = sample_weight;
+        continue;
+      }
+      Value column = g.add("slice", {sample_weight},
+                           Attrs{{"begin", std::vector<int64_t>{0, int64_t(o)}},
+                                 {"size", std::vector<int64_t>{batch_, 1}}});
+      output_weights[o] =
+          g.add("reshape", {column}, Attrs{{"shape", std::vector<int64_t>{batch_}}});
+    }
+  }
   Value loss;
   std::vector<Value> output_losses;
   for (size_t o = 0; o < preds.size(); ++o) {
     Value per = losses[o]->per_sample(g, ys[o], preds[o]);
-    if (weighted_) per = g.add("mul", {per, sample_weight});
+    if (weighted_) per = g.add("mul", {per, output_weights[o]});
     Value output_loss =
         g.add("reduce_mean", {per}, Attrs{{"axes", std::vector<int64_t>{0}}, {"keepdims", false}});
     output_losses.push_back(output_loss);
@@ -235,16 +300,18 @@ std::vector<Value> Program::add_loss_and_updates(const Model& model, Graph& g,
     loss = o == 0 ? term : g.add("add", {loss, term});
   }
   for (Value extra : layer_losses) loss = g.add("add", {loss, extra});
-  Value nonfinite;  // replicated: replicas (all workers) whose loss was NaN or inf
+  Value nonfinite;             // replicated: replicas (all workers) whose loss was NaN or inf
+  std::vector<Value> started;  // a gradient shard's buckets (no update: the last shard's)
   if (kind_ == Kind::train) {
     LS_CHECK(cfg.optimizer, "model '", model.name(), "': compile() needs an optimizer to fit");
     auto vars = model.trainable_weights();
     std::vector<Value> reads;
     for (auto& v : vars) reads.push_back(g.variable(v));
     auto grads = gradients(g, loss, reads);
-    if (replication && replication->strategy().replicated())
-      grads = replication->reducer().insert(g, grads, replica, loss, &nonfinite);
-    cfg.optimizer->apply(g, grads, vars);
+    if (replication && replication->reduces())
+      grads = replication->reducer().insert(g, grads, replica, loss, &nonfinite,
+                                            partial_ ? &started : nullptr);
+    if (!partial_) cfg.optimizer->apply(g, grads, vars);
   }
   // Loss trackers: Keras weights each batch's loss by its size -> per-sample copies.
   auto per_sample = [&](Value v) {
@@ -266,11 +333,12 @@ std::vector<Value> Program::add_loss_and_updates(const Model& model, Graph& g,
   }
   for (auto& m : step_metrics.weighted_metrics) {
     const size_t o = output_of(m, model.weighted_metrics_, model.weighted_metric_outputs_);
-    m->update_weighted(g, ys[o], preds[o], sample_weight);
+    m->update_weighted(g, ys[o], preds[o], weighted_ ? output_weights[o] : Value());
   }
   std::vector<Value> outputs{loss};
   outputs.insert(outputs.end(), preds.begin(), preds.end());
   if (nonfinite.valid()) outputs.push_back(nonfinite), has_nonfinite_ = true;
+  outputs.insert(outputs.end(), started.begin(), started.end());  // (kept: they have effects)
   return outputs;
 }
 

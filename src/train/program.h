@@ -29,7 +29,17 @@ class Replication {
   ~Replication();
   distribute::StrategyImpl& strategy() const { return *strategy_; }
   int local_replicas() const;
-  // Replica `replica`'s copy of v (v itself for replica 0).
+  // Gradient shards per local replica (lockstep/core/config.h; 1: none). With k > 1, train
+  // programs local_replicas + r * (k - 1) + j compute shard j < k - 1 of replica r (the
+  // GradientReducer's program index): they read replica r's trainable variables and have
+  // their own copies of the others (BatchNormalization's statistics, metric accumulators).
+  int shards_per_replica() const;
+  void set_shards_per_replica(int k);
+  // Whether train programs carry the gradient all-reduce (replicated, or sharded).
+  bool reduces() const;
+  // The local replica whose shard program `program` is (program itself below local_replicas).
+  int owner(int program) const;
+  // Program `replica`'s copy of v (v itself for 0); copies are made on first use.
   VariablePtr variable(const VariablePtr& v, int replica);
   // Copies replica 0's values into every copy (after set_weights, loading a checkpoint, or a
   // broadcast from the chief).
@@ -52,12 +62,13 @@ class Program {
   enum class Kind { train, eval, predict };
   // replication == nullptr (or replica 0 of one local replica and one worker): the plain
   // single-device step.
-  // weighted (train/eval): an input after the targets takes the batch's sample weights
-  // [batch]; every output's loss and the weighted_metrics use them.
+  // weighted (train/eval): an input after the targets takes the batch's sample weights:
+  // [batch] (weighted 1: every output's loss and weighted_metrics use them) or [batch, outputs]
+  // (weighted = outputs > 1: column o weighs output o's loss and weighted_metrics).
   Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tracker,
           const std::vector<MetricPtr>& metrics,
           const std::vector<MetricPtr>& weighted_metrics = {}, Replication* replication = nullptr,
-          int replica = 0, bool weighted = false);
+          int replica = 0, int weighted = 0);
   // The step's inputs: the model inputs x(0..inputs-1), then (train/eval) the targets
   // y(0..outputs-1), one per model output, then (weighted) the sample weights.
   int inputs() const { return inputs_; }
@@ -67,6 +78,7 @@ class Program {
   // The sample-weight input (weighted programs), else nullptr.
   Tensor* sample_weight() { return weighted_ ? &exe_->input(inputs_ + targets_) : nullptr; }
   bool weighted() const { return weighted_; }
+  int weight_columns() const { return weight_columns_; }  // Model::program's `weighted`
   void run() { exe_->run(); }
   void set_step(uint64_t step) { exe_->set_step(step); }
   void set_first_row(int64_t row) { exe_->set_first_row(row); }  // see StepInfo::first_row
@@ -84,11 +96,15 @@ class Program {
   }
   // Runs slots [first_slot, first_slot + n) as n steps with step ids first_step + k: each copies
   // its slot into the step's inputs and runs the static program, with no return to the caller,
-  // no callback and no allocation in between. A train or eval run stops after a step whose loss
-  // was NaN or inf on any replica (nonfinite_replicas() > 0), as fit stops there. first_slot <
+  // no callback and no allocation in between. A train run stops after a step whose loss was
+  // NaN or inf on any replica (nonfinite_replicas() > 0), as fit stops there. first_slot <
   // 0 (n == 1): the one step whose inputs were written into x()/y() directly. Returns the steps
   // run.
   int run_steps(int first_slot, int n, uint64_t first_step);
+  // A predict program's predictions of output o from the staged step in slot `slot` (run_steps
+  // copies each staged step's outputs out, as the next step overwrites them).
+  const Tensor& staged_prediction(int slot, int o) const;
+  uint64_t step() const { return exe_->step(); }  // the next run()'s step id
   float loss() const { return exe_->output(0).item(); }
   // After a train step: how many replicas of the whole job had a NaN or inf loss (replicated
   // programs learn it from the gradient all-reduce; otherwise this replica's loss decides).
@@ -120,10 +136,13 @@ class Program {
   Kind kind_;
   int64_t batch_;
   bool weighted_ = false;
+  int weight_columns_ = 0;  // of the sample-weight input ([batch] when 1)
+  bool partial_ = false;    // a gradient shard's program: no all-reduce wait, no update
   bool has_nonfinite_ = false;
   int inputs_ = 1, targets_ = 0, outputs_ = 1;
   std::unique_ptr<Executable> exe_;
-  std::vector<std::vector<Tensor>> staged_;  // [slot][step input]
+  std::vector<std::vector<Tensor>> staged_;       // [slot][step input]
+  std::vector<std::vector<Tensor>> staged_outs_;  // predict: [slot][output]
 };
 
 Program::Kind program_kind(const std::string& name);

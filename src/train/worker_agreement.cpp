@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "distribute/internal/strategy_runtime.h"
+#include "lockstep/core/config.h"
 #include "lockstep/core/error.h"
 
 #ifndef LOCKSTEP_VERSION
@@ -40,6 +41,10 @@ void add_strategy_fields(const distribute::StrategyImpl& strategy, Fingerprint& 
   out.emplace_back("communication.timeout_ms", std::to_string(communication.timeout.count()));
   out.emplace_back("bytes_per_pack", std::to_string(strategy.options.bytes_per_pack));
   out.emplace_back("all_reduce_dtype", json(dtype_name(strategy.options.all_reduce_dtype)).dump());
+  // Op determinism's gradient shards fix the reduction's structure (lockstep/core/config.h).
+  out.emplace_back(
+      "deterministic_shards",
+      std::to_string(config::op_determinism_enabled() ? config::op_determinism_shards() : -1));
 }
 
 void add_model_fields(const Model& model, Fingerprint& out) {

@@ -409,3 +409,46 @@ TEST_F(MultiWorker, DifferentAllReduceDtypesFailEveryWorkerNamingTheField) {
                           "workers disagree on all_reduce_dtype: worker 0 has \"bfloat16\", "
                           "worker 1 has \"float32\"");
 }
+
+// Op determinism with gradient shards (LOCKSTEP_DETERMINISTIC_SHARDS, lockstep/core/config.h):
+// the global batch is cut into S fixed shards summed in one fixed order, so 1 replica x B, 2
+// in-process replicas x B/2 and 2 workers x B/2 end with the same bytes (one thread per shard
+// everywhere), for S = 2 (a shard per replica) and S = 4 (2 per replica, 4 on one).
+TEST_F(MultiWorker, DeterministicShardsMakeOneReplicaMatchTwoWorkersByteForByte) {
+  struct Env {  // the workers inherit this process's environment
+    std::string name;
+    std::optional<std::string> saved;
+    Env(std::string n, const std::string& value) : name(std::move(n)) {
+      if (const char* v = std::getenv(name.c_str())) saved = v;
+      ::setenv(name.c_str(), value.c_str(), 1);
+    }
+    ~Env() {
+      if (saved)
+        ::setenv(name.c_str(), saved->c_str(), 1);
+      else
+        ::unsetenv(name.c_str());
+    }
+  };
+  Env one_thread("OMP_NUM_THREADS", "1");
+  for (const std::string shards : {"2", "4"}) {
+    SCOPED_TRACE("shards " + shards);
+    Env env("LOCKSTEP_DETERMINISTIC_SHARDS", shards);
+    const std::vector<std::string> flags{"--deterministic", "--samples", "90"};  // a 10-row tail
+    ASSERT_NO_FATAL_FAILURE(run_one("one_device", "single", flags));
+    ASSERT_NO_FATAL_FAILURE(run_one("mirrored", "mirrored", flags));
+    ASSERT_NO_FATAL_FAILURE(run_pair(flags));
+    auto single = io::read_checkpoint_file(path("single.lsckpt"));
+    for (const std::string other : {"mirrored", "w0"}) {
+      auto run = io::read_checkpoint_file(path(other + ".lsckpt"));
+      ASSERT_EQ(single.tensors.size(), run.tensors.size());
+      std::printf("[ determinism ] S=%s, 1 replica vs %s: max difference %g\n", shards.c_str(),
+                  other.c_str(), double(max_diff(single, run)));
+      for (size_t i = 0; i < single.tensors.size(); ++i) {
+        const Tensor &a = single.tensors[i].value, &b = run.tensors[i].value;
+        ASSERT_EQ(a.nbytes(), b.nbytes());
+        EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0)
+            << other << ": " << single.tensors[i].name;
+      }
+    }
+  }
+}

@@ -93,6 +93,19 @@ Model lockstep_augmented() {
                     "ls_augmented");
 }
 
+// The remaining layers Lockstep shares with Keras: rescaling with an offset, resizing,
+// depthwise and separable convolutions, Activation, ReLU, global max pooling, Multiply and
+// Reshape. (RandomCrop is left out: Keras 3.15 returns its input uncropped at inference,
+// against its own documentation and output shape; docs/keras_compat.md.)
+Model lockstep_layers() {
+  KTensor in = Input({10, 10, 3}, "img");
+  KTensor z = Resizing(6, 5)(Rescaling(0.5, 0.1)(in));
+  KTensor d = Activation("softplus")(DepthwiseConv2D({3, 3}, {.padding = "same"})(z));
+  KTensor g = GlobalMaxPooling2D()(SeparableConv2D(4, {3, 3}, {.activation = "relu"})(d));
+  KTensor m = Multiply()({Dense(6)(g), ReLU()(Dense(6)(g))});
+  return Model(in, Dense(2)(Flatten()(Reshape({3, 2})(m))), "ls_layers");
+}
+
 // A Sequential (with BatchNormalization) and a functional model used as layers.
 Model lockstep_nested() {
   Model inner = Sequential(
@@ -278,7 +291,8 @@ TEST(KerasInterop, BothDirectionsAgainstRealKeras) {
   // Lockstep -> Keras.
   int seed = 1;
   for (Model* mp : {new Model(lockstep_cnn()), new Model(lockstep_functional()),
-                    new Model(lockstep_augmented()), new Model(lockstep_nested())}) {
+                    new Model(lockstep_augmented()), new Model(lockstep_nested()),
+                    new Model(lockstep_layers())}) {
     std::unique_ptr<Model> m(mp);
     randomize(*m, 100 * seed++);
     Shape s = m->inputs()[0].shape();
@@ -299,7 +313,7 @@ TEST(KerasInterop, BothDirectionsAgainstRealKeras) {
   int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << "Keras did not load Lockstep's files identically (see above)";
   // Keras -> Lockstep.
-  for (std::string n : {"small_cnn", "branchy", "nested"}) {
+  for (std::string n : {"small_cnn", "branchy", "nested", "layers"}) {
     fs::path file = dir / ("keras_" + n + ".keras");
     ASSERT_TRUE(fs::exists(file)) << file;
     json meta = json::parse(std::ifstream(dir / ("keras_" + n + ".json")));

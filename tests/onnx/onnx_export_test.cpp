@@ -1,12 +1,14 @@
 // ONNX export without Python: the files pass the ONNX library's own checker and shape
 // inference (libonnx), hold the nodes the header promises (layout Transposes, BatchNorm folded
-// or kept, training-only layers gone, the folded numbers), and bad layers or options are
-// errors naming them. Numbers against onnxruntime: tests/onnx/onnx_interop_test.cpp.
+// or kept, training-only layers gone, the folded numbers; nested models inlined under their
+// names, weights of a model called twice stored once), and bad layers or options are errors
+// naming them. Numbers against onnxruntime: tests/onnx/onnx_interop_test.cpp.
 #include <gtest/gtest.h>
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -168,6 +170,138 @@ TEST(OnnxExport, EveryTestModelPassesTheCheckerAndShapeInference) {
   EXPECT_EQ(report.removed.size(), 4u);  // RandomFlip, RandomRotation, RandomContrast, Dropout
 }
 
+std::vector<std::string> node_names(const ::onnx::ModelProto& p) {
+  std::vector<std::string> names;
+  for (const auto& n : p.graph().node()) names.push_back(n.name());
+  return names;
+}
+
+std::vector<std::string> initializer_names(const ::onnx::ModelProto& p) {
+  std::vector<std::string> names;
+  for (const auto& t : p.graph().initializer()) names.push_back(t.name());
+  return names;
+}
+
+TEST(OnnxExport, NestedSequentialIsInlinedWithItsBatchNormFolded) {
+  Model m = onnx_test::sequential_in_functional();
+  onnx_test::randomize(m, 21);
+  lsx::ExportReport report;
+  ::onnx::ModelProto p = exported(m, {}, &report);
+  EXPECT_NO_THROW(::onnx::checker::check_model(p));
+  EXPECT_EQ(node_names(p), (std::vector<std::string>{"image_nchw/Transpose", "features/conv/Conv",
+                                                     "features/relu/Relu", "features/pool/MaxPool",
+                                                     "gap/GlobalAveragePool", "gap/Flatten",
+                                                     "head/Gemm", "head/Identity"}));
+  EXPECT_EQ(initializer_names(p),
+            (std::vector<std::string>{"features/conv/kernel", "features/conv/bias", "head/kernel",
+                                      "head/bias"}));
+  EXPECT_EQ(report.folded, std::vector<std::string>{"features/bn into features/conv"});
+  EXPECT_EQ(report.transposes, 1);
+  EXPECT_EQ(report.parameters, m.count_params() - 4 * 6 + 6);  // BN's 4 x 6 -> 6 conv biases
+  // The folded kernel and bias, as for a flat model.
+  const Network& features = *nested_network(*m.get_layer("features"));
+  auto bn = features.get_layer("bn");
+  const float* gamma = bn->weights()[0]->value.data<float>();
+  const float* beta = bn->weights()[1]->value.data<float>();
+  const float* mean = bn->weights()[2]->value.data<float>();
+  const float* var = bn->weights()[3]->value.data<float>();
+  const float* w = features.get_layer("conv")->weights()[0]->value.data<float>();  // (3,3,3,6)
+  std::vector<float> k = floats(initializer(p, "features/conv/kernel"));
+  std::vector<float> b = floats(initializer(p, "features/conv/bias"));
+  for (int o = 0; o < 6; ++o) {
+    const double scale = gamma[o] / std::sqrt(double(var[o]) + 1e-3);
+    EXPECT_NEAR(k[size_t(o * 27)], w[o] * scale, 1e-6) << o;
+    EXPECT_NEAR(b[size_t(o)], beta[o] - mean[o] * scale, 1e-6) << o;
+  }
+  // Unfolded, the BatchNormalization is a node of the nested scope.
+  ::onnx::ModelProto unfolded = exported(m, {.fold_batch_norm = false});
+  EXPECT_NO_THROW(::onnx::checker::check_model(unfolded));
+  EXPECT_EQ(count(node_names(unfolded), "features/bn/BatchNormalization"), 1);
+}
+
+TEST(OnnxExport, NestedFunctionalTwoLevelsDeepIsInlined) {
+  Model m = onnx_test::functional_in_sequential();
+  lsx::ExportReport report;
+  ::onnx::ModelProto p = exported(m, {.batch_size = 2}, &report);
+  EXPECT_NO_THROW(::onnx::checker::check_model(p));
+  EXPECT_EQ(node_names(p), (std::vector<std::string>{
+                               "x_nchw/Transpose", "stem/Conv", "block/mini/conv/Conv",
+                               "block/add/Add", "block/relu/Relu", "block/relu_nhwc/Transpose",
+                               "flatten/Flatten", "head/Gemm", "head/Softmax", "head/Identity"}));
+  EXPECT_EQ(initializer_names(p),
+            (std::vector<std::string>{"stem/kernel", "stem/bias", "block/mini/conv/kernel",
+                                      "block/mini/conv/bias", "head/kernel", "head/bias"}));
+  EXPECT_EQ(report.folded, std::vector<std::string>{"block/mini/bn into block/mini/conv"});
+  EXPECT_EQ(report.transposes, 2);  // NCHW from the input through the block to Flatten
+  ::onnx::shape_inference::InferShapes(p);
+  const auto& out = p.graph().output(0).type().tensor_type().shape();
+  ASSERT_EQ(out.dim_size(), 2);
+  EXPECT_EQ(out.dim(0).dim_value(), 2);
+  EXPECT_EQ(out.dim(1).dim_value(), 3);
+}
+
+TEST(OnnxExport, NestedModelCalledTwiceStoresItsWeightsOnce) {
+  Model m = onnx_test::shared_nested();
+  lsx::ExportReport report;
+  ::onnx::ModelProto p = exported(m, {}, &report);
+  EXPECT_NO_THROW(::onnx::checker::check_model(p));
+  EXPECT_EQ(initializer_names(p),
+            (std::vector<std::string>{"tower/conv/kernel", "tower/conv/bias", "tower/dense/kernel",
+                                      "tower/dense/bias", "rescale/scale", "rescale/offset",
+                                      "head/kernel", "head/bias"}));
+  EXPECT_EQ(report.initializers, 8);
+  EXPECT_EQ(report.parameters, m.count_params() + 2);  // + Rescaling's scale and offset
+  std::vector<std::string> names = node_names(p);
+  EXPECT_EQ(count(names, "tower/conv/Conv"), 1);
+  EXPECT_EQ(count(names, "tower_1/conv/Conv"), 1);
+  EXPECT_EQ(count(names, "tower_1/dense/Gemm"), 1);
+  int convs = 0, gemms = 0;
+  for (const auto& n : p.graph().node()) {
+    if (n.op_type() == "Conv") {
+      ++convs;
+      EXPECT_EQ(n.input(1), "tower/conv/kernel") << n.name();
+    }
+    if (n.op_type() == "Gemm" && n.name() != "head/Gemm") {
+      ++gemms;
+      EXPECT_EQ(n.input(1), "tower/dense/kernel") << n.name();
+    }
+  }
+  EXPECT_EQ(convs, 2);
+  EXPECT_EQ(gemms, 2);
+}
+
+TEST(OnnxExport, NestedModelWithTwoOutputsGivesTheGraphOutputs) {
+  using namespace layers;
+  KTensor i = Input({5});
+  KTensor a = Dense(2, {.name = "a"})(i);
+  KTensor b = Dense(3, {.activation = "softmax", .name = "b"})(i);
+  Model heads({i}, {a, b}, "heads");
+  KTensor x = Input({5}, "x");
+  KTensors ys = heads(std::vector<KTensor>{x});
+  ASSERT_EQ(ys.size(), 2u);
+  Model m({x}, {ys[0], ys[1]}, "two_heads");
+  lsx::ExportReport report;
+  ::onnx::ModelProto p = exported(m, {}, &report);
+  EXPECT_NO_THROW(::onnx::checker::check_model(p));
+  EXPECT_EQ(report.output_names, (std::vector<std::string>{"heads", "heads_1"}));
+  EXPECT_EQ(node_names(p),
+            (std::vector<std::string>{"heads/a/Gemm", "heads/b/Gemm", "heads/b/Softmax",
+                                      "heads/Identity", "heads_1/Identity"}));
+  ::onnx::shape_inference::InferShapes(p);
+  ASSERT_EQ(p.graph().output_size(), 2);
+  EXPECT_EQ(p.graph().output(1).type().tensor_type().shape().dim(1).dim_value(), 3);
+}
+
+TEST(OnnxExport, LayerInsideANestedModelThatCannotBeExportedIsNamedWithItsScope) {
+  KTensor x = layers::Input({4});
+  KTensor y = LayerHandle(std::make_shared<Doubler>("my_doubler"))(x);
+  Model inner({x}, {y}, "inner");
+  Model outer = Sequential({layers::Input({4}), inner, layers::Dense(2)}, "outer");
+  std::string e = test_util::error_of([&] { lsx::export_model_to_bytes(outer); });
+  EXPECT_NE(e.find("Doubler 'inner/my_doubler'"), std::string::npos) << e;
+  EXPECT_NE(e.find("cannot be exported to ONNX"), std::string::npos) << e;
+}
+
 TEST(OnnxExport, HigherOpsetsAreDeclared) {
   ::onnx::ModelProto p = exported(reference_cnn(), {.opset = 21});
   EXPECT_EQ(p.opset_import(0).version(), 21);
@@ -225,6 +359,19 @@ TEST(OnnxExport, CommandExportsAKerasFile) {
   std::ifstream f(dir / "m.onnx", std::ios::binary);
   ASSERT_TRUE(p.ParseFromIstream(&f));
   EXPECT_EQ(p.opset_import(0).version(), 18);
+  // A .keras file holding nested models (written and read back as Keras nests them).
+  Model nested = onnx_test::functional_in_sequential();
+  nested.save((dir / "nested.keras").string());
+  testing::internal::CaptureStdout();
+  rc = lsx::export_command({(dir / "nested.keras").string(), (dir / "nested.onnx").string()});
+  out = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(out.find("folded: block/mini/bn into block/mini/conv"), std::string::npos) << out;
+  ::onnx::ModelProto np;
+  std::ifstream nf(dir / "nested.onnx", std::ios::binary);
+  ASSERT_TRUE(np.ParseFromIstream(&nf));
+  EXPECT_NO_THROW(::onnx::checker::check_model(np));
+  EXPECT_EQ(node_names(np), node_names(exported(nested)));
   testing::internal::CaptureStderr();
   EXPECT_EQ(lsx::export_command({"only_one.keras"}), 2);
   EXPECT_EQ(lsx::export_command({"a.keras", "b.onnx", "--bogus"}), 2);

@@ -1,9 +1,10 @@
 // ONNX export against the real onnxruntime: each test model (the reference CNN, a ResNet-style
 // block with BatchNormalization and a residual Add, a branchy functional model with
-// Concatenate, a preprocessing stack) is exported, and onnxruntime's output on fixed inputs
-// agrees with Lockstep's predict to <= 1e-4, with onnx.checker.check_model(full_check=True)
-// passing. Runs when LOCKSTEP_ONNX_PYTHON names a python with onnx and onnxruntime (ctest
-// onnx_interop, label interop, via tests/interop/run_onnx_interop.sh); skipped otherwise.
+// Concatenate, a preprocessing stack, models holding nested models) is exported, and
+// onnxruntime's output on fixed inputs agrees with Lockstep's predict to <= 1e-4, with
+// onnx.checker.check_model(full_check=True) passing. Runs when LOCKSTEP_ONNX_PYTHON names a
+// python with onnx and onnxruntime (ctest onnx_interop, label interop, via
+// tests/interop/run_onnx_interop.sh); skipped otherwise.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -44,6 +45,14 @@ TEST(OnnxInterop, OnnxRuntimeAgreesWithPredict) {
   cases.push_back({"branchy", onnx_test::branchy(), {}});
   cases.push_back({"branchy_opset21", onnx_test::branchy(), {.opset = 21}});
   cases.push_back({"preprocessing", onnx_test::preprocessing_stack(), {}});
+  // Nested models, inlined: a Sequential (with a BatchNormalization) in a functional model, a
+  // functional block holding a Sequential in a Sequential, one nested model called twice.
+  cases.push_back({"nested_sequential_in_functional", onnx_test::sequential_in_functional(), {}});
+  cases.push_back({"nested_functional_in_sequential", onnx_test::functional_in_sequential(), {}});
+  cases.push_back({"nested_functional_in_sequential_unfolded",
+                   onnx_test::functional_in_sequential(),
+                   {.fold_batch_norm = false}});
+  cases.push_back({"nested_shared", onnx_test::shared_nested(), {}});
   json manifest = json::array();
   uint64_t seed = 1;
   for (Case& c : cases) {

@@ -1,8 +1,10 @@
 // Models the ONNX tests export (tests/onnx/*): the reference CNN, a ResNet-style block with
 // BatchNormalization and a residual Add, a branchy functional model (Concatenate, Multiply,
 // depthwise/separable/grouped convolutions, Normalization, LayerNormalization, Dense on rank 3)
-// and a preprocessing stack (augmentation, CenterCrop, RandomCrop, Resizing, Rescaling), with
-// weights drawn from a fixed generator so exports are not of freshly initialised models.
+// and a preprocessing stack (augmentation, CenterCrop, RandomCrop, Resizing, Rescaling), and
+// models holding nested models (a Sequential in a functional model, a functional block in a
+// Sequential, one nested model called twice), with weights drawn from a fixed generator so
+// exports are not of freshly initialised models.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -113,6 +115,47 @@ inline Model preprocessing_stack() {
                      Resizing(5, 4, {.crop_to_aspect_ratio = true, .name = "resize_cropped"}),
                      Dropout(0.3), Flatten(),
                      Dense(3, {.activation = "exponential", .name = "out"})});
+}
+
+// Nested models (Network::as_layer), which export inlines. A Sequential feature extractor
+// with a BatchNormalization (folded inside it) in a functional model.
+inline Model sequential_in_functional() {
+  using namespace layers;
+  Model features = Sequential(
+      {Input({12, 12, 3}), Conv2D(6, 3, {.padding = "same", .use_bias = false, .name = "conv"}),
+       BatchNormalization({.name = "bn"}), ReLU("relu"), MaxPooling2D({2, 2}, {.name = "pool"})},
+      "features");
+  KTensor x = Input({12, 12, 3}, "image");
+  KTensor h = GlobalAveragePooling2D(false, "gap")(features(x));
+  return Model({x}, {Dense(4, {.name = "head"})(h)}, "sequential_in_functional");
+}
+
+// A functional residual block (itself holding a Sequential with a BatchNormalization: two
+// levels deep) in a Sequential.
+inline Model functional_in_sequential() {
+  using namespace layers;
+  Model mini = Sequential({Input({8, 8, 4}), Conv2D(4, 3, {.padding = "same", .name = "conv"}),
+                           BatchNormalization({.name = "bn"})},
+                          "mini");
+  KTensor i = Input({8, 8, 4});
+  KTensor sum = Add("add")({i, mini(i)});
+  Model block(i, Activation("relu", "relu")(sum), "block");
+  return Sequential({Input({8, 8, 4}, "x"), Conv2D(4, 1, {.name = "stem"}), block,
+                     Flatten("flatten"), Dense(3, {.activation = "softmax", .name = "head"})},
+                    "functional_in_sequential");
+}
+
+// One nested model called twice (shared weights), on the input and on a rescaled input.
+inline Model shared_nested() {
+  using namespace layers;
+  Model tower = Sequential(
+      {Input({6, 6, 2}), Conv2D(3, 3, {.padding = "same", .activation = "relu", .name = "conv"}),
+       Flatten("flatten"), Dense(5, {.name = "dense"})},
+      "tower");
+  KTensor x = Input({6, 6, 2}, "x");
+  KTensor scaled = Rescaling(0.5, 0.1, "rescale")(x);
+  KTensor both = Concatenate(-1, "concat")({tower(x), tower(scaled)});
+  return Model({x}, {Dense(2, {.name = "head"})(both)}, "shared_nested");
 }
 
 }  // namespace lockstep::onnx_test

@@ -22,77 +22,107 @@ OpCase conv(std::string name, Shape x, Shape w, Attrs a) {
 
 OpCase matmul(bool ta, bool tb) {
   Shape a = ta ? Shape{4, 3} : Shape{3, 4}, b = tb ? Shape{5, 4} : Shape{4, 5};
-  return OpCase{.name = std::string("matmul_") + (ta ? "T" : "N") + (tb ? "T" : "N"), .op = "matmul",
-                .attrs = Attrs{{"transpose_a", ta}, {"transpose_b", tb}}, .inputs = {in(a), in(b)}};
+  return OpCase{.name = std::string("matmul_") + (ta ? "T" : "N") + (tb ? "T" : "N"),
+                .op = "matmul",
+                .attrs = Attrs{{"transpose_a", ta}, {"transpose_b", tb}},
+                .inputs = {in(a), in(b)}};
 }
 
 }  // namespace
 
 LS_OP_CASES(nn_matmul_conv) {
-  std::vector<OpCase> c{matmul(false, false), matmul(true, false), matmul(false, true), matmul(true, true)};
+  std::vector<OpCase> c{matmul(false, false), matmul(true, false), matmul(false, true),
+                        matmul(true, true)};
   c.push_back(conv("valid", {2, 5, 5, 2}, {3, 3, 2, 3}, {}));
   c.push_back(conv("same", {1, 6, 6, 2}, {3, 3, 2, 2}, Attrs{{"padding", "same"}}));
   c.push_back(conv("same_stride2_even", {1, 6, 6, 2}, {3, 3, 2, 2},
                    Attrs{{"padding", "same"}, {"strides", I{2, 2}}}));
   c.push_back(conv("valid_stride2", {1, 7, 7, 2}, {3, 3, 2, 2}, Attrs{{"strides", I{2, 2}}}));
-  c.push_back(conv("stride_2x1_5x3", {1, 7, 6, 2}, {3, 2, 2, 2}, Attrs{{"strides", I{2, 1}}, {"padding", "same"}}));
+  c.push_back(conv("stride_2x1_5x3", {1, 7, 6, 2}, {3, 2, 2, 2},
+                   Attrs{{"strides", I{2, 1}}, {"padding", "same"}}));
   c.push_back(conv("dilation2", {1, 7, 7, 2}, {3, 3, 2, 2}, Attrs{{"dilations", I{2, 2}}}));
   c.push_back(conv("dilation2_same", {1, 6, 6, 2}, {3, 3, 2, 2},
                    Attrs{{"dilations", I{2, 2}}, {"padding", "same"}}));
   c.push_back(conv("groups2", {1, 5, 5, 4}, {3, 3, 2, 4}, Attrs{{"groups", 2}}));
-  c.push_back(conv("depthwise", {1, 5, 5, 3}, {3, 3, 1, 6}, Attrs{{"groups", 3}, {"padding", "same"}}));
+  c.push_back(
+      conv("depthwise", {1, 5, 5, 3}, {3, 3, 1, 6}, Attrs{{"groups", 3}, {"padding", "same"}}));
   c.push_back(conv("pads", {1, 5, 5, 2}, {3, 3, 2, 2}, Attrs{{"pads", I{1, 0, 2, 1}}}));
   c.push_back(conv("1x1", {2, 3, 3, 4}, {1, 1, 4, 3}, {}));
   // Fused forms, as the fusion pass writes them.
-  c.push_back(OpCase{.name = "conv2d_fused_bias", .op = "conv2d",
+  c.push_back(OpCase{.name = "conv2d_fused_bias",
+                     .op = "conv2d",
                      .attrs = Attrs{{"fused_bias", true}, {"padding", "same"}},
                      .inputs = {in({1, 5, 5, 2}), in({3, 3, 2, 3}), in({3})}});
-  c.push_back(OpCase{.name = "conv2d_fused_bias_relu", .op = "conv2d",
+  c.push_back(OpCase{.name = "conv2d_fused_bias_relu",
+                     .op = "conv2d",
                      .attrs = Attrs{{"fused_bias", true}, {"activation", "relu"}},
-                     .inputs = {in({2, 5, 5, 2}), in({3, 3, 2, 3}), in({3})}, .check_grad = false});
-  c.push_back(OpCase{.name = "conv2d_fused_bias_relu_groups", .op = "conv2d",
-                     .attrs = Attrs{{"fused_bias", true}, {"activation", "relu"}, {"groups", 2},
-                                    {"strides", I{2, 2}}, {"padding", "same"}},
-                     .inputs = {in({1, 6, 6, 4}), in({3, 3, 2, 4}), in({4})}, .check_grad = false});
+                     .inputs = {in({2, 5, 5, 2}), in({3, 3, 2, 3}), in({3})},
+                     .check_grad = false});
+  c.push_back(OpCase{.name = "conv2d_fused_bias_relu_groups",
+                     .op = "conv2d",
+                     .attrs = Attrs{{"fused_bias", true},
+                                    {"activation", "relu"},
+                                    {"groups", 2},
+                                    {"strides", I{2, 2}},
+                                    {"padding", "same"}},
+                     .inputs = {in({1, 6, 6, 4}), in({3, 3, 2, 4}), in({4})},
+                     .check_grad = false});
   // Backward ops directly (their gradients are conv2d / the other backward op).
-  c.push_back(OpCase{.name = "conv2d_backward_input_same_s2", .op = "conv2d_backward_input",
-                     .attrs = Attrs{{"input_shape", I{1, 6, 6, 2}}, {"padding", "same"}, {"strides", I{2, 2}}},
-                     .inputs = {in({1, 3, 3, 3}), in({3, 3, 2, 3})}});
-  c.push_back(OpCase{.name = "conv2d_backward_input_groups", .op = "conv2d_backward_input",
+  c.push_back(OpCase{
+      .name = "conv2d_backward_input_same_s2",
+      .op = "conv2d_backward_input",
+      .attrs = Attrs{{"input_shape", I{1, 6, 6, 2}}, {"padding", "same"}, {"strides", I{2, 2}}},
+      .inputs = {in({1, 3, 3, 3}), in({3, 3, 2, 3})}});
+  c.push_back(OpCase{.name = "conv2d_backward_input_groups",
+                     .op = "conv2d_backward_input",
                      .attrs = Attrs{{"input_shape", I{2, 5, 5, 4}}, {"groups", 2}},
                      .inputs = {in({2, 3, 3, 2}), in({3, 3, 2, 2})}});
-  c.push_back(OpCase{.name = "conv2d_backward_filter_dil", .op = "conv2d_backward_filter",
+  c.push_back(OpCase{.name = "conv2d_backward_filter_dil",
+                     .op = "conv2d_backward_filter",
                      .attrs = Attrs{{"filter_shape", I{3, 3, 2, 3}}, {"dilations", I{2, 2}}},
                      .inputs = {in({1, 3, 3, 3}), in({1, 7, 7, 2})}});
-  c.push_back(OpCase{.name = "conv2d_backward_filter_depthwise", .op = "conv2d_backward_filter",
-                     .attrs = Attrs{{"filter_shape", I{3, 3, 1, 4}}, {"groups", 2}, {"padding", "same"}},
-                     .inputs = {in({1, 4, 4, 4}), in({1, 4, 4, 2})}});
+  c.push_back(
+      OpCase{.name = "conv2d_backward_filter_depthwise",
+             .op = "conv2d_backward_filter",
+             .attrs = Attrs{{"filter_shape", I{3, 3, 1, 4}}, {"groups", 2}, {"padding", "same"}},
+             .inputs = {in({1, 4, 4, 4}), in({1, 4, 4, 2})}});
   return c;
 }
 
 LS_OP_CASES(nn_pool) {
   auto pool = [](std::string op, std::string name, Shape x, Attrs a) {
-    return OpCase{.name = op + "_" + name, .op = op, .attrs = a, .inputs = {distinct(x)}, .fd_eps = 1e-3f};
+    return OpCase{
+        .name = op + "_" + name, .op = op, .attrs = a, .inputs = {distinct(x)}, .fd_eps = 1e-3f};
   };
   std::vector<OpCase> c;
   for (std::string op : {"max_pool2d", "avg_pool2d"}) {
     c.push_back(pool(op, "valid2", {2, 4, 4, 3}, Attrs{{"pool_size", I{2, 2}}}));
-    c.push_back(pool(op, "same3_s2", {1, 5, 5, 2}, Attrs{{"pool_size", I{3, 3}}, {"strides", I{2, 2}}, {"padding", "same"}}));
-    c.push_back(pool(op, "same2_even", {1, 6, 6, 2}, Attrs{{"pool_size", I{2, 2}}, {"padding", "same"}, {"strides", I{1, 1}}}));
+    c.push_back(pool(op, "same3_s2", {1, 5, 5, 2},
+                     Attrs{{"pool_size", I{3, 3}}, {"strides", I{2, 2}}, {"padding", "same"}}));
+    c.push_back(pool(op, "same2_even", {1, 6, 6, 2},
+                     Attrs{{"pool_size", I{2, 2}}, {"padding", "same"}, {"strides", I{1, 1}}}));
     c.push_back(pool(op, "valid2_odd_tail", {1, 5, 5, 3}, Attrs{{"pool_size", I{2, 2}}}));
-    c.push_back(pool(op, "same2_s2_odd", {1, 5, 5, 3}, Attrs{{"pool_size", I{2, 2}}, {"padding", "same"}}));
-    c.push_back(pool(op, "valid3_s1x2", {1, 6, 7, 2}, Attrs{{"pool_size", I{3, 2}}, {"strides", I{1, 2}}}));
+    c.push_back(
+        pool(op, "same2_s2_odd", {1, 5, 5, 3}, Attrs{{"pool_size", I{2, 2}}, {"padding", "same"}}));
+    c.push_back(
+        pool(op, "valid3_s1x2", {1, 6, 7, 2}, Attrs{{"pool_size", I{3, 2}}, {"strides", I{1, 2}}}));
   }
   // max_pool2d_grad on a consistent (x, y = max_pool(x)) pair.
   Attrs pa{{"pool_size", I{3, 3}}, {"strides", I{2, 2}}, {"padding", "same"}};
-  c.push_back(OpCase{.name = "max_pool2d_grad_same", .op = "max_pool2d_grad", .attrs = pa,
-                     .inputs = {in({2, 3, 3, 4}), distinct({2, 6, 6, 4})}, .check_grad = false,
+  c.push_back(OpCase{.name = "max_pool2d_grad_same",
+                     .op = "max_pool2d_grad",
+                     .attrs = pa,
+                     .inputs = {in({2, 3, 3, 4}), distinct({2, 6, 6, 4})},
+                     .check_grad = false,
                      .build = [pa](Graph& g, const std::vector<Value>& v) {
                        Value y = g.add("max_pool2d", {v[1]}, pa);
                        return g.add("max_pool2d_grad", {v[0], v[1], y}, pa);
                      }});
-  c.push_back(OpCase{.name = "avg_pool2d_grad_same", .op = "avg_pool2d_grad",
-                     .attrs = Attrs{{"pool_size", I{3, 3}}, {"strides", I{2, 2}}, {"padding", "same"},
+  c.push_back(OpCase{.name = "avg_pool2d_grad_same",
+                     .op = "avg_pool2d_grad",
+                     .attrs = Attrs{{"pool_size", I{3, 3}},
+                                    {"strides", I{2, 2}},
+                                    {"padding", "same"},
                                     {"input_shape", I{2, 6, 5, 3}}},
                      .inputs = {in({2, 3, 3, 3})}});
   return c;
@@ -102,17 +132,45 @@ LS_OP_CASES(nn_norm) {
   std::vector<OpCase> c;
   Attrs eps{{"epsilon", 1e-3}};
   for (int k = 0; k < 3; ++k) {
-    c.push_back(OpCase{.name = "batch_norm_train_out" + std::to_string(k), .op = "batch_norm_train",
-                       .attrs = eps, .inputs = {in({4, 3, 2, 3}), in({3}), in({3})}, .grad_output = k});
-    c.push_back(OpCase{.name = "layer_norm_out" + std::to_string(k), .op = "layer_norm", .attrs = eps,
-                       .inputs = {in({2, 3, 7}), in({7}), in({7})}, .grad_output = k});
+    c.push_back(OpCase{.name = "batch_norm_train_out" + std::to_string(k),
+                       .op = "batch_norm_train",
+                       .attrs = eps,
+                       .inputs = {in({4, 3, 2, 3}), in({3}), in({3})},
+                       .grad_output = k});
+    c.push_back(OpCase{.name = "layer_norm_out" + std::to_string(k),
+                       .op = "layer_norm",
+                       .attrs = eps,
+                       .inputs = {in({2, 3, 7}), in({7}), in({7})},
+                       .grad_output = k});
   }
-  c.push_back(OpCase{.name = "batch_norm_train_2d", .op = "batch_norm_train", .attrs = eps,
+  c.push_back(OpCase{.name = "batch_norm_train_2d",
+                     .op = "batch_norm_train",
+                     .attrs = eps,
                      .inputs = {in({16, 5}), in({5}), in({5})}});
+  // As the fusion pass rewrites batch_norm_train -> [add(z) ->] relu.
+  Attrs relu{{"epsilon", 1e-3}, {"activation", "relu"}};
+  Attrs add_relu{{"epsilon", 1e-3}, {"activation", "relu"}, {"residual", true}};
+  c.push_back(OpCase{.name = "batch_norm_train_relu",
+                     .op = "batch_norm_train",
+                     .attrs = relu,
+                     .inputs = {in({4, 3, 2, 3}), in({3}), in({3})}});
+  c.push_back(OpCase{.name = "batch_norm_train_add_relu",
+                     .op = "batch_norm_train",
+                     .attrs = add_relu,
+                     .inputs = {in({4, 3, 2, 3}), in({3}), in({3}), in({4, 3, 2, 3})},
+                     .fd_eps = 1e-3f});  // random inputs: the relu kink lies near some
+  c.push_back(OpCase{.name = "batch_norm_train_add",
+                     .op = "batch_norm_train",
+                     .attrs = Attrs{{"epsilon", 1e-3}, {"residual", true}},
+                     .inputs = {in({16, 5}), in({5}), in({5}), in({16, 5})}});
   OpInput var{.shape = {4}, .lo = 0.5f, .hi = 1.5f};
-  c.push_back(OpCase{.name = "batch_norm_infer", .op = "batch_norm_infer", .attrs = eps,
+  c.push_back(OpCase{.name = "batch_norm_infer",
+                     .op = "batch_norm_infer",
+                     .attrs = eps,
                      .inputs = {in({3, 2, 2, 4}), in({4}), in({4}), in({4}), var}});
-  c.push_back(OpCase{.name = "layer_norm_wide", .op = "layer_norm", .attrs = Attrs{{"epsilon", 1e-5}},
+  c.push_back(OpCase{.name = "layer_norm_wide",
+                     .op = "layer_norm",
+                     .attrs = Attrs{{"epsilon", 1e-5}},
                      .inputs = {in({3, 40}), in({40}), in({40})}});
   return c;
 }

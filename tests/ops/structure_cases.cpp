@@ -90,6 +90,20 @@ LS_OP_CASES(norm_grad_ops) {
              .inputs = {in({4, 2, 3}), in({4, 2, 3}), in({3}), in({3}), var, in({3}), in({3})},
              .check_grad = false,
              .fwd_tol = 1e-3f});
+  // Fused with relu_grad: dy masked by y > 0 (input 5); emit_dy also returns the masked dy.
+  for (bool emit : {false, true})
+    for (bool stats : {false, true}) {
+      std::vector<OpInput> ins{in({4, 2, 3}), in({4, 2, 3}), in({3}), in({3}), var, in({4, 2, 3})};
+      if (stats) ins.insert(ins.end(), {in({3}), in({3})});
+      c.push_back(
+          OpCase{.name = std::string("batch_norm_train_grad_relu") + (emit ? "_emit_dy" : "") +
+                         (stats ? "_with_stats" : ""),
+                 .op = "batch_norm_train_grad",
+                 .attrs = Attrs{{"epsilon", 1e-3}, {"activation", "relu"}, {"emit_dy", emit}},
+                 .inputs = ins,
+                 .check_grad = false,
+                 .fwd_tol = 1e-3f});
+    }
   c.push_back(fwd("batch_norm_infer_grad", "batch_norm_infer_grad",
                   {in({4, 3}), in({4, 3}), in({3}), in({3}), var}, eps));
   OpInput rstd{.shape = {2, 3}, .lo = 0.5f, .hi = 2.f};

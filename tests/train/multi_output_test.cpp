@@ -416,3 +416,282 @@ TEST(MultiOutput, KerasFileKeepsPerOutputCompileConfig) {
   ASSERT_EQ(a.size(), b.size());
   for (auto& [k, v] : a) EXPECT_NEAR(b.at(k), v, 1e-6) << k;
 }
+
+// ---- Keras's dict structure ---------------------------------------------------------------
+
+namespace {
+
+// keras_config() with its lists keyed by output name.
+CompileConfig keras_dict_config() {
+  return {.optimizer = optimizers::SGD(0.1),
+          .loss_by_output = {{"reg", losses::get("mse")},
+                             {"cls", losses::SparseCategoricalCrossentropy({.from_logits = true})}},
+          .loss_weight_by_output = {{"cls", 2.0}, {"reg", 0.5}},
+          .metrics_by_output = {{"reg", {"mae"}}, {"cls", {"accuracy"}}}};
+}
+
+}  // namespace
+
+TEST(MultiOutput, DictStructureGivesTheListFormsResults) {
+  Data d;
+  Model m = two_headed(keras_dict_config());
+  EXPECT_EQ(m.input_names(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(m.loss_weights(), (std::vector<double>{0.5, 2.0}));
+  const TensorDict x{{"b", d.xb}, {"a", d.xa}}, y{{"cls", d.y2}, {"reg", d.y1}};
+  History h = m.fit(x, y, {.batch_size = 4, .epochs = 2, .verbose = 0, .shuffle = false});
+  expect_keras_history(h, m, "fit(dict, dict)");
+  Logs logs = m.evaluate(x, y, {.batch_size = 3, .verbose = 0});
+  for (auto& [name, value] : kEvaluate) EXPECT_NEAR(logs.at(name), value, 3e-6) << name;
+  // The list form on a twin trained the same way: the same numbers exactly.
+  Model list = two_headed(keras_config());
+  History hl =
+      list.fit(d.xs(), d.ys(), {.batch_size = 4, .epochs = 2, .verbose = 0, .shuffle = false});
+  for (auto& [name, values] : hl.history)
+    if (name.rfind("input_wait", 0) != 0) EXPECT_EQ(h.history.at(name), values) << name;
+  EXPECT_EQ(list.evaluate(d.xs(), d.ys(), {.batch_size = 3, .verbose = 0}), logs);
+  std::map<std::string, Tensor> pred = m.predict(x, {.batch_size = 5});
+  std::vector<Tensor> pred_list = list.predict(d.xs(), {.batch_size = 5});
+  ASSERT_EQ(pred.size(), 2u);
+  EXPECT_EQ(pred.at("reg").to_vector(), pred_list[0].to_vector());
+  EXPECT_EQ(pred.at("cls").to_vector(), pred_list[1].to_vector());
+}
+
+TEST(MultiOutput, DictKeysThatAreNoInputOrOutputAreClearErrors) {
+  Data d;
+  Model m = two_headed(keras_dict_config());
+  auto msg = error_of([&] {
+    m.fit(TensorDict{{"a", d.xa}, {"c", d.xb}}, {{"reg", d.y1}, {"cls", d.y2}});
+  });
+  EXPECT_NE(msg.find("x has key 'c', which is not an input of model 'two_headed' (inputs: a, b)"),
+            std::string::npos)
+      << msg;
+  msg = error_of([&] { m.evaluate(TensorDict{{"a", d.xa}, {"b", d.xb}}, {{"reg", d.y1}}); });
+  EXPECT_NE(msg.find("y has no array for output 'cls' of model 'two_headed' (outputs: reg, cls)"),
+            std::string::npos)
+      << msg;
+  msg = error_of([&] { m.predict(TensorDict{{"a", d.xa}}); });
+  EXPECT_NE(msg.find("no array for input 'b'"), std::string::npos) << msg;
+  auto compile_error = [&](CompileConfig c) { return error_of([&] { two_headed(std::move(c)); }); };
+  CompileConfig c = keras_dict_config();
+  c.loss_by_output.erase("cls");
+  msg = compile_error(c);
+  EXPECT_NE(msg.find("loss_by_output has no entry for output 'cls'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(outputs: reg, cls"), std::string::npos) << msg;
+  c = keras_dict_config();
+  c.loss_weight_by_output["regg"] = 1.0;
+  msg = compile_error(c);
+  EXPECT_NE(msg.find("loss_weight_by_output has key 'regg', which is not an output of model "
+                     "'two_headed' (outputs: reg, cls)"),
+            std::string::npos)
+      << msg;
+  c = keras_dict_config();
+  c.metrics_by_output["hidden"] = {"mae"};
+  EXPECT_NE(compile_error(c).find("metrics_by_output has key 'hidden'"), std::string::npos);
+  c = keras_dict_config();
+  c.loss_weights = {1.0, 1.0};
+  EXPECT_NE(compile_error(c).find("not both"), std::string::npos);
+  // An output left out of loss_weight_by_output weighs 1; of metrics_by_output, has none.
+  c = keras_dict_config();
+  c.loss_weight_by_output.erase("reg");
+  c.metrics_by_output.erase("cls");
+  Model partial = two_headed(c);
+  EXPECT_EQ(partial.loss_weights(), (std::vector<double>{1.0, 2.0}));
+  EXPECT_EQ(partial.metric_log_names(),
+            (std::vector<std::string>{"loss", "reg_loss", "cls_loss", "reg_mae"}));
+}
+
+// ---- per-output sample weights -------------------------------------------------------------
+//
+// Keras 3.15.1 (JAX), the model and data of the file's first script, with per-output sample
+// weights and weighted metrics:
+//   w1 = np.array([0.5, 2, 1, 0, 3, 1.5, 0.25, 1], dtype="float32")
+//   w2 = np.array([1, 1, 2, 0.5, 0, 4, 1, 3], dtype="float32")
+//   m.compile(optimizer=keras.optimizers.SGD(0.1),
+//             loss=["mse", keras.losses.SparseCategoricalCrossentropy(from_logits=True)],
+//             loss_weights=[0.5, 2.0], metrics=[["mae"], ["accuracy"]],
+//             weighted_metrics=[["mse"], ["accuracy"]])
+//   hist = m.fit([xa, xb], [y1, y2], sample_weight=[w1, w2], batch_size=4, epochs=2,
+//                shuffle=False, verbose=0)
+//   print(hist.history); print(layer weights)
+//   print(m.evaluate([xa, xb], [y1, y2], sample_weight=[w1, w2], batch_size=3, verbose=0,
+//                    return_dict=True))
+
+namespace {
+
+const std::map<std::string, std::vector<double>> kWeightedHistory{
+    {"cls_accuracy", {0.375, 0.625}},
+    {"cls_loss", {1.6481939554214478, 1.4518177509307861}},
+    {"cls_weighted_accuracy", {0.47999998927116394, 0.8799999952316284}},
+    {"loss", {3.7163782119750977, 3.222710132598877}},
+    {"reg_loss", {0.8399806618690491, 0.638149619102478}},
+    {"reg_mae", {0.7862216234207153, 0.691742479801178}},
+    {"reg_mse", {0.7264697551727295, 0.5519132018089294}}};
+const std::vector<std::vector<float>> kWeightedWeights{
+    {0.425357848405838f,    0.4507107138633728f,   0.42824479937553406f,  0.36974847316741943f,
+     0.32490476965904236f,  0.12350180745124817f,  -0.10353575646877289f, -0.29004257917404175f,
+     -0.33661431074142456f, -0.46237999200820923f, -0.555378794670105f,   -0.5456940531730652f,
+     -0.4136572778224945f,  -0.3292880058288574f,  -0.11898725479841232f, 0.12605689465999603f,
+     0.26976603269577026f,  0.33027657866477966f,  0.41019096970558167f,  0.46156758069992065f},
+    {0.13147450983524323f, 0.1536230742931366f, 0.07900729030370712f, -0.01045325305312872f},
+    {0.10984107106924057f, -0.08071261644363403f, -0.23101961612701416f, -0.37488389015197754f,
+     -0.4259534478187561f, -0.45502251386642456f, -0.3711874783039093f, -0.2783876657485962f},
+    {-0.11672890931367874f, -0.10696713626384735f},
+    {-0.5513835549354553f, -0.3348022997379303f, -0.2474362850189209f, -0.1278933435678482f,
+     0.21863071620464325f, 0.1893492192029953f, 0.40060001611709595f, 0.6523033976554871f,
+     0.32980626821517944f, 0.4772888422012329f, 0.5233549475669861f, -0.051054857671260834f},
+    {-0.26917001605033875f, 0.11651773005723953f, 0.17749039828777313f}};
+const std::map<std::string, double> kWeightedEvaluate{{"cls_accuracy", 0.625},
+                                                      {"cls_loss", 1.299041509628296},
+                                                      {"cls_weighted_accuracy", 0.8799999952316284},
+                                                      {"loss", 2.8729515075683594},
+                                                      {"reg_loss", 0.549737274646759},
+                                                      {"reg_mae", 0.6341537237167358},
+                                                      {"reg_mse", 0.47544845938682556}};
+
+CompileConfig keras_weighted_config() {
+  CompileConfig c = keras_config();
+  c.output_weighted_metrics = {{"mse"}, {"accuracy"}};
+  return c;
+}
+
+Tensor w1() { return Tensor::from_vector(Shape{8}, {0.5f, 2, 1, 0, 3, 1.5f, 0.25f, 1}); }
+Tensor w2() { return Tensor::from_vector(Shape{8}, {1, 1, 2, 0.5f, 0, 4, 1, 3}); }
+
+void expect_weighted_keras(const History& h, Model& m, const Logs& evaluated, const char* what) {
+  SCOPED_TRACE(what);
+  for (auto& [name, values] : kWeightedHistory) {
+    ASSERT_TRUE(h.history.count(name)) << name;
+    ASSERT_EQ(h.history.at(name).size(), values.size()) << name;
+    for (size_t e = 0; e < values.size(); ++e)
+      EXPECT_NEAR(h.history.at(name)[e], values[e], 4e-6) << name << " epoch " << e;
+  }
+  std::vector<Tensor> got;
+  for (const char* layer : {"hidden", "reg", "cls"})
+    for (auto& v : m.get_layer(layer)->weights()) got.push_back(v->value);
+  ASSERT_EQ(got.size(), kWeightedWeights.size());
+  for (size_t w = 0; w < got.size(); ++w) {
+    std::vector<float> values = got[w].to_vector();
+    ASSERT_EQ(values.size(), kWeightedWeights[w].size());
+    for (size_t i = 0; i < values.size(); ++i)
+      EXPECT_NEAR(values[i], kWeightedWeights[w][i], 3e-6) << "weight " << w << "[" << i << "]";
+  }
+  EXPECT_EQ(evaluated.size(), kWeightedEvaluate.size());
+  for (auto& [name, value] : kWeightedEvaluate)
+    EXPECT_NEAR(evaluated.at(name), value, 4e-6) << name;
+}
+
+}  // namespace
+
+TEST(MultiOutput, PerOutputSampleWeightsMatchKeras) {
+  Data d;
+  const FitConfig fit{.batch_size = 4, .epochs = 2, .verbose = 0, .shuffle = false};
+  {  // the list form
+    Model m = two_headed(keras_weighted_config());
+    FitConfig cfg = fit;
+    cfg.output_sample_weights = {w1(), w2()};
+    History h = m.fit(d.xs(), d.ys(), cfg);
+    Logs logs = m.evaluate(d.xs(), d.ys(),
+                           {.batch_size = 3, .verbose = 0, .output_sample_weights = {w1(), w2()}});
+    expect_weighted_keras(h, m, logs, "list");
+  }
+  {  // the dict form, with dict data
+    Model m = two_headed(keras_weighted_config());
+    FitConfig cfg = fit;
+    cfg.sample_weight_by_output = {{"cls", w2()}, {"reg", w1()}};
+    const TensorDict x{{"a", d.xa}, {"b", d.xb}}, y{{"reg", d.y1}, {"cls", d.y2}};
+    History h = m.fit(x, y, cfg);
+    Logs logs = m.evaluate(
+        x, y,
+        {.batch_size = 3, .verbose = 0, .sample_weight_by_output = {{"reg", w1()}, {"cls", w2()}}});
+    expect_weighted_keras(h, m, logs, "dict");
+  }
+  {  // a Dataset of {a, b, y1, y2, w1, w2} elements
+    Model m = two_headed(keras_weighted_config());
+    auto batches = [&](int batch) {
+      return data::Dataset::from_tensor_slices({d.xa, d.xb, d.y1, d.y2, w1(), w2()}).batch(batch);
+    };
+    History h = m.fit(batches(4), {.epochs = 2, .verbose = 0});
+    expect_weighted_keras(h, m, m.evaluate(batches(3), {.verbose = 0}), "dataset");
+  }
+}
+
+TEST(MultiOutput, PerOutputSampleWeightsEdgeCases) {
+  Data d;
+  const FitConfig fit{.batch_size = 4, .epochs = 1, .verbose = 0, .shuffle = false};
+  // An output left out of the dict weighs 1: the same as passing ones for it.
+  Tensor ones = Tensor::from_vector(Shape{8}, std::vector<float>(8, 1.f));
+  Model a = two_headed(keras_weighted_config()), b = two_headed(keras_weighted_config());
+  FitConfig fa = fit, fb = fit;
+  fa.sample_weight_by_output = {{"cls", w2()}};
+  fb.output_sample_weights = {ones, w2()};
+  EXPECT_EQ(a.fit(d.xs(), d.ys(), fa).history.at("loss"),
+            b.fit(d.xs(), d.ys(), fb).history.at("loss"));
+  // The same weights for every output equal one sample_weight.
+  Model c = two_headed(keras_weighted_config()), e = two_headed(keras_weighted_config());
+  FitConfig fc = fit, fe = fit;
+  fc.output_sample_weights = {w1(), w1()};
+  fe.sample_weight = w1();
+  EXPECT_EQ(c.fit(d.xs(), d.ys(), fc).history.at("loss"),
+            e.fit(d.xs(), d.ys(), fe).history.at("loss"));
+  // validation_split splits them with x and y.
+  FitConfig fv = fit;
+  fv.output_sample_weights = {w1(), w2()};
+  fv.validation_split = 0.25;
+  History hv = two_headed(keras_weighted_config()).fit(d.xs(), d.ys(), fv);
+  EXPECT_EQ(hv.history.at("val_loss").size(), 1u);
+  // Errors name the output and the model's outputs.
+  FitConfig bad = fit;
+  bad.sample_weight_by_output = {{"clss", w2()}};
+  auto msg = error_of([&] { a.fit(d.xs(), d.ys(), bad); });
+  EXPECT_NE(msg.find("sample_weight_by_output has key 'clss', which is not an output of model "
+                     "'two_headed' (outputs: reg, cls)"),
+            std::string::npos)
+      << msg;
+  bad = fit;
+  bad.output_sample_weights = {w1()};
+  msg = error_of([&] { a.fit(d.xs(), d.ys(), bad); });
+  EXPECT_NE(msg.find("output_sample_weights has 1 entries but model 'two_headed' has 2 outputs"),
+            std::string::npos)
+      << msg;
+  bad = fit;
+  bad.output_sample_weights = {w1(), w2()};
+  bad.sample_weight = w1();
+  EXPECT_NE(error_of([&] { a.fit(d.xs(), d.ys(), bad); }).find("not both"), std::string::npos);
+  bad = fit;
+  bad.output_sample_weights = {w1(), Tensor::from_vector(Shape{3}, {1, 2, 3})};
+  msg = error_of([&] { a.fit(d.xs(), d.ys(), bad); });
+  EXPECT_NE(msg.find("the sample weights of output 'cls' has 3 weights but there are 8 samples"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(MultiOutput, PerOutputWeightsInValidationDictsAndOnBatchCalls) {
+  Data d;
+  const TensorDict x{{"a", d.xa}, {"b", d.xb}}, y{{"reg", d.y1}, {"cls", d.y2}};
+  // validation_data as dicts, with weights for one output (the other weighs 1).
+  Model m = two_headed(keras_weighted_config());
+  FitConfig cfg{.batch_size = 4, .epochs = 1, .verbose = 0, .shuffle = false};
+  cfg.validation_data = ValidationData::dicts(x, y, {{"cls", w2()}});
+  History h = m.fit(x, y, cfg);
+  Logs after = m.evaluate(
+      d.xs(), d.ys(), {.batch_size = 4, .verbose = 0, .sample_weight_by_output = {{"cls", w2()}}});
+  for (auto& [name, value] : after) EXPECT_EQ(h.history.at("val_" + name).at(0), value) << name;
+  // train_on_batch / test_on_batch take them as fit / evaluate do.
+  Model a = two_headed(keras_weighted_config()), b = two_headed(keras_weighted_config());
+  Logs on_batch = a.train_on_batch(d.xs(), d.ys(), {.output_sample_weights = {w1(), w2()}});
+  FitConfig one{.batch_size = 8, .epochs = 1, .verbose = 0, .shuffle = false};
+  one.output_sample_weights = {w1(), w2()};
+  History hb = b.fit(d.xs(), d.ys(), one);
+  for (auto& [name, value] : on_batch) EXPECT_EQ(hb.history.at(name).at(0), value) << name;
+  EXPECT_EQ(a.get_weights()[0].to_vector(), b.get_weights()[0].to_vector());
+  const Logs tested =
+      a.test_on_batch(d.xs(), d.ys(), {.sample_weight_by_output = {{"reg", w1()}, {"cls", w2()}}});
+  EXPECT_EQ(tested,
+            b.evaluate(d.xs(), d.ys(),
+                       {.batch_size = 8, .verbose = 0, .output_sample_weights = {w1(), w2()}}));
+  EXPECT_NE(tested.at("loss"), a.test_on_batch(d.xs(), d.ys()).at("loss"));
+  auto msg = error_of([&] {
+    m.fit(x, y, {.validation_data = ValidationData::dicts(x, {{"reg", d.y1}})});
+  });
+  EXPECT_NE(msg.find("y has no array for output 'cls'"), std::string::npos) << msg;
+}

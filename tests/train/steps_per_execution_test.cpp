@@ -218,3 +218,144 @@ TEST(StepsPerExecution, StagingErrorsNameTheSlot) {
   msg = test_util::error_of([&] { p.run_steps(1, 2, 0); });
   EXPECT_NE(msg.find("2 staged slots"), std::string::npos) << msg;
 }
+
+namespace {
+
+// Records evaluate's and predict's batch callbacks: (kind, batch index) in call order.
+struct TestPredictRecorder : Callback {
+  std::vector<std::pair<char, int>> calls;
+  std::vector<Logs> end_logs;
+  void on_test_batch_begin(int batch, const Logs&) override { calls.push_back({'b', batch}); }
+  void on_test_batch_end(int batch, const Logs& logs) override {
+    calls.push_back({'e', batch});
+    end_logs.push_back(logs);
+  }
+  void on_predict_batch_begin(int batch, const Logs&) override { calls.push_back({'B', batch}); }
+  void on_predict_batch_end(int batch, const Logs&) override { calls.push_back({'E', batch}); }
+};
+
+void expect_same_tensor(const Tensor& a, const Tensor& b) {
+  ASSERT_TRUE(a.defined() && b.defined());
+  ASSERT_EQ(a.shape().str(), b.shape().str());
+  EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0);
+}
+
+// Sample weights 0.5, 1, ..., 3 (cycling).
+Tensor cycling_weights(int64_t n) {
+  std::vector<float> w;
+  for (int64_t i = 0; i < n; ++i) w.push_back(0.5f * float(1 + i % 6));
+  return Tensor::from_vector({n}, w);
+}
+
+}  // namespace
+
+// 100 samples in batches of 8: 13 batches, the last of 4 (a program of its own); with 8 steps
+// per execution, executions of 8 and 5 batches (a last partial group).
+TEST(StepsPerExecution, EvaluateMatchesOneStepPerExecution) {
+  auto [x, y] = test_util::quadrant_images(kSamples, 27);
+  Model a = augmented_cnn(), b = augmented_cnn();
+  b.set_weights(a.get_weights());
+  auto cfg = [](int n) {
+    CompileConfig c = compile_config(n);
+    c.weighted_metrics = {"accuracy"};
+    return c;
+  };
+  a.compile(cfg(1));
+  b.compile(cfg(8));
+  a.fit(x, y, {.batch_size = 8, .epochs = 1, .verbose = 0});  // weights other than the start
+  b.set_weights(a.get_weights());
+  for (bool weighted : {false, true}) {
+    EvaluateConfig ec{.batch_size = 8, .verbose = 0};
+    if (weighted) ec.sample_weight = cycling_weights(kSamples);
+    const Logs la = a.evaluate(x, y, ec), lb = b.evaluate(x, y, ec);
+    ASSERT_EQ(la.size(), 3u);
+    EXPECT_EQ(la, lb) << "weighted " << weighted;  // exactly
+    EXPECT_GT(la.at("loss"), 0);
+  }
+  // A Dataset of the same batches (and its last partial batch).
+  auto dataset = data::Dataset::from_tensor_slices({x, y}).batch(8);
+  EXPECT_EQ(a.evaluate(dataset, {.verbose = 0}), b.evaluate(dataset, {.verbose = 0}));
+  // Keras 3's callbacks: once per execution, begin(first batch), end(last batch) with the
+  // running metrics after it.
+  auto recorder = std::make_shared<TestPredictRecorder>();
+  const Logs lb = b.evaluate(x, y, {.batch_size = 8, .verbose = 0, .callbacks = {recorder}});
+  const std::vector<std::pair<char, int>> expected{{'b', 0}, {'e', 7}, {'b', 8}, {'e', 12}};
+  EXPECT_EQ(recorder->calls, expected);
+  ASSERT_EQ(recorder->end_logs.size(), 2u);
+  EXPECT_EQ(recorder->end_logs[1], lb);
+  // After 8 of the 13 batches: evaluating the first 64 samples gives those running metrics.
+  const Logs first64 = a.evaluate(x.slice(0, 64).contiguous(), y.slice(0, 64).contiguous(),
+                                  {.batch_size = 8, .verbose = 0});
+  EXPECT_EQ(recorder->end_logs[0], first64);
+}
+
+TEST(StepsPerExecution, PredictMatchesOneStepPerExecution) {
+  auto [x, y] = test_util::quadrant_images(kSamples, 28);
+  Model a = augmented_cnn(), b = augmented_cnn();
+  b.set_weights(a.get_weights());
+  a.compile(compile_config(1));
+  b.compile(compile_config(8));
+  for (int batch : {8, 7, 100}) {  // 13 batches (a tail of 4); 15 (a tail of 2); one
+    const Tensor pa = a.predict(x, batch), pb = b.predict(x, batch);
+    ASSERT_EQ(pa.dim(0), kSamples);
+    expect_same_tensor(pa, pb);
+  }
+  // Dataset input, with a step id that differs: predictions do not depend on it.
+  auto dataset = data::Dataset::from_tensor_slices({x}).batch(8);
+  expect_same_tensor(a.predict(dataset), b.predict(dataset));
+  expect_same_tensor(b.predict(dataset), b.predict(x, 8));
+  auto recorder = std::make_shared<TestPredictRecorder>();
+  b.predict(x, {.batch_size = 8, .callbacks = {recorder}});
+  const std::vector<std::pair<char, int>> expected{{'B', 0}, {'E', 7}, {'B', 8}, {'E', 12}};
+  EXPECT_EQ(recorder->calls, expected);
+}
+
+// Two outputs: each staged step's predictions of each output are kept until read.
+TEST(StepsPerExecution, PredictSeveralOutputsMatches) {
+  auto [x, y] = test_util::quadrant_images(kSamples, 29);
+  auto make = [] {
+    using namespace layers;
+    set_random_seed(13);
+    reset_layer_names();
+    auto in = Input({8, 8, 2});
+    auto h = Dense(8, {.activation = "relu"})(Flatten()(in));
+    return Model({in}, {Dense(3, {.name = "a"})(h), Dense(1, {.name = "b"})(h)});
+  };
+  Model a = make(), b = make();
+  b.set_weights(a.get_weights());
+  auto cfg = [](int n) {
+    return CompileConfig{.optimizer = optimizers::Adam(1e-2),
+                         .losses = {losses::SparseCategoricalCrossentropy({.from_logits = true}),
+                                    losses::get("mse")},
+                         .output_metrics = {{"accuracy"}, {"mae"}},
+                         .steps_per_execution = n};
+  };
+  a.compile(cfg(1));
+  b.compile(cfg(8));
+  const std::vector<Tensor> pa = a.predict(std::vector<Tensor>{x}, {.batch_size = 8}),
+                            pb = b.predict(std::vector<Tensor>{x}, {.batch_size = 8});
+  ASSERT_EQ(pa.size(), 2u);
+  ASSERT_EQ(pb.size(), 2u);
+  for (size_t o = 0; o < 2; ++o) expect_same_tensor(pa[o], pb[o]);
+  Tensor size = Tensor::empty({kSamples, 1});
+  for (int64_t i = 0; i < kSamples; ++i) size.data<float>()[i] = float(i % 5);
+  EXPECT_EQ(a.evaluate({x}, {y, size}, {.batch_size = 8, .verbose = 0}),
+            b.evaluate({x}, {y, size}, {.batch_size = 8, .verbose = 0}));
+}
+
+TEST(StepsPerExecution, EvaluateAndPredictUnderTwoMirroredReplicasMatch) {
+  auto [x, y] = test_util::quadrant_images(kSamples, 30);
+  auto strategy = ds::MirroredStrategy({"cpu:0", "cpu:1"});
+  auto make = [&](int steps_per_execution) {
+    auto scope = strategy.scope();
+    Model m = augmented_cnn();
+    m.compile(compile_config(steps_per_execution));
+    return m;
+  };
+  Model a = make(1), b = make(8);
+  b.set_weights(a.get_weights());
+  // Batches of 9: 11 full ones split 5 + 4, and a tail of 1 that one replica takes alone.
+  EXPECT_EQ(a.evaluate(x, y, {.batch_size = 9, .verbose = 0}),
+            b.evaluate(x, y, {.batch_size = 9, .verbose = 0}));
+  expect_same_tensor(a.predict(x, 9), b.predict(x, 9));
+}

@@ -16,13 +16,33 @@
 //      same number of replicas in sync and threads per replica are then bit-identical whether
 //      the replicas share a process (MirroredStrategy) or not (MultiWorkerMirroredStrategy):
 //      each replica computes the same gradient from the same rows, and a 2-way all-reduce does
-//      not depend on the order of its terms. Not bit-identical: 1 replica x B against N
-//      replicas x B/N. The weight gradient is a sum over the batch, and one program summing B
-//      rows rounds differently from N programs summing B/N rows each plus an all-reduce adding
-//      the N parts; the difference is float rounding (a few 1e-8 on the weights after a few
-//      steps of the tests' CNN, against 1e-1 without the mode, where each replica draws its own
-//      masks). Unsynchronised BatchNormalization differs for a real reason (per-replica
-//      statistics): use BatchNormalization({.synchronized = true}).
+//      not depend on the order of its terms.
+//      Gradient shards make 1 replica x B bit-identical to 2 replicas x B/2 (in one process
+//      or as 2 workers): enable_op_determinism({.shards = S}) (or
+//      LOCKSTEP_DETERMINISTIC_SHARDS=S) fixes the reduction's structure. The global batch is
+//      always cut into S equal shards (rows [s*B/S, (s+1)*B/S)); each shard's gradient comes
+//      from a program for B/S rows, as a replica of an S-replica run computes it; the shard
+//      gradients, each scaled by its share of the batch, are summed as a balanced binary tree
+//      in shard order (sum(a, b) = sum(a, m) + sum(m, b), m = a + (b - a) / 2; for 4:
+//      (g0 + g1) + (g2 + g3)). A run with R replicas in sync runs S/R shards one after another
+//      on each replica, sums them with the same tree, and the 2-way all-reduce adds the two
+//      halves. R must divide S and be 1 or 2 (more replicas: the all-reduce of more parts does
+//      not follow the tree; refused), with a float32 all-reduce. The same threads per shard
+//      are needed (a replica's threads), as ever. Loss and metrics are the unsharded ones up
+//      to rounding. Costs: S/R smaller programs per step instead of one (less parallel work
+//      per kernel, one compiled program and arena each) and copying the shard gradients.
+//      BatchNormalization then normalises each shard with its own statistics (as each
+//      replica does under MirroredStrategy; its moving statistics are averaged over the
+//      shards at the end of each epoch); BatchNormalization({.synchronized = true}) cannot
+//      run with shards one after another and is refused when a replica has more than one.
+//      S = 0 (the default): as many shards as replicas in sync, the behaviour above, and
+//      then not bit-identical: 1 replica x B against N replicas x B/N. The weight gradient is
+//      a sum over the batch, and one program summing B rows rounds differently from N
+//      programs summing B/N rows each plus an all-reduce adding the N parts; the difference
+//      is float rounding (a few 1e-8 on the weights after a few steps of the tests' CNN,
+//      against 1e-1 without the mode, where each replica draws its own masks).
+//      Unsynchronised BatchNormalization differs for a real reason (per-replica statistics):
+//      use BatchNormalization({.synchronized = true}).
 //  (c) BackupAndRestore resumes a run killed in the middle of an epoch to the same bits as an
 //      uninterrupted run: the backup holds the position (epoch, step), the optimizer's step
 //      count that keys the random ops, and the model seed (a resume under another seed is
@@ -33,11 +53,26 @@
 // The mode is off by default; LOCKSTEP_DETERMINISTIC=1 or TF_DETERMINISTIC_OPS=1 in the
 // environment turns it on at start-up. Its cost: README, "Deterministic training".
 #pragma once
+#include <optional>
 
 namespace lockstep::config {
 
-void enable_op_determinism();
+// The most gradient shards a run may ask for.
+inline constexpr int kMaxGradientShards = 1024;
+
+struct DeterminismOptions {
+  // Gradient shards S (see (b) above); 0: as many as replicas in sync. Unset:
+  // LOCKSTEP_DETERMINISTIC_SHARDS, else 0.
+  std::optional<int> shards;
+};
+
+void enable_op_determinism();  // = enable_op_determinism({})
+void enable_op_determinism(const DeterminismOptions& options);
 void disable_op_determinism();
 bool op_determinism_enabled();
+// The gradient shards the mode uses (0: as many as replicas in sync): the last
+// enable_op_determinism's, else LOCKSTEP_DETERMINISTIC_SHARDS (an error when it is not a number
+// in 0..kMaxGradientShards), else 0.
+int op_determinism_shards();
 
 }  // namespace lockstep::config

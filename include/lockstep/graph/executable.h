@@ -18,7 +18,7 @@ struct CompileOptions {
   // runs its reference kernel, and report() says so) or "reference".
   std::string backend = "cpu";
   bool eager = false;  // op by op, fresh buffers each step (debug path, test oracle)
-  bool fuse = true;    // run the fusion pass
+  bool fuse = true;    // run the fusion pass (env LOCKSTEP_FUSE=0 turns it off everywhere)
   uint64_t seed = 0;
   uint32_t replica = 0;
   // Where the arena, the workspace and so input(i)/output(i) live; their memory comes from
@@ -93,7 +93,9 @@ class Executable {
 // then side-effect nodes in index order; nodes with attr schedule_early=true then move up to
 // right after their last producer (the gradient all-reduce starts).
 std::vector<int> schedule_nodes(const Graph& g, const std::vector<Value>& outputs);
-// Rewrites conv2d -> bias_add -> relu chains into one fused conv2d node; returns a report.
+// Rewrites conv2d -> bias_add -> relu chains into one fused conv2d node, batch_norm_train ->
+// [add ->] relu into one batch_norm_train (activation, residual) and relu_grad ->
+// batch_norm_train_grad into one batch_norm_train_grad; returns a report.
 std::vector<std::string> fuse_graph(Graph& g, std::vector<Value>& outputs);
 
 }  // namespace lockstep

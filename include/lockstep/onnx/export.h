@@ -31,6 +31,15 @@
 // BatchNormalization, LayerNormalization, Add, Multiply, Concatenate, the augmentation layers
 // above, CenterCrop, RandomCrop and Resizing (bilinear, nearest). Any other layer (a user's
 // registered layer, Resizing with "area") is an error naming the layer and its class.
+//
+// Nested models (a Sequential or Functional model used as a layer, Network::as_layer) are
+// inlined, recursively: their layers become nodes and initializers named
+// "<nested model>/<layer>/..." ("<outer>/<inner>/<layer>/..." deeper down), with the same
+// BatchNormalization folding inside each nested model (not across its boundary) and the same
+// layout rules (a tensor crosses the boundary in whatever layout it is in, no Transpose
+// there). A nested model called twice is converted twice, the second call's nodes named
+// "<model>_1/...", but its weights are stored once: the second call uses the first call's
+// initializers (the same for a layer called twice).
 #pragma once
 #include <cstdint>
 #include <string>

@@ -44,6 +44,16 @@ struct CompileConfig {
   std::vector<std::vector<std::string>> output_metrics;
   std::vector<std::vector<MetricPtr>> output_metric_objects;
   std::vector<std::vector<std::string>> output_weighted_metrics;
+  // Keras's dict forms of the above, keyed by output name (Model::output_names()); each
+  // instead of its list form. Every output needs a loss; an output left out of the other maps
+  // gets loss weight 1 and no metrics. A name that is not an output is an error.
+  std::map<std::string, LossPtr> loss_by_output;
+  std::map<std::string, double> loss_weight_by_output;
+  std::map<std::string, std::vector<std::string>> metrics_by_output;
+  std::map<std::string, std::vector<MetricPtr>> metric_objects_by_output;
+  std::map<std::string, std::vector<std::string>> weighted_metrics_by_output;
+  // fit, evaluate and predict stage this many batches and run them in one call into the
+  // compiled step (Keras's; the batch callbacks see each execution once); results as with 1.
   int steps_per_execution = 1;
   bool run_eagerly = false;
   std::string backend = "cpu";
@@ -54,6 +64,16 @@ namespace distribute {
 class StrategyImpl;
 class DistributedDataset;
 }  // namespace distribute
+
+// Keras's dict structure for data: one array per model input (or output), keyed by its name
+// (Model::input_names() / output_names()); a key that is no input (output), or an input
+// (output) without a key, is an error.
+struct TensorDict {
+  TensorDict() = default;
+  TensorDict(std::initializer_list<std::pair<const std::string, Tensor>> items) : tensors(items) {}
+  TensorDict(std::map<std::string, Tensor> items) : tensors(std::move(items)) {}  // NOLINT
+  std::map<std::string, Tensor> tensors;
+};
 
 // fit's validation data: arrays (x, y[, sample_weight]) or a Dataset of batched {x, y[, w]}
 // elements (a multi-input / multi-output model: {x_1..x_I, y_1..y_O[, w]} elements, see
@@ -72,10 +92,20 @@ struct ValidationData {
     v.xs = std::move(xs), v.ys = std::move(ys), v.sample_weight = std::move(sample_weight);
     return v;
   }
+  // Keras's dict structure: x keyed by input name, y (and the optional per-output sample
+  // weights; an output left out weighs 1) by output name.
+  static ValidationData dicts(TensorDict x, TensorDict y, TensorDict sample_weights = {}) {
+    ValidationData v;
+    v.x_dict = std::move(x), v.y_dict = std::move(y), v.weight_dict = std::move(sample_weights);
+    return v;
+  }
   Tensor x, y, sample_weight;
-  std::vector<Tensor> xs, ys;  // arrays(): several inputs / outputs
+  std::vector<Tensor> xs, ys;              // arrays(): several inputs / outputs
+  TensorDict x_dict, y_dict, weight_dict;  // dicts()
   data::Dataset dataset;
-  bool defined() const { return x.defined() || !xs.empty() || dataset.valid(); }
+  bool defined() const {
+    return x.defined() || !xs.empty() || !x_dict.tensors.empty() || dataset.valid();
+  }
 };
 
 struct FitConfig {
@@ -101,6 +131,13 @@ struct FitConfig {
   // like x and y.
   Tensor sample_weight;
   std::map<int, double> class_weight;
+  // Keras's per-output sample weights (several outputs): one [N] array per output (the list
+  // form, in the model's output order; an undefined entry weighs 1), or keyed by output name
+  // (an output left out weighs 1). Output o's loss and its weighted_metrics use its weights
+  // (the loss as above, sum(loss_o * w_o) / batch_size). Instead of sample_weight and
+  // class_weight; validation_split splits them too.
+  std::vector<Tensor> output_sample_weights;
+  std::map<std::string, Tensor> sample_weight_by_output;
 };
 
 struct EvaluateConfig {
@@ -108,6 +145,9 @@ struct EvaluateConfig {
   int verbose = 1;
   int64_t steps = 0;     // Dataset: 0 = until the end
   Tensor sample_weight;  // arrays: per-sample weights [N] (see FitConfig::sample_weight)
+  // arrays: per-output weights (see FitConfig::output_sample_weights), instead of sample_weight.
+  std::vector<Tensor> output_sample_weights;
+  std::map<std::string, Tensor> sample_weight_by_output;
   // on_test_begin / on_test_batch_begin / on_test_batch_end (running metrics) / on_test_end.
   std::vector<CallbackPtr> callbacks;
 };
@@ -123,6 +163,9 @@ struct PredictConfig {
 struct BatchWeights {
   Tensor sample_weight;
   std::map<int, double> class_weight;  // train_on_batch only
+  // Per-output weights (see FitConfig::output_sample_weights), instead of the two above.
+  std::vector<Tensor> output_sample_weights;
+  std::map<std::string, Tensor> sample_weight_by_output;
 };
 
 class Program;      // a compiled train/eval/predict step (src/train/program.h)
@@ -160,9 +203,11 @@ class Model : public Network {
   // Several inputs and outputs (Keras's lists). xs holds one array per model input, ys one per
   // model output, each in the model's order (inputs() / outputs()); every array has the same
   // number of rows. A sample_weight [N] applies to every output's loss and weighted metrics
-  // (class_weight needs a single output, as in Keras). A Dataset for such a model yields flat
-  // elements {x_1, ..., x_I, y_1, ..., y_O[, sample_weight]} (inputs, then targets, then the
-  // optional weights; predict takes {x_1..x_I} and ignores further components). The
+  // (class_weight needs a single output, as in Keras; per-output weights:
+  // FitConfig::output_sample_weights). A Dataset for such a model yields flat elements
+  // {x_1, ..., x_I, y_1, ..., y_O[, sample_weight]} or {..., y_O, w_1, ..., w_O} (inputs, then
+  // targets, then the optional weights, for every output or one per output; predict takes
+  // {x_1..x_I} and ignores further components). The
   // single-tensor overloads above are the I = O = 1 case; predict's single-tensor forms need a
   // single-output model.
   History fit(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys, FitConfig config = {});
@@ -171,6 +216,11 @@ class Model : public Network {
   // One tensor per model output.
   std::vector<Tensor> predict(const std::vector<Tensor>& xs, PredictConfig config = {});
   std::vector<Tensor> predict_outputs(const data::Dataset& dataset, PredictConfig config = {});
+  // Keras's dict structure (TensorDict): x keyed by input name, y by output name; the same
+  // steps and results as the list forms. predict returns the predictions keyed by output name.
+  History fit(const TensorDict& x, const TensorDict& y, FitConfig config = {});
+  Logs evaluate(const TensorDict& x, const TensorDict& y, EvaluateConfig config = {});
+  std::map<std::string, Tensor> predict(const TensorDict& x, PredictConfig config = {});
   Logs train_on_batch(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
                       BatchWeights weights = {});
   Logs test_on_batch(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
@@ -179,6 +229,7 @@ class Model : public Network {
   // The names of the layers computing the outputs (Keras's output_names: the log prefixes of a
   // multi-output model), and each output's loss and loss weight as compile() resolved them.
   std::vector<std::string> output_names() const;
+  std::vector<std::string> input_names() const;  // the Input layers' names (TensorDict keys)
   const std::vector<LossPtr>& output_losses() const { return output_losses_; }
   const std::vector<double>& loss_weights() const { return loss_weights_; }
 
@@ -228,13 +279,10 @@ class Model : public Network {
 
  private:
   void resolve_outputs();  // compile(): per-output losses, weights and metrics
-  // weighted: the program takes a third input, the batch's sample weights.
-  Program& program(const std::string& kind, int64_t batch, int replica = 0, bool weighted = false);
+  // weighted: 0 none, 1 one weight per sample, O (several outputs): one per sample and output.
+  Program& program(const std::string& kind, int64_t batch, int replica = 0, int weighted = 0);
   History fit_loop(Source& source, FitConfig& cfg);  // runs a FitLoop
   History fit_dataset(const data::Dataset& dataset, FitConfig cfg, bool distributed);
-  // Predicts the batch `source` holds, split across the local replicas; hands each part's
-  // predictions of each output to take(first_row, output, predictions).
-  void predict_batch(Source& source, const std::function<void(int64_t, int, const Tensor&)>& take);
   Logs evaluate_loop(Source& source, int verbose, const std::vector<CallbackPtr>& callbacks = {});
   std::vector<Tensor> predict_arrays(const std::vector<Tensor>& xs, const PredictConfig& config);
   std::vector<Tensor> predict_dataset(const data::Dataset& dataset, const PredictConfig& config);
@@ -256,7 +304,7 @@ class Model : public Network {
   std::vector<MetricPtr> output_loss_trackers_;  // "<output>_loss" (several outputs only)
   std::vector<int> metric_outputs_;              // the output each of metrics_ watches
   std::vector<int> weighted_metric_outputs_;     // ... and each of weighted_metrics_
-  std::map<std::tuple<std::string, int64_t, int, bool>, std::unique_ptr<Program>> programs_;
+  std::map<std::tuple<std::string, int64_t, int, int>, std::unique_ptr<Program>> programs_;
   double compile_seconds_ = 0;
   std::shared_ptr<distribute::StrategyImpl> strategy_;
   std::unique_ptr<Replication> replication_;

@@ -17,11 +17,19 @@ struct Dims {
   int64_t R, C;
   double eps;
   int T;  // threads
+  // batch_norm_train(_grad) fused with relu (forward: after adding the residual input 3;
+  // backward: dy masked by y = input 5 > 0, and written to output 3 with emit_dy).
+  bool relu = false, residual = false, emit_dy = false;
 };
 
 Dims dims_of(const Node& n, const Shape& x) {
   const int64_t C = x[-1];
-  return {x.numel() / C, C, attr_f(n, "epsilon"), omp_get_max_threads()};
+  Dims d{x.numel() / C, C, attr_f(n, "epsilon"), omp_get_max_threads()};
+  if (n.op == "batch_norm_train" || n.op == "batch_norm_train_grad")
+    d.relu = attr_s(n, "activation") == "relu";
+  if (n.op == "batch_norm_train") d.residual = attr_b(n, "residual");
+  if (n.op == "batch_norm_train_grad") d.emit_dy = attr_b(n, "emit_dy");
+  return d;
 }
 
 inline void rows_of(const Dims& d, int64_t* r0, int64_t* r1) {
@@ -87,9 +95,29 @@ inline void scale_shift_rows(const T* x, T* y, int64_t r0, int64_t r1, int64_t C
   }
 }
 
+// The fused forward's last pass: y = relu(x * scale + shift + z) (as the unfused ops round
+// in f32; in bf16 without the intermediate roundings).
+template <class T, bool Relu, bool Res>
+inline void bn_out_rows(const T* x, const T* z, T* y, int64_t r0, int64_t r1, int64_t C,
+                        const float* __restrict sc, const float* __restrict sh) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* __restrict xr = x + r * C;
+    const T* __restrict zr = Res ? z + r * C : nullptr;
+    T* __restrict yr = y + r * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) {
+      float o = ld(xr[c]) * sc[c] + sh[c];
+      if constexpr (Res) o += ld(zr[c]);
+      if constexpr (Relu) o = std::max(o, 0.f);
+      yr[c] = st<T>(o);
+    }
+  }
+}
+
 template <class T>
 void bn_train(const Dims& d, const Params& p, float* params, const KernelArgs& a) {
   const T* x = a.in(0).data<T>();
+  const T* z = d.residual ? a.in(3).data<T>() : nullptr;
   const float *gm = p.get(a, 1, params), *bt = p.get(a, 2, params);
   T* y = a.out(0).data<T>();
   float *mean = out_f(a, 1), *var = out_f(a, 2);
@@ -135,17 +163,35 @@ void bn_train(const Dims& d, const Params& p, float* params, const KernelArgs& a
       mean[c] = float(m);
       var[c] = float(v);
     }
-    scale_shift_rows(x, y, r0, r1, C, scale, shift);
+    if (d.residual && d.relu)
+      bn_out_rows<T, true, true>(x, z, y, r0, r1, C, scale, shift);
+    else if (d.residual)
+      bn_out_rows<T, false, true>(x, z, y, r0, r1, C, scale, shift);
+    else if (d.relu)
+      bn_out_rows<T, true, false>(x, z, y, r0, r1, C, scale, shift);
+    else
+      scale_shift_rows(x, y, r0, r1, C, scale, shift);
   }
 }
 
-// dx = a*dy + b*(x - mean) + c0 per channel, after one reduction pass for sum(dy), sum(dy*xhat).
+// relu_grad folded into the gradient: dy where y > 0.
 template <class T>
-void bn_train_grad(const Dims& d, const Params& p, float* params, const KernelArgs& a) {
+inline float masked(T dy, T y) {
+  return ld(y) > 0.f ? ld(dy) : 0.f;
+}
+
+// dx = a*dy + b*(x - mean) + c0 per channel, after one reduction pass for sum(dy), sum(dy*xhat).
+// Fused with relu (Relu): dy is masked by y > 0 in both passes; with emit_dy the first pass
+// writes the masked dy (dz) and the second reads it back.
+template <class T, bool Relu>
+void bn_train_grad_impl(const Dims& d, const Params& p, float* params, const KernelArgs& a) {
   const T *dy = a.in(0).data<T>(), *x = a.in(1).data<T>();
+  const T* yv = Relu ? a.in(5).data<T>() : nullptr;
+  T* dz = Relu && d.emit_dy ? a.out(3).data<T>() : nullptr;
   const float *gm = p.get(a, 2, params), *mean = p.get(a, 3, params), *var = p.get(a, 4, params);
-  const float* dmean = a.num_inputs > 5 ? p.get(a, 5, params) : nullptr;
-  const float* dvar = a.num_inputs > 5 ? p.get(a, 6, params) : nullptr;
+  const int si = Relu ? 6 : 5;  // the statistics' gradients, when given
+  const float* dmean = a.num_inputs > si ? p.get(a, si, params) : nullptr;
+  const float* dvar = a.num_inputs > si ? p.get(a, si + 1, params) : nullptr;
   T* dx = a.out(0).data<T>();
   float *dg = out_f(a, 1), *db = out_f(a, 2);
   const int64_t C = d.C;
@@ -167,11 +213,33 @@ void bn_train_grad(const Dims& d, const Params& p, float* params, const KernelAr
       for (int64_t r = rb; r < std::min(r1, rb + kBlock); ++r) {
         const T* __restrict dyr = dy + r * C;
         const T* __restrict xr = x + r * C;
+        if constexpr (Relu) {
+          const T* __restrict yr = yv + r * C;
+          if (dz) {
+            T* __restrict dzr = dz + r * C;
 #pragma omp simd
-        for (int64_t c = 0; c < C; ++c) {
-          const float g = ld(dyr[c]);
-          b1[c] += g;
-          b2[c] += g * (ld(xr[c]) - mu[c]);
+            for (int64_t c = 0; c < C; ++c) {
+              const T gt = st<T>(masked(dyr[c], yr[c]));
+              dzr[c] = gt;
+              const float g = ld(gt);
+              b1[c] += g;
+              b2[c] += g * (ld(xr[c]) - mu[c]);
+            }
+          } else {
+#pragma omp simd
+            for (int64_t c = 0; c < C; ++c) {
+              const float g = masked(dyr[c], yr[c]);
+              b1[c] += g;
+              b2[c] += g * (ld(xr[c]) - mu[c]);
+            }
+          }
+        } else {
+#pragma omp simd
+          for (int64_t c = 0; c < C; ++c) {
+            const float g = ld(dyr[c]);
+            b1[c] += g;
+            b2[c] += g * (ld(xr[c]) - mu[c]);
+          }
         }
       }
       for (int64_t c = 0; c < C; ++c) s1[c] += b1[c], s2[c] += b2[c];
@@ -195,14 +263,29 @@ void bn_train_grad(const Dims& d, const Params& p, float* params, const KernelAr
     const float* __restrict fb = kb;
     const float* __restrict fc = kc;
     for (int64_t r = r0; r < r1; ++r) {
-      const T* __restrict dyr = dy + r * C;
+      const T* __restrict dyr = (dz ? dz : dy) + r * C;
       const T* __restrict xr = x + r * C;
       T* __restrict dxr = dx + r * C;
+      if (Relu && !dz) {
+        const T* __restrict yr = yv + r * C;
 #pragma omp simd
-      for (int64_t c = 0; c < C; ++c)
-        dxr[c] = st<T>(fa[c] * ld(dyr[c]) + fb[c] * (ld(xr[c]) - mu[c]) + fc[c]);
+        for (int64_t c = 0; c < C; ++c)
+          dxr[c] = st<T>(fa[c] * masked(dyr[c], yr[c]) + fb[c] * (ld(xr[c]) - mu[c]) + fc[c]);
+      } else {
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c)
+          dxr[c] = st<T>(fa[c] * ld(dyr[c]) + fb[c] * (ld(xr[c]) - mu[c]) + fc[c]);
+      }
     }
   }
+}
+
+template <class T>
+void bn_train_grad(const Dims& d, const Params& p, float* params, const KernelArgs& a) {
+  if (d.relu)
+    bn_train_grad_impl<T, true>(d, p, params, a);
+  else
+    bn_train_grad_impl<T, false>(d, p, params, a);
 }
 
 template <class T>
@@ -309,7 +392,7 @@ KernelFactory factory(Run f32, Run b16, int x_input, std::vector<int> large, std
   return [=](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
     const DType t = n.outputs[0].dtype;
     bool same = t == DType::f32 || t == DType::bf16;
-    for (int i : large) same = same && in[size_t(i)].dtype == t;
+    for (int i : large) same = same && (i >= int(in.size()) || in[size_t(i)].dtype == t);
     if (!same) return bf16_via_f32(n, in, factory(f32, b16, x_input, large, small, ws));
     const Params p(in, small);
     const Dims d = dims_of(n, in[size_t(x_input)].shape);
@@ -329,11 +412,18 @@ LOCKSTEP_REGISTER(cpu_norm_kernels) {
   size_t (*ln_ws)(const Dims&) = [](const Dims&) { return size_t(0); };
   size_t (*ln_grad_ws)(const Dims&) = [](const Dims& d) { return sizeof(float) * 2 * d.T * d.C; };
   R.add_kernel("batch_norm_train", "cpu",
-               factory(bn_train<float>, bn_train<bf16>, 0, {0}, {1, 2}, bn_ws),
+               factory(bn_train<float>, bn_train<bf16>, 0, {0, 3}, {1, 2}, bn_ws),
                /*takes_bf16=*/true);
+  // Fused with relu, input 5 is y (shaped like x) and the statistics' gradients move to 6, 7.
+  KernelFactory bn_grad =
+      factory(bn_train_grad<float>, bn_train_grad<bf16>, 1, {0, 1}, {2, 3, 4, 5, 6}, bn_ws);
+  KernelFactory bn_grad_relu =
+      factory(bn_train_grad<float>, bn_train_grad<bf16>, 1, {0, 1, 5}, {2, 3, 4, 6, 7}, bn_ws);
   R.add_kernel(
       "batch_norm_train_grad", "cpu",
-      factory(bn_train_grad<float>, bn_train_grad<bf16>, 1, {0, 1}, {2, 3, 4, 5, 6}, bn_ws),
+      [bn_grad, bn_grad_relu](const Node& n, const std::vector<TensorType>& in) {
+        return attr_s(n, "activation") == "relu" ? bn_grad_relu(n, in) : bn_grad(n, in);
+      },
       /*takes_bf16=*/true);
   R.add_kernel("batch_norm_infer", "cpu",
                factory(bn_infer<float>, bn_infer<bf16>, 0, {0}, {1, 2, 3, 4}, bn_infer_ws),

@@ -1,4 +1,5 @@
 // Reference (naive, double-precision) kernels: batch_norm train/infer (+grads), layer_norm (+grad).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -10,15 +11,22 @@ namespace {
 struct Dims {
   int64_t R, C;
   double eps;
+  bool relu = false, emit_dy = false;  // batch_norm_train(_grad) fused with relu
 };
 
 Dims dims_of(const Node& n, const Shape& x) {
   int64_t C = x[-1];
-  return {x.numel() / C, C, attr_f(n, "epsilon")};
+  Dims d{x.numel() / C, C, attr_f(n, "epsilon")};
+  if (n.op == "batch_norm_train" || n.op == "batch_norm_train_grad") {
+    d.relu = attr_s(n, "activation") == "relu";
+    d.emit_dy = n.op == "batch_norm_train_grad" && attr_b(n, "emit_dy");
+  }
+  return d;
 }
 
 void bn_train(Dims d, const KernelArgs& a) {
   const float *x = in_f(a, 0), *gm = in_f(a, 1), *bt = in_f(a, 2);
+  const float* z = a.num_inputs > 3 ? in_f(a, 3) : nullptr;  // residual
   float *y = out_f(a, 0), *mean = out_f(a, 1), *var = out_f(a, 2);
   for (int64_t c = 0; c < d.C; ++c) {
     double s = 0, ss = 0;
@@ -26,20 +34,31 @@ void bn_train(Dims d, const KernelArgs& a) {
     const double m = s / d.R;
     for (int64_t r = 0; r < d.R; ++r) ss += (x[r * d.C + c] - m) * (x[r * d.C + c] - m);
     const double v = ss / d.R, rstd = 1.0 / std::sqrt(v + d.eps);
-    for (int64_t r = 0; r < d.R; ++r)
-      y[r * d.C + c] = float(gm[c] * (x[r * d.C + c] - m) * rstd + bt[c]);
+    for (int64_t r = 0; r < d.R; ++r) {
+      const int64_t i = r * d.C + c;
+      float o = float(gm[c] * (x[i] - m) * rstd + bt[c]);  // the unfused op's rounding
+      if (z) o += z[i];
+      y[i] = d.relu ? std::max(o, 0.f) : o;
+    }
     mean[c] = float(m);
     var[c] = float(v);
   }
 }
 
-// (dy, x, gamma, mean, var[, dmean, dvar]) -> (dx, dgamma, dbeta)
+// (dy, x, gamma, mean, var[, y][, dmean, dvar]) -> (dx, dgamma, dbeta[, dz])
 void bn_train_grad(Dims d, const KernelArgs& a) {
   const float *dy = in_f(a, 0), *x = in_f(a, 1), *gm = in_f(a, 2), *mean = in_f(a, 3),
               *var = in_f(a, 4);
-  const float* dmean = a.num_inputs > 5 ? in_f(a, 5) : nullptr;
-  const float* dvar = a.num_inputs > 5 ? in_f(a, 6) : nullptr;
+  const int s = d.relu ? 6 : 5;  // first statistics gradient
+  const float* dmean = a.num_inputs > s ? in_f(a, s) : nullptr;
+  const float* dvar = a.num_inputs > s ? in_f(a, s + 1) : nullptr;
   float *dx = out_f(a, 0), *dg = out_f(a, 1), *db = out_f(a, 2);
+  if (d.relu) {  // dy at relu's output y: relu_grad first, into dz or the workspace
+    const float* y = in_f(a, 5);
+    float* m = d.emit_dy ? out_f(a, 3) : static_cast<float*>(a.workspace);
+    for (int64_t i = 0; i < d.R * d.C; ++i) m[i] = y[i] > 0 ? dy[i] : 0.f;
+    dy = m;
+  }
   for (int64_t c = 0; c < d.C; ++c) {
     const double m = mean[c], rstd = 1.0 / std::sqrt(double(var[c]) + d.eps);
     double sdy = 0, sdyx = 0;
@@ -140,7 +159,8 @@ template <void (*F)(Dims, const KernelArgs&)>
 KernelFactory factory(int x_input) {
   return [x_input](const Node& n, const std::vector<TensorType>& in) {
     Dims d = dims_of(n, in[x_input].shape);
-    return make_kernel([d](const KernelArgs& a) { F(d, a); });
+    const size_t ws = x_input == 1 && d.relu && !d.emit_dy ? sizeof(float) * size_t(d.R * d.C) : 0;
+    return make_kernel([d](const KernelArgs& a) { F(d, a); }, ws);
   };
 }
 

@@ -99,9 +99,19 @@ class GradientReducer {
   // `loss` (a scalar) rides on the last bucket as one more float, 1 when it is NaN or inf:
   // *nonfinite becomes the number of replicas (all workers) whose loss was not finite this
   // step, so every replica stops on the same step without another round trip.
+  // started != nullptr (a shard program, below): only the all_reduce_start nodes, their
+  // packed buckets appended to *started; returns no gradients.
   std::vector<Value> insert(Graph& g, const std::vector<Value>& grads, int replica, Value loss,
-                            Value* nonfinite);
-  // Per step: the weight of each local replica's gradient (its samples / global samples).
+                            Value* nonfinite, std::vector<Value>* started = nullptr);
+  // Gradient shards (lockstep/core/config.h): each local replica r computes k shards one after
+  // another. Program index p < local_replicas is replica r = p's last shard (the program with
+  // the all-reduce and the optimizer); p = local_replicas + r * (k - 1) + j is shard j < k - 1
+  // of replica r, whose buckets are only kept. The last shard's start sums the replica's k
+  // buckets as a balanced binary tree in shard order before the all-reduce. k = 1: none.
+  void set_shards_per_replica(int k);
+  int shards_per_replica() const { return shards_; }
+  // Per step: the weight of each program's gradient (its samples / global samples), indexed
+  // by program index (the local replica without shards).
   void set_weights(std::vector<float> weights) { weights_ = std::move(weights); }
   float weight(int replica) const { return weights_.at(size_t(replica)); }
   void start(int replica, int bucket, float* data, size_t count);
@@ -123,7 +133,9 @@ class GradientReducer {
   int64_t group_;
   int num_buckets_ = -1;
   std::vector<float> weights_;
-  std::vector<std::vector<std::future<void>>> pending_;  // [replica][bucket]
+  int shards_ = 1;
+  std::vector<std::vector<std::vector<std::vector<float>>>> shard_buckets_;  // [r][bucket][j]
+  std::vector<std::vector<std::future<void>>> pending_;                      // [replica][bucket]
   std::vector<std::vector<std::chrono::steady_clock::time_point>> started_;
   double wait_seconds_ = 0, reduce_seconds_ = 0;
 };

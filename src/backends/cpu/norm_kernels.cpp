@@ -219,9 +219,9 @@ void bn_train_grad_impl(const Dims& d, const Params& p, float* params, const Ker
             T* __restrict dzr = dz + r * C;
 #pragma omp simd
             for (int64_t c = 0; c < C; ++c) {
-              const T gt = st<T>(masked(dyr[c], yr[c]));
-              dzr[c] = gt;
-              const float g = ld(gt);
+              // dy or 0, both exact in T: storing it loses nothing.
+              const float g = masked(dyr[c], yr[c]);
+              dzr[c] = st<T>(g);
               b1[c] += g;
               b2[c] += g * (ld(xr[c]) - mu[c]);
             }

@@ -141,7 +141,8 @@ void rmsprop(const RmspropParams& p, const KernelArgs& a) {
   float* mom = a.num_inputs > 4 ? a.in(4).data<float>() : nullptr;
   const int64_t n = a.in(0).numel();
   const float rho = p.rho, momentum = p.momentum, eps = p.epsilon;
-  weight_decay(w, 0, n, lr, p.weight_decay);
+  for_each_range<Par>(
+      a, 1, [&](int, int64_t i0, int64_t i1) { weight_decay(w, i0, i1, lr, p.weight_decay); });
   if (mom && momentum > 0.f) {
 #pragma omp parallel for simd if (Par && n >= kParallelMin)
     for (int64_t i = 0; i < n; ++i) {

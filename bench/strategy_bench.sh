@@ -6,11 +6,13 @@
 # JSON: images/s of each setup, "ratio_gloo" and "ratio_mpi" (2 workers over 1 worker), "ratio"
 # (the better engine on this one host: what mpirun/srun launches use; target >= 0.9) and the
 # fraction of all-reduce time hidden behind backward (1 - time blocked waiting / time in flight).
+# WORKER_ARGS (e.g. "--all-reduce-dtype bfloat16") is passed to the multi-worker runs only.
 #   bench/strategy_bench.sh [BUILD_DIR] [REPEATS] [EPOCHS]
 set -euo pipefail
 BUILD=${1:-build}
 REPEATS=${2:-2}
 EPOCHS=${3:-1}
+read -r -a WARGS <<< "${WORKER_ARGS:-}"
 BIN="$BUILD/bin/fashion_mnist"
 [ -x "$BIN" ] || { echo "strategy_bench: $BIN not built (cmake --build $BUILD --target fashion_mnist)" >&2; exit 1; }
 TMP=$(mktemp -d)
@@ -30,10 +32,10 @@ run_workers() {
   local port=$((20000 + RANDOM % 20000))
   local cluster="\"cluster\":{\"worker\":[\"127.0.0.1:$port\",\"127.0.0.1:$((port + 1))\"]}"
   TF_CONFIG="{$cluster,\"task\":{\"type\":\"worker\",\"index\":1}}" OMP_NUM_THREADS=1 \
-    "$BIN" --epochs "$EPOCHS" --threads 1 --strategy multi_worker > "$TMP/w1.log" 2>&1 &
+    "$BIN" --epochs "$EPOCHS" --threads 1 --strategy multi_worker "${WARGS[@]}" > "$TMP/w1.log" 2>&1 &
   local pid1=$!
   TF_CONFIG="{$cluster,\"task\":{\"type\":\"worker\",\"index\":0}}" OMP_NUM_THREADS=1 \
-    "$BIN" --epochs "$EPOCHS" --threads 1 --strategy multi_worker > "$TMP/w0.log" 2>&1
+    "$BIN" --epochs "$EPOCHS" --threads 1 --strategy multi_worker "${WARGS[@]}" > "$TMP/w0.log" 2>&1
   wait "$pid1"
   echo "$(json_field "$TMP/w0.log" train_images_per_sec) $(json_field "$TMP/w0.log" allreduce_hidden_fraction)"
 }
@@ -42,7 +44,7 @@ HAVE_MPI=0
 if command -v mpirun > /dev/null && ldd "$BIN" 2> /dev/null | grep -q libmpi; then HAVE_MPI=1; fi
 run_mpi() {
   OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe -np 2 --bind-to core -x OMP_NUM_THREADS \
-    "$BIN" --epochs "$EPOCHS" --threads 1 --strategy multi_worker > "$TMP/mpi.log" 2>&1
+    "$BIN" --epochs "$EPOCHS" --threads 1 --strategy multi_worker "${WARGS[@]}" > "$TMP/mpi.log" 2>&1
   echo "$(json_field "$TMP/mpi.log" train_images_per_sec) $(json_field "$TMP/mpi.log" allreduce_hidden_fraction)"
 }
 

@@ -2,7 +2,7 @@
 // progress and test accuracy, and end with one JSON line of results.
 //   build/bin/fashion_mnist [--epochs N] [--batch-size N] [--threads N] [--data-dir DIR] [--seed N]
 //       [--strategy one_device|mirrored|multi_worker] [--bytes-per-pack N]
-//       [--dtype-policy float32|mixed_bfloat16]
+//       [--dtype-policy float32|mixed_bfloat16] [--all-reduce-dtype float32|bfloat16]
 //       [--out-dir DIR] [--tensorboard LOGDIR] [--csv FILE]
 //       [--report FILE.json] [--price-per-hour X | --prices FILE.json --machine NAME]
 // Writes <out-dir>/curves.png (loss and accuracy per epoch, training and test); --tensorboard
@@ -38,6 +38,7 @@ struct Args {
   int steps_per_execution = 1;
   bool verbose_compile = false;
   std::string strategy;  // "" = no strategy (the plain single-device loop)
+  std::string all_reduce_dtype = "float32";
   long long bytes_per_pack = -1;
   std::string out_dir = "fashion_mnist_out", tensorboard, csv;
   std::string dtype_policy = "float32";
@@ -52,7 +53,8 @@ static void usage() {
                "[--seed N] [--steps-per-execution N] [--verbose-compile]\n"
                "       [--strategy one_device|mirrored|multi_worker] [--bytes-per-pack N]\n"
                "       [--out-dir DIR] [--tensorboard LOGDIR] [--csv FILE]\n"
-               "       [--dtype-policy float32|mixed_bfloat16]\n"
+               "       [--dtype-policy float32|mixed_bfloat16] [--all-reduce-dtype "
+               "float32|bfloat16]\n"
                "       [--report FILE.json] [--price-per-hour X]\n"
                "       [--prices FILE.json --machine NAME]\n");
 }
@@ -104,6 +106,8 @@ static Args parse(int argc, char** argv) {
       a.machine = next();
     else if (k == "--dtype-policy")
       a.dtype_policy = next();
+    else if (k == "--all-reduce-dtype")  // multi_worker: gradients cross workers as bf16
+      a.all_reduce_dtype = next();
     else if (k == "--help" || k == "-h")
       usage(), std::exit(0);
     else {
@@ -167,6 +171,7 @@ int main(int argc, char** argv) {
     namespace dist = ls::distribute;
     dist::StrategyOptions opts;
     if (args.bytes_per_pack >= 0) opts.bytes_per_pack = args.bytes_per_pack;
+    opts.all_reduce_dtype = ls::dtype_from_name(args.all_reduce_dtype);
     dist::Strategy strategy = dist::strategy_from_name(args.strategy, opts);
     const bool chief = strategy.is_chief();
     if (!chief && !std::freopen("/dev/null", "w", stdout)) return 1;  // only the chief reports

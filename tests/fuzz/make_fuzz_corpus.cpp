@@ -46,7 +46,6 @@ std::vector<uint8_t> idx_file(uint8_t type, const std::vector<uint32_t>& dims, s
   return out;
 }
 
-
 void images(const fs::path& root) {
   write(root / "image_png/gray_4x3.png", data::encode_png(gradient_image(3, 4, 1)));
   write(root / "image_png/gray_alpha_4x3.png", data::encode_png(gradient_image(3, 4, 2)));

@@ -37,6 +37,20 @@ CompileConfig compile_config(int steps_per_execution) {
           .steps_per_execution = steps_per_execution};
 }
 
+// Two augmented CNNs under `strategy`, compiled with 1 and 8 steps per execution, with the same
+// weights.
+std::pair<Model, Model> mirrored_pair(ds::Strategy& strategy) {
+  auto make = [&](int steps_per_execution) {
+    auto scope = strategy.scope();
+    Model m = augmented_cnn();
+    m.compile(compile_config(steps_per_execution));
+    return m;
+  };
+  Model a = make(1), b = make(8);
+  b.set_weights(a.get_weights());
+  return {std::move(a), std::move(b)};
+}
+
 // Every weight (and optimizer slot) of a equals b's, bit for bit.
 void expect_same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
   ASSERT_EQ(a.size(), b.size());
@@ -93,14 +107,7 @@ TEST(StepsPerExecution, EightStepsMatchOneStepBitForBit) {
 TEST(StepsPerExecution, TwoMirroredReplicasMatchOneStepPerExecution) {
   auto [x, y] = test_util::quadrant_images(kSamples, 22);
   auto strategy = ds::MirroredStrategy({"cpu:0", "cpu:1"});
-  auto make = [&](int steps_per_execution) {
-    auto scope = strategy.scope();
-    Model m = augmented_cnn();
-    m.compile(compile_config(steps_per_execution));
-    return m;
-  };
-  Model a = make(1), b = make(8);
-  b.set_weights(a.get_weights());
+  auto [a, b] = mirrored_pair(strategy);
   const FitConfig fit{.batch_size = 8, .epochs = 2, .verbose = 0, .seed = 6};
   History ha = a.fit(x, y, fit), hb = b.fit(x, y, fit);
   expect_same_bits(a.get_weights(), b.get_weights());
@@ -346,14 +353,7 @@ TEST(StepsPerExecution, PredictSeveralOutputsMatches) {
 TEST(StepsPerExecution, EvaluateAndPredictUnderTwoMirroredReplicasMatch) {
   auto [x, y] = test_util::quadrant_images(kSamples, 30);
   auto strategy = ds::MirroredStrategy({"cpu:0", "cpu:1"});
-  auto make = [&](int steps_per_execution) {
-    auto scope = strategy.scope();
-    Model m = augmented_cnn();
-    m.compile(compile_config(steps_per_execution));
-    return m;
-  };
-  Model a = make(1), b = make(8);
-  b.set_weights(a.get_weights());
+  auto [a, b] = mirrored_pair(strategy);
   // Batches of 9: 11 full ones split 5 + 4, and a tail of 1 that one replica takes alone.
   EXPECT_EQ(a.evaluate(x, y, {.batch_size = 9, .verbose = 0}),
             b.evaluate(x, y, {.batch_size = 9, .verbose = 0}));

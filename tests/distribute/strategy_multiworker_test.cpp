@@ -392,8 +392,8 @@ TEST_F(MultiWorker, DeterministicTwoWorkersMatchTwoReplicasByteForByte) {
 // 12 steps).
 // Known bug (issue 11): with a large gradient bucket (a hidden Dense layer of 65,536 units)
 // both workers stay in gloo's all-gather/all-to-all waitSend inside the bf16 all-reduce,
-// although the same sizes pass back to back in AllreduceBf16.GlooTwoWorkersBackToBack and the
-// f32 all-reduce trains this model. Disabled until found; run it with
+// although a 1.2 M-float buffer passes back to back in AllreduceBf16.GlooTwoWorkersBackToBack and
+// the f32 all-reduce trains this model. Disabled until found; run it with
 // --gtest_also_run_disabled_tests.
 TEST_F(MultiWorker, DISABLED_Bf16GradientAllReduceWithALargeBucket) {
   ASSERT_NO_FATAL_FAILURE(run_pair(

@@ -177,7 +177,28 @@ class GlooCommunicator final : public Communicator {
     const size_t total = bucket_floats(bucket, rank_, "allreduce_sum_bf16");
     check_count(total, "allreduce_sum_bf16");
     if (total == 0) return;
-    const size_t n = size_t(size_), chunk = (total + n - 1) / n;
+    const size_t n = size_t(size_);
+    if (n == 2) {
+      // Two workers: all-gather each worker's whole buffer (the same bytes as all-to-all plus
+      // all-gather) with Gloo's ring algorithm over bound buffers, then sum in rank order. The
+      // unbound-buffer collectives (gloo::alltoall/allgather) crawl once any classic algorithm
+      // has run on the context (a 2-double all-reduce, as fit does every step, is enough: 18 MB
+      // then took 7 s instead of 0.2 s), which stalled training on large buckets.
+      bf16_send_.resize(total);
+      bf16_recv_.resize(n * total);
+      bf16_mine_.resize(total);
+      pack_bf16(bucket, bf16_send_.data(), total);
+      guarded("allreduce_sum_bf16 of " + std::to_string(total) + " floats (all-gather)", [&] {
+        std::vector<const uint16_t*> in{reinterpret_cast<const uint16_t*>(bf16_send_.data())};
+        gloo::AllgatherRing<uint16_t> algorithm(
+            context_, in, reinterpret_cast<uint16_t*>(bf16_recv_.data()), int(total));
+        algorithm.run();
+      });
+      sum_bf16_slices(bf16_recv_.data(), size_, total, bf16_mine_.data());
+      unpack_bf16(bf16_mine_.data(), bucket);
+      return;
+    }
+    const size_t chunk = (total + n - 1) / n;
     bf16_send_.resize(n * chunk);
     bf16_recv_.resize(n * chunk);
     bf16_mine_.resize(chunk);

@@ -390,12 +390,10 @@ TEST_F(MultiWorker, DeterministicTwoWorkersMatchTwoReplicasByteForByte) {
 // first steps move by lr * sign(g), and a gradient whose two halves nearly cancel can change sign
 // when they are rounded to bf16 before the sum (0.0225 here, against the 0.12 a weight can move in
 // 12 steps).
-// Known bug (issue 11): with a large gradient bucket (a hidden Dense layer of 65,536 units)
-// both workers stay in gloo's all-gather/all-to-all waitSend inside the bf16 all-reduce,
-// although a 1.2 M-float buffer passes back to back in AllreduceBf16.GlooTwoWorkersBackToBack and
-// the f32 all-reduce trains this model. Disabled until found; run it with
-// --gtest_also_run_disabled_tests.
-TEST_F(MultiWorker, DISABLED_Bf16GradientAllReduceWithALargeBucket) {
+// A large gradient bucket (a hidden Dense layer of 65,536 units) with bf16 gradients over Gloo:
+// it used to stall (gloo's unbound-buffer collectives crawl once a classic algorithm has run on
+// the context, and fit runs one every step); two workers now finish like the f32 all-reduce.
+TEST_F(MultiWorker, Bf16GradientAllReduceWithALargeBucket) {
   ASSERT_NO_FATAL_FAILURE(run_pair(
       {"--all-reduce-dtype", "bfloat16", "--units", "65536", "--timeout-ms", "20000"}, 60));
 }

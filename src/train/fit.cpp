@@ -28,6 +28,18 @@ Tensor training_weights(const Tensor& x, const Tensor& y, const Tensor& sample_w
 
 namespace {
 
+// The one weight array of a call: `weights` (from sample_weight / class_weight) or the per-output
+// sample weights, never both.
+Tensor with_output_weights(const Model& m, Tensor weights, const std::vector<Tensor>& list,
+                           const std::map<std::string, Tensor>& dict, int64_t n, const char* fn) {
+  Tensor per_output = output_sample_weights(m, list, dict, n, fn);
+  if (!per_output.defined()) return weights;
+  LS_CHECK(!weights.defined(), fn,
+           ": pass sample_weight or class_weight, or per-output sample weights "
+           "(output_sample_weights / sample_weight_by_output), not both");
+  return per_output;
+}
+
 // Checked validation arrays as fit evaluates them: (x, y[, w]) for a single-input,
 // single-output model, else a Dataset of batch_size batches {x_1..x_I, y_1..y_O[, w]}.
 ValidationData validation_arrays(std::vector<Tensor> xs, std::vector<Tensor> ys, Tensor weights,
@@ -197,15 +209,9 @@ History Model::fit_arrays(const std::vector<Tensor>& xs_in, const std::vector<Te
   std::vector<Tensor> ys = check_model_arrays(*this, xs_in, &ys_in, "fit");
   check_class_weight_outputs(*this, cfg.class_weight, "fit");
   std::vector<Tensor> xs = xs_in;
-  Tensor weights = training_weights(xs_in[0], ys_in[0], cfg.sample_weight, cfg.class_weight, "fit");
-  if (Tensor per_output = output_sample_weights(*this, cfg.output_sample_weights,
-                                                cfg.sample_weight_by_output, xs[0].dim(0), "fit");
-      per_output.defined()) {
-    LS_CHECK(!weights.defined(),
-             "fit: pass sample_weight or class_weight, or per-output sample "
-             "weights (output_sample_weights / sample_weight_by_output), not both");
-    weights = per_output;
-  }
+  Tensor weights = with_output_weights(
+      *this, training_weights(xs_in[0], ys_in[0], cfg.sample_weight, cfg.class_weight, "fit"),
+      cfg.output_sample_weights, cfg.sample_weight_by_output, xs[0].dim(0), "fit");
   if (cfg.validation_split > 0) {  // Keras: the last fraction, before shuffling
     int64_t n = xs[0].dim(0), nv = int64_t(std::floor(double(n) * cfg.validation_split));
     LS_CHECK(nv > 0 && nv < n, "fit: validation_split ", cfg.validation_split, " leaves no data");
@@ -351,17 +357,11 @@ Logs Model::evaluate_arrays(const std::vector<Tensor>& xs, const std::vector<Ten
   LS_CHECK(compiled_, "Model '", name_, "': call compile() before ", fn, "()");
   LS_CHECK(cfg.batch_size >= 1, fn, ": batch_size must be >= 1, got ", cfg.batch_size);
   std::vector<Tensor> ys = check_model_arrays(*this, xs, &ys_in, fn);
-  Tensor weights = cfg.sample_weight.defined()
-                       ? check_sample_weight(cfg.sample_weight, xs[0].dim(0), fn)
-                       : Tensor();
-  if (Tensor per_output = output_sample_weights(*this, cfg.output_sample_weights,
-                                                cfg.sample_weight_by_output, xs[0].dim(0), fn);
-      per_output.defined()) {
-    LS_CHECK(!weights.defined(), fn,
-             ": pass sample_weight or per-output sample weights "
-             "(output_sample_weights / sample_weight_by_output), not both");
-    weights = per_output;
-  }
+  Tensor weights = with_output_weights(
+      *this,
+      cfg.sample_weight.defined() ? check_sample_weight(cfg.sample_weight, xs[0].dim(0), fn)
+                                  : Tensor(),
+      cfg.output_sample_weights, cfg.sample_weight_by_output, xs[0].dim(0), fn);
   TensorSource source(xs, ys, cfg.batch_size, false, 0, 0, weights);
   return evaluate_loop(source, cfg.verbose, cfg.callbacks);
 }
@@ -541,17 +541,11 @@ Logs Model::train_batch(const std::vector<Tensor>& xs, const std::vector<Tensor>
   LS_CHECK(compiled_, "Model '", name_, "': call compile() before train_on_batch()");
   std::vector<Tensor> ys = check_model_arrays(*this, xs, &ys_in, "train_on_batch");
   check_class_weight_outputs(*this, weights.class_weight, "train_on_batch");
-  Tensor w = training_weights(xs[0], ys_in[0], weights.sample_weight, weights.class_weight,
-                              "train_on_batch");
-  if (Tensor per_output =
-          output_sample_weights(*this, weights.output_sample_weights,
-                                weights.sample_weight_by_output, xs[0].dim(0), "train_on_batch");
-      per_output.defined()) {
-    LS_CHECK(!w.defined(),
-             "train_on_batch: pass sample_weight or class_weight, or per-output "
-             "sample weights, not both");
-    w = per_output;
-  }
+  Tensor w = with_output_weights(*this,
+                                 training_weights(xs[0], ys_in[0], weights.sample_weight,
+                                                  weights.class_weight, "train_on_batch"),
+                                 weights.output_sample_weights, weights.sample_weight_by_output,
+                                 xs[0].dim(0), "train_on_batch");
   // One epoch of one batch: the fit loop's replica split, gradient all-reduce and metric
   // reduction, with no callbacks and no validation.
   const int64_t rows = xs[0].dim(0);

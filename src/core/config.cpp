@@ -1,9 +1,10 @@
-// Process-wide switches: op determinism (lockstep/core/config.h).
+// Process-wide switches: op determinism and the conv algorithm (lockstep/core/config.h).
 #include "lockstep/core/config.h"
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "lockstep/core/error.h"
 #include "lockstep/core/parse.h"
@@ -58,6 +59,30 @@ int op_determinism_shards() {
     shards().store(n);
   }
   return n;
+}
+
+namespace {
+std::atomic<int>& conv_algorithm_value() {
+  static std::atomic<int> value{-1};  // -1: LOCKSTEP_CONV_ALGORITHM not read yet
+  return value;
+}
+}  // namespace
+
+void set_conv_algorithm(ConvAlgorithm algorithm) { conv_algorithm_value().store(int(algorithm)); }
+
+ConvAlgorithm conv_algorithm() {
+  int v = conv_algorithm_value().load();
+  if (v < 0) {
+    const char* e = std::getenv("LOCKSTEP_CONV_ALGORITHM");
+    const std::string s = e ? e : "";
+    LS_CHECK(s.empty() || s == "auto" || s == "winograd" || s == "direct",
+             "LOCKSTEP_CONV_ALGORITHM must be auto, winograd or direct, got '", s, "'");
+    v = int(s == "winograd" ? ConvAlgorithm::kWinograd
+            : s == "direct" ? ConvAlgorithm::kDirect
+                            : ConvAlgorithm::kAuto);
+    conv_algorithm_value().store(v);
+  }
+  return ConvAlgorithm(v);
 }
 
 }  // namespace lockstep::config

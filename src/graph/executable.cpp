@@ -524,6 +524,7 @@ class Bf16Adapter final : public Kernel {
   }
   size_t workspace_bytes() const override { return bytes_ + inner_->workspace_bytes(); }
   std::string fallback_reason() const override { return inner_->fallback_reason(); }
+  std::string algorithm() const override { return inner_->algorithm(); }
   void run(const KernelArgs& a) override {
     if (a.workspace != bound_ws_ || a.inputs != bound_in_) bind(a);
     for (const Conv& c : ins_)
@@ -631,6 +632,8 @@ void Executable::build_kernels() {
     }
     st->out = values_[i];
     st->kernel = build_kernel(nd, in_types, options_.backend, strict, &fallbacks);
+    if (std::string a = st->kernel->algorithm(); !a.empty())
+      report_.push_back("algorithm: " + nd.op + " (" + nd.name + "): " + a);
     workspace_bytes_ = std::max(workspace_bytes_, st->kernel->workspace_bytes());
     steps_.push_back(std::move(st));
   }

@@ -75,4 +75,15 @@ bool op_determinism_enabled();
 // in 0..kMaxGradientShards), else 0.
 int op_determinism_shards();
 
+// The algorithm of float32 3x3 stride-1 convolutions on the cpu backend (forward and both
+// backward passes). kAuto (the default): Winograd F(4x4, 3x3) where it is faster (at least 16
+// channels in and out, at least 512 output positions per batch), direct elsewhere; kWinograd:
+// Winograd wherever oneDNN takes the shape; kDirect: never Winograd. Winograd does 2.25x fewer
+// multiplies and rounds differently (about 1e-6 of a tensor's scale). Read when a program is
+// compiled: programs compiled earlier keep their kernels. LOCKSTEP_CONV_ALGORITHM=auto|winograd|
+// direct in the environment sets the start-up value (anything else is an error on first use).
+enum class ConvAlgorithm { kAuto, kWinograd, kDirect };
+void set_conv_algorithm(ConvAlgorithm algorithm);
+ConvAlgorithm conv_algorithm();
+
 }  // namespace lockstep::config

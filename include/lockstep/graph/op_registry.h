@@ -44,6 +44,9 @@ class Kernel {
   // Non-empty when a backend's factory handed this node to the reference kernel (shapes its
   // own kernel does not cover): says why. The executable reports it; strict mode refuses it.
   virtual std::string fallback_reason() const { return {}; }
+  // Non-empty when the kernel chose an algorithm worth knowing (the cpu conv's "winograd"):
+  // the executable's report() lists it as "algorithm: <op> (<node>): <what>".
+  virtual std::string algorithm() const { return {}; }
 };
 
 // Builds a kernel for one node with its concrete input types (shapes known).

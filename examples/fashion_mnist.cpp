@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +46,11 @@ struct Args {
   // --report FILE.json, --prices FILE.json, --machine NAME
   std::string report, prices, machine;
   double price_per_hour = 0;
+  // Time to accuracy: evaluate on the test set K times per epoch (every ceil(steps/K) steps)
+  // and report the training seconds (evaluation excluded) until test accuracy first reaches
+  // --target-accuracy.
+  int evals_per_epoch = 1;
+  double target_accuracy = 0.91;
 };
 
 static void usage() {
@@ -56,7 +62,8 @@ static void usage() {
                "       [--dtype-policy float32|mixed_bfloat16] [--all-reduce-dtype "
                "float32|bfloat16]\n"
                "       [--report FILE.json] [--price-per-hour X]\n"
-               "       [--prices FILE.json --machine NAME]\n");
+               "       [--prices FILE.json --machine NAME]\n"
+               "       [--evals-per-epoch K] [--target-accuracy A]\n");
 }
 
 static Args parse(int argc, char** argv) {
@@ -108,6 +115,10 @@ static Args parse(int argc, char** argv) {
       a.dtype_policy = next();
     else if (k == "--all-reduce-dtype")  // multi_worker: gradients cross workers as bf16
       a.all_reduce_dtype = next();
+    else if (k == "--evals-per-epoch")
+      a.evals_per_epoch = int(num(1, 1000));
+    else if (k == "--target-accuracy")
+      a.target_accuracy = ls::parse_double(k, next(), 0.0, 1.0);
     else if (k == "--help" || k == "-h")
       usage(), std::exit(0);
     else {
@@ -197,8 +208,42 @@ int main(int argc, char** argv) {
     double test_acc = 0, best_acc = 0;
     int best_epoch = 0;
     std::vector<double> test_losses, test_accs;  // per epoch, for curves.png
-    auto test_cb = ls::callbacks::LambdaCallback([&](int epoch, const ls::Logs&) {
+    // Time to accuracy: training seconds (wall time since training began, less the time spent
+    // evaluating) when the test accuracy first reaches the target; -1 if never.
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point train_start{};
+    double eval_seconds = 0, time_to_target = -1, epochs_to_target = -1;
+    const int64_t steps_per_epoch = (data.x_train.dim(0) + args.batch_size - 1) / args.batch_size;
+    const int64_t eval_every = (steps_per_epoch + args.evals_per_epoch - 1) / args.evals_per_epoch;
+    auto evaluate = [&](double epochs_done) {
+      const auto t0 = Clock::now();
       auto r = model.evaluate(data.x_test, data.y_test, {.batch_size = 512, .verbose = 0});
+      const auto t1 = Clock::now();
+      const double trained = std::chrono::duration<double>(t0 - train_start).count() - eval_seconds;
+      eval_seconds += std::chrono::duration<double>(t1 - t0).count();
+      if (time_to_target < 0 && r["accuracy"] >= args.target_accuracy) {
+        time_to_target = trained;
+        epochs_to_target = epochs_done;
+        std::printf("reached test accuracy %.4f >= %.4f after %.2f epochs, %.1f s of training\n",
+                    r["accuracy"], args.target_accuracy, epochs_done, trained);
+      }
+      return r;
+    };
+    int current_epoch = 0;
+    ls::LambdaHooks eval_hooks;
+    eval_hooks.on_train_begin = [&](const ls::Logs&) { train_start = Clock::now(); };
+    eval_hooks.on_epoch_begin = [&](int epoch, const ls::Logs&) { current_epoch = epoch; };
+    eval_hooks.on_train_batch_end = [&](int batch, const ls::Logs&) {
+      // The in-epoch evaluations; the epoch's last one is test_cb's.
+      if (args.evals_per_epoch > 1 && (batch + 1) % eval_every == 0 &&
+          batch + 1 < steps_per_epoch) {
+        auto r = evaluate(current_epoch + double(batch + 1) / double(steps_per_epoch));
+        std::printf("  epoch %.2f: test_accuracy %.4f\n",
+                    current_epoch + double(batch + 1) / double(steps_per_epoch), r["accuracy"]);
+      }
+    };
+    auto test_cb = ls::callbacks::LambdaCallback([&](int epoch, const ls::Logs&) {
+      auto r = evaluate(epoch + 1);
       test_acc = r["accuracy"];
       if (test_acc > best_acc) best_acc = test_acc, best_epoch = epoch + 1;
       test_losses.push_back(r["loss"]), test_accs.push_back(test_acc);
@@ -208,6 +253,7 @@ int main(int argc, char** argv) {
     });
     auto callbacks = log_callbacks(args, chief);
     callbacks.insert(callbacks.begin(), test_cb);
+    callbacks.insert(callbacks.begin(), ls::callbacks::LambdaCallback(eval_hooks));
     if (!args.report.empty())  // after test_cb, which sets test_acc; writes on the chief only
       callbacks.push_back(ls::callbacks::CostReport(
           {.path = args.report,
@@ -230,9 +276,12 @@ int main(int argc, char** argv) {
       std::printf(
           "{\"test_accuracy\": %.4f, \"best_test_accuracy\": %.4f, \"best_epoch\": %d, "
           "\"epochs\": %d, \"train_images_per_sec\": %.1f, "
-          "\"compile_seconds\": %.3f, \"peak_rss_mb\": %.1f}\n",
+          "\"compile_seconds\": %.3f, \"peak_rss_mb\": %.1f, \"target_accuracy\": %.4f, "
+          "\"evals_per_epoch\": %d, \"epochs_to_target\": %.2f, "
+          "\"seconds_to_target\": %.1f}\n",
           test_acc, best_acc, best_epoch, args.epochs, hist.images_per_second, hist.compile_seconds,
-          peak_rss_mb());
+          peak_rss_mb(), args.target_accuracy, args.evals_per_epoch, epochs_to_target,
+          time_to_target);
     } else if (chief) {  // images/s: the whole cluster's samples per second
       double hidden = hist.allreduce_seconds > 0
                           ? 1.0 - hist.allreduce_wait_seconds / hist.allreduce_seconds

@@ -91,6 +91,8 @@ std::vector<int> schedule_nodes(const Graph& g, const std::vector<Value>& output
 static void fuse_batch_norm(Graph& g, std::vector<Value>& outputs,
                             std::vector<std::string>& report);
 static void fuse_updates(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report);
+static void fold_batch_norm(Graph& g, std::vector<Value>& outputs,
+                            std::vector<std::string>& report);
 
 std::vector<std::string> fuse_graph(Graph& g, std::vector<Value>& outputs) {
   std::vector<std::string> report;
@@ -136,6 +138,7 @@ std::vector<std::string> fuse_graph(Graph& g, std::vector<Value>& outputs) {
     report.push_back("fused " + what + " '" + conv.name + "'");
   }
   fuse_batch_norm(g, outputs, report);
+  fold_batch_norm(g, outputs, report);
   fuse_updates(g, outputs, report);
   return report;
 }
@@ -168,7 +171,8 @@ static bool reaches(const Graph& g, const std::vector<Value>& from, int target) 
 }
 
 // batch_norm_train -> relu and batch_norm_train -> add(·, z) -> relu become one
-// batch_norm_train (activation relu, residual z): one pass writes relu(bn(x) + z). In the
+// batch_norm_train (activation relu, residual z): one pass writes relu(bn(x) + z); the same for
+// batch_norm_infer (inference and evaluation programs, z its 6th input). In the
 // backward, relu_grad(dy, y) -> batch_norm_train_grad becomes one batch_norm_train_grad that
 // masks dy by y > 0 itself; when the masked gradient has other consumers (the residual
 // branch), the first fused gradient node also writes it (emit_dy, output 3).
@@ -187,9 +191,10 @@ static void fuse_batch_norm(Graph& g, std::vector<Value>& outputs,
   };
   for (int i : sched) {
     Node& bn = g.node(i);
-    if (bn.op != "batch_norm_train" || attr_s(bn, "activation") != "linear" ||
-        attr_b(bn, "residual"))
+    if ((bn.op != "batch_norm_train" && bn.op != "batch_norm_infer") ||
+        attr_s(bn, "activation") != "linear" || attr_b(bn, "residual"))
       continue;
+    const std::string kind = bn.op == "batch_norm_train" ? "batch_norm" : "batch_norm_infer";
     const int j = only_consumer(i);
     if (j < 0) continue;
     Node& next = g.node(j);
@@ -197,7 +202,7 @@ static void fuse_batch_norm(Graph& g, std::vector<Value>& outputs,
     if (next.op == "relu" && next.outputs[0] == t) {
       bn.attrs.set("activation", "relu");
       to_identity(next, Value{i, 0});
-      report.push_back("fused batch_norm+relu '" + bn.name + "'");
+      report.push_back("fused " + kind + "+relu '" + bn.name + "'");
       continue;
     }
     if (next.op != "add" || next.inputs.size() != 2 || next.outputs[0] != t) continue;
@@ -211,7 +216,7 @@ static void fuse_batch_norm(Graph& g, std::vector<Value>& outputs,
     bn.attrs.set("residual", true);
     to_identity(next, Value{i, 0});
     to_identity(g.node(k), Value{i, 0});
-    report.push_back("fused batch_norm+add+relu '" + bn.name + "'");
+    report.push_back("fused " + kind + "+add+relu '" + bn.name + "'");
   }
   for (int i : sched) {
     if (g.node(i).op != "relu_grad") continue;
@@ -253,6 +258,54 @@ static void fuse_batch_norm(Graph& g, std::vector<Value>& outputs,
       bg.outputs.push_back(t);
       to_identity(g.node(i), Value{emit, 3});
     }
+  }
+}
+
+// Inference: conv2d -> batch_norm_infer (maybe fused with relu, not with a residual) becomes
+// conv2d(x, w * s, beta - mean * s [+ b * s]) with the batch norm's activation, s = gamma /
+// sqrt(var + eps): one batch_norm_fold node computes the folded weights and bias from the live
+// variables each run (a few thousand floats), and the pass over the activations is gone.
+// float32 only (a mixed-precision conv reads weights cast to bfloat16).
+static void fold_batch_norm(Graph& g, std::vector<Value>& outputs,
+                            std::vector<std::string>& report) {
+  auto sched = schedule_nodes(g, outputs);
+  auto cons = consumers_of(g, sched, outputs);
+  for (int i : sched) {
+    if (g.node(i).op != "batch_norm_infer" || attr_b(g.node(i), "residual")) continue;
+    // Through the identities earlier fusions left (a bias_add fused into the conv), each the
+    // only reader of the one before.
+    Value src = g.node(i).inputs[0];
+    int reader = i;
+    bool single = true;
+    while (g.node(src.node).op == "identity") {
+      single = single && cons[{src.node, 0}] == std::vector<int>{reader};
+      reader = src.node;
+      src = g.node(src.node).inputs[0];
+    }
+    const int c = src.node;
+    const Node& conv = g.node(c);
+    if (!single || conv.op != "conv2d" || src.index != 0 ||
+        attr_s(conv, "activation") != "linear" || cons[{c, 0}] != std::vector<int>{reader})
+      continue;
+    std::vector<Value> in{conv.inputs[1]};
+    for (int k = 1; k < 5; ++k) in.push_back(g.node(i).inputs[size_t(k)]);
+    if (conv.inputs.size() == 3) in.push_back(conv.inputs[2]);
+    bool f32 = conv.outputs[0].dtype == DType::f32;
+    for (Value v : in) f32 = f32 && g.type(v).dtype == DType::f32;
+    const Shape& w = g.type(conv.inputs[1]).shape;
+    if (!f32 || w[-1] != conv.outputs[0].shape[-1] || reaches(g, in, c)) continue;
+    const std::string bn_name = g.node(i).name, activation = attr_s(g.node(i), "activation");
+    auto fold = g.add_multi("batch_norm_fold", in, Attrs{{"epsilon", attr_f(g.node(i), "epsilon")}},
+                            bn_name + "/fold");
+    Node& cv = g.node(c);  // add_multi may have moved the nodes
+    cv.inputs = {cv.inputs[0], fold[0], fold[1]};
+    cv.attrs.set("fused_bias", true);
+    cv.attrs.set("activation", activation);
+    Node& bn = g.node(i);
+    bn.op = "identity";
+    bn.inputs = {Value{c, 0}};
+    bn.attrs = {};
+    report.push_back("folded batch_norm_infer '" + bn_name + "' into conv2d '" + cv.name + "'");
   }
 }
 

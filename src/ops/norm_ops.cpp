@@ -96,12 +96,25 @@ static std::vector<Value> batch_norm_train_grad(GradBuilder& b, const Node& n,
   return g;
 }
 
-Types batch_norm_infer_infer(const Node&, const Types& in) {
-  expect_inputs(in, 5);
+Types batch_norm_infer_infer(const Node& n, const Types& in) {
+  const bool residual = attr_b(n, "residual");
+  expect_inputs(in, residual ? 6 : 5);
   int64_t C = channels(in[0]);
   const char* names[] = {"", "gamma", "beta", "moving_mean", "moving_variance"};
   for (int i = 1; i < 5; ++i) check_param(in[i], C, names[i]);
+  if (residual)
+    LS_CHECK(in[5] == in[0], "the residual input z ", in[5].shape.str(), " must match x ",
+             in[0].shape.str());
   return {in[0]};
+}
+
+// (w[..., C], gamma, beta, mean, var[, b]) -> (w', b'[C]).
+Types batch_norm_fold_infer(const Node&, const Types& in) {
+  LS_CHECK(in.size() == 5 || in.size() == 6, "expects 5 or 6 inputs, got ", in.size());
+  expect_f32(in[0], "w");
+  int64_t C = channels(in[0]);
+  for (size_t i = 1; i < in.size(); ++i) check_param(in[i], C, "gamma/beta/mean/var/bias");
+  return {in[0], f32(Shape{C})};
 }
 
 // (dy, x, gamma, mean, var) -> (dx, dgamma, dbeta, dmean, dvar).
@@ -137,6 +150,9 @@ Types layer_norm_grad_infer(const Node&, const Types& in) {
 
 std::vector<Value> batch_norm_infer_grad(GradBuilder& b, const Node& n,
                                          const std::vector<Value>& dy) {
+  // The fusion pass runs after differentiation: a fused node never gets here.
+  LS_CHECK(attr_s(n, "activation") == "linear" && !attr_b(n, "residual"),
+           "batch_norm_infer: no gradient for the fused form (activation/residual)");
   const auto& in = n.inputs;
   return b.add_multi("batch_norm_infer_grad", {dy[0], in[0], in[1], in[3], in[4]},
                      attrs_for("batch_norm_infer_grad", n.attrs));
@@ -169,11 +185,28 @@ void register_batch_norm() {
                      "with relu: output 3 is the masked dy (the residual input's gradient)"}},
           .infer = batch_norm_train_grad_infer});
   add_op(kGroup, {.name = "batch_norm_infer",
-                  .signature = "(x, gamma, beta, moving_mean, moving_variance) -> y",
+                  .signature = "(x, gamma, beta, moving_mean, moving_variance[, z]) -> y",
                   .doc = "Batch normalisation with given statistics.",
-                  .attrs = kEpsilon,
+                  .attrs = {kEpsilon[0],
+                            {"activation", str, "linear",
+                             "\"linear\" or \"relu\", applied last (set by the compiler's "
+                             "fusion pass, as for batch_norm_train)"},
+                            {"residual", boolean, false,
+                             "a 6th input z shaped like x, added before the activation"}},
                   .infer = batch_norm_infer_infer,
                   .grad = batch_norm_infer_grad});
+  add_op(kGroup,
+         {.name = "batch_norm_fold",
+          .signature = "(w[..., C], gamma, beta, moving_mean, moving_variance[, b]) -> "
+                       "(w_folded, b_folded[C])",
+          .doc = "A batch_norm_infer folded into the conv before it: s = gamma / "
+                 "sqrt(var + eps), w_folded = w * s (per output channel, the last axis), "
+                 "b_folded = beta - mean * s (+ b * s). Made by the fusion pass in inference "
+                 "programs.",
+          .attrs = kEpsilon,
+          .infer = batch_norm_fold_infer,
+          .reference_only = "per-channel work on the weights (a few thousand floats), made only "
+                            "by the fusion pass"});
   add_op(kGroup, {.name = "batch_norm_infer_grad",
                   .signature = "(dy, x, gamma, mean, var) -> (dx, dgamma, dbeta, dmean, dvar)",
                   .doc = "Gradient of batch_norm_infer with respect to every input.",

@@ -167,5 +167,131 @@ TEST(BatchNormFusion, FusedGradientsMatchFiniteDifferences) {
   }
 }
 
+// Inference: batch_norm_infer -> relu and batch_norm_infer -> add -> relu (as a ResNet block's
+// evaluation and predict programs run them) fuse the same way; the fused program matches the
+// unfused one, the eager one and the reference backend, in f32 and with bf16 activations.
+void check_infer_fusion(bool bf16) {
+  Graph g;
+  Value x = g.input({DType::f32, kX}, "x");
+  std::vector<Value> feeds{x};
+  auto bn = [&](Value v, int k) {
+    std::vector<Value> in{v};
+    for (const char* p : {"gamma", "beta", "mean", "var"}) {
+      in.push_back(g.input({DType::f32, Shape{kC}}, std::string(p) + std::to_string(k)));
+      feeds.push_back(in.back());
+    }
+    return g.add("batch_norm_infer", in, Attrs{{"epsilon", 1e-3}}, "bn" + std::to_string(k));
+  };
+  Value h = bf16 ? g.add("cast", {x}, Attrs{{"dtype", std::string("bfloat16")}}) : x;
+  Value a = g.add("relu", {bn(h, 0)});
+  Value b = g.add("relu", {g.add("add", {bn(a, 1), a})});
+  Value c = g.add("relu", {g.add("add", {bn(b, 2), bn(b, 3)})});
+  if (bf16) c = g.add("cast", {c}, Attrs{{"dtype", std::string("float32")}});
+  Executable fused(g, feeds, {c});
+  Executable unfused(g, feeds, {c}, CompileOptions{.fuse = false});
+  Executable eager(g, feeds, {c}, CompileOptions{.eager = true});
+  Executable reference(g, feeds, {c}, CompileOptions{.backend = "reference"});
+  std::string all;
+  for (const std::string& l : fused.report()) all += l + "\n";
+  EXPECT_EQ(count_lines(fused.report(), "fused batch_norm_infer+relu"), 1) << all;
+  EXPECT_EQ(count_lines(fused.report(), "fused batch_norm_infer+add+relu"), 2) << all;
+  bool relu_left = false;
+  for (const Node& n : fused.graph().nodes()) relu_left |= n.op == "relu";
+  EXPECT_FALSE(relu_left);
+  Philox rng(9);
+  std::vector<std::vector<float>> in;
+  in.emplace_back(size_t(kX.numel()));
+  for (float& v : in[0]) v = rng.uniform(-2.f, 2.f);
+  for (int k = 0; k < kNorms; ++k)
+    for (auto [lo, hi] : {std::pair{0.5f, 1.5f}, {-0.5f, 0.5f}, {-0.3f, 0.3f}, {0.5f, 2.f}}) {
+      in.emplace_back(size_t(kC));
+      for (float& v : in.back()) v = rng.uniform(lo, hi);
+    }
+  const auto got = run(fused, in), want = run(unfused, in), oracle = run(eager, in),
+             ref = run(reference, in);
+  const double tol = bf16 ? 3e-2 : 1e-5;
+  EXPECT_LE(worst(got[0], want[0], tol, tol), 1.0) << "vs unfused";
+  EXPECT_LE(worst(got[0], oracle[0], tol, tol), 1.0) << "vs eager";
+  EXPECT_LE(worst(got[0], ref[0], tol, tol), 1.0) << "vs reference";
+}
+
+TEST(BatchNormFusion, InferenceFusedMatchesUnfusedEagerAndReferenceF32) {
+  check_infer_fusion(false);
+}
+TEST(BatchNormFusion, InferenceFusedMatchesUnfusedEagerAndReferenceBf16) {
+  check_infer_fusion(true);
+}
+
+// Inference: conv2d [+ bias] -> batch_norm_infer [-> relu] folds into one conv2d whose weights
+// and bias come from a batch_norm_fold node; a batch norm whose conv output has another reader,
+// or that adds a residual, stays. The folded program matches the unfused, eager and reference
+// ones.
+void check_fold(bool bias, bool relu) {
+  Graph g;
+  Value x = g.input({DType::f32, Shape{4, 10, 10, 16}}, "x");
+  Value w = g.input({DType::f32, Shape{3, 3, 16, 24}}, "w");
+  std::vector<Value> feeds{x, w};
+  Attrs ca{{"padding", std::string("same")}};
+  Value y;
+  if (bias) {
+    feeds.push_back(g.input({DType::f32, Shape{24}}, "b"));
+    Value conv = g.add("conv2d", {x, w}, ca, "conv");
+    y = g.add("bias_add", {conv, feeds.back()});
+  } else {
+    y = g.add("conv2d", {x, w}, ca, "conv");
+  }
+  std::vector<Value> bn_in{y};
+  for (const char* p : {"gamma", "beta", "mean", "var"}) {
+    bn_in.push_back(g.input({DType::f32, Shape{24}}, p));
+    feeds.push_back(bn_in.back());
+  }
+  Value out = g.add("batch_norm_infer", bn_in, Attrs{{"epsilon", 1e-3}}, "bn");
+  if (relu) out = g.add("relu", {out});
+  Executable fused(g, feeds, {out});
+  Executable unfused(g, feeds, {out}, CompileOptions{.fuse = false});
+  Executable eager(g, feeds, {out}, CompileOptions{.eager = true});
+  Executable reference(g, feeds, {out}, CompileOptions{.backend = "reference"});
+  std::string all;
+  for (const std::string& l : fused.report()) all += l + "\n";
+  EXPECT_EQ(count_lines(fused.report(), "folded batch_norm_infer 'bn' into conv2d 'conv'"), 1)
+      << all;
+  int bn_left = 0;
+  for (const Node& n : fused.graph().nodes()) bn_left += n.op == "batch_norm_infer";
+  EXPECT_EQ(bn_left, 0) << all;
+  Philox rng(13);
+  std::vector<std::vector<float>> in;
+  for (Value f : feeds) {
+    in.emplace_back(size_t(g.type(f).shape.numel()));
+    const bool variance = g.node(f.node).name == "var";
+    for (float& v : in.back()) v = variance ? rng.uniform(0.5f, 2.f) : rng.uniform(-1.f, 1.f);
+  }
+  const auto got = run(fused, in), want = run(unfused, in), oracle = run(eager, in),
+             ref = run(reference, in);
+  // Folding rounds w * s instead of (conv(x, w) - mean) * s: float rounding apart.
+  EXPECT_LE(worst(got[0], want[0], 1e-5, 1e-5), 1.0) << "vs unfused";
+  EXPECT_LE(worst(got[0], oracle[0], 1e-5, 1e-5), 1.0) << "vs eager";
+  EXPECT_LE(worst(got[0], ref[0], 1e-5, 1e-5), 1.0) << "vs reference";
+}
+
+TEST(BatchNormFusion, InferenceFoldsIntoConv) { check_fold(false, false); }
+TEST(BatchNormFusion, InferenceFoldsIntoConvWithBiasAndRelu) { check_fold(true, true); }
+
+// The conv's output read by something else besides the batch norm: no fold.
+TEST(BatchNormFusion, InferenceKeepsABatchNormWhoseConvOutputIsShared) {
+  Graph g;
+  Value x = g.input({DType::f32, Shape{2, 6, 6, 16}}, "x");
+  Value w = g.input({DType::f32, Shape{3, 3, 16, 16}}, "w");
+  std::vector<Value> feeds{x, w};
+  Value y = g.add("conv2d", {x, w}, Attrs{{"padding", std::string("same")}}, "conv");
+  std::vector<Value> bn_in{y};
+  for (const char* p : {"gamma", "beta", "mean", "var"}) {
+    bn_in.push_back(g.input({DType::f32, Shape{16}}, p));
+    feeds.push_back(bn_in.back());
+  }
+  Value out = g.add("add", {g.add("batch_norm_infer", bn_in, Attrs{{"epsilon", 1e-3}}), y});
+  Executable exe(g, feeds, {out});
+  EXPECT_EQ(count_lines(exe.report(), "folded"), 0);
+}
+
 }  // namespace
 }  // namespace lockstep

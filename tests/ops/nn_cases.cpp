@@ -168,6 +168,24 @@ LS_OP_CASES(nn_norm) {
                      .op = "batch_norm_infer",
                      .attrs = eps,
                      .inputs = {in({3, 2, 2, 4}), in({4}), in({4}), in({4}), var}});
+  // As the fusion pass rewrites batch_norm_infer -> [add(z) ->] relu (forward only: the pass
+  // runs after differentiation, so the fused form has no gradient).
+  c.push_back(OpCase{.name = "batch_norm_infer_relu",
+                     .op = "batch_norm_infer",
+                     .attrs = relu,
+                     .inputs = {in({3, 2, 2, 4}), in({4}), in({4}), in({4}), var},
+                     .check_grad = false});
+  c.push_back(OpCase{.name = "batch_norm_infer_add_relu",
+                     .op = "batch_norm_infer",
+                     .attrs = add_relu,
+                     .inputs = {in({3, 2, 2, 4}), in({4}), in({4}), in({4}), var, in({3, 2, 2, 4})},
+                     .check_grad = false});
+  // Made by the fusion pass (conv2d -> batch_norm_infer); no gradient.
+  c.push_back(OpCase{.name = "batch_norm_fold",
+                     .op = "batch_norm_fold",
+                     .attrs = eps,
+                     .inputs = {in({3, 3, 2, 4}), in({4}), in({4}), in({4}), var, in({4})},
+                     .check_grad = false});
   c.push_back(OpCase{.name = "layer_norm_wide",
                      .op = "layer_norm",
                      .attrs = Attrs{{"epsilon", 1e-5}},

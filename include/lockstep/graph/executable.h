@@ -94,8 +94,10 @@ class Executable {
 // right after their last producer (the gradient all-reduce starts).
 std::vector<int> schedule_nodes(const Graph& g, const std::vector<Value>& outputs);
 // Rewrites conv2d -> bias_add -> relu chains into one fused conv2d node, batch_norm_train ->
-// [add ->] relu into one batch_norm_train (activation, residual) and relu_grad ->
-// batch_norm_train_grad into one batch_norm_train_grad; returns a report.
+// [add ->] relu into one batch_norm_train (activation, residual), the same for
+// batch_norm_infer, relu_grad -> batch_norm_train_grad into one batch_norm_train_grad, folds
+// conv2d -> batch_norm_infer into the conv (batch_norm_fold) and merges neighbouring optimizer
+// updates; returns a report.
 std::vector<std::string> fuse_graph(Graph& g, std::vector<Value>& outputs);
 
 }  // namespace lockstep

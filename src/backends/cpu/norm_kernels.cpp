@@ -25,9 +25,9 @@ struct Dims {
 Dims dims_of(const Node& n, const Shape& x) {
   const int64_t C = x[-1];
   Dims d{x.numel() / C, C, attr_f(n, "epsilon"), omp_get_max_threads()};
-  if (n.op == "batch_norm_train" || n.op == "batch_norm_train_grad")
+  if (n.op == "batch_norm_train" || n.op == "batch_norm_train_grad" || n.op == "batch_norm_infer")
     d.relu = attr_s(n, "activation") == "relu";
-  if (n.op == "batch_norm_train") d.residual = attr_b(n, "residual");
+  if (n.op == "batch_norm_train" || n.op == "batch_norm_infer") d.residual = attr_b(n, "residual");
   if (n.op == "batch_norm_train_grad") d.emit_dy = attr_b(n, "emit_dy");
   return d;
 }
@@ -288,9 +288,11 @@ void bn_train_grad(const Dims& d, const Params& p, float* params, const KernelAr
     bn_train_grad_impl<T, false>(d, p, params, a);
 }
 
+// Fused (fuse_batch_norm): relu and a residual input 5, y = relu(bn(x) + z).
 template <class T>
 void bn_infer(const Dims& d, const Params& p, float* params, const KernelArgs& a) {
   const T* x = a.in(0).data<T>();
+  const T* z = d.residual ? a.in(5).data<T>() : nullptr;
   const float *gm = p.get(a, 1, params), *bt = p.get(a, 2, params), *mean = p.get(a, 3, params),
               *var = p.get(a, 4, params);
   T* y = a.out(0).data<T>();
@@ -302,8 +304,19 @@ void bn_infer(const Dims& d, const Params& p, float* params, const KernelArgs& a
     scale[c] = float(s);
     shift[c] = float(bt[c] - mean[c] * s);
   }
-#pragma omp parallel for schedule(static) num_threads(d.T)
-  for (int64_t r = 0; r < d.R; ++r) scale_shift_rows(x, y, r, r + 1, C, scale, shift);
+#pragma omp parallel num_threads(d.T)
+  {
+    int64_t r0, r1;
+    rows_of(d, &r0, &r1);
+    if (d.residual && d.relu)
+      bn_out_rows<T, true, true>(x, z, y, r0, r1, C, scale, shift);
+    else if (d.residual)
+      bn_out_rows<T, false, true>(x, z, y, r0, r1, C, scale, shift);
+    else if (d.relu)
+      bn_out_rows<T, true, false>(x, z, y, r0, r1, C, scale, shift);
+    else
+      scale_shift_rows(x, y, r0, r1, C, scale, shift);
+  }
 }
 
 template <class T>
@@ -426,7 +439,7 @@ LOCKSTEP_REGISTER(cpu_norm_kernels) {
       },
       /*takes_bf16=*/true);
   R.add_kernel("batch_norm_infer", "cpu",
-               factory(bn_infer<float>, bn_infer<bf16>, 0, {0}, {1, 2, 3, 4}, bn_infer_ws),
+               factory(bn_infer<float>, bn_infer<bf16>, 0, {0, 5}, {1, 2, 3, 4}, bn_infer_ws),
                /*takes_bf16=*/true);
   R.add_kernel("layer_norm", "cpu", factory(ln<float>, ln<bf16>, 0, {0}, {1, 2}, ln_ws),
                /*takes_bf16=*/true);

@@ -11,13 +11,13 @@ namespace {
 struct Dims {
   int64_t R, C;
   double eps;
-  bool relu = false, emit_dy = false;  // batch_norm_train(_grad) fused with relu
+  bool relu = false, emit_dy = false;  // batch_norm_train(_grad)/_infer fused with relu
 };
 
 Dims dims_of(const Node& n, const Shape& x) {
   int64_t C = x[-1];
   Dims d{x.numel() / C, C, attr_f(n, "epsilon")};
-  if (n.op == "batch_norm_train" || n.op == "batch_norm_train_grad") {
+  if (n.op == "batch_norm_train" || n.op == "batch_norm_train_grad" || n.op == "batch_norm_infer") {
     d.relu = attr_s(n, "activation") == "relu";
     d.emit_dy = n.op == "batch_norm_train_grad" && attr_b(n, "emit_dy");
   }
@@ -81,12 +81,32 @@ void bn_train_grad(Dims d, const KernelArgs& a) {
 void bn_infer(Dims d, const KernelArgs& a) {
   const float *x = in_f(a, 0), *gm = in_f(a, 1), *bt = in_f(a, 2), *mean = in_f(a, 3),
               *var = in_f(a, 4);
+  const float* z = a.num_inputs > 5 ? in_f(a, 5) : nullptr;  // residual (fused)
   float* y = out_f(a, 0);
   for (int64_t r = 0; r < d.R; ++r)
     for (int64_t c = 0; c < d.C; ++c) {
       const double rstd = 1.0 / std::sqrt(double(var[c]) + d.eps);
-      y[r * d.C + c] = float(gm[c] * (x[r * d.C + c] - mean[c]) * rstd + bt[c]);
+      float o = float(gm[c] * (x[r * d.C + c] - mean[c]) * rstd + bt[c]);
+      if (z) o += z[r * d.C + c];
+      y[r * d.C + c] = d.relu ? std::max(o, 0.f) : o;
     }
+}
+
+// (w[..., C], gamma, beta, mean, var[, b]) -> (w * s, beta - mean * s [+ b * s]),
+// s = gamma / sqrt(var + eps): the statistics folded into the producing conv (fusion pass).
+void bn_fold(Dims d, const KernelArgs& a) {
+  const float *w = in_f(a, 0), *gm = in_f(a, 1), *bt = in_f(a, 2), *mean = in_f(a, 3),
+              *var = in_f(a, 4);
+  const float* b = a.num_inputs > 5 ? in_f(a, 5) : nullptr;
+  float *wf = out_f(a, 0), *bf = out_f(a, 1);
+  std::vector<float> s(size_t(d.C));
+  for (int64_t c = 0; c < d.C; ++c) {
+    const double sc = gm[c] / std::sqrt(double(var[c]) + d.eps);
+    s[size_t(c)] = float(sc);
+    bf[c] = float(bt[c] - mean[c] * sc + (b ? b[c] * sc : 0.0));
+  }
+  for (int64_t r = 0; r < d.R; ++r)
+    for (int64_t c = 0; c < d.C; ++c) wf[r * d.C + c] = w[r * d.C + c] * s[size_t(c)];
 }
 
 // (dy, x, gamma, mean, var) -> (dx, dgamma, dbeta, dmean, dvar)
@@ -170,6 +190,7 @@ LOCKSTEP_REGISTER(reference_norm_kernels) {
   R.add_kernel("batch_norm_train_grad", "reference", factory<bn_train_grad>(1));
   R.add_kernel("batch_norm_infer", "reference", factory<bn_infer>(0));
   R.add_kernel("batch_norm_infer_grad", "reference", factory<bn_infer_grad>(1));
+  R.add_kernel("batch_norm_fold", "reference", factory<bn_fold>(0));
   R.add_kernel("layer_norm", "reference", factory<ln>(0));
   R.add_kernel("layer_norm_grad", "reference", factory<ln_grad>(1));
 }

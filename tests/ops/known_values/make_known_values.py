@@ -566,6 +566,18 @@ def nn():
         tag = "" if not attrs else "_epsilon"
         case("batch_norm_infer" + tag, "batch_norm_infer", [xb, gamma, beta, mm_, mv],
              [T(xb.shape, y)], attrs)
+    # batch_norm_fold: a conv's weights [.., C] and bias with the statistics folded in.
+    wf = rand(44, [2, 2, 2, 3], -1.0, 1.0)
+    bf = T([3], [0.5, -1.0, 2.0])
+    s = [gamma.values[c] / math.sqrt(mv.values[c] + 1e-3) for c in range(C)]
+    w_out = [v * s[i % C] for i, v in enumerate(wf.values)]
+    b_plain = [beta.values[c] - mm_.values[c] * s[c] for c in range(C)]
+    case("batch_norm_fold", "batch_norm_fold", [wf, gamma, beta, mm_, mv],
+         [T(wf.shape, w_out), T([C], b_plain)], {},
+         why="s = gamma / sqrt(var + eps) scales the last axis; bias beta - mean * s")
+    case("batch_norm_fold_bias", "batch_norm_fold", [wf, gamma, beta, mm_, mv, bf],
+         [T(wf.shape, w_out), T([C], [b_plain[c] + bf.values[c] * s[c] for c in range(C)])], {},
+         why="with the conv's own bias b: + b * s")
 
     xl = rand(43, [2, 3, 4], -2.0, 2.0)
     gl, bl = T([4], [1.0, 0.5, -1.5, 2.0]), T([4], [0.0, 0.25, -0.5, 1.0])

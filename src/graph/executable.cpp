@@ -309,6 +309,48 @@ static void fold_batch_norm(Graph& g, std::vector<Value>& outputs,
   }
 }
 
+void plan_layouts(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
+  auto sched = schedule_nodes(g, outputs);
+  auto cons = consumers_of(g, sched, outputs);
+  for (int p : sched) {
+    if (g.node(p).op != "conv2d") continue;
+    const TensorType& t = g.node(p).outputs[0];
+    if (t.dtype != DType::f32 || t.shape.rank() != 4 || t.shape[3] % 16 != 0) continue;
+    // Every reader, through identities (aliases of the same buffer), must take x blocked: a
+    // float32 conv2d or max_pool2d reading it as input 0 only. A graph output never is.
+    std::vector<int> readers;
+    std::vector<Value> stack{Value{p, 0}};
+    bool ok = true;
+    while (ok && !stack.empty()) {
+      const Value v = stack.back();
+      stack.pop_back();
+      for (int k : cons[{v.node, v.index}]) {
+        if (k < 0) {
+          ok = false;
+          break;
+        }
+        const Node& r = g.node(k);
+        if (r.op == "identity") {
+          stack.push_back(Value{k, 0});
+          continue;
+        }
+        ok = (r.op == "conv2d" || r.op == "max_pool2d") && r.inputs[0] == v &&
+             std::count(r.inputs.begin(), r.inputs.end(), v) == 1 &&
+             r.outputs[0].dtype == DType::f32;
+        if (ok) readers.push_back(k);
+      }
+    }
+    if (!ok || readers.empty()) continue;
+    g.node(p).attrs.set("dst_layout", "nChw16c");
+    std::string names;
+    for (int k : readers) {
+      g.node(k).attrs.set("src_layout", "nChw16c");
+      names += (names.empty() ? "'" : ", '") + g.node(k).name + "'";
+    }
+    report.push_back("layout: conv2d '" + g.node(p).name + "' writes nChw16c for " + names);
+  }
+}
+
 // Consecutive sgd_update (or adam_update) nodes of one optimizer (same attributes, learning
 // rate and step, the same slots) become one node with count = n that updates every variable in
 // one pass; the others become dead identities. Only neighbours in the schedule fuse, so no
@@ -377,8 +419,10 @@ Executable::Executable(const Graph& graph, std::vector<Value> inputs, std::vecto
              " is not a placeholder");
   for (Value v : outputs_)
     LS_CHECK(v.valid() && v.node < graph_.size(), "Executable: invalid output value");
-  if (options_.fuse && !options_.eager && !fusion_disabled_env())
+  if (options_.fuse && !options_.eager && !fusion_disabled_env()) {
     report_ = fuse_graph(graph_, outputs_);
+    if (options_.backend == "cpu") plan_layouts(graph_, outputs_, report_);
+  }
   schedule_ = schedule_nodes(graph_, outputs_);
   // Inputs the live graph does not read still get a buffer the caller can write.
   for (Value v : inputs_)

@@ -161,16 +161,20 @@ void register_matmul_conv() {
                             {"transpose_b", boolean, false, "use b's transpose ([N, K] given)"}},
                   .infer = infer_matmul,
                   .grad = grad_matmul});
-  add_op(
-      kGroup,
-      {.name = "conv2d",
-       .signature = "(x[N, H, W, C], w[kh, kw, C/groups, O][, bias[O]]) -> y[N, OH, OW, O]",
-       .doc = "2-D convolution (cross-correlation), NHWC with HWIO filters; the "
-              "fusion pass folds a following bias_add and relu into it.",
-       .attrs = conv_attrs({{"fused_bias", boolean, false, "input 2 is a bias added to y"},
-                            {"activation", str, "linear", "\"linear\" or \"relu\", applied last"}}),
-       .infer = infer_conv,
-       .grad = grad_conv});
+  add_op(kGroup,
+         {.name = "conv2d",
+          .signature = "(x[N, H, W, C], w[kh, kw, C/groups, O][, bias[O]]) -> y[N, OH, OW, O]",
+          .doc = "2-D convolution (cross-correlation), NHWC with HWIO filters; the "
+                 "fusion pass folds a following bias_add and relu into it.",
+          .attrs = conv_attrs(
+              {{"fused_bias", boolean, false, "input 2 is a bias added to y"},
+               {"activation", str, "linear", "\"linear\" or \"relu\", applied last"},
+               {"src_layout", str, "nhwc",
+                "x's memory layout: \"nhwc\", or \"nChw16c\" (channels blocked by 16), which the "
+                "cpu backend's layout pass sets when every reader of a conv's output takes it"},
+               {"dst_layout", str, "nhwc", "y's memory layout, as src_layout"}}),
+          .infer = infer_conv,
+          .grad = grad_conv});
   add_op(kGroup, {.name = "conv2d_backward_input",
                   .signature = "(dy, w) -> dx",
                   .doc = "Gradient of conv2d with respect to x (linear in dy and w, so it has a "
@@ -191,7 +195,8 @@ void register_pools() {
   add_op(kGroup, {.name = "max_pool2d",
                   .signature = "(x[N, H, W, C]) -> y",
                   .doc = "The maximum of each window, NHWC.",
-                  .attrs = pool_attrs({}),
+                  .attrs = pool_attrs({{"src_layout", str, "nhwc",
+                                        "x's memory layout, as conv2d's (y is always nhwc)"}}),
                   .infer = infer_pool,
                   .grad = [](GradBuilder& b, const Node& n, const Values& dy) {
                     return Values{b.add("max_pool2d_grad", {dy[0], n.inputs[0], Value{n.id, 0}},

@@ -201,6 +201,68 @@ TEST(ConvAlgorithm, WinogradGradientsMatchFiniteDifferences) {
   }
 }
 
+// The layout pass: in an inference chain conv -> conv -> max_pool (as the reference CNN's and a
+// ResNet block's predict programs run them) the convs' outputs stay blocked (nChw16c) for their
+// readers, and the program matches the unfused one and the reference backend. A conv output
+// that is also a graph output, or that a non-taking op reads, stays NHWC.
+TEST(ConvLayouts, BlockedChainMatchesNhwcAndReference) {
+  for (ConvAlgorithm algorithm : {ConvAlgorithm::kAuto, ConvAlgorithm::kDirect}) {
+    AlgorithmGuard guard(algorithm);
+    Graph g;
+    Value x = g.input({DType::f32, Shape{4, 14, 14, 16}}, "x");
+    Value w1 = g.input({DType::f32, Shape{3, 3, 16, 32}}, "w1");
+    Value b1 = g.input({DType::f32, Shape{32}}, "b1");
+    Value w2 = g.input({DType::f32, Shape{3, 3, 32, 32}}, "w2");
+    Value w3 = g.input({DType::f32, Shape{1, 1, 32, 16}}, "w3");
+    Attrs same{{"padding", std::string("same")}};
+    Value h1 = g.add("conv2d", {x, w1, b1},
+                     Attrs{{"padding", std::string("same")},
+                           {"fused_bias", true},
+                           {"activation", std::string("relu")}},
+                     "c1");
+    Value h2 = g.add("conv2d", {h1, w2}, same, "c2");
+    Value pooled = g.add("max_pool2d", {h2}, Attrs{{"pool_size", I{2, 2}}}, "pool");
+    Value h3 = g.add("conv2d", {h2, w3}, {}, "c3");  // 16 channels, read by a graph output
+    std::vector<Value> feeds{x, w1, b1, w2, w3}, fetch{pooled, h3};
+    Executable exe(g, feeds, fetch);
+    std::string all;
+    for (const std::string& l : exe.report()) all += l + "\n";
+    EXPECT_NE(all.find("layout: conv2d 'c1' writes nChw16c for 'c2'"), std::string::npos) << all;
+    EXPECT_NE(all.find("layout: conv2d 'c2' writes nChw16c for 'pool', 'c3'"), std::string::npos)
+        << all;
+    EXPECT_EQ(all.find("layout: conv2d 'c3'"), std::string::npos) << all;
+    Executable plain(g, feeds, fetch, CompileOptions{.fuse = false});
+    Executable reference(g, feeds, fetch, CompileOptions{.backend = "reference"});
+    Philox rng(17);
+    std::vector<std::vector<float>> in;
+    for (Value f : feeds) {
+      in.emplace_back(size_t(g.type(f).shape.numel()));
+      for (float& v : in.back()) v = rng.uniform(-1.f, 1.f);
+    }
+    const auto got = run(exe, in), want = run(plain, in), ref = run(reference, in);
+    for (size_t k = 0; k < got.size(); ++k) {
+      EXPECT_LT(relative_error(got[k], want[k]), 1e-5) << "fetch " << k;
+      EXPECT_LT(relative_error(got[k], ref[k]), 1e-5) << "fetch " << k;
+    }
+  }
+}
+
+// Training programs: the backward reads the conv outputs (relu_grad, the filter gradient), so
+// nothing is blocked and the report says so by saying nothing.
+TEST(ConvLayouts, TrainingStepKeepsNhwc) {
+  Graph g;
+  Value x = g.input({DType::f32, Shape{2, 8, 8, 16}}, "x");
+  Value w1 = g.input({DType::f32, Shape{3, 3, 16, 16}}, "w1");
+  Value w2 = g.input({DType::f32, Shape{3, 3, 16, 16}}, "w2");
+  Attrs a{{"padding", std::string("same")}, {"activation", std::string("relu")}};
+  Value h = g.add("conv2d", {g.add("conv2d", {x, w1}, a), w2}, a);
+  Value loss = g.add("reduce_sum", {h}, Attrs{{"axes", I{0, 1, 2, 3}}, {"keepdims", false}});
+  auto grads = gradients(g, loss, {w1, w2});
+  Executable exe(g, {x, w1, w2}, {loss, grads[0], grads[1]});
+  for (const std::string& l : exe.report())
+    EXPECT_EQ(l.rfind("layout:", 0), std::string::npos) << l;
+}
+
 TEST(ConvAlgorithm, SetAndReadBack) {
   AlgorithmGuard guard(ConvAlgorithm::kDirect);
   EXPECT_EQ(config::conv_algorithm(), ConvAlgorithm::kDirect);

@@ -99,5 +99,12 @@ std::vector<int> schedule_nodes(const Graph& g, const std::vector<Value>& output
 // conv2d -> batch_norm_infer into the conv (batch_norm_fold) and merges neighbouring optimizer
 // updates; returns a report.
 std::vector<std::string> fuse_graph(Graph& g, std::vector<Value>& outputs);
+// The cpu backend's layouts (after fuse_graph): a float32 conv2d whose every reader is a float32
+// conv2d or max_pool2d (input 0) writes its output in oneDNN's blocked nChw16c layout (C a
+// multiple of 16, so the same bytes) and its readers read it so: no reorder out of one
+// convolution and into the next. Sets the nodes' src_layout/dst_layout attrs; appends
+// "layout: ..." lines to `report`. Training programs rarely qualify (the backward reads conv
+// outputs through relu_grad and the filter gradient).
+void plan_layouts(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report);
 
 }  // namespace lockstep

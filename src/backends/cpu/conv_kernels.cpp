@@ -48,15 +48,20 @@ struct Mds {
 };
 
 // Element types of a conv's tensors: all f32, or bf16 activations and weights (mixed precision;
-// the bias may stay f32).
+// the bias may stay f32). And the layouts of x and y in memory: nhwc, or nChw16c where the
+// layout pass (plan_layouts in src/graph/executable.cpp) keeps a conv's output blocked for
+// readers that take it.
 struct ConvTypes {
   dt x = dt::f32, w = dt::f32, y = dt::f32, b = dt::f32;
+  bool x_blocked = false, y_blocked = false;
 };
+
+bool blocked(const Node& n, const char* attr) { return attr_s(n, attr) == "nChw16c"; }
 
 Mds user_mds(const ConvGeom& g, const ConvTypes& t) {
   Mds m;
-  m.x = memory::desc(dims4(g.N, g.C, g.H, g.W), t.x, tag::nhwc);
-  m.y = memory::desc(dims4(g.N, g.O, g.OH, g.OW), t.y, tag::nhwc);
+  m.x = memory::desc(dims4(g.N, g.C, g.H, g.W), t.x, t.x_blocked ? tag::nChw16c : tag::nhwc);
+  m.y = memory::desc(dims4(g.N, g.O, g.OH, g.OW), t.y, t.y_blocked ? tag::nChw16c : tag::nhwc);
   if (g.G == 1)
     m.w = memory::desc(dims4(g.O, g.C, g.KH, g.KW), t.w, tag::hwio);
   else
@@ -94,7 +99,17 @@ auto with_algorithm(const ConvGeom& g, const ConvTypes& t, const Mds& m, MakePd 
     } catch (const dnnl::error&) {
     }
   }
-  return make(algorithm::convolution_direct, m.act(m.x), m.act(m.y));
+  // Direct: a blocked (nChw16c) x or y lets oneDNN choose its layouts ("any", usually the
+  // same blocked one, so no reorder); should that pick a reference implementation (it does for
+  // one input channel) the conv asks for NHWC like an unblocked one, and the Args reorder.
+  auto nhwc = [](const memory::desc& md) {
+    return md.data_type() == dt::undef ? md : memory::desc(md.dims(), md.data_type(), tag::nhwc);
+  };
+  if (t.x_blocked || t.y_blocked) {
+    auto pd = make(algorithm::convolution_direct, with_any(m.x), with_any(m.y));
+    if (std::string(pd.impl_info_str()).find("ref") == std::string::npos) return pd;
+  }
+  return make(algorithm::convolution_direct, m.act(nhwc(m.x)), m.act(nhwc(m.y)));
 }
 
 dnnl::convolution_forward::primitive_desc fwd_pd(const ConvGeom& g, const ConvTypes& t,
@@ -234,6 +249,8 @@ KernelFactory conv_fwd_factory() {
       return bf16_via_f32(n, in, conv_fwd_factory());
     ConvTypes t{to_dt(in[0].dtype), to_dt(in[1].dtype), to_dt(n.outputs[0].dtype)};
     if (in.size() > 2) t.b = to_dt(in[2].dtype);
+    t.x_blocked = blocked(n, "src_layout");
+    t.y_blocked = blocked(n, "dst_layout");
     return std::make_unique<ConvFwd>(ops::conv2d_geometry(in[0].shape, in[1].shape, n), t);
   };
 }

@@ -38,6 +38,31 @@ void max_fwd(const ConvGeom& g, const T* x, T* y) {
       }
 }
 
+// x in nChw16c (a conv's output the layout pass kept blocked; C a multiple of 16), y in NHWC:
+// the pool and the reorder back to NHWC in one pass, 16 channels per vector.
+void max_fwd_blocked(const ConvGeom& g, const float* x, float* y) {
+  const int64_t C = g.C, CB = C / 16;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t oh = 0; oh < g.OH; ++oh)
+      for (int64_t cb = 0; cb < CB; ++cb) {
+        const float* __restrict xb = x + (n * CB + cb) * g.H * g.W * 16;
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          const Window wd = pool_window(g, oh, ow);
+          float m[16];
+          for (int c = 0; c < 16; ++c) m[c] = -std::numeric_limits<float>::infinity();
+          for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
+            for (int64_t iw = wd.w0; iw < wd.w1; ++iw) {
+              const float* __restrict xp = xb + (ih * g.W + iw) * 16;
+#pragma omp simd
+              for (int c = 0; c < 16; ++c) m[c] = std::max(m[c], xp[c]);
+            }
+          float* __restrict yp = y + ((n * g.OH + oh) * g.OW + ow) * C + cb * 16;
+          for (int c = 0; c < 16; ++c) yp[c] = m[c];
+        }
+      }
+}
+
 // idx_ws: per thread C int32 (offset of the chosen x element within the image).
 template <class T>
 void max_bwd(const ConvGeom& g, const T* dy_t, const T* x_t, const T* y_t, T* dx_t, int32_t* idx_ws,
@@ -140,6 +165,14 @@ void avg_bwd(const ConvGeom& g, const float* dy, float* dx) {
 KernelFactory max_fwd_factory() {
   return [](const Node& n, const std::vector<TensorType>& in) {
     ConvGeom g = ops::pool_geometry(in[0].shape, n);
+    if (attr_s(n, "src_layout") == "nChw16c") {
+      LS_CHECK(in[0].dtype == DType::f32 && g.C % 16 == 0,
+               "max_pool2d: a blocked (nChw16c) input must be float32 with channels a multiple of "
+               "16, got ",
+               in[0].str());
+      return make_kernel(
+          [g](const KernelArgs& a) { max_fwd_blocked(g, a.in(0).data<float>(), out_f(a, 0)); });
+    }
     return by_float_kind(n, in, max_fwd_factory(), [g](auto t) {
       using T = decltype(t);
       return make_kernel(

@@ -6,6 +6,10 @@
 #include <cstdint>
 #include <limits>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "lockstep/core/rng.h"
 #include "lockstep/graph/op_registry.h"
 #include "ops/internal/op_util.h"
@@ -310,6 +314,41 @@ inline void dropout_block(uint64_t key, uint64_t step, int64_t blk, const float*
 // The same Philox4x32-10 draws as philox4x32(key, hi, blk0 + l) for l in [0, 16), computed
 // lane-parallel so the compiler can vectorise them: out[k][l] is word k of block blk0 + l.
 inline void philox4x32_x16(uint64_t key, uint64_t hi, uint64_t blk0, uint32_t out[4][16]) {
+#if defined(__AVX512F__)
+  // Explicit AVX-512 (the compiler's version used 64-bit lane multiplies): the 32x32 -> 64-bit
+  // products of even lanes and of odd lanes (shifted down), their high halves blended back.
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i base = _mm512_set1_epi32(int(uint32_t(blk0)));
+  __m512i c0 = _mm512_add_epi32(base, lane);
+  // blk0 + l may carry into the high word for some lanes.
+  const __mmask16 carry = _mm512_cmplt_epu32_mask(c0, base);
+  __m512i c1 =
+      _mm512_mask_add_epi32(_mm512_set1_epi32(int(uint32_t(blk0 >> 32))), carry,
+                            _mm512_set1_epi32(int(uint32_t(blk0 >> 32))), _mm512_set1_epi32(1));
+  __m512i c2 = _mm512_set1_epi32(int(uint32_t(hi))),
+          c3 = _mm512_set1_epi32(int(uint32_t(hi >> 32)));
+  const __m512i m0 = _mm512_set1_epi32(int(0xD2511F53u)), m1 = _mm512_set1_epi32(int(0xCD9E8D57u));
+  auto mul_hi = [](__m512i a, __m512i m) {
+    const __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(a, m), 32);
+    const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+    return _mm512_mask_blend_epi32(__mmask16(0xAAAA), even, odd);
+  };
+  uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
+  for (int round = 0; round < 10; ++round) {
+    const __m512i h0 = mul_hi(c0, m0), l0 = _mm512_mullo_epi32(c0, m0);
+    const __m512i h1 = mul_hi(c2, m1), l1 = _mm512_mullo_epi32(c2, m1);
+    c0 = _mm512_xor_si512(_mm512_xor_si512(h1, c1), _mm512_set1_epi32(int(k0)));
+    c2 = _mm512_xor_si512(_mm512_xor_si512(h0, c3), _mm512_set1_epi32(int(k1)));
+    c1 = l1;
+    c3 = l0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  _mm512_storeu_si512(out[0], c0);
+  _mm512_storeu_si512(out[1], c1);
+  _mm512_storeu_si512(out[2], c2);
+  _mm512_storeu_si512(out[3], c3);
+#else
   uint32_t c0[16], c1[16], c2[16], c3[16];
   for (int l = 0; l < 16; ++l) {
     uint64_t lo = blk0 + uint64_t(l);
@@ -329,6 +368,26 @@ inline void philox4x32_x16(uint64_t key, uint64_t hi, uint64_t blk0, uint32_t ou
   }
   for (int l = 0; l < 16; ++l)
     out[0][l] = c0[l], out[1][l] = c1[l], out[2][l] = c2[l], out[3][l] = c3[l];
+#endif
+}
+
+// The dropout keep decisions of 16 blocks as multipliers: out[k][l] = scale when word k of
+// block l, as a unit float, is >= rate, else 0 (branch-free; the scalar form compiled to a
+// mispredicted branch per element).
+inline void dropout_multipliers_x16(const uint32_t w[4][16], float rate, float scale,
+                                    float out[4][16]) {
+#if defined(__AVX512F__)
+  const __m512 r = _mm512_set1_ps(rate), s = _mm512_set1_ps(scale);
+  const __m512 unit = _mm512_set1_ps(1.0f / 16777216.0f);
+  for (int k = 0; k < 4; ++k) {
+    const __m512i v = _mm512_srli_epi32(_mm512_loadu_si512(w[k]), 8);
+    const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(v), unit);  // = uint_to_unit_float
+    _mm512_storeu_ps(out[k], _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(u, r, _CMP_GE_OQ), s));
+  }
+#else
+  for (int k = 0; k < 4; ++k)
+    for (int l = 0; l < 16; ++l) out[k][l] = scale * float(uint_to_unit_float(w[k][l]) >= rate);
+#endif
 }
 
 }  // namespace lockstep::ew

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "graph/graph_test_util.h"
 #include "lockstep/core/rng.h"
 #include "lockstep/graph/autodiff.h"
 #include "lockstep/graph/executable.h"
@@ -77,14 +78,7 @@ std::vector<std::vector<float>> feed_values() {
   return v;
 }
 
-std::vector<std::vector<float>> run(Executable& exe, const std::vector<std::vector<float>>& in) {
-  for (int i = 0; i < exe.num_inputs(); ++i)
-    std::copy(in[size_t(i)].begin(), in[size_t(i)].end(), exe.input(i).data<float>());
-  exe.run();
-  std::vector<std::vector<float>> out;
-  for (int k = 0; k < exe.num_outputs(); ++k) out.push_back(exe.output(k).to_vector());
-  return out;
-}
+constexpr auto* run = &test_util::run_once;
 
 int count_lines(const std::vector<std::string>& report, const std::string& what) {
   return int(std::count_if(report.begin(), report.end(), [&](const std::string& l) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "graph/graph_test_util.h"
 #include "lockstep/core/config.h"
 #include "lockstep/core/rng.h"
 #include "lockstep/graph/autodiff.h"
@@ -78,14 +79,7 @@ std::vector<std::vector<float>> feed_values(const Program& p) {
   return v;
 }
 
-std::vector<std::vector<float>> run(Executable& exe, const std::vector<std::vector<float>>& in) {
-  for (int i = 0; i < exe.num_inputs(); ++i)
-    std::copy(in[size_t(i)].begin(), in[size_t(i)].end(), exe.input(i).data<float>());
-  exe.run();
-  std::vector<std::vector<float>> out;
-  for (int k = 0; k < exe.num_outputs(); ++k) out.push_back(exe.output(k).to_vector());
-  return out;
-}
+constexpr auto* run = &test_util::run_once;
 
 int winograd_kernels(const Executable& exe) {
   return int(std::count_if(exe.report().begin(), exe.report().end(), [](const std::string& l) {

@@ -1,7 +1,7 @@
 // Executable: memory planning, aliasing and variables on the structural ops.
-#include <gtest/gtest.h>
-
 #include "lockstep/graph/executable.h"
+
+#include <gtest/gtest.h>
 
 using namespace lockstep;
 

@@ -114,6 +114,20 @@ inline void bn_out_rows(const T* x, const T* z, T* y, int64_t r0, int64_t r1, in
   }
 }
 
+// Rows [r0, r1) of y = x * scale + shift, with the fused residual z and relu where d says.
+template <class T>
+inline void bn_out(const Dims& d, const T* x, const T* z, T* y, int64_t r0, int64_t r1,
+                   const float* scale, const float* shift) {
+  if (d.residual && d.relu)
+    bn_out_rows<T, true, true>(x, z, y, r0, r1, d.C, scale, shift);
+  else if (d.residual)
+    bn_out_rows<T, false, true>(x, z, y, r0, r1, d.C, scale, shift);
+  else if (d.relu)
+    bn_out_rows<T, true, false>(x, z, y, r0, r1, d.C, scale, shift);
+  else
+    scale_shift_rows(x, y, r0, r1, d.C, scale, shift);
+}
+
 template <class T>
 void bn_train(const Dims& d, const Params& p, float* params, const KernelArgs& a) {
   const T* x = a.in(0).data<T>();
@@ -163,14 +177,7 @@ void bn_train(const Dims& d, const Params& p, float* params, const KernelArgs& a
       mean[c] = float(m);
       var[c] = float(v);
     }
-    if (d.residual && d.relu)
-      bn_out_rows<T, true, true>(x, z, y, r0, r1, C, scale, shift);
-    else if (d.residual)
-      bn_out_rows<T, false, true>(x, z, y, r0, r1, C, scale, shift);
-    else if (d.relu)
-      bn_out_rows<T, true, false>(x, z, y, r0, r1, C, scale, shift);
-    else
-      scale_shift_rows(x, y, r0, r1, C, scale, shift);
+    bn_out(d, x, z, y, r0, r1, scale, shift);
   }
 }
 
@@ -308,14 +315,7 @@ void bn_infer(const Dims& d, const Params& p, float* params, const KernelArgs& a
   {
     int64_t r0, r1;
     rows_of(d, &r0, &r1);
-    if (d.residual && d.relu)
-      bn_out_rows<T, true, true>(x, z, y, r0, r1, C, scale, shift);
-    else if (d.residual)
-      bn_out_rows<T, false, true>(x, z, y, r0, r1, C, scale, shift);
-    else if (d.relu)
-      bn_out_rows<T, true, false>(x, z, y, r0, r1, C, scale, shift);
-    else
-      scale_shift_rows(x, y, r0, r1, C, scale, shift);
+    bn_out(d, x, z, y, r0, r1, scale, shift);
   }
 }
 

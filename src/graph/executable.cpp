@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "lockstep/core/allocator.h"
 #include "lockstep/core/device_allocator.h"
@@ -309,45 +310,149 @@ static void fold_batch_norm(Graph& g, std::vector<Value>& outputs,
   }
 }
 
+namespace {
+
+// A node's ports (inputs, then outputs as -1 - k) that may hold a blocked (nChw16c) tensor,
+// grouped: the ports of one group share a layout, named by the group's attribute (empty for
+// layout-agnostic elementwise ops, which need none).
+struct PortGroup {
+  std::vector<int> ports;
+  const char* attr;
+};
+
+int out_port(int k) { return -1 - k; }
+
+// The 4-D axes a reduction over a blocked tensor may take: all but channels, or the spatial
+// ones (global pooling).
+bool channel_reduction(const Node& n, const Shape& x) {
+  if (x.rank() != 4 || !n.attrs.has("axes")) return false;
+  std::vector<int64_t> axes = attr_ints(n, "axes");
+  for (int64_t& a : axes) a = a < 0 ? a + 4 : a;
+  std::sort(axes.begin(), axes.end());
+  return axes == std::vector<int64_t>{0, 1, 2} || axes == std::vector<int64_t>{1, 2};
+}
+
+bool layout_agnostic(const std::string& op) {
+  static const std::set<std::string> ops{
+      "identity",   "add",         "sub",          "mul",     "div",       "maximum",
+      "minimum",    "neg",         "square",       "abs",     "scale_shift", "relu",
+      "relu6",      "sigmoid",     "tanh",         "leaky_relu", "swish",   "gelu",
+      "relu_grad",  "relu6_grad",  "sigmoid_grad", "tanh_grad", "leaky_relu_grad",
+      "swish_grad", "gelu_grad",   "abs_grad"};
+  return ops.count(op) > 0;
+}
+
+// What the cpu kernels take blocked (see plan_layouts in executable.h).
+std::vector<PortGroup> blocked_ports(const Graph& g, const Node& n) {
+  const auto& op = n.op;
+  if (op == "conv2d") return {{{0}, "src_layout"}, {{out_port(0)}, "dst_layout"}};
+  if (op == "conv2d_backward_input") return {{{out_port(0)}, "src_layout"}, {{0}, "dst_layout"}};
+  if (op == "conv2d_backward_filter") return {{{1}, "src_layout"}, {{0}, "dst_layout"}};
+  if (op == "max_pool2d") return {{{0}, "src_layout"}};
+  if (op == "max_pool2d_grad") return {{{1, out_port(0)}, "src_layout"}};
+  if (op == "batch_norm_train" || op == "batch_norm_infer") {
+    PortGroup p{{0, out_port(0)}, "layout"};
+    if (attr_b(n, "residual")) p.ports.push_back(op == "batch_norm_train" ? 3 : 5);
+    return {p};
+  }
+  if (op == "batch_norm_train_grad") {
+    PortGroup p{{0, 1, out_port(0)}, "layout"};
+    if (attr_s(n, "activation") == "relu") p.ports.push_back(5);
+    if (attr_b(n, "emit_dy")) p.ports.push_back(out_port(3));
+    return {p};
+  }
+  if ((op == "reduce_sum" || op == "reduce_mean") && channel_reduction(n, g.type(n.inputs[0]).shape))
+    return {{{0}, "layout"}};
+  if ((op == "reduce_sum_grad" || op == "reduce_mean_grad") &&
+      channel_reduction(n, n.outputs[0].shape))
+    return {{{1, out_port(0)}, "layout"}};  // input 1 gives only the shape
+  if (layout_agnostic(op)) {
+    // Elementwise over tensors of one shape (no broadcasting): any layout, the same for all.
+    PortGroup p{{out_port(0)}, ""};
+    for (int i = 0; i < int(n.inputs.size()); ++i) {
+      if (g.type(n.inputs[size_t(i)]).shape != n.outputs[0].shape) return {};
+      p.ports.push_back(i);
+    }
+    return n.outputs.size() == 1 ? std::vector<PortGroup>{p} : std::vector<PortGroup>{};
+  }
+  return {};
+}
+
+}  // namespace
+
 void plan_layouts(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
   auto sched = schedule_nodes(g, outputs);
   auto cons = consumers_of(g, sched, outputs);
-  for (int p : sched) {
-    if (g.node(p).op != "conv2d") continue;
-    const TensorType& t = g.node(p).outputs[0];
-    if (t.dtype != DType::f32 || t.shape.rank() != 4 || t.shape[3] % 16 != 0) continue;
-    // Every reader, through identities (aliases of the same buffer), must take x blocked: a
-    // float32 conv2d or max_pool2d reading it as input 0 only. A graph output never is.
-    std::vector<int> readers;
-    std::vector<Value> stack{Value{p, 0}};
-    bool ok = true;
-    while (ok && !stack.empty()) {
-      const Value v = stack.back();
-      stack.pop_back();
-      for (int k : cons[{v.node, v.index}]) {
-        if (k < 0) {
-          ok = false;
-          break;
-        }
-        const Node& r = g.node(k);
-        if (r.op == "identity") {
-          stack.push_back(Value{k, 0});
-          continue;
-        }
-        ok = (r.op == "conv2d" || r.op == "max_pool2d") && r.inputs[0] == v &&
-             std::count(r.inputs.begin(), r.inputs.end(), v) == 1 &&
-             r.outputs[0].dtype == DType::f32;
-        if (ok) readers.push_back(k);
-      }
+  // Union-find over the values: a port group ties its values to one layout.
+  std::map<std::pair<int, int>, int> id;
+  std::vector<int> parent;
+  auto key = [&](Value v) {
+    auto [it, fresh] = id.try_emplace({v.node, v.index}, int(parent.size()));
+    if (fresh) parent.push_back(it->second);
+    return it->second;
+  };
+  std::function<int(int)> find = [&](int a) {
+    return parent[size_t(a)] == a ? a : parent[size_t(a)] = find(parent[size_t(a)]);
+  };
+  auto value_of = [&](const Node& n, int node, int port) {
+    return port >= 0 ? n.inputs[size_t(port)] : Value{node, -1 - port};
+  };
+  std::map<int, std::vector<PortGroup>> groups;
+  for (int i : sched) {
+    groups[i] = blocked_ports(g, g.node(i));
+    for (const PortGroup& p : groups[i]) {
+      const int first = key(value_of(g.node(i), i, p.ports[0]));
+      for (int port : p.ports) parent[size_t(find(key(value_of(g.node(i), i, port))))] = find(first);
     }
-    if (!ok || readers.empty()) continue;
-    g.node(p).attrs.set("dst_layout", "nChw16c");
-    std::string names;
-    for (int k : readers) {
-      g.node(k).attrs.set("src_layout", "nChw16c");
-      names += (names.empty() ? "'" : ", '") + g.node(k).name + "'";
+  }
+  // A class may be blocked when each of its values is a float32 4-D tensor with channels a
+  // multiple of 16 whose producer and every reader take it blocked (a graph output never
+  // does), and it pays when a convolution writes or reads it.
+  auto covered = [&](int node, int port, Value v) {
+    if (node < 0) return false;
+    for (const PortGroup& p : groups[node])
+      for (int q : p.ports)
+        if (q == port && value_of(g.node(node), node, q) == v) return true;
+    return false;
+  };
+  std::map<int, bool> ok, conv;
+  for (const auto& [kv, k] : id) {
+    const Value v{kv.first, kv.second};
+    const int c = find(k);
+    const TensorType& t = g.type(v);
+    bool good = t.dtype == DType::f32 && t.shape.rank() == 4 && t.shape[3] % 16 == 0 &&
+                covered(v.node, out_port(v.index), v);
+    for (int r : cons[{v.node, v.index}]) {
+      if (!good) break;
+      const Node* rn = r >= 0 ? &g.node(r) : nullptr;
+      for (int port = 0; rn && port < int(rn->inputs.size()); ++port)
+        if (rn->inputs[size_t(port)] == v) good = good && covered(r, port, v);
+      good = good && rn;
     }
-    report.push_back("layout: conv2d '" + g.node(p).name + "' writes nChw16c for " + names);
+    auto is_conv = [&](int node) { return node >= 0 && g.node(node).op.rfind("conv2d", 0) == 0; };
+    bool touches = is_conv(v.node);
+    for (int r : cons[{v.node, v.index}]) touches = touches || is_conv(r);
+    ok.try_emplace(c, true);
+    ok[c] = ok[c] && good;
+    conv[c] = conv[c] || touches;
+  }
+  std::map<int, std::vector<std::string>> names;  // per blocked class, the nodes taking it
+  for (int i : sched) {
+    Node& n = g.node(i);
+    for (const PortGroup& p : groups[i]) {
+      const int c = find(key(value_of(n, i, p.ports[0])));
+      if (!ok[c] || !conv[c]) continue;
+      if (*p.attr) n.attrs.set(p.attr, "nChw16c");
+      if (n.op == "identity") continue;
+      const std::string who = n.name.empty() ? n.op : n.name + " (" + n.op + ")";
+      if (std::find(names[c].begin(), names[c].end(), who) == names[c].end())
+        names[c].push_back(who);
+    }
+  }
+  for (auto& [c, list] : names) {
+    std::string line = "layout: nChw16c between";
+    for (size_t k = 0; k < list.size(); ++k) line += (k ? ", '" : " '") + list[k] + "'";
+    report.push_back(line);
   }
 }
 
@@ -424,6 +529,20 @@ Executable::Executable(const Graph& graph, std::vector<Value> inputs, std::vecto
     if (options_.backend == "cpu") plan_layouts(graph_, outputs_, report_);
   }
   schedule_ = schedule_nodes(graph_, outputs_);
+  if (const char* e = std::getenv("LOCKSTEP_DUMP_GRAPH"); e && *e && std::string(e) != "0") {
+    // The live program after the passes, in schedule order (debugging the passes).
+    std::fprintf(stderr, "--- executable: %zu live nodes\n", schedule_.size());
+    for (int i : schedule_) {
+      const Node& n = graph_.node(i);
+      std::string line = "%" + std::to_string(i) + " = " + n.op + "(";
+      for (size_t k = 0; k < n.inputs.size(); ++k)
+        line += (k ? ", %" : "%") + std::to_string(n.inputs[k].node) + ":" +
+                std::to_string(n.inputs[k].index);
+      line += ") {" + n.attrs.str() + "} ->";
+      for (const auto& t : n.outputs) line += " " + t.str();
+      std::fprintf(stderr, "%s  # %s\n", line.c_str(), n.name.c_str());
+    }
+  }
   // Inputs the live graph does not read still get a buffer the caller can write.
   for (Value v : inputs_)
     if (std::find(schedule_.begin(), schedule_.end(), v.node) == schedule_.end())

@@ -179,14 +179,18 @@ void register_matmul_conv() {
                   .signature = "(dy, w) -> dx",
                   .doc = "Gradient of conv2d with respect to x (linear in dy and w, so it has a "
                          "gradient too).",
-                  .attrs = conv_attrs({{"input_shape", i64_list, required, "x's shape"}}),
+                  .attrs = conv_attrs({{"input_shape", i64_list, required, "x's shape"},
+                                       {"src_layout", str, "nhwc", "x's memory layout, as conv2d's"},
+                                       {"dst_layout", str, "nhwc", "y's memory layout, as conv2d's"}}),
                   .infer = infer_conv_bwd_input,
                   .grad = grad_conv_bwd_input});
   add_op(kGroup, {.name = "conv2d_backward_filter",
                   .signature = "(dy, x) -> dw",
                   .doc = "Gradient of conv2d with respect to the filter (linear, so it has a "
                          "gradient too).",
-                  .attrs = conv_attrs({{"filter_shape", i64_list, required, "w's shape"}}),
+                  .attrs = conv_attrs({{"filter_shape", i64_list, required, "w's shape"},
+                                       {"src_layout", str, "nhwc", "x's memory layout, as conv2d's"},
+                                       {"dst_layout", str, "nhwc", "y's memory layout, as conv2d's"}}),
                   .infer = infer_conv_bwd_filter,
                   .grad = grad_conv_bwd_filter});
 }
@@ -206,7 +210,9 @@ void register_pools() {
                   .signature = "(dy, x, y) -> dx",
                   .doc = "Gradient of max_pool2d: dy goes to the first maximum of each window "
                          "(found again from x and y, no saved indices).",
-                  .attrs = pool_attrs({}),
+                  .attrs = pool_attrs({{"src_layout", str, "nhwc",
+                                        "x's and dx's memory layout, as conv2d's (dy and y are "
+                                        "always nhwc)"}}),
                   .infer = infer_max_pool_grad});
   add_op(kGroup, {.name = "avg_pool2d",
                   .signature = "(x[N, H, W, C]) -> y",

@@ -168,7 +168,10 @@ void register_batch_norm() {
                              "\"linear\" or \"relu\", applied last (the compiler's fusion pass "
                              "folds a following residual add and relu into it)"},
                             {"residual", boolean, false,
-                             "a 4th input z shaped like x, added before the activation"}},
+                             "a 4th input z shaped like x, added before the activation"},
+                            {"layout", str, "nhwc",
+                             "x's (and the tensors shaped like it) memory layout: \"nhwc\", or "
+                             "\"nChw16c\" where the cpu backend's layout pass sets it"}},
                   .infer = batch_norm_train_infer,
                   .grad = batch_norm_train_grad});
   add_op(kGroup,
@@ -182,7 +185,10 @@ void register_batch_norm() {
                      "\"relu\": dy is the gradient at the output y of a batch_norm_train "
                      "fused with relu (input 5), masked here by y > 0"},
                     {"emit_dy", boolean, false,
-                     "with relu: output 3 is the masked dy (the residual input's gradient)"}},
+                     "with relu: output 3 is the masked dy (the residual input's gradient)"},
+                    {"layout", str, "nhwc",
+                             "x's (and the tensors shaped like it) memory layout: \"nhwc\", or "
+                             "\"nChw16c\" where the cpu backend's layout pass sets it"}},
           .infer = batch_norm_train_grad_infer});
   add_op(kGroup, {.name = "batch_norm_infer",
                   .signature = "(x, gamma, beta, moving_mean, moving_variance[, z]) -> y",
@@ -192,7 +198,10 @@ void register_batch_norm() {
                              "\"linear\" or \"relu\", applied last (set by the compiler's "
                              "fusion pass, as for batch_norm_train)"},
                             {"residual", boolean, false,
-                             "a 6th input z shaped like x, added before the activation"}},
+                             "a 6th input z shaped like x, added before the activation"},
+                            {"layout", str, "nhwc",
+                             "x's (and the tensors shaped like it) memory layout: \"nhwc\", or "
+                             "\"nChw16c\" where the cpu backend's layout pass sets it"}},
                   .infer = batch_norm_infer_infer,
                   .grad = batch_norm_infer_grad});
   add_op(kGroup,

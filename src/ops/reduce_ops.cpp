@@ -85,6 +85,15 @@ Types bias_add_infer(const Node&, const Types& in) {
 const std::vector<AttrDecl> kReduceAttrs = {
     {"axes", i64_list, Ints{}, "axes to reduce; negative from the end; [] = all"},
     {"keepdims", boolean, false, "keep reduced axes as size 1"}};
+// reduce_sum/reduce_mean and their gradients: the 4-D side may be blocked over channels.
+std::vector<AttrDecl> sum_mean_attrs() {
+  std::vector<AttrDecl> a = kReduceAttrs;
+  a.push_back({"layout", str, "nhwc",
+               "the 4-D tensor's memory layout (x; dx for the gradient): \"nhwc\", or "
+               "\"nChw16c\" where the cpu backend's layout pass sets it (axes [0, 1, 2] or "
+               "[1, 2] only)"});
+  return a;
+}
 const std::vector<AttrDecl> kAxisAttr = {{"axis", i64, -1, "the axis to normalise along"}};
 
 void register_reductions() {
@@ -93,7 +102,7 @@ void register_reductions() {
     add_op(kGroup, {.name = op,
                     .signature = "(x) -> y",
                     .doc = "The " + kind + " of x over `axes`.",
-                    .attrs = kReduceAttrs,
+                    .attrs = sum_mean_attrs(),
                     .infer = reduce_infer,
                     .grad = [op](GradBuilder& b, const Node& n, const Values& dy) {
                       return Values{b.add(op + "_grad", {dy[0], n.inputs[0]}, n.attrs)};
@@ -102,7 +111,7 @@ void register_reductions() {
                     .signature = "(dy, x) -> dx",
                     .doc = "Gradient of " + op + ": dy broadcast back over the reduced axes" +
                            (kind == "mean" ? ", divided by their size." : "."),
-                    .attrs = kReduceAttrs,
+                    .attrs = sum_mean_attrs(),
                     .infer = reduce_grad_infer});
   }
   const char* why = "max-reductions (GlobalMaxPooling) are not on the usual training hot path";

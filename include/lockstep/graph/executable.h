@@ -99,12 +99,16 @@ std::vector<int> schedule_nodes(const Graph& g, const std::vector<Value>& output
 // conv2d -> batch_norm_infer into the conv (batch_norm_fold) and merges neighbouring optimizer
 // updates; returns a report.
 std::vector<std::string> fuse_graph(Graph& g, std::vector<Value>& outputs);
-// The cpu backend's layouts (after fuse_graph): a float32 conv2d whose every reader is a float32
-// conv2d or max_pool2d (input 0) writes its output in oneDNN's blocked nChw16c layout (C a
-// multiple of 16, so the same bytes) and its readers read it so: no reorder out of one
-// convolution and into the next. Sets the nodes' src_layout/dst_layout attrs; appends
-// "layout: ..." lines to `report`. Training programs rarely qualify (the backward reads conv
-// outputs through relu_grad and the filter gradient).
+// The cpu backend's layouts (after fuse_graph): a float32 4-D activation (channels a multiple of
+// 16, so the same bytes) whose producer and every reader take oneDNN's blocked nChw16c layout
+// stays in it, where a convolution writes or reads it: no reorder between the convolutions of
+// an inference or a training program. Takers: conv2d and its two gradients (x and y sides),
+// max_pool2d (x) and max_pool2d_grad (x, dx), batch_norm_train/_infer/_train_grad (all tensors
+// shaped like x), reduce_sum/reduce_mean over axes [0, 1, 2] or [1, 2] and their gradients, and
+// same-shape elementwise ops (layout-agnostic: they tie their operands to one layout). A graph
+// output, a reshape, a bfloat16 op or any other reader keeps a tensor, and all tied to it, NHWC.
+// Sets the nodes' src_layout/dst_layout/layout attrs; appends one "layout: nChw16c between ..."
+// line per blocked set of tensors to `report`.
 void plan_layouts(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report);
 
 }  // namespace lockstep

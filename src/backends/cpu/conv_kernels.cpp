@@ -58,6 +58,14 @@ struct ConvTypes {
 
 bool blocked(const Node& n, const char* attr) { return attr_s(n, attr) == "nChw16c"; }
 
+// x and y blocked where the layout pass says so (float32 only: the pass blocks nothing else).
+void set_layouts(const Node& n, ConvTypes& t) {
+  t.x_blocked = blocked(n, "src_layout");
+  t.y_blocked = blocked(n, "dst_layout");
+  LS_CHECK(!(t.x_blocked || t.y_blocked) || (t.x == dt::f32 && t.y == dt::f32), n.op, " '",
+           n.name, "': a blocked (nChw16c) tensor must be float32");
+}
+
 Mds user_mds(const ConvGeom& g, const ConvTypes& t) {
   Mds m;
   m.x = memory::desc(dims4(g.N, g.C, g.H, g.W), t.x, t.x_blocked ? tag::nChw16c : tag::nhwc);
@@ -249,8 +257,7 @@ KernelFactory conv_fwd_factory() {
       return bf16_via_f32(n, in, conv_fwd_factory());
     ConvTypes t{to_dt(in[0].dtype), to_dt(in[1].dtype), to_dt(n.outputs[0].dtype)};
     if (in.size() > 2) t.b = to_dt(in[2].dtype);
-    t.x_blocked = blocked(n, "src_layout");
-    t.y_blocked = blocked(n, "dst_layout");
+    set_layouts(n, t);
     return std::make_unique<ConvFwd>(ops::conv2d_geometry(in[0].shape, in[1].shape, n), t);
   };
 }
@@ -260,6 +267,7 @@ KernelFactory conv_bwd_data_factory() {
     if (!same_float_type({in[0], in[1], n.outputs[0]}))
       return bf16_via_f32(n, in, conv_bwd_data_factory());
     ConvTypes t{to_dt(n.outputs[0].dtype), to_dt(in[1].dtype), to_dt(in[0].dtype)};
+    set_layouts(n, t);
     Shape xs = ops::input_shape_attr(n, in[0].shape[0]);
     return std::make_unique<ConvBwdData>(ops::conv_geometry(xs, in[1].shape, n), t);
   };
@@ -270,6 +278,7 @@ KernelFactory conv_bwd_weights_factory() {
     if (!same_float_type({in[0], in[1], n.outputs[0]}))
       return bf16_via_f32(n, in, conv_bwd_weights_factory());
     ConvTypes t{to_dt(in[1].dtype), to_dt(n.outputs[0].dtype), to_dt(in[0].dtype)};
+    set_layouts(n, t);
     Shape ws(attr_ints(n, "filter_shape"));
     return std::make_unique<ConvBwdWeights>(ops::conv_geometry(in[1].shape, ws, n), t);
   };

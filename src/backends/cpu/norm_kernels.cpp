@@ -13,10 +13,16 @@
 namespace lockstep::cpu {
 namespace {
 
+// x is R rows of W elements: NHWC, rows of all C channels (W = C); or the layout pass's blocked
+// nChw16c ([N, C/16, H*W, 16]), rows of 16 channels starting at channel ((r / HW) % CB) * 16.
+// M is the count per channel (batch-norm statistics).
 struct Dims {
   int64_t R, C;
   double eps;
   int T;  // threads
+  int64_t W = 0, M = 0;
+  bool blocked = false;
+  int64_t HW = 1, CB = 1;
   // batch_norm_train(_grad) fused with relu (forward: after adding the residual input 3;
   // backward: dy masked by y = input 5 > 0, and written to output 3 with emit_dy).
   bool relu = false, residual = false, emit_dy = false;
@@ -25,11 +31,43 @@ struct Dims {
 Dims dims_of(const Node& n, const Shape& x) {
   const int64_t C = x[-1];
   Dims d{x.numel() / C, C, attr_f(n, "epsilon"), omp_get_max_threads()};
-  if (n.op == "batch_norm_train" || n.op == "batch_norm_train_grad" || n.op == "batch_norm_infer")
+  d.W = C;
+  d.M = d.R;
+  if (n.op == "batch_norm_train" || n.op == "batch_norm_train_grad" || n.op == "batch_norm_infer") {
     d.relu = attr_s(n, "activation") == "relu";
+    if (attr_s(n, "layout") == "nChw16c") {
+      LS_CHECK(x.rank() == 4 && C % 16 == 0, n.op, " '", n.name,
+               "': a blocked (nChw16c) x must be 4-D with channels a multiple of 16, got ",
+               x.str());
+      d.blocked = true;
+      d.W = 16;
+      d.R = x.numel() / 16;
+      d.HW = x[1] * x[2];
+      d.CB = C / 16;
+    }
+  }
   if (n.op == "batch_norm_train" || n.op == "batch_norm_infer") d.residual = attr_b(n, "residual");
   if (n.op == "batch_norm_train_grad") d.emit_dy = attr_b(n, "emit_dy");
   return d;
+}
+
+// f(r, off) for rows [r0, r1): off is the row's first channel.
+template <class F>
+inline void for_rows(const Dims& d, int64_t r0, int64_t r1, F&& f) {
+  if (!d.blocked) {
+    for (int64_t r = r0; r < r1; ++r) f(r, int64_t(0));
+    return;
+  }
+  int64_t q = r0 / d.HW, h = r0 - q * d.HW, off = (q % d.CB) * 16;
+  for (int64_t r = r0; r < r1; ++r) {
+    f(r, off);
+    if (++h == d.HW) h = 0, ++q, off = (q % d.CB) * 16;
+  }
+}
+
+// Where channel c's first element is.
+inline int64_t first_of(const Dims& d, int64_t c) {
+  return d.blocked ? (c / 16) * d.HW * 16 + c % 16 : c;
 }
 
 inline void rows_of(const Dims& d, int64_t* r0, int64_t* r1) {
@@ -83,35 +121,27 @@ struct BnWs {
 // One pass for the statistics: sums of (x - k) and (x - k)^2 with k = the first row (a sample
 // of each channel, so the shifted sums do not cancel), then mean = k + S1/R and
 // var = S2/R - (S1/R)^2.
-// y = x * scale + shift per channel, rows [r0, r1) of an [R, C] tensor (f32 arithmetic).
-template <class T>
-inline void scale_shift_rows(const T* x, T* y, int64_t r0, int64_t r1, int64_t C,
-                             const float* __restrict sc, const float* __restrict sh) {
-  for (int64_t r = r0; r < r1; ++r) {
-    const T* __restrict xr = x + r * C;
-    T* __restrict yr = y + r * C;
-#pragma omp simd
-    for (int64_t c = 0; c < C; ++c) yr[c] = st<T>(ld(xr[c]) * sc[c] + sh[c]);
-  }
-}
-
-// The fused forward's last pass: y = relu(x * scale + shift + z) (as the unfused ops round
-// in f32; in bf16 without the intermediate roundings).
+// The forward's last pass over rows [r0, r1): y = x * scale + shift per channel, then + z
+// (Res) and relu (Relu) (as the unfused ops round in f32; in bf16 without the intermediate
+// roundings).
 template <class T, bool Relu, bool Res>
-inline void bn_out_rows(const T* x, const T* z, T* y, int64_t r0, int64_t r1, int64_t C,
-                        const float* __restrict sc, const float* __restrict sh) {
-  for (int64_t r = r0; r < r1; ++r) {
-    const T* __restrict xr = x + r * C;
-    const T* __restrict zr = Res ? z + r * C : nullptr;
-    T* __restrict yr = y + r * C;
+inline void bn_out_rows(const Dims& d, const T* x, const T* z, T* y, int64_t r0, int64_t r1,
+                        const float* sc, const float* sh) {
+  const int64_t W = d.W;
+  for_rows(d, r0, r1, [&](int64_t r, int64_t off) {
+    const T* __restrict xr = x + r * W;
+    const T* __restrict zr = Res ? z + r * W : nullptr;
+    T* __restrict yr = y + r * W;
+    const float* __restrict scr = sc + off;
+    const float* __restrict shr = sh + off;
 #pragma omp simd
-    for (int64_t c = 0; c < C; ++c) {
-      float o = ld(xr[c]) * sc[c] + sh[c];
+    for (int64_t c = 0; c < W; ++c) {
+      float o = ld(xr[c]) * scr[c] + shr[c];
       if constexpr (Res) o += ld(zr[c]);
       if constexpr (Relu) o = std::max(o, 0.f);
       yr[c] = st<T>(o);
     }
-  }
+  });
 }
 
 // Rows [r0, r1) of y = x * scale + shift, with the fused residual z and relu where d says.
@@ -119,13 +149,13 @@ template <class T>
 inline void bn_out(const Dims& d, const T* x, const T* z, T* y, int64_t r0, int64_t r1,
                    const float* scale, const float* shift) {
   if (d.residual && d.relu)
-    bn_out_rows<T, true, true>(x, z, y, r0, r1, d.C, scale, shift);
+    bn_out_rows<T, true, true>(d, x, z, y, r0, r1, scale, shift);
   else if (d.residual)
-    bn_out_rows<T, false, true>(x, z, y, r0, r1, d.C, scale, shift);
+    bn_out_rows<T, false, true>(d, x, z, y, r0, r1, scale, shift);
   else if (d.relu)
-    bn_out_rows<T, true, false>(x, z, y, r0, r1, d.C, scale, shift);
+    bn_out_rows<T, true, false>(d, x, z, y, r0, r1, scale, shift);
   else
-    scale_shift_rows(x, y, r0, r1, d.C, scale, shift);
+    bn_out_rows<T, false, false>(d, x, z, y, r0, r1, scale, shift);
 }
 
 template <class T>
@@ -138,7 +168,7 @@ void bn_train(const Dims& d, const Params& p, float* params, const KernelArgs& a
   const int64_t C = d.C;
   BnWs w(d, a.workspace);
   float *k = w.coef, *scale = k + C, *shift = scale + C;
-  for (int64_t c = 0; c < C; ++c) k[c] = d.R ? ld(x[c]) : 0.f;
+  for (int64_t c = 0; c < C; ++c) k[c] = d.R ? ld(x[first_of(d, c)]) : 0.f;
 #pragma omp parallel num_threads(d.T)
   {
     int64_t r0, r1;
@@ -149,18 +179,22 @@ void bn_train(const Dims& d, const Params& p, float* params, const KernelArgs& a
     float* __restrict b1 = w.block + 2 * t * C;
     float* __restrict b2 = b1 + C;
     const float* __restrict kc = k;
+    const int64_t W = d.W;
     for (int64_t c = 0; c < C; ++c) s1[c] = s2[c] = 0;
     for (int64_t rb = r0; rb < r1; rb += kBlock) {
       for (int64_t c = 0; c < C; ++c) b1[c] = b2[c] = 0;
-      for (int64_t r = rb; r < std::min(r1, rb + kBlock); ++r) {
-        const T* __restrict xr = x + r * C;
+      for_rows(d, rb, std::min(r1, rb + kBlock), [&](int64_t r, int64_t off) {
+        const T* __restrict xr = x + r * W;
+        float* __restrict p1 = b1 + off;
+        float* __restrict p2 = b2 + off;
+        const float* __restrict kr = kc + off;
 #pragma omp simd
-        for (int64_t c = 0; c < C; ++c) {
-          const float v = ld(xr[c]) - kc[c];
-          b1[c] += v;
-          b2[c] += v * v;
+        for (int64_t c = 0; c < W; ++c) {
+          const float v = ld(xr[c]) - kr[c];
+          p1[c] += v;
+          p2[c] += v * v;
         }
-      }
+      });
       for (int64_t c = 0; c < C; ++c) s1[c] += b1[c], s2[c] += b2[c];
     }
 #pragma omp barrier
@@ -168,8 +202,8 @@ void bn_train(const Dims& d, const Params& p, float* params, const KernelArgs& a
     for (int64_t c = 0; c < C; ++c) {
       double m1 = 0, m2 = 0;
       for (int j = 0; j < nt; ++j) m1 += w.part[2 * j * C + c], m2 += w.part[2 * j * C + C + c];
-      m1 /= double(d.R);
-      m2 /= double(d.R);
+      m1 /= double(d.M);
+      m2 /= double(d.M);
       const double m = kc[c] + m1, v = std::max(0.0, m2 - m1 * m1);
       const double rstd = 1.0 / std::sqrt(v + d.eps), sc = gm[c] * rstd;
       scale[c] = float(sc);
@@ -213,42 +247,45 @@ void bn_train_grad_impl(const Dims& d, const Params& p, float* params, const Ker
     double* __restrict s2 = s1 + C;
     float* __restrict b1 = w.block + 2 * t * C;
     float* __restrict b2 = b1 + C;
-    const float* __restrict mu = mean;
+    const int64_t W = d.W;
     for (int64_t c = 0; c < C; ++c) s1[c] = s2[c] = 0;
     for (int64_t rb = r0; rb < r1; rb += kBlock) {
       for (int64_t c = 0; c < C; ++c) b1[c] = b2[c] = 0;
-      for (int64_t r = rb; r < std::min(r1, rb + kBlock); ++r) {
-        const T* __restrict dyr = dy + r * C;
-        const T* __restrict xr = x + r * C;
+      for_rows(d, rb, std::min(r1, rb + kBlock), [&](int64_t r, int64_t off) {
+        const T* __restrict dyr = dy + r * W;
+        const T* __restrict xr = x + r * W;
+        const float* __restrict mu = mean + off;
+        float* __restrict p1 = b1 + off;
+        float* __restrict p2 = b2 + off;
         if constexpr (Relu) {
-          const T* __restrict yr = yv + r * C;
+          const T* __restrict yr = yv + r * W;
           if (dz) {
-            T* __restrict dzr = dz + r * C;
+            T* __restrict dzr = dz + r * W;
 #pragma omp simd
-            for (int64_t c = 0; c < C; ++c) {
+            for (int64_t c = 0; c < W; ++c) {
               // dy or 0, both exact in T: storing it loses nothing.
               const float g = masked(dyr[c], yr[c]);
               dzr[c] = st<T>(g);
-              b1[c] += g;
-              b2[c] += g * (ld(xr[c]) - mu[c]);
+              p1[c] += g;
+              p2[c] += g * (ld(xr[c]) - mu[c]);
             }
           } else {
 #pragma omp simd
-            for (int64_t c = 0; c < C; ++c) {
+            for (int64_t c = 0; c < W; ++c) {
               const float g = masked(dyr[c], yr[c]);
-              b1[c] += g;
-              b2[c] += g * (ld(xr[c]) - mu[c]);
+              p1[c] += g;
+              p2[c] += g * (ld(xr[c]) - mu[c]);
             }
           }
         } else {
 #pragma omp simd
-          for (int64_t c = 0; c < C; ++c) {
+          for (int64_t c = 0; c < W; ++c) {
             const float g = ld(dyr[c]);
-            b1[c] += g;
-            b2[c] += g * (ld(xr[c]) - mu[c]);
+            p1[c] += g;
+            p2[c] += g * (ld(xr[c]) - mu[c]);
           }
         }
-      }
+      });
       for (int64_t c = 0; c < C; ++c) s1[c] += b1[c], s2[c] += b2[c];
     }
 #pragma omp barrier
@@ -263,27 +300,28 @@ void bn_train_grad_impl(const Dims& d, const Params& p, float* params, const Ker
       dg[c] = float(sdyx);
       db[c] = float(sdy);
       ka[c] = float(gm[c] * rstd);
-      kb[c] = float(-gm[c] * rstd * rstd * sdyx / d.R + (dvar ? 2.0 * dvar[c] / d.R : 0.0));
-      kc[c] = float(-gm[c] * rstd * sdy / d.R + (dmean ? dmean[c] / d.R : 0.0));
+      kb[c] = float(-gm[c] * rstd * rstd * sdyx / d.M + (dvar ? 2.0 * dvar[c] / d.M : 0.0));
+      kc[c] = float(-gm[c] * rstd * sdy / d.M + (dmean ? dmean[c] / d.M : 0.0));
     }
-    const float* __restrict fa = ka;
-    const float* __restrict fb = kb;
-    const float* __restrict fc = kc;
-    for (int64_t r = r0; r < r1; ++r) {
-      const T* __restrict dyr = (dz ? dz : dy) + r * C;
-      const T* __restrict xr = x + r * C;
-      T* __restrict dxr = dx + r * C;
+    for_rows(d, r0, r1, [&](int64_t r, int64_t off) {
+      const T* __restrict dyr = (dz ? dz : dy) + r * W;
+      const T* __restrict xr = x + r * W;
+      T* __restrict dxr = dx + r * W;
+      const float* __restrict fa = ka + off;
+      const float* __restrict fb = kb + off;
+      const float* __restrict fc = kc + off;
+      const float* __restrict mu = mean + off;
       if (Relu && !dz) {
-        const T* __restrict yr = yv + r * C;
+        const T* __restrict yr = yv + r * W;
 #pragma omp simd
-        for (int64_t c = 0; c < C; ++c)
+        for (int64_t c = 0; c < W; ++c)
           dxr[c] = st<T>(fa[c] * masked(dyr[c], yr[c]) + fb[c] * (ld(xr[c]) - mu[c]) + fc[c]);
       } else {
 #pragma omp simd
-        for (int64_t c = 0; c < C; ++c)
+        for (int64_t c = 0; c < W; ++c)
           dxr[c] = st<T>(fa[c] * ld(dyr[c]) + fb[c] * (ld(xr[c]) - mu[c]) + fc[c]);
       }
-    }
+    });
   }
 }
 

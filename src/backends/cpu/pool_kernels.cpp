@@ -123,6 +123,56 @@ void max_bwd(const ConvGeom& g, const T* dy_t, const T* x_t, const T* y_t, T* dx
   }
 }
 
+// x and dx in nChw16c (the layout pass's, f32, C a multiple of 16), dy and y in NHWC: as max_bwd,
+// 16 channels per vector, parallel over (image, channel block).
+void max_bwd_blocked(const ConvGeom& g, const float* dy, const float* x, const float* y,
+                     float* dx) {
+  const int64_t C = g.C, CB = C / 16, plane = g.H * g.W * 16;
+  const bool tiled = g.SH == g.KH && g.SW == g.KW && g.PT == 0 && g.PL == 0;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t cb = 0; cb < CB; ++cb) {
+      const float* __restrict xb = x + (n * CB + cb) * plane;
+      float* __restrict db = dx + (n * CB + cb) * plane;
+      if (tiled) {  // only the uncovered tail needs zeroing (see max_bwd)
+        const int64_t ch = std::min(g.H, g.OH * g.KH), cw = std::min(g.W, g.OW * g.KW);
+        for (int64_t ih = 0; ih < ch; ++ih)
+          std::memset(db + (ih * g.W + cw) * 16, 0, sizeof(float) * (g.W - cw) * 16);
+        std::memset(db + ch * g.W * 16, 0, sizeof(float) * (g.H - ch) * g.W * 16);
+      } else {
+        std::memset(db, 0, sizeof(float) * plane);
+      }
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          const int64_t yo = ((n * g.OH + oh) * g.OW + ow) * C + cb * 16;
+          const float* __restrict yp = y + yo;
+          const float* __restrict dyp = dy + yo;
+          const Window wd = pool_window(g, oh, ow);
+          int32_t idx[16];
+          for (int c = 0; c < 16; ++c) idx[c] = -1;
+          for (int64_t ih = wd.h1 - 1; ih >= wd.h0; --ih)
+            for (int64_t iw = wd.w1 - 1; iw >= wd.w0; --iw) {
+              const int32_t off = int32_t((ih * g.W + iw) * 16);
+              const float* __restrict xp = xb + off;
+#pragma omp simd
+              for (int c = 0; c < 16; ++c) idx[c] = xp[c] == yp[c] ? off + c : idx[c];
+            }
+          if (tiled) {
+            for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
+              for (int64_t iw = wd.w0; iw < wd.w1; ++iw) {
+                const int32_t off = int32_t((ih * g.W + iw) * 16);
+                float* __restrict dp = db + off;
+#pragma omp simd
+                for (int c = 0; c < 16; ++c) dp[c] = idx[c] == off + c ? dyp[c] : 0.f;
+              }
+          } else {
+            for (int c = 0; c < 16; ++c)
+              if (idx[c] >= 0) db[idx[c]] += dyp[c];
+          }
+        }
+    }
+}
+
 void avg_fwd(const ConvGeom& g, const float* x, float* y) {
   const int64_t C = g.C;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -186,6 +236,17 @@ KernelFactory max_bwd_factory() {
     ConvGeom g = ops::pool_geometry(in[1].shape, n);
     LS_CHECK(g.H * g.W * g.C < (int64_t(1) << 31), "max_pool2d_grad: image too large");
     const int threads = omp_get_max_threads();
+    if (attr_s(n, "src_layout") == "nChw16c") {
+      LS_CHECK(in[1].dtype == DType::f32 && in[0].dtype == DType::f32 && in[2].dtype == DType::f32 &&
+                   g.C % 16 == 0,
+               "max_pool2d_grad: a blocked (nChw16c) x must be float32 with channels a multiple "
+               "of 16, got ",
+               in[1].str());
+      return make_kernel([g](const KernelArgs& a) {
+        max_bwd_blocked(g, a.in(0).data<float>(), a.in(1).data<float>(), a.in(2).data<float>(),
+                        out_f(a, 0));
+      });
+    }
     return by_float_kind(n, in, max_bwd_factory(), [g, threads](auto t) {
       using T = decltype(t);
       return make_kernel(

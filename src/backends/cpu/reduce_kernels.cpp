@@ -108,10 +108,86 @@ struct ReduceSumGradKernel : Kernel {
   }
 };
 
+// The layout pass's blocked form (f32): x (or dx) [N, C/16, H*W, 16] reduced over axes [0, 1, 2]
+// (y[C]) or [1, 2] (y[N, C]). Each (image, channel block) sums its H*W rows in f32; the images
+// then join in a fixed order, so the result does not depend on the thread count.
+struct BlockedReduce {
+  int64_t N, CB, HW;
+  bool per_image, mean;
+};
+
+BlockedReduce blocked_reduce(const Node& n, const Shape& x, bool mean) {
+  LS_CHECK(x.rank() == 4 && x[3] % 16 == 0, n.op, " '", n.name,
+           "': a blocked (nChw16c) tensor must be 4-D with channels a multiple of 16, got ",
+           x.str());
+  auto axes = ew::reduce_axes(n, 4);
+  return {x[0], x[3] / 16, x[1] * x[2], axes.size() == 2, mean};
+}
+
+std::unique_ptr<Kernel> blocked_sum_kernel(const BlockedReduce b) {
+  return make_kernel(
+      [b](const KernelArgs& a) {
+        const float* x = a.in(0).data<float>();
+        float* y = a.out(0).data<float>();
+        float* part = static_cast<float*>(a.workspace);  // [N, C] per-image sums
+        const int64_t C = b.CB * 16;
+#pragma omp parallel for collapse(2) if (b.N * b.CB * b.HW * 16 > kParallelMin) schedule(static)
+        for (int64_t n = 0; n < b.N; ++n)
+          for (int64_t cb = 0; cb < b.CB; ++cb) {
+            const float* __restrict xb = x + (n * b.CB + cb) * b.HW * 16;
+            float acc[16] = {};
+            for (int64_t r = 0; r < b.HW; ++r) {
+#pragma omp simd
+              for (int c = 0; c < 16; ++c) acc[c] += xb[r * 16 + c];
+            }
+            float* __restrict p = part + n * C + cb * 16;
+            const float s = b.mean ? 1.f / float(b.per_image ? b.HW : b.HW * b.N) : 1.f;
+            for (int c = 0; c < 16; ++c) p[c] = acc[c] * s;
+          }
+        if (b.per_image) {
+          std::memcpy(y, part, sizeof(float) * size_t(b.N * C));
+          return;
+        }
+        for (int64_t c = 0; c < C; ++c) {
+          float acc = 0;
+          for (int64_t n = 0; n < b.N; ++n) acc += part[n * C + c];
+          y[c] = acc;
+        }
+      },
+      sizeof(float) * size_t(b.N * b.CB * 16));
+}
+
+std::unique_ptr<Kernel> blocked_sum_grad_kernel(const BlockedReduce b) {
+  return make_kernel([b](const KernelArgs& a) {
+    const float* dy = a.in(0).data<float>();
+    float* dx = a.out(0).data<float>();
+    const int64_t C = b.CB * 16;
+    const float s = b.mean ? 1.f / float(b.per_image ? b.HW : b.HW * b.N) : 1.f;
+#pragma omp parallel for collapse(2) if (b.N * b.CB * b.HW * 16 > kParallelMin) schedule(static)
+    for (int64_t n = 0; n < b.N; ++n)
+      for (int64_t cb = 0; cb < b.CB; ++cb) {
+        const float* __restrict g = dy + (b.per_image ? n * C : 0) + cb * 16;
+        float v[16];
+        for (int c = 0; c < 16; ++c) v[c] = g[c] * s;
+        float* __restrict xb = dx + (n * b.CB + cb) * b.HW * 16;
+        for (int64_t r = 0; r < b.HW; ++r) {
+#pragma omp simd
+          for (int c = 0; c < 16; ++c) xb[r * 16 + c] = v[c];
+        }
+      }
+  });
+}
+
 template <template <class> class K>
 KernelFactory reduce_factory(bool mean, int shape_input) {
   return [mean, shape_input](const Node& n,
                              const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
+    if (attr_s(n, "layout") == "nChw16c") {
+      for (const TensorType& t : in)
+        LS_CHECK(t.dtype == DType::f32, n.op, " '", n.name, "': blocked tensors must be float32");
+      const BlockedReduce b = blocked_reduce(n, in[size_t(shape_input)].shape, mean);
+      return shape_input == 0 ? blocked_sum_kernel(b) : blocked_sum_grad_kernel(b);
+    }
     ReduceSplit s = split_reduce(n, in[shape_input].shape);
     if (!s.ok)
       return reference_fallback(n, in,

@@ -1,0 +1,202 @@
+// The cpu layout pass in training programs: every float32 activation whose producer and
+// readers all take oneDNN's blocked nChw16c layout (convolutions forward and backward, max_pool2d
+// and its gradient, batch norm forward and backward with relu and residual, channel reductions,
+// elementwise ops) stays blocked, so no reorder runs between the convolutions of a train step.
+// The blocked program's loss and gradients match the unfused program (all NHWC) and the
+// reference backend, for the reference CNN's shape of network (with tiled and overlapping
+// padded pools) and a ResNet block (strided conv, projection shortcut, global average pool),
+// with the direct and the Winograd convolutions.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "graph/graph_test_util.h"
+#include "lockstep/core/config.h"
+#include "lockstep/core/rng.h"
+#include "lockstep/graph/autodiff.h"
+#include "lockstep/graph/executable.h"
+
+namespace lockstep {
+namespace {
+
+using I = std::vector<int64_t>;
+using config::ConvAlgorithm;
+
+struct AlgorithmGuard {
+  ConvAlgorithm saved = config::conv_algorithm();
+  explicit AlgorithmGuard(ConvAlgorithm a) { config::set_conv_algorithm(a); }
+  ~AlgorithmGuard() { config::set_conv_algorithm(saved); }
+};
+
+struct Program {
+  Graph g;
+  std::vector<Value> feeds, fetch;  // fetch: loss, then d loss / d (every feed but the last)
+};
+
+Value input(Program& p, Shape s, const std::string& name) {
+  Value v = p.g.input({DType::f32, s}, name);
+  p.feeds.push_back(v);
+  return v;
+}
+
+// loss = sum(y * r) with r a last feed of y's shape; gradients with respect to every other feed.
+void finish(Program& p, Value y) {
+  Value r = input(p, p.g.type(y).shape, "r");
+  Value loss = p.g.add("reduce_sum", {p.g.add("mul", {y, r})},
+                       Attrs{{"axes", I{0, 1}}, {"keepdims", false}});
+  std::vector<Value> wrt(p.feeds.begin(), p.feeds.end() - 1);
+  p.fetch = {loss};
+  for (Value d : gradients(p.g, loss, wrt)) p.fetch.push_back(d);
+}
+
+Value conv(Program& p, Value x, Shape w, const std::string& padding, int64_t stride,
+           const std::string& name) {
+  return p.g.add("conv2d", {x, input(p, w, name + "_w")},
+                 Attrs{{"padding", padding}, {"strides", I{stride, stride}}}, name);
+}
+
+// The reference CNN's shape: conv+bias+relu, conv+bias+relu, max_pool, flatten, dense.
+Program cnn(const I& pool, int64_t pool_stride, const std::string& pool_padding) {
+  Program p;
+  Graph& g = p.g;
+  Value x = input(p, Shape{8, 10, 10, 16}, "x");
+  auto conv_relu = [&](Value v, int64_t c, int64_t o, const std::string& name) {
+    Value b = input(p, Shape{o}, name + "_b");
+    return g.add("relu", {g.add("bias_add", {conv(p, v, Shape{3, 3, c, o}, "valid", 1, name), b})});
+  };
+  Value h = conv_relu(conv_relu(x, 16, 32, "c1"), 32, 32, "c2");
+  Value pooled = g.add("max_pool2d", {h},
+                       Attrs{{"pool_size", pool},
+                             {"strides", I{pool_stride, pool_stride}},
+                             {"padding", pool_padding}},
+                       "pool");
+  const Shape ps = g.type(pooled).shape;
+  Value flat = g.add("reshape", {pooled}, Attrs{{"shape", I{ps[0], ps[1] * ps[2] * ps[3]}}});
+  finish(p, g.add("matmul", {flat, input(p, Shape{ps[1] * ps[2] * ps[3], 10}, "dense")}));
+  return p;
+}
+
+// A ResNet block: a = relu(bn(conv3x3/2(x))); y = relu(bn(conv3x3(a)) + bn(conv1x1/2(x)));
+// global average pool, dense.
+Program resnet_block() {
+  Program p;
+  Graph& g = p.g;
+  Value x = input(p, Shape{8, 16, 16, 16}, "x");
+  auto bn = [&](Value v, const std::string& name) {
+    const int64_t c = g.type(v).shape[3];
+    Value gamma = input(p, Shape{c}, name + "_gamma"), beta = input(p, Shape{c}, name + "_beta");
+    return g.add_multi("batch_norm_train", {v, gamma, beta}, Attrs{{"epsilon", 1e-3}}, name)[0];
+  };
+  Value a = g.add("relu", {bn(conv(p, x, Shape{3, 3, 16, 32}, "same", 2, "ca"), "bna")});
+  Value main = bn(conv(p, a, Shape{3, 3, 32, 32}, "same", 1, "cb"), "bnb");
+  Value shortcut = bn(conv(p, x, Shape{1, 1, 16, 32}, "valid", 2, "cs"), "bns");
+  Value y = g.add("relu", {g.add("add", {main, shortcut})});
+  Value pooled = g.add("reduce_mean", {y}, Attrs{{"axes", I{1, 2}}, {"keepdims", false}}, "gap");
+  finish(p, g.add("matmul", {pooled, input(p, Shape{32, 10}, "dense")}));
+  return p;
+}
+
+std::vector<std::vector<float>> feed_values(const Program& p) {
+  Philox rng(23);
+  std::vector<std::vector<float>> v;
+  for (Value f : p.feeds) {
+    const std::string& name = p.g.node(f.node).name;
+    const bool gamma = name.find("_gamma") != std::string::npos;
+    std::vector<float> t(size_t(p.g.type(f).shape.numel()));
+    for (float& e : t) e = gamma ? rng.uniform(0.5f, 1.5f) : rng.uniform(-1.f, 1.f);
+    v.push_back(std::move(t));
+  }
+  return v;
+}
+
+double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double scale = 1e-30, err = 0;
+  for (float v : b) scale = std::max(scale, double(std::fabs(v)));
+  for (size_t i = 0; i < a.size(); ++i) err = std::max(err, std::fabs(double(a[i]) - b[i]));
+  return err / scale;
+}
+
+std::string layout_lines(const Executable& exe) {
+  std::string all;
+  for (const std::string& l : exe.report())
+    if (l.rfind("layout:", 0) == 0) all += l + "\n";
+  return all;
+}
+
+// Compiles p three ways (fused with layouts, unfused, reference), checks the blocked one planned
+// what `expect` lists, and compares every fetch.
+void check(Program& p, const std::vector<std::string>& expect, double tol) {
+  Executable exe(p.g, p.feeds, p.fetch);
+  const std::string lines = layout_lines(exe);
+  for (const std::string& e : expect) EXPECT_NE(lines.find(e), std::string::npos) << e << "\n" << lines;
+  Executable plain(p.g, p.feeds, p.fetch, CompileOptions{.fuse = false});
+  EXPECT_EQ(layout_lines(plain), "");
+  Executable reference(p.g, p.feeds, p.fetch, CompileOptions{.backend = "reference"});
+  const auto in = feed_values(p);
+  const auto got = test_util::run_once(exe, in), want = test_util::run_once(plain, in),
+             ref = test_util::run_once(reference, in);
+  for (size_t k = 0; k < got.size(); ++k) {
+    ASSERT_EQ(got[k].size(), want[k].size());
+    EXPECT_LT(relative_error(got[k], want[k]), tol) << "fetch " << k;
+    EXPECT_LT(relative_error(got[k], ref[k]), tol) << "fetch " << k;
+  }
+}
+
+struct PoolCase {
+  I pool;
+  int64_t stride;
+  std::string padding;
+  ConvAlgorithm algorithm;
+};
+
+class CnnLayouts : public ::testing::TestWithParam<PoolCase> {};
+
+TEST_P(CnnLayouts, BlockedTrainStepMatchesUnblockedAndReference) {
+  const PoolCase& k = GetParam();
+  AlgorithmGuard guard(k.algorithm);
+  Program p = cnn(k.pool, k.stride, k.padding);
+  // c1's output (read by c2, c2's filter gradient and relu_grad) and c2's (read by the pool, its
+  // gradient and relu_grad), and the gradients between them, are blocked.
+  check(p,
+        {"'c1 (conv2d)', 'c2 (conv2d)'", "'c2 (conv2d)', 'pool (max_pool2d)'",
+         "max_pool2d_grad", "conv2d_backward_input", "relu_grad"},
+        1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Pools, CnnLayouts,
+    ::testing::Values(PoolCase{{2, 2}, 2, "valid", ConvAlgorithm::kAuto},
+                      PoolCase{{2, 2}, 2, "valid", ConvAlgorithm::kWinograd},
+                      PoolCase{{3, 3}, 2, "same", ConvAlgorithm::kAuto},
+                      PoolCase{{3, 3}, 1, "valid", ConvAlgorithm::kWinograd}));
+
+TEST(ResNetLayouts, BlockedTrainStepMatchesUnblockedAndReference) {
+  for (ConvAlgorithm algorithm : {ConvAlgorithm::kAuto, ConvAlgorithm::kDirect}) {
+    AlgorithmGuard guard(algorithm);
+    Program p = resnet_block();
+    // Batch norm forward (fused relu, residual) and backward, the global pool and its gradient
+    // run blocked; x and dx (graph input and output) stay NHWC.
+    check(p,
+          {"'ca (conv2d)', 'bna (batch_norm_train)'", "'gap (reduce_mean)'",
+           "batch_norm_train_grad", "reduce_mean_grad", "conv2d_backward_filter"},
+          1e-4);
+  }
+}
+
+// A float32 activation that a graph output, a reshape or a bfloat16 op reads stays NHWC, and so
+// does everything tied to it.
+TEST(ResNetLayouts, OutputsAndOtherReadersKeepNhwc) {
+  Program p;
+  Graph& g = p.g;
+  Value x = input(p, Shape{4, 8, 8, 16}, "x");
+  Value h = conv(p, x, Shape{3, 3, 16, 32}, "same", 1, "c1");  // read by a graph output
+  Value k = g.add("relu", {conv(p, x, Shape{3, 3, 16, 32}, "same", 1, "c2")});  // by a reshape
+  Value flat = g.add("reshape", {k}, Attrs{{"shape", I{4, 8 * 8 * 32}}});
+  Executable exe(g, p.feeds, {h, flat});
+  EXPECT_EQ(layout_lines(exe), "");
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -49,9 +49,10 @@ const Section kSections[] = {
      "derivative is a function of the output (relu, relu6, sigmoid, tanh), else (dy, x), and the\n"
      "activation's attributes."},
     {"reduction", "Reductions, softmax and bias",
-     "`reduce_*` with no or empty `axes` reduce over every axis. The cpu kernels reduce over\n"
-     "leading or trailing axes and run softmax along the last one; other axes use the reference\n"
-     "kernel, which the executable reports."},
+     "`reduce_*` with no or empty `axes` reduce over every axis. The cpu kernels reduce over one\n"
+     "run of consecutive axes (leading, trailing or middle, as global pooling's [1, 2]) and run\n"
+     "softmax along the last one; other axes use the reference kernel, which the executable\n"
+     "reports."},
     {"array", "Array ops", "Copies and conversions, and dropout."},
     {"loss", "Losses and metrics",
      "Per-example outputs; train/ composes the reductions. The class axis is the last: logits may\n"

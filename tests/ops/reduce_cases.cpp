@@ -28,8 +28,10 @@ LS_OP_CASES(reduce_ops) {
     c.push_back(reduce(op, "all_default", {3, 4}, {}));
     c.push_back(reduce(op, "all_keep", {2, 3, 2}, ax({0, 1, 2}, true)));
   }
-  // Large: the chunked cpu paths (many columns, few columns, everything).
+  // Large: the chunked cpu paths (many columns, few columns, everything), and the parallel middle
+  // one (global average pooling's axes).
   for (auto [tag, x, axes] : {std::tuple{"large_cols", Shape{300, 256}, I{0}},
+                              std::tuple{"large_middle", Shape{16, 8, 8, 64}, I{1, 2}},
                               std::tuple{"large_fewcols", Shape{5000, 10}, I{0}},
                               std::tuple{"large_all", Shape{40000}, I{}},
                               std::tuple{"large_rows", Shape{2000, 30}, I{1}}})
@@ -45,6 +47,8 @@ LS_OP_CASES(reduce_ops) {
                        .inputs = {in({3, 1}), in({3, 5})}, .check_grad = false});
     c.push_back(OpCase{.name = op + "_middle", .op = op, .attrs = ax({1}),
                        .inputs = {in({2, 4}), in({2, 3, 4})}, .check_grad = false});
+    c.push_back(OpCase{.name = op + "_large_middle", .op = op, .attrs = ax({1, 2}),
+                       .inputs = {in({16, 64}), in({16, 8, 8, 64})}, .check_grad = false});
   }
   c.push_back(OpCase{.name = "reduce_max_grad", .op = "reduce_max_grad",
                      .inputs = {in({2}), in({2, 3})}, .check_grad = false,

@@ -148,6 +148,23 @@ void max_bwd_blocked(const ConvGeom& g, const float* dy, const float* x, const f
           const float* __restrict yp = y + yo;
           const float* __restrict dyp = dy + yo;
           const Window wd = pool_window(g, oh, ow);
+          if (tiled) {
+            // Each dx element once, in window order: dy goes to the first x equal to the max.
+            float taken[16] = {};
+            for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
+              for (int64_t iw = wd.w0; iw < wd.w1; ++iw) {
+                const int64_t off = (ih * g.W + iw) * 16;
+                const float* __restrict xp = xb + off;
+                float* __restrict dp = db + off;
+#pragma omp simd
+                for (int c = 0; c < 16; ++c) {
+                  const bool hit = xp[c] == yp[c] && taken[c] == 0.f;
+                  dp[c] = hit ? dyp[c] : 0.f;
+                  taken[c] = hit ? 1.f : taken[c];
+                }
+              }
+            continue;
+          }
           int32_t idx[16];
           for (int c = 0; c < 16; ++c) idx[c] = -1;
           for (int64_t ih = wd.h1 - 1; ih >= wd.h0; --ih)
@@ -157,18 +174,8 @@ void max_bwd_blocked(const ConvGeom& g, const float* dy, const float* x, const f
 #pragma omp simd
               for (int c = 0; c < 16; ++c) idx[c] = xp[c] == yp[c] ? off + c : idx[c];
             }
-          if (tiled) {
-            for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
-              for (int64_t iw = wd.w0; iw < wd.w1; ++iw) {
-                const int32_t off = int32_t((ih * g.W + iw) * 16);
-                float* __restrict dp = db + off;
-#pragma omp simd
-                for (int c = 0; c < 16; ++c) dp[c] = idx[c] == off + c ? dyp[c] : 0.f;
-              }
-          } else {
-            for (int c = 0; c < 16; ++c)
-              if (idx[c] >= 0) db[idx[c]] += dyp[c];
-          }
+          for (int c = 0; c < 16; ++c)
+            if (idx[c] >= 0) db[idx[c]] += dyp[c];
         }
     }
 }

@@ -1,4 +1,4 @@
-// CPU (OpenMP) kernels for reductions over leading or trailing axes (deterministic: the
+// CPU (OpenMP) kernels for reductions over leading, trailing or consecutive middle axes (deterministic: the
 // summation order does not depend on the thread count), softmax along the last axis, sparse
 // softmax cross-entropy (+ grad) and sparse categorical accuracy. Other axes use the reference
 // kernel, which the executable reports.
@@ -17,21 +17,31 @@ const char* kCpu = "cpu";
 constexpr int64_t kParallelMin = 1 << 15;
 constexpr int64_t kChunks = 64;  // fixed row chunks for reductions with few columns
 
-// x viewed as [outer, inner]; reduced over dim 0 (leading) or dim 1 (trailing).
+// x viewed as [outer, inner]; reduced over dim 0 (leading) or dim 1 (trailing). Or, for
+// consecutive middle axes (middle: e.g. global pooling's [1, 2] of NHWC), as [pre, mid, post]
+// reduced over mid.
 struct ReduceSplit {
-  bool ok = false, leading = false;
+  bool ok = false, leading = false, middle = false;
   int64_t outer = 1, inner = 1;
+  int64_t pre = 1, mid = 1, post = 1;
 };
 ReduceSplit split_reduce(const Node& n, const Shape& x) {
   auto axes = ew::reduce_axes(n, x.rank());
   ReduceSplit s;
   int k = int(axes.size());
-  bool lead = true, trail = true;
+  bool lead = true, trail = true, run = true;
   for (int i = 0; i < k; ++i) {
     lead &= axes[i] == i;
     trail &= axes[i] == x.rank() - k + i;
+    run &= axes[i] == axes[0] + i;
   }
-  if (!lead && !trail) return s;
+  if (!lead && !trail) {
+    if (!run) return s;
+    s.ok = s.middle = true;
+    for (int i = 0; i < x.rank(); ++i)
+      (i < axes[0] ? s.pre : i < axes[0] + k ? s.mid : s.post) *= x[i];
+    return s;
+  }
   s.ok = true;
   s.leading = lead;
   int cut = lead ? k : x.rank() - k;
@@ -46,11 +56,29 @@ struct ReduceSumKernel : Kernel {
   bool mean;
   ReduceSumKernel(ReduceSplit s, bool mean) : s(s), mean(mean) {}
   size_t workspace_bytes() const override {
+    if (s.middle) return size_t(s.pre * s.post) * sizeof(float);
     return s.leading ? size_t(kChunks * s.inner) * sizeof(float) : 0;
   }
   void run(const KernelArgs& a) override {
     const T* x = a.in(0).data<T>();
     T* y = a.out(0).data<T>();
+    if (s.middle) {  // each [mid, post] block summed row by row in f32, blocks in parallel
+      const int64_t P = s.post, M = s.mid;
+      const float scale = mean && M ? 1.f / float(M) : 1.f;
+      float* acc_all = static_cast<float*>(a.workspace);
+#pragma omp parallel for if (s.pre * M * P > kParallelMin) schedule(static)
+      for (int64_t o = 0; o < s.pre; ++o) {
+        float* __restrict acc = acc_all + o * P;
+        const T* __restrict xo = x + o * M * P;
+        std::memset(acc, 0, size_t(P) * sizeof(float));
+        for (int64_t m = 0; m < M; ++m) {
+#pragma omp simd
+          for (int64_t c = 0; c < P; ++c) acc[c] += ld(xo[m * P + c]);
+        }
+        for (int64_t c = 0; c < P; ++c) y[o * P + c] = st<T>(acc[c] * scale);
+      }
+      return;
+    }
     const int64_t R = s.outer, C = s.inner;
     const bool big = R * C > kParallelMin;
     if (!s.leading) {  // sum each row of C
@@ -96,6 +124,19 @@ struct ReduceSumGradKernel : Kernel {
   void run(const KernelArgs& a) override {
     const T* dy = a.in(0).data<T>();
     T* dx = a.out(0).data<T>();
+    if (s.middle) {
+      const int64_t P = s.post, M = s.mid;
+      const float scale = mean && M ? 1.f / float(M) : 1.f;
+#pragma omp parallel for if (s.pre * M * P > kParallelMin) schedule(static)
+      for (int64_t o = 0; o < s.pre; ++o)
+        for (int64_t m = 0; m < M; ++m) {
+          T* __restrict d = dx + (o * M + m) * P;
+          const T* __restrict g = dy + o * P;
+#pragma omp simd
+          for (int64_t c = 0; c < P; ++c) d[c] = st<T>(ld(g[c]) * scale);
+        }
+      return;
+    }
     const int64_t R = s.outer, C = s.inner;
     const int64_t count = s.leading ? R : C;
     const float scale = mean && count ? 1.f / float(count) : 1.f;
@@ -191,8 +232,8 @@ KernelFactory reduce_factory(bool mean, int shape_input) {
     ReduceSplit s = split_reduce(n, in[shape_input].shape);
     if (!s.ok)
       return reference_fallback(n, in,
-                                "axes that are neither leading nor trailing: the cpu "
-                                "loops reduce over leading or trailing axes");
+                                "axes that are not consecutive: the cpu loops reduce over "
+                                "one run of consecutive axes");
     return by_float_kind(n, in, reduce_factory<K>(mean, shape_input),
                          [&](auto t) -> std::unique_ptr<Kernel> {
                            return std::make_unique<K<decltype(t)>>(s, mean);

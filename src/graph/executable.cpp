@@ -94,6 +94,8 @@ static void fuse_batch_norm(Graph& g, std::vector<Value>& outputs,
 static void fuse_updates(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report);
 static void fold_batch_norm(Graph& g, std::vector<Value>& outputs,
                             std::vector<std::string>& report);
+static void fuse_pool_relu_grad(Graph& g, std::vector<Value>& outputs,
+                                std::vector<std::string>& report);
 
 std::vector<std::string> fuse_graph(Graph& g, std::vector<Value>& outputs) {
   std::vector<std::string> report;
@@ -140,6 +142,7 @@ std::vector<std::string> fuse_graph(Graph& g, std::vector<Value>& outputs) {
   }
   fuse_batch_norm(g, outputs, report);
   fold_batch_norm(g, outputs, report);
+  fuse_pool_relu_grad(g, outputs, report);
   fuse_updates(g, outputs, report);
   return report;
 }
@@ -307,6 +310,36 @@ static void fold_batch_norm(Graph& g, std::vector<Value>& outputs,
     bn.inputs = {Value{c, 0}};
     bn.attrs = {};
     report.push_back("folded batch_norm_infer '" + bn_name + "' into conv2d '" + cv.name + "'");
+  }
+}
+
+// relu_grad(max_pool2d_grad(dy, x, y), x), where the pool read a relu's output x (conv + relu ->
+// max_pool, the reference CNN's): one max_pool2d_grad that masks dx by x > 0 itself, saving a
+// pass over the pool's input-sized gradient. x may reach the two through identities.
+static void fuse_pool_relu_grad(Graph& g, std::vector<Value>& outputs,
+                                std::vector<std::string>& report) {
+  auto sched = schedule_nodes(g, outputs);
+  auto cons = consumers_of(g, sched, outputs);
+  auto through_identities = [&](Value v) {
+    while (g.node(v.node).op == "identity") v = g.node(v.node).inputs[0];
+    return v;
+  };
+  for (int i : sched) {
+    if (g.node(i).op != "relu_grad") continue;
+    const Value d = g.node(i).inputs[0], x = g.node(i).inputs[1];
+    const Node& pg = g.node(d.node);
+    if (pg.op != "max_pool2d_grad" || d.index != 0 || attr_s(pg, "activation") != "linear" ||
+        cons[{d.node, 0}] != std::vector<int>{i} ||
+        through_identities(pg.inputs[1]) != through_identities(x) ||
+        g.type(x) != g.node(i).outputs[0])
+      continue;
+    Node& pool_grad = g.node(d.node);
+    pool_grad.attrs.set("activation", "relu");
+    Node& r = g.node(i);
+    r.op = "identity";
+    r.inputs = {d};
+    r.attrs = {};
+    report.push_back("fused max_pool2d_grad+relu_grad '" + pool_grad.name + "'");
   }
 }
 

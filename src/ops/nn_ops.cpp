@@ -212,7 +212,10 @@ void register_pools() {
                          "(found again from x and y, no saved indices).",
                   .attrs = pool_attrs({{"src_layout", str, "nhwc",
                                         "x's and dx's memory layout, as conv2d's (dy and y are "
-                                        "always nhwc)"}}),
+                                        "always nhwc)"},
+                                       {"activation", str, "linear",
+                                        "\"relu\": dx is masked by x > 0 (the fusion pass folds "
+                                        "a following relu_grad(dx, x) into it)"}}),
                   .infer = infer_max_pool_grad});
   add_op(kGroup, {.name = "avg_pool2d",
                   .signature = "(x[N, H, W, C]) -> y",

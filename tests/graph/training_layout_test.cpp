@@ -5,7 +5,8 @@
 // The blocked program's loss and gradients match the unfused program (all NHWC) and the
 // reference backend, for the reference CNN's shape of network (with tiled and overlapping
 // padded pools) and a ResNet block (strided conv, projection shortcut, global average pool),
-// with the direct and the Winograd convolutions.
+// with the direct and the Winograd convolutions; in the CNN the pool gradient also carries the
+// conv's relu_grad (fuse_pool_relu_grad).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -163,6 +164,10 @@ TEST_P(CnnLayouts, BlockedTrainStepMatchesUnblockedAndReference) {
         {"'c1 (conv2d)', 'c2 (conv2d)'", "'c2 (conv2d)', 'pool (max_pool2d)'",
          "max_pool2d_grad", "conv2d_backward_input", "relu_grad"},
         1e-5);
+  // The pool gradient masks by the conv's relu itself (fuse_pool_relu_grad).
+  Executable exe(p.g, p.feeds, p.fetch);
+  const auto& r = exe.report();
+  EXPECT_NE(std::find(r.begin(), r.end(), "fused max_pool2d_grad+relu_grad 'pool/grad'"), r.end());
 }
 
 INSTANTIATE_TEST_SUITE_P(

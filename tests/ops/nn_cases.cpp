@@ -118,6 +118,24 @@ LS_OP_CASES(nn_pool) {
                        Value y = g.add("max_pool2d", {v[1]}, pa);
                        return g.add("max_pool2d_grad", {v[0], v[1], y}, pa);
                      }});
+  // With the fused relu_grad (dx masked by x > 0): overlapping padded windows, and tiled ones.
+  for (auto [tag, attrs, x] :
+       {std::tuple{"same", pa, Shape{2, 6, 6, 4}},
+        std::tuple{"valid2", Attrs{{"pool_size", I{2, 2}}}, Shape{2, 6, 6, 4}}}) {
+    Attrs ra = attrs;
+    ra.set("activation", "relu");
+    const Shape ys{2, 3, 3, 4};
+    c.push_back(OpCase{.name = std::string("max_pool2d_grad_relu_") + tag,
+                       .op = "max_pool2d_grad",
+                       .attrs = ra,
+                       // Mostly negative: windows whose maximum is not positive get no dx.
+                       .inputs = {in(ys), OpInput{.shape = x, .lo = -1.f, .hi = 0.4f}},
+                       .check_grad = false,
+                       .build = [attrs, ra](Graph& g, const std::vector<Value>& v) {
+                         Value y = g.add("max_pool2d", {v[1]}, attrs);
+                         return g.add("max_pool2d_grad", {v[0], v[1], y}, ra);
+                       }});
+  }
   c.push_back(OpCase{.name = "avg_pool2d_grad_same",
                      .op = "avg_pool2d_grad",
                      .attrs = Attrs{{"pool_size", I{3, 3}},

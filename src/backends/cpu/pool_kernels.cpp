@@ -63,8 +63,13 @@ void max_fwd_blocked(const ConvGeom& g, const float* x, float* y) {
       }
 }
 
-// idx_ws: per thread C int32 (offset of the chosen x element within the image).
-template <class T>
+// x > 0 for the fused relu_grad, on f32 values or bf16 bits (NaN is not > 0).
+inline bool positive(float v) { return v > 0.f; }
+inline bool positive(uint16_t bits) { return bits != 0 && bits < 0x7f81; }
+
+// idx_ws: per thread C int32 (offset of the chosen x element within the image). Relu: dx is
+// masked by x > 0 (max_pool2d_grad with the fused relu_grad(dx, x)).
+template <class T, bool Relu>
 void max_bwd(const ConvGeom& g, const T* dy_t, const T* x_t, const T* y_t, T* dx_t, int32_t* idx_ws,
              int threads) {
   // Compared and copied as raw values (uint16 bits for bf16, which vectorises); only the
@@ -110,11 +115,13 @@ void max_bwd(const ConvGeom& g, const T* dy_t, const T* x_t, const T* y_t, T* dx
             for (int64_t iw = wd.w0; iw < wd.w1; ++iw) {
               const int32_t off = int32_t((ih * g.W + iw) * C);
               U* __restrict dp = dxi + off;
-              for (int64_t c = 0; c < C; ++c) dp[c] = idx[c] == off + int32_t(c) ? dyp[c] : U(0);
+              const U* __restrict xp = xi + off;
+              for (int64_t c = 0; c < C; ++c)
+                dp[c] = idx[c] == off + int32_t(c) && (!Relu || positive(xp[c])) ? dyp[c] : U(0);
             }
         } else {
           for (int64_t c = 0; c < C; ++c)
-            if (idx[c] >= 0) {
+            if (idx[c] >= 0 && (!Relu || positive(xi[idx[c]]))) {
               T* d = reinterpret_cast<T*>(dxi + idx[c]);
               *d = st<T>(ld(*d) + ld(reinterpret_cast<const T*>(dyp)[c]));
             }
@@ -125,6 +132,7 @@ void max_bwd(const ConvGeom& g, const T* dy_t, const T* x_t, const T* y_t, T* dx
 
 // x and dx in nChw16c (the layout pass's, f32, C a multiple of 16), dy and y in NHWC: as max_bwd,
 // 16 channels per vector, parallel over (image, channel block).
+template <bool Relu>
 void max_bwd_blocked(const ConvGeom& g, const float* dy, const float* x, const float* y,
                      float* dx) {
   const int64_t C = g.C, CB = C / 16, plane = g.H * g.W * 16;
@@ -159,7 +167,7 @@ void max_bwd_blocked(const ConvGeom& g, const float* dy, const float* x, const f
 #pragma omp simd
                 for (int c = 0; c < 16; ++c) {
                   const bool hit = xp[c] == yp[c] && taken[c] == 0.f;
-                  dp[c] = hit ? dyp[c] : 0.f;
+                  dp[c] = hit && (!Relu || xp[c] > 0.f) ? dyp[c] : 0.f;
                   taken[c] = hit ? 1.f : taken[c];
                 }
               }
@@ -175,7 +183,7 @@ void max_bwd_blocked(const ConvGeom& g, const float* dy, const float* x, const f
               for (int c = 0; c < 16; ++c) idx[c] = xp[c] == yp[c] ? off + c : idx[c];
             }
           for (int c = 0; c < 16; ++c)
-            if (idx[c] >= 0) db[idx[c]] += dyp[c];
+            if (idx[c] >= 0 && (!Relu || xb[idx[c]] > 0.f)) db[idx[c]] += dyp[c];
         }
     }
 }
@@ -243,23 +251,25 @@ KernelFactory max_bwd_factory() {
     ConvGeom g = ops::pool_geometry(in[1].shape, n);
     LS_CHECK(g.H * g.W * g.C < (int64_t(1) << 31), "max_pool2d_grad: image too large");
     const int threads = omp_get_max_threads();
+    const bool relu = attr_s(n, "activation") == "relu";
     if (attr_s(n, "src_layout") == "nChw16c") {
       LS_CHECK(in[1].dtype == DType::f32 && in[0].dtype == DType::f32 && in[2].dtype == DType::f32 &&
                    g.C % 16 == 0,
                "max_pool2d_grad: a blocked (nChw16c) x must be float32 with channels a multiple "
                "of 16, got ",
                in[1].str());
-      return make_kernel([g](const KernelArgs& a) {
-        max_bwd_blocked(g, a.in(0).data<float>(), a.in(1).data<float>(), a.in(2).data<float>(),
-                        out_f(a, 0));
+      auto f = relu ? max_bwd_blocked<true> : max_bwd_blocked<false>;
+      return make_kernel([g, f](const KernelArgs& a) {
+        f(g, a.in(0).data<float>(), a.in(1).data<float>(), a.in(2).data<float>(), out_f(a, 0));
       });
     }
-    return by_float_kind(n, in, max_bwd_factory(), [g, threads](auto t) {
+    return by_float_kind(n, in, max_bwd_factory(), [g, threads, relu](auto t) {
       using T = decltype(t);
+      auto f = relu ? max_bwd<T, true> : max_bwd<T, false>;
       return make_kernel(
-          [g, threads](const KernelArgs& a) {
-            max_bwd(g, a.in(0).data<T>(), a.in(1).data<T>(), a.in(2).data<T>(), a.out(0).data<T>(),
-                    static_cast<int32_t*>(a.workspace), threads);
+          [g, threads, f](const KernelArgs& a) {
+            f(g, a.in(0).data<T>(), a.in(1).data<T>(), a.in(2).data<T>(), a.out(0).data<T>(),
+              static_cast<int32_t*>(a.workspace), threads);
           },
           sizeof(int32_t) * threads * g.C);
     });

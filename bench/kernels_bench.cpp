@@ -130,17 +130,19 @@ int main(int argc, char** argv) {
         std::printf("%-38s %8.3f ms                               | cpu/thread %8.3f ms\n", c.name.c_str(), ms, g_cpu_ms);
     }
   }
-  // The max_pool2d backward needs a consistent y: run it as part of a small graph.
-  {
+  // The max_pool2d backward needs a consistent y: run it as part of a small graph. NHWC, and x
+  // and dx in the layout pass's blocked nChw16c (as in the reference CNN's train step).
+  for (const char* layout : {"nhwc", "nChw16c"}) {
     Graph g;
     Value x = g.input({DType::f32, Shape{N, 24, 24, 64}}, "x");
     Value dy = g.input({DType::f32, Shape{N, 12, 12, 64}}, "dy");
-    Attrs pa{{"pool_size", I{2, 2}}};
+    Attrs pa{{"pool_size", I{2, 2}}, {"src_layout", std::string(layout)}};
     Value y = g.add("max_pool2d", {x}, pa);
     Value dx = g.add("max_pool2d_grad", {dy, x, y}, pa);
     Executable exe(g, {x, dy}, {dx});
     double ms = median_ms([&] { exe.run(); }, reps);
-    std::printf("%-38s %8.3f ms                               | cpu/thread %8.3f ms\n", "maxpool fwd+bwd 24x24x64", ms, g_cpu_ms);
+    const std::string name = std::string("maxpool fwd+bwd 24x24x64 ") + layout;
+    std::printf("%-38s %8.3f ms                               | cpu/thread %8.3f ms\n", name.c_str(), ms, g_cpu_ms);
   }
   std::printf("health: FMA probe %.0f GFLOP/s (after)\n", fma_probe());
   return 0;

@@ -41,6 +41,15 @@ static bool fusion_disabled_env() {
   return off;
 }
 
+// LOCKSTEP_LAYOUTS=0: keep every tensor NHWC (A/B profiling of plan_layouts).
+static bool layouts_disabled_env() {
+  static const bool off = [] {
+    const char* e = std::getenv("LOCKSTEP_LAYOUTS");
+    return e && std::string(e) == "0";
+  }();
+  return off;
+}
+
 static bool is_source(const std::string& op) { return op == "input" || op == "variable"; }
 
 std::vector<int> schedule_nodes(const Graph& g, const std::vector<Value>& outputs) {
@@ -559,7 +568,8 @@ Executable::Executable(const Graph& graph, std::vector<Value> inputs, std::vecto
     LS_CHECK(v.valid() && v.node < graph_.size(), "Executable: invalid output value");
   if (options_.fuse && !options_.eager && !fusion_disabled_env()) {
     report_ = fuse_graph(graph_, outputs_);
-    if (options_.backend == "cpu") plan_layouts(graph_, outputs_, report_);
+    if (options_.backend == "cpu" && !layouts_disabled_env())
+      plan_layouts(graph_, outputs_, report_);
   }
   schedule_ = schedule_nodes(graph_, outputs_);
   if (const char* e = std::getenv("LOCKSTEP_DUMP_GRAPH"); e && *e && std::string(e) != "0") {

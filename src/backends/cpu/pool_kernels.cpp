@@ -39,13 +39,15 @@ void max_fwd(const ConvGeom& g, const T* x, T* y) {
 }
 
 // x in nChw16c (a conv's output the layout pass kept blocked; C a multiple of 16), y in NHWC:
-// the pool and the reorder back to NHWC in one pass, 16 channels per vector.
+// the pool and the reorder back to NHWC in one pass, 16 channels per vector. Each (image,
+// channel block) walks its plane of x front to back (one stream for the prefetcher); its
+// 16-channel slices of y land in the image's NHWC rows.
 void max_fwd_blocked(const ConvGeom& g, const float* x, float* y) {
   const int64_t C = g.C, CB = C / 16;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t n = 0; n < g.N; ++n)
-    for (int64_t oh = 0; oh < g.OH; ++oh)
-      for (int64_t cb = 0; cb < CB; ++cb) {
+    for (int64_t cb = 0; cb < CB; ++cb)
+      for (int64_t oh = 0; oh < g.OH; ++oh) {
         const float* __restrict xb = x + (n * CB + cb) * g.H * g.W * 16;
         for (int64_t ow = 0; ow < g.OW; ++ow) {
           const Window wd = pool_window(g, oh, ow);

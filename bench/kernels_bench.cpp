@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <functional>
 #include <vector>
 
@@ -83,39 +83,80 @@ int main(int argc, char** argv) {
   int reps = argc > 2 ? std::atoi(argv[2]) : 20;
   set_num_threads(threads);
   const char* act = std::getenv("LOCKSTEP_CONV_ACT");
-  std::printf("threads %d, reps %d, conv activation layout %s\n", threads, reps, act ? act : "nhwc");
+  std::printf("threads %d, reps %d, conv activation layout %s\n", threads, reps,
+              act ? act : "nhwc");
   const double peak = fma_probe();
-  std::printf("health: FMA probe %.0f GFLOP/s = this machine's fp32 peak on %d threads (a Zen4-class\n"
-              "core does one zmm FMA per cycle, ~116 GFLOP/s; DEPENDENCIES.md's Zen5 does ~250)\n",
-              peak, threads);
+  std::printf(
+      "health: FMA probe %.0f GFLOP/s = this machine's fp32 peak on %d threads (a Zen4-class\n"
+      "core does one zmm FMA per cycle, ~116 GFLOP/s; DEPENDENCIES.md's Zen5 does ~250)\n",
+      peak, threads);
   const int64_t N = 128;
   Attrs fused{{"fused_bias", true}, {"activation", "relu"}};
   std::vector<Case> cases{
-      {"conv1 fwd 28x28x1->32 (+bias+relu)", "conv2d", {{N, 28, 28, 1}, {3, 3, 1, 32}, {32}}, fused,
+      {"conv1 fwd 28x28x1->32 (+bias+relu)",
+       "conv2d",
+       {{N, 28, 28, 1}, {3, 3, 1, 32}, {32}},
+       fused,
        conv_flops(N, 26, 26, 32, 3, 1)},
-      {"conv2 fwd 26x26x32->64 (+bias+relu)", "conv2d", {{N, 26, 26, 32}, {3, 3, 32, 64}, {64}}, fused,
+      {"conv2 fwd 26x26x32->64 (+bias+relu)",
+       "conv2d",
+       {{N, 26, 26, 32}, {3, 3, 32, 64}, {64}},
+       fused,
        conv_flops(N, 24, 24, 64, 3, 32)},
-      {"conv2 fwd (no fusion)", "conv2d", {{N, 26, 26, 32}, {3, 3, 32, 64}}, {}, conv_flops(N, 24, 24, 64, 3, 32)},
-      {"conv2 bwd-input", "conv2d_backward_input", {{N, 24, 24, 64}, {3, 3, 32, 64}},
-       Attrs{{"input_shape", I{N, 26, 26, 32}}}, conv_flops(N, 24, 24, 64, 3, 32)},
-      {"conv2 bwd-filter", "conv2d_backward_filter", {{N, 24, 24, 64}, {N, 26, 26, 32}},
-       Attrs{{"filter_shape", I{3, 3, 32, 64}}}, conv_flops(N, 24, 24, 64, 3, 32)},
-      {"conv1 bwd-filter", "conv2d_backward_filter", {{N, 26, 26, 32}, {N, 28, 28, 1}},
-       Attrs{{"filter_shape", I{3, 3, 1, 32}}}, conv_flops(N, 26, 26, 32, 3, 1)},
-      {"DEPS conv N64 C32 32x32 K64 fwd", "conv2d", {{64, 32, 32, 32}, {3, 3, 32, 64}},
-       Attrs{{"padding", "same"}}, conv_flops(64, 32, 32, 64, 3, 32)},
-      {"dense1 fwd 128x9216 . 9216x128", "matmul", {{N, 9216}, {9216, 128}}, {}, 2.0 * N * 9216 * 128},
-      {"dense1 dA = dC . B^T", "matmul", {{N, 128}, {9216, 128}}, Attrs{{"transpose_b", true}}, 2.0 * N * 9216 * 128},
-      {"dense1 dB = A^T . dC", "matmul", {{N, 9216}, {N, 128}}, Attrs{{"transpose_a", true}}, 2.0 * N * 9216 * 128},
+      {"conv2 fwd (no fusion)",
+       "conv2d",
+       {{N, 26, 26, 32}, {3, 3, 32, 64}},
+       {},
+       conv_flops(N, 24, 24, 64, 3, 32)},
+      {"conv2 bwd-input",
+       "conv2d_backward_input",
+       {{N, 24, 24, 64}, {3, 3, 32, 64}},
+       Attrs{{"input_shape", I{N, 26, 26, 32}}},
+       conv_flops(N, 24, 24, 64, 3, 32)},
+      {"conv2 bwd-filter",
+       "conv2d_backward_filter",
+       {{N, 24, 24, 64}, {N, 26, 26, 32}},
+       Attrs{{"filter_shape", I{3, 3, 32, 64}}},
+       conv_flops(N, 24, 24, 64, 3, 32)},
+      {"conv1 bwd-filter",
+       "conv2d_backward_filter",
+       {{N, 26, 26, 32}, {N, 28, 28, 1}},
+       Attrs{{"filter_shape", I{3, 3, 1, 32}}},
+       conv_flops(N, 26, 26, 32, 3, 1)},
+      {"DEPS conv N64 C32 32x32 K64 fwd",
+       "conv2d",
+       {{64, 32, 32, 32}, {3, 3, 32, 64}},
+       Attrs{{"padding", "same"}},
+       conv_flops(64, 32, 32, 64, 3, 32)},
+      {"dense1 fwd 128x9216 . 9216x128",
+       "matmul",
+       {{N, 9216}, {9216, 128}},
+       {},
+       2.0 * N * 9216 * 128},
+      {"dense1 dA = dC . B^T",
+       "matmul",
+       {{N, 128}, {9216, 128}},
+       Attrs{{"transpose_b", true}},
+       2.0 * N * 9216 * 128},
+      {"dense1 dB = A^T . dC",
+       "matmul",
+       {{N, 9216}, {N, 128}},
+       Attrs{{"transpose_a", true}},
+       2.0 * N * 9216 * 128},
       {"dense2 fwd 128x128 . 128x10", "matmul", {{N, 128}, {128, 10}}, {}, 2.0 * N * 128 * 10},
-      {"maxpool 2x2 fwd 24x24x64", "max_pool2d", {{N, 24, 24, 64}}, Attrs{{"pool_size", I{2, 2}}}, 0},
+      {"maxpool 2x2 fwd 24x24x64",
+       "max_pool2d",
+       {{N, 24, 24, 64}},
+       Attrs{{"pool_size", I{2, 2}}},
+       0},
   };
   Philox rng(1);
   for (const char* backend : {"cpu"}) {
     for (auto& c : cases) {
       Graph g;
       std::vector<Value> ins;
-      for (size_t i = 0; i < c.inputs.size(); ++i) ins.push_back(g.input({DType::f32, c.inputs[i]}, "in"));
+      for (size_t i = 0; i < c.inputs.size(); ++i)
+        ins.push_back(g.input({DType::f32, c.inputs[i]}, "in"));
       Value y = g.add(c.op, ins, c.attrs);
       Executable exe(g, ins, {y}, CompileOptions{.backend = backend});
       for (int i = 0; i < exe.num_inputs(); ++i) {
@@ -125,9 +166,11 @@ int main(int argc, char** argv) {
       double ms = median_ms([&] { exe.run(); }, reps);
       if (c.flops > 0)
         std::printf("%-38s %8.3f ms %7.1f GFLOP/s %4.0f%% of peak | cpu/thread %8.3f ms\n",
-                    c.name.c_str(), ms, c.flops / ms / 1e6, 100 * c.flops / ms / 1e6 / peak, g_cpu_ms);
+                    c.name.c_str(), ms, c.flops / ms / 1e6, 100 * c.flops / ms / 1e6 / peak,
+                    g_cpu_ms);
       else
-        std::printf("%-38s %8.3f ms                               | cpu/thread %8.3f ms\n", c.name.c_str(), ms, g_cpu_ms);
+        std::printf("%-38s %8.3f ms                               | cpu/thread %8.3f ms\n",
+                    c.name.c_str(), ms, g_cpu_ms);
     }
   }
   // The max_pool2d backward needs a consistent y: run it as part of a small graph. NHWC, and x
@@ -142,7 +185,8 @@ int main(int argc, char** argv) {
     Executable exe(g, {x, dy}, {dx});
     double ms = median_ms([&] { exe.run(); }, reps);
     const std::string name = std::string("maxpool fwd+bwd 24x24x64 ") + layout;
-    std::printf("%-38s %8.3f ms                               | cpu/thread %8.3f ms\n", name.c_str(), ms, g_cpu_ms);
+    std::printf("%-38s %8.3f ms                               | cpu/thread %8.3f ms\n",
+                name.c_str(), ms, g_cpu_ms);
   }
   std::printf("health: FMA probe %.0f GFLOP/s (after)\n", fma_probe());
   return 0;

@@ -375,12 +375,32 @@ bool channel_reduction(const Node& n, const Shape& x) {
 }
 
 bool layout_agnostic(const std::string& op) {
-  static const std::set<std::string> ops{
-      "identity",   "add",         "sub",          "mul",     "div",       "maximum",
-      "minimum",    "neg",         "square",       "abs",     "scale_shift", "relu",
-      "relu6",      "sigmoid",     "tanh",         "leaky_relu", "swish",   "gelu",
-      "relu_grad",  "relu6_grad",  "sigmoid_grad", "tanh_grad", "leaky_relu_grad",
-      "swish_grad", "gelu_grad",   "abs_grad"};
+  static const std::set<std::string> ops{"identity",
+                                         "add",
+                                         "sub",
+                                         "mul",
+                                         "div",
+                                         "maximum",
+                                         "minimum",
+                                         "neg",
+                                         "square",
+                                         "abs",
+                                         "scale_shift",
+                                         "relu",
+                                         "relu6",
+                                         "sigmoid",
+                                         "tanh",
+                                         "leaky_relu",
+                                         "swish",
+                                         "gelu",
+                                         "relu_grad",
+                                         "relu6_grad",
+                                         "sigmoid_grad",
+                                         "tanh_grad",
+                                         "leaky_relu_grad",
+                                         "swish_grad",
+                                         "gelu_grad",
+                                         "abs_grad"};
   return ops.count(op) > 0;
 }
 
@@ -403,7 +423,8 @@ std::vector<PortGroup> blocked_ports(const Graph& g, const Node& n) {
     if (attr_b(n, "emit_dy")) p.ports.push_back(out_port(3));
     return {p};
   }
-  if ((op == "reduce_sum" || op == "reduce_mean") && channel_reduction(n, g.type(n.inputs[0]).shape))
+  if ((op == "reduce_sum" || op == "reduce_mean") &&
+      channel_reduction(n, g.type(n.inputs[0]).shape))
     return {{{0}, "layout"}};
   if ((op == "reduce_sum_grad" || op == "reduce_mean_grad") &&
       channel_reduction(n, n.outputs[0].shape))
@@ -444,7 +465,8 @@ void plan_layouts(Graph& g, std::vector<Value>& outputs, std::vector<std::string
     groups[i] = blocked_ports(g, g.node(i));
     for (const PortGroup& p : groups[i]) {
       const int first = key(value_of(g.node(i), i, p.ports[0]));
-      for (int port : p.ports) parent[size_t(find(key(value_of(g.node(i), i, port))))] = find(first);
+      for (int port : p.ports)
+        parent[size_t(find(key(value_of(g.node(i), i, port))))] = find(first);
     }
   }
   // A class may be blocked when each of its values is a float32 4-D tensor with channels a

@@ -187,8 +187,8 @@ void register_batch_norm() {
                     {"emit_dy", boolean, false,
                      "with relu: output 3 is the masked dy (the residual input's gradient)"},
                     {"layout", str, "nhwc",
-                             "x's (and the tensors shaped like it) memory layout: \"nhwc\", or "
-                             "\"nChw16c\" where the cpu backend's layout pass sets it"}},
+                     "x's (and the tensors shaped like it) memory layout: \"nhwc\", or "
+                     "\"nChw16c\" where the cpu backend's layout pass sets it"}},
           .infer = batch_norm_train_grad_infer});
   add_op(kGroup, {.name = "batch_norm_infer",
                   .signature = "(x, gamma, beta, moving_mean, moving_variance[, z]) -> y",

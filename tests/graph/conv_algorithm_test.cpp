@@ -20,12 +20,7 @@ namespace {
 using I = std::vector<int64_t>;
 using config::ConvAlgorithm;
 
-// Restores the process-wide setting whatever the test does.
-struct AlgorithmGuard {
-  ConvAlgorithm saved = config::conv_algorithm();
-  explicit AlgorithmGuard(ConvAlgorithm a) { config::set_conv_algorithm(a); }
-  ~AlgorithmGuard() { config::set_conv_algorithm(saved); }
-};
+using test_util::AlgorithmGuard;
 
 struct Case {
   int64_t n, h, w, c, o;
@@ -222,11 +217,11 @@ TEST(ConvLayouts, BlockedChainMatchesNhwcAndReference) {
     std::string all;  // the layout lines
     for (const std::string& l : exe.report())
       if (l.rfind("layout:", 0) == 0) all += l + "\n";
-    EXPECT_NE(all.find("layout: nChw16c between 'c1 (conv2d)', 'c2 (conv2d)'\n"),
-              std::string::npos)
+    EXPECT_NE(all.find("layout: nChw16c between 'c1 (conv2d)', 'c2 (conv2d)'\n"), std::string::npos)
         << all;
-    EXPECT_NE(all.find("layout: nChw16c between 'c2 (conv2d)', 'pool (max_pool2d)', 'c3 (conv2d)'\n"),
-              std::string::npos)
+    EXPECT_NE(
+        all.find("layout: nChw16c between 'c2 (conv2d)', 'pool (max_pool2d)', 'c3 (conv2d)'\n"),
+        std::string::npos)
         << all;
     EXPECT_EQ(std::count(all.begin(), all.end(), '\n'), 2) << all;  // c3's output stays NHWC
     Executable plain(g, feeds, fetch, CompileOptions{.fuse = false});

@@ -1,12 +1,20 @@
 // Helpers of the graph tests: feed float inputs to a compiled program, run one step, read back
-// every output.
+// every output; pin the conv algorithm for a test.
 #pragma once
 #include <algorithm>
 #include <vector>
 
+#include "lockstep/core/config.h"
 #include "lockstep/graph/executable.h"
 
 namespace lockstep::test_util {
+
+// Sets the process-wide conv algorithm and restores it whatever the test does.
+struct AlgorithmGuard {
+  config::ConvAlgorithm saved = config::conv_algorithm();
+  explicit AlgorithmGuard(config::ConvAlgorithm a) { config::set_conv_algorithm(a); }
+  ~AlgorithmGuard() { config::set_conv_algorithm(saved); }
+};
 
 inline std::vector<std::vector<float>> run_once(Executable& exe,
                                                 const std::vector<std::vector<float>>& in) {

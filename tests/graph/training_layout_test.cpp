@@ -25,11 +25,7 @@ namespace {
 using I = std::vector<int64_t>;
 using config::ConvAlgorithm;
 
-struct AlgorithmGuard {
-  ConvAlgorithm saved = config::conv_algorithm();
-  explicit AlgorithmGuard(ConvAlgorithm a) { config::set_conv_algorithm(a); }
-  ~AlgorithmGuard() { config::set_conv_algorithm(saved); }
-};
+using test_util::AlgorithmGuard;
 
 struct Program {
   Graph g;
@@ -68,11 +64,11 @@ Program cnn(const I& pool, int64_t pool_stride, const std::string& pool_padding)
     return g.add("relu", {g.add("bias_add", {conv(p, v, Shape{3, 3, c, o}, "valid", 1, name), b})});
   };
   Value h = conv_relu(conv_relu(x, 16, 32, "c1"), 32, 32, "c2");
-  Value pooled = g.add("max_pool2d", {h},
-                       Attrs{{"pool_size", pool},
-                             {"strides", I{pool_stride, pool_stride}},
-                             {"padding", pool_padding}},
-                       "pool");
+  Value pooled = g.add(
+      "max_pool2d", {h},
+      Attrs{
+          {"pool_size", pool}, {"strides", I{pool_stride, pool_stride}}, {"padding", pool_padding}},
+      "pool");
   const Shape ps = g.type(pooled).shape;
   Value flat = g.add("reshape", {pooled}, Attrs{{"shape", I{ps[0], ps[1] * ps[2] * ps[3]}}});
   finish(p, g.add("matmul", {flat, input(p, Shape{ps[1] * ps[2] * ps[3], 10}, "dense")}));
@@ -131,7 +127,8 @@ std::string layout_lines(const Executable& exe) {
 void check(Program& p, const std::vector<std::string>& expect, double tol) {
   Executable exe(p.g, p.feeds, p.fetch);
   const std::string lines = layout_lines(exe);
-  for (const std::string& e : expect) EXPECT_NE(lines.find(e), std::string::npos) << e << "\n" << lines;
+  for (const std::string& e : expect)
+    EXPECT_NE(lines.find(e), std::string::npos) << e << "\n" << lines;
   Executable plain(p.g, p.feeds, p.fetch, CompileOptions{.fuse = false});
   EXPECT_EQ(layout_lines(plain), "");
   Executable reference(p.g, p.feeds, p.fetch, CompileOptions{.backend = "reference"});
@@ -161,8 +158,8 @@ TEST_P(CnnLayouts, BlockedTrainStepMatchesUnblockedAndReference) {
   // c1's output (read by c2, c2's filter gradient and relu_grad) and c2's (read by the pool, its
   // gradient and relu_grad), and the gradients between them, are blocked.
   check(p,
-        {"'c1 (conv2d)', 'c2 (conv2d)'", "'c2 (conv2d)', 'pool (max_pool2d)'",
-         "max_pool2d_grad", "conv2d_backward_input", "relu_grad"},
+        {"'c1 (conv2d)', 'c2 (conv2d)'", "'c2 (conv2d)', 'pool (max_pool2d)'", "max_pool2d_grad",
+         "conv2d_backward_input", "relu_grad"},
         1e-5);
   // The pool gradient masks by the conv's relu itself (fuse_pool_relu_grad).
   Executable exe(p.g, p.feeds, p.fetch);
@@ -170,12 +167,11 @@ TEST_P(CnnLayouts, BlockedTrainStepMatchesUnblockedAndReference) {
   EXPECT_NE(std::find(r.begin(), r.end(), "fused max_pool2d_grad+relu_grad 'pool/grad'"), r.end());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Pools, CnnLayouts,
-    ::testing::Values(PoolCase{{2, 2}, 2, "valid", ConvAlgorithm::kAuto},
-                      PoolCase{{2, 2}, 2, "valid", ConvAlgorithm::kWinograd},
-                      PoolCase{{3, 3}, 2, "same", ConvAlgorithm::kAuto},
-                      PoolCase{{3, 3}, 1, "valid", ConvAlgorithm::kWinograd}));
+INSTANTIATE_TEST_SUITE_P(Pools, CnnLayouts,
+                         ::testing::Values(PoolCase{{2, 2}, 2, "valid", ConvAlgorithm::kAuto},
+                                           PoolCase{{2, 2}, 2, "valid", ConvAlgorithm::kWinograd},
+                                           PoolCase{{3, 3}, 2, "same", ConvAlgorithm::kAuto},
+                                           PoolCase{{3, 3}, 1, "valid", ConvAlgorithm::kWinograd}));
 
 TEST(ResNetLayouts, BlockedTrainStepMatchesUnblockedAndReference) {
   for (ConvAlgorithm algorithm : {ConvAlgorithm::kAuto, ConvAlgorithm::kDirect}) {

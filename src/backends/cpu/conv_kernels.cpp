@@ -62,8 +62,8 @@ bool blocked(const Node& n, const char* attr) { return attr_s(n, attr) == "nChw1
 void set_layouts(const Node& n, ConvTypes& t) {
   t.x_blocked = blocked(n, "src_layout");
   t.y_blocked = blocked(n, "dst_layout");
-  LS_CHECK(!(t.x_blocked || t.y_blocked) || (t.x == dt::f32 && t.y == dt::f32), n.op, " '",
-           n.name, "': a blocked (nChw16c) tensor must be float32");
+  LS_CHECK(!(t.x_blocked || t.y_blocked) || (t.x == dt::f32 && t.y == dt::f32), n.op, " '", n.name,
+           "': a blocked (nChw16c) tensor must be float32");
 }
 
 Mds user_mds(const ConvGeom& g, const ConvTypes& t) {

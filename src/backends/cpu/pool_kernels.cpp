@@ -255,8 +255,8 @@ KernelFactory max_bwd_factory() {
     const int threads = omp_get_max_threads();
     const bool relu = attr_s(n, "activation") == "relu";
     if (attr_s(n, "src_layout") == "nChw16c") {
-      LS_CHECK(in[1].dtype == DType::f32 && in[0].dtype == DType::f32 && in[2].dtype == DType::f32 &&
-                   g.C % 16 == 0,
+      LS_CHECK(in[1].dtype == DType::f32 && in[0].dtype == DType::f32 &&
+                   in[2].dtype == DType::f32 && g.C % 16 == 0,
                "max_pool2d_grad: a blocked (nChw16c) x must be float32 with channels a multiple "
                "of 16, got ",
                in[1].str());

@@ -1,7 +1,7 @@
-// CPU (OpenMP) kernels for reductions over leading, trailing or consecutive middle axes (deterministic: the
-// summation order does not depend on the thread count), softmax along the last axis, sparse
-// softmax cross-entropy (+ grad) and sparse categorical accuracy. Other axes use the reference
-// kernel, which the executable reports.
+// CPU (OpenMP) kernels for reductions over leading, trailing or consecutive middle axes
+// (deterministic: the summation order does not depend on the thread count), softmax along the last
+// axis, sparse softmax cross-entropy (+ grad) and sparse categorical accuracy. Other axes use the
+// reference kernel, which the executable reports.
 #include <algorithm>
 #include <cstring>
 #include <memory>

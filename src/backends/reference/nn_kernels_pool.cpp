@@ -70,20 +70,20 @@ LOCKSTEP_REGISTER(reference_pool_kernels) {
     ConvGeom g = ops::pool_geometry(in[0].shape, n);
     return make_kernel([g](const KernelArgs& a) { max_fwd(g, in_f(a, 0), out_f(a, 0)); });
   });
-  R.add_kernel(
-      "max_pool2d_grad", "reference", [](const Node& n, const std::vector<TensorType>& in) {
-        ConvGeom g = ops::pool_geometry(in[1].shape, n);
-        const bool relu = attr_s(n, "activation") == "relu";
-        return make_kernel(
-            [g, relu](const KernelArgs& a) {
-              const float* x = in_f(a, 1);
-              float* dx = out_f(a, 0);
-              max_bwd(g, in_f(a, 0), x, static_cast<int64_t*>(a.workspace), dx);
-              if (relu)  // the fused relu_grad(dx, x)
-                for (int64_t i = 0; i < nx(g); ++i) dx[i] = x[i] > 0.f ? dx[i] : 0.f;
-            },
-            sizeof(int64_t) * ny(g));
-      });
+  R.add_kernel("max_pool2d_grad", "reference",
+               [](const Node& n, const std::vector<TensorType>& in) {
+                 ConvGeom g = ops::pool_geometry(in[1].shape, n);
+                 const bool relu = attr_s(n, "activation") == "relu";
+                 return make_kernel(
+                     [g, relu](const KernelArgs& a) {
+                       const float* x = in_f(a, 1);
+                       float* dx = out_f(a, 0);
+                       max_bwd(g, in_f(a, 0), x, static_cast<int64_t*>(a.workspace), dx);
+                       if (relu)  // the fused relu_grad(dx, x)
+                         for (int64_t i = 0; i < nx(g); ++i) dx[i] = x[i] > 0.f ? dx[i] : 0.f;
+                     },
+                     sizeof(int64_t) * ny(g));
+               });
   R.add_kernel("avg_pool2d", "reference", [](const Node& n, const std::vector<TensorType>& in) {
     ConvGeom g = ops::pool_geometry(in[0].shape, n);
     return make_kernel(

@@ -153,6 +153,10 @@ std::vector<AttrDecl> pool_attrs(std::vector<AttrDecl> extra) {
   return a;
 }
 
+// The conv gradients' layouts (the layout pass sets them, as conv2d's).
+const AttrDecl kSrcLayout{"src_layout", str, "nhwc", "x's memory layout, as conv2d's"};
+const AttrDecl kDstLayout{"dst_layout", str, "nhwc", "y's memory layout, as conv2d's"};
+
 void register_matmul_conv() {
   add_op(kGroup, {.name = "matmul",
                   .signature = "(a[M, K], b[K, N]) -> y[M, N]",
@@ -175,26 +179,22 @@ void register_matmul_conv() {
                {"dst_layout", str, "nhwc", "y's memory layout, as src_layout"}}),
           .infer = infer_conv,
           .grad = grad_conv});
-  add_op(kGroup,
-         {.name = "conv2d_backward_input",
-          .signature = "(dy, w) -> dx",
-          .doc = "Gradient of conv2d with respect to x (linear in dy and w, so it has a "
-                 "gradient too).",
-          .attrs = conv_attrs({{"input_shape", i64_list, required, "x's shape"},
-                               {"src_layout", str, "nhwc", "x's memory layout, as conv2d's"},
-                               {"dst_layout", str, "nhwc", "y's memory layout, as conv2d's"}}),
-          .infer = infer_conv_bwd_input,
-          .grad = grad_conv_bwd_input});
-  add_op(kGroup,
-         {.name = "conv2d_backward_filter",
-          .signature = "(dy, x) -> dw",
-          .doc = "Gradient of conv2d with respect to the filter (linear, so it has a "
-                 "gradient too).",
-          .attrs = conv_attrs({{"filter_shape", i64_list, required, "w's shape"},
-                               {"src_layout", str, "nhwc", "x's memory layout, as conv2d's"},
-                               {"dst_layout", str, "nhwc", "y's memory layout, as conv2d's"}}),
-          .infer = infer_conv_bwd_filter,
-          .grad = grad_conv_bwd_filter});
+  add_op(kGroup, {.name = "conv2d_backward_input",
+                  .signature = "(dy, w) -> dx",
+                  .doc = "Gradient of conv2d with respect to x (linear in dy and w, so it has a "
+                         "gradient too).",
+                  .attrs = conv_attrs(
+                      {{"input_shape", i64_list, required, "x's shape"}, kSrcLayout, kDstLayout}),
+                  .infer = infer_conv_bwd_input,
+                  .grad = grad_conv_bwd_input});
+  add_op(kGroup, {.name = "conv2d_backward_filter",
+                  .signature = "(dy, x) -> dw",
+                  .doc = "Gradient of conv2d with respect to the filter (linear, so it has a "
+                         "gradient too).",
+                  .attrs = conv_attrs(
+                      {{"filter_shape", i64_list, required, "w's shape"}, kSrcLayout, kDstLayout}),
+                  .infer = infer_conv_bwd_filter,
+                  .grad = grad_conv_bwd_filter});
 }
 
 void register_pools() {

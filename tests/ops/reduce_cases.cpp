@@ -41,23 +41,39 @@ LS_OP_CASES(reduce_ops) {
       c.push_back(k);
     }
   for (std::string op : {"reduce_sum_grad", "reduce_mean_grad"}) {
-    c.push_back(OpCase{.name = op + "_leading", .op = op, .attrs = ax({0, 1}),
-                       .inputs = {in({4}), in({2, 3, 4})}, .check_grad = false});
-    c.push_back(OpCase{.name = op + "_trailing_keep", .op = op, .attrs = ax({1}, true),
-                       .inputs = {in({3, 1}), in({3, 5})}, .check_grad = false});
-    c.push_back(OpCase{.name = op + "_middle", .op = op, .attrs = ax({1}),
-                       .inputs = {in({2, 4}), in({2, 3, 4})}, .check_grad = false});
-    c.push_back(OpCase{.name = op + "_large_middle", .op = op, .attrs = ax({1, 2}),
-                       .inputs = {in({16, 64}), in({16, 8, 8, 64})}, .check_grad = false});
+    c.push_back(OpCase{.name = op + "_leading",
+                       .op = op,
+                       .attrs = ax({0, 1}),
+                       .inputs = {in({4}), in({2, 3, 4})},
+                       .check_grad = false});
+    c.push_back(OpCase{.name = op + "_trailing_keep",
+                       .op = op,
+                       .attrs = ax({1}, true),
+                       .inputs = {in({3, 1}), in({3, 5})},
+                       .check_grad = false});
+    c.push_back(OpCase{.name = op + "_middle",
+                       .op = op,
+                       .attrs = ax({1}),
+                       .inputs = {in({2, 4}), in({2, 3, 4})},
+                       .check_grad = false});
+    c.push_back(OpCase{.name = op + "_large_middle",
+                       .op = op,
+                       .attrs = ax({1, 2}),
+                       .inputs = {in({16, 64}), in({16, 8, 8, 64})},
+                       .check_grad = false});
   }
-  c.push_back(OpCase{.name = "reduce_max_grad", .op = "reduce_max_grad",
-                     .inputs = {in({2}), in({2, 3})}, .check_grad = false,
+  c.push_back(OpCase{.name = "reduce_max_grad",
+                     .op = "reduce_max_grad",
+                     .inputs = {in({2}), in({2, 3})},
+                     .check_grad = false,
                      .build = [](Graph& g, const std::vector<Value>& v) {
                        Attrs a = ax({1});
                        Value y = g.add("reduce_max", {v[1]}, a);
                        return g.add("reduce_max_grad", {v[0], v[1], y}, a);
                      }});
-  c.push_back(OpCase{.name = "reduce_max_ties", .op = "reduce_max", .attrs = ax({1}),
+  c.push_back(OpCase{.name = "reduce_max_ties",
+                     .op = "reduce_max",
+                     .attrs = ax({1}),
                      .inputs = {OpInput{.shape = {2, 3}, .values = {1, 3, 3, 2, 2, 2}}},
                      .check_grad = false});
   return c;
@@ -65,58 +81,100 @@ LS_OP_CASES(reduce_ops) {
 
 LS_OP_CASES(broadcast_bias_softmax) {
   std::vector<OpCase> c;
-  c.push_back(OpCase{.name = "broadcast_to_row", .op = "broadcast_to", .attrs = Attrs{{"shape", I{2, 3}}},
+  c.push_back(OpCase{.name = "broadcast_to_row",
+                     .op = "broadcast_to",
+                     .attrs = Attrs{{"shape", I{2, 3}}},
                      .inputs = {in({3})}});
-  c.push_back(OpCase{.name = "broadcast_to_general", .op = "broadcast_to",
-                     .attrs = Attrs{{"shape", I{2, 2, 3}}}, .inputs = {in({2, 1})}});
+  c.push_back(OpCase{.name = "broadcast_to_general",
+                     .op = "broadcast_to",
+                     .attrs = Attrs{{"shape", I{2, 2, 3}}},
+                     .inputs = {in({2, 1})}});
   c.push_back(OpCase{.name = "bias_add_2d", .op = "bias_add", .inputs = {in({4, 3}), in({3})}});
-  c.push_back(OpCase{.name = "bias_add_nhwc", .op = "bias_add", .inputs = {in({2, 3, 3, 4}), in({4})}});
+  c.push_back(
+      OpCase{.name = "bias_add_nhwc", .op = "bias_add", .inputs = {in({2, 3, 3, 4}), in({4})}});
   c.push_back(OpCase{.name = "bias_add_rank1", .op = "bias_add", .inputs = {in({5}), in({5})}});
-  c.push_back(OpCase{.name = "bias_add_large", .op = "bias_add", .inputs = {in({64, 16, 16, 8}), in({8})},
+  c.push_back(OpCase{.name = "bias_add_large",
+                     .op = "bias_add",
+                     .inputs = {in({64, 16, 16, 8}), in({8})},
                      .check_grad = false});
   for (std::string op : {"softmax", "log_softmax"}) {
     c.push_back(OpCase{.name = op + "_last", .op = op, .inputs = {in({3, 5}, -3.f, 3.f)}});
-    c.push_back(OpCase{.name = op + "_axis1", .op = op, .attrs = Attrs{{"axis", 1}},
+    c.push_back(OpCase{.name = op + "_axis1",
+                       .op = op,
+                       .attrs = Attrs{{"axis", 1}},
                        .inputs = {in({2, 3, 4}, -3.f, 3.f)}});
-    c.push_back(OpCase{.name = op + "_large", .op = op, .inputs = {in({2000, 20}, -5.f, 5.f)},
+    c.push_back(OpCase{.name = op + "_large",
+                       .op = op,
+                       .inputs = {in({2000, 20}, -5.f, 5.f)},
                        .check_grad = false});
-    c.push_back(OpCase{.name = op + "_grad", .op = op + "_grad", .inputs = {in({3, 5}), in({3, 5}, -2.f, 0.f)},
+    c.push_back(OpCase{.name = op + "_grad",
+                       .op = op + "_grad",
+                       .inputs = {in({3, 5}), in({3, 5}, -2.f, 0.f)},
                        .check_grad = false});
-    c.push_back(OpCase{.name = op + "_grad_axis0", .op = op + "_grad", .attrs = Attrs{{"axis", 0}},
-                       .inputs = {in({3, 5}), in({3, 5}, -2.f, 0.f)}, .check_grad = false});
+    c.push_back(OpCase{.name = op + "_grad_axis0",
+                       .op = op + "_grad",
+                       .attrs = Attrs{{"axis", 0}},
+                       .inputs = {in({3, 5}), in({3, 5}, -2.f, 0.f)},
+                       .check_grad = false});
   }
   return c;
 }
 
 LS_OP_CASES(array_ops) {
   std::vector<OpCase> c;
-  c.push_back(OpCase{.name = "cast_f32_f32", .op = "cast", .attrs = Attrs{{"dtype", "float32"}},
+  c.push_back(OpCase{.name = "cast_f32_f32",
+                     .op = "cast",
+                     .attrs = Attrs{{"dtype", "float32"}},
                      .inputs = {in({2, 3})}});
-  c.push_back(OpCase{.name = "cast_f32_i32", .op = "cast", .attrs = Attrs{{"dtype", "int32"}},
-                     .inputs = {in({2, 3}, -5.f, 5.f)}, .check_grad = false});
-  c.push_back(OpCase{.name = "cast_i32_f32", .op = "cast", .attrs = Attrs{{"dtype", "float32"}},
-                     .inputs = {OpInput{.shape = {4}, .dtype = DType::i32, .lo = -3, .hi = 9,
-                                        .differentiable = false}},
+  c.push_back(OpCase{.name = "cast_f32_i32",
+                     .op = "cast",
+                     .attrs = Attrs{{"dtype", "int32"}},
+                     .inputs = {in({2, 3}, -5.f, 5.f)},
                      .check_grad = false});
-  c.push_back(OpCase{.name = "concat_axis0", .op = "concat", .attrs = Attrs{{"axis", 0}},
+  c.push_back(
+      OpCase{.name = "cast_i32_f32",
+             .op = "cast",
+             .attrs = Attrs{{"dtype", "float32"}},
+             .inputs = {OpInput{
+                 .shape = {4}, .dtype = DType::i32, .lo = -3, .hi = 9, .differentiable = false}},
+             .check_grad = false});
+  c.push_back(OpCase{.name = "concat_axis0",
+                     .op = "concat",
+                     .attrs = Attrs{{"axis", 0}},
                      .inputs = {in({2, 3}), in({1, 3})}});
-  c.push_back(OpCase{.name = "concat_last3", .op = "concat", .attrs = Attrs{{"axis", -1}},
+  c.push_back(OpCase{.name = "concat_last3",
+                     .op = "concat",
+                     .attrs = Attrs{{"axis", -1}},
                      .inputs = {in({2, 2}), in({2, 3}), in({2, 1})}});
-  c.push_back(OpCase{.name = "concat_middle", .op = "concat", .attrs = Attrs{{"axis", 1}},
+  c.push_back(OpCase{.name = "concat_middle",
+                     .op = "concat",
+                     .attrs = Attrs{{"axis", 1}},
                      .inputs = {in({2, 1, 3}), in({2, 2, 3})}});
-  c.push_back(OpCase{.name = "slice_2d", .op = "slice",
-                     .attrs = Attrs{{"begin", I{1, 2}}, {"size", I{2, -1}}}, .inputs = {in({4, 5})}});
-  c.push_back(OpCase{.name = "slice_3d", .op = "slice",
-                     .attrs = Attrs{{"begin", I{0, 1, 1}}, {"size", I{2, 1, 2}}}, .inputs = {in({2, 3, 4})}});
-  c.push_back(OpCase{.name = "slice_grad", .op = "slice_grad",
+  c.push_back(OpCase{.name = "slice_2d",
+                     .op = "slice",
                      .attrs = Attrs{{"begin", I{1, 2}}, {"size", I{2, -1}}},
-                     .inputs = {in({2, 3}), in({4, 5})}, .check_grad = false});
+                     .inputs = {in({4, 5})}});
+  c.push_back(OpCase{.name = "slice_3d",
+                     .op = "slice",
+                     .attrs = Attrs{{"begin", I{0, 1, 1}}, {"size", I{2, 1, 2}}},
+                     .inputs = {in({2, 3, 4})}});
+  c.push_back(OpCase{.name = "slice_grad",
+                     .op = "slice_grad",
+                     .attrs = Attrs{{"begin", I{1, 2}}, {"size", I{2, -1}}},
+                     .inputs = {in({2, 3}), in({4, 5})},
+                     .check_grad = false});
   // Dropout: cpu and reference draw the same mask; the gradient is checked in loss_ops_test
   // (each FD run advances the step, and with it the mask).
-  c.push_back(OpCase{.name = "dropout", .op = "dropout", .attrs = Attrs{{"rate", 0.3}, {"seed", 7}},
-                     .inputs = {in({8, 16})}, .check_grad = false});
-  c.push_back(OpCase{.name = "dropout_large_odd", .op = "dropout", .attrs = Attrs{{"rate", 0.5}},
-                     .inputs = {in({100003})}, .check_grad = false});
+  c.push_back(OpCase{.name = "dropout",
+                     .op = "dropout",
+                     .attrs = Attrs{{"rate", 0.3}, {"seed", 7}},
+                     .inputs = {in({8, 16})},
+                     .check_grad = false});
+  c.push_back(OpCase{.name = "dropout_large_odd",
+                     .op = "dropout",
+                     .attrs = Attrs{{"rate", 0.5}},
+                     .inputs = {in({100003})},
+                     .check_grad = false});
   return c;
 }
 

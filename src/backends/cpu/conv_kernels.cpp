@@ -3,14 +3,14 @@
 //
 // Algorithm: float32 3x3 stride-1 convolutions with enough channels and positions run as
 // Winograd F(4x4, 3x3) (oneDNN's jit_wino_4x3), forward and both backward passes; everything
-// else (bfloat16, strided, 1x1, grouped, few channels) runs the direct algorithm. Winograd does
-// 2.25x fewer multiplies. On this project's 2-core AVX-512 machine the primitive alone runs the
-// reference CNN's 32->64 conv (batch 128) 1.8-2.4x faster than direct; inside the train step,
-// where it also pays the reorders below and colder caches, the conv's three kernels take 35.8
-// ms per step instead of 45.3 (LOCKSTEP_PROFILE=1 build/bin/train_bench --model cnn). It works
-// in blocked layouts (nChw16c activations, blocked weights): the Args reorder in and out of the
-// workspace around the primitive. It rounds differently from the direct algorithm (up to ~1.4e-6
-// of a tensor's largest value on unit-scale data, tests/graph/conv_algorithm_test.cpp).
+// else (bfloat16, strided, 1x1, grouped, few channels) runs the direct algorithm. A 4x4 output
+// tile takes 6x6 = 36 multiplies instead of 16 x 9 = 144 (plus the tile transforms). On this
+// project's 2-core AVX-512 machine the primitive alone runs the reference CNN's 32->64 conv
+// (batch 128) 1.8-2.4x faster than direct. It works in blocked layouts (nChw16c activations,
+// blocked weights): where the layout pass (plan_layouts) has not kept an activation blocked, the
+// Args reorder it in and out of the workspace around the primitive. It rounds differently from
+// the direct algorithm (up to ~1.4e-6 of a tensor's largest value on unit-scale data,
+// tests/graph/conv_algorithm_test.cpp).
 // config::set_conv_algorithm(kDirect) or LOCKSTEP_CONV_ALGORITHM=direct turns it off.
 #include <cstdlib>
 #include <cstring>
@@ -49,8 +49,7 @@ struct Mds {
 
 // Element types of a conv's tensors: all f32, or bf16 activations and weights (mixed precision;
 // the bias may stay f32). And the layouts of x and y in memory: nhwc, or nChw16c where the
-// layout pass (plan_layouts in src/graph/executable.cpp) keeps a conv's output blocked for
-// readers that take it.
+// layout pass (plan_layouts in src/graph/executable.cpp) keeps them blocked.
 struct ConvTypes {
   dt x = dt::f32, w = dt::f32, y = dt::f32, b = dt::f32;
   bool x_blocked = false, y_blocked = false;

@@ -375,32 +375,13 @@ bool channel_reduction(const Node& n, const Shape& x) {
 }
 
 bool layout_agnostic(const std::string& op) {
-  static const std::set<std::string> ops{"identity",
-                                         "add",
-                                         "sub",
-                                         "mul",
-                                         "div",
-                                         "maximum",
-                                         "minimum",
-                                         "neg",
-                                         "square",
-                                         "abs",
-                                         "scale_shift",
-                                         "relu",
-                                         "relu6",
-                                         "sigmoid",
-                                         "tanh",
-                                         "leaky_relu",
-                                         "swish",
-                                         "gelu",
-                                         "relu_grad",
-                                         "relu6_grad",
-                                         "sigmoid_grad",
-                                         "tanh_grad",
-                                         "leaky_relu_grad",
-                                         "swish_grad",
-                                         "gelu_grad",
-                                         "abs_grad"};
+  // clang-format off
+  static const std::set<std::string> ops{
+      "identity", "add", "sub", "mul", "div", "maximum", "minimum", "neg", "square", "abs",
+      "scale_shift", "relu", "relu6", "sigmoid", "tanh", "leaky_relu", "swish", "gelu",
+      "relu_grad", "relu6_grad", "sigmoid_grad", "tanh_grad", "leaky_relu_grad", "swish_grad",
+      "gelu_grad", "abs_grad"};
+  // clang-format on
   return ops.count(op) > 0;
 }
 

@@ -119,8 +119,8 @@ struct BnWs {
 // T: the storage of x, y, dy and dx (f32, or bf16 under mixed precision: loads widen to f32,
 // sums run in f32 over blocks of kBlock rows and in f64 across blocks, stores round once).
 // One pass for the statistics: sums of (x - k) and (x - k)^2 with k = the first row (a sample
-// of each channel, so the shifted sums do not cancel), then mean = k + S1/R and
-// var = S2/R - (S1/R)^2.
+// of each channel, so the shifted sums do not cancel), then mean = k + S1/M and
+// var = S2/M - (S1/M)^2 (M values per channel).
 // The forward's last pass over rows [r0, r1): y = x * scale + shift per channel, then + z
 // (Res) and relu (Relu) (as the unfused ops round in f32; in bf16 without the intermediate
 // roundings).

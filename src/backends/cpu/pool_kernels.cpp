@@ -65,6 +65,27 @@ void max_fwd_blocked(const ConvGeom& g, const float* x, float* y) {
       }
 }
 
+// Non-overlapping windows without leading padding (the usual 2x2/2): the gradient kernels write
+// every covered dx element exactly once.
+inline bool tiled_windows(const ConvGeom& g) {
+  return g.SH == g.KH && g.SW == g.KW && g.PT == 0 && g.PL == 0;
+}
+
+// Zeroes one image plane of dx ([H, W, V] values of `bytes` each, V values per position): all of
+// it, or with tiled windows only the rows and columns past the last window.
+inline void zero_dx_plane(const ConvGeom& g, void* plane, int64_t V, size_t bytes, bool tiled) {
+  char* d = static_cast<char*>(plane);
+  const size_t pos = bytes * size_t(V);  // one position's values
+  if (!tiled) {
+    std::memset(d, 0, pos * size_t(g.H * g.W));
+    return;
+  }
+  const int64_t ch = std::min(g.H, g.OH * g.KH), cw = std::min(g.W, g.OW * g.KW);
+  for (int64_t ih = 0; ih < ch; ++ih)
+    std::memset(d + pos * size_t(ih * g.W + cw), 0, pos * size_t(g.W - cw));
+  std::memset(d + pos * size_t(ch * g.W), 0, pos * size_t((g.H - ch) * g.W));
+}
+
 // x > 0 for the fused relu_grad, on f32 values or bf16 bits (NaN is not > 0).
 inline bool positive(float v) { return v > 0.f; }
 inline bool positive(uint16_t bits) { return bits != 0 && bits < 0x7f81; }
@@ -87,17 +108,8 @@ void max_bwd(const ConvGeom& g, const T* dy_t, const T* x_t, const T* y_t, T* dx
     int32_t* __restrict idx = idx_ws + omp_get_thread_num() * C;
     U* __restrict dxi = dx + n * img;
     const U* __restrict xi = x + n * img;
-    // Non-overlapping windows without leading padding (the usual 2x2/2): every covered dx
-    // element is written exactly once below, so only the uncovered tail needs zeroing.
-    const bool tiled = g.SH == g.KH && g.SW == g.KW && g.PT == 0 && g.PL == 0;
-    if (tiled) {
-      const int64_t ch = std::min(g.H, g.OH * g.KH), cw = std::min(g.W, g.OW * g.KW);
-      for (int64_t ih = 0; ih < ch; ++ih)
-        std::memset(dxi + (ih * g.W + cw) * C, 0, sizeof(T) * (g.W - cw) * C);
-      std::memset(dxi + ch * g.W * C, 0, sizeof(T) * (g.H - ch) * g.W * C);
-    } else {
-      std::memset(dxi, 0, sizeof(T) * img);
-    }
+    const bool tiled = tiled_windows(g);
+    zero_dx_plane(g, dxi, C, sizeof(T), tiled);
     for (int64_t oh = 0; oh < g.OH; ++oh)
       for (int64_t ow = 0; ow < g.OW; ++ow) {
         const int64_t yo = ((n * g.OH + oh) * g.OW + ow) * C;
@@ -138,20 +150,13 @@ template <bool Relu>
 void max_bwd_blocked(const ConvGeom& g, const float* dy, const float* x, const float* y,
                      float* dx) {
   const int64_t C = g.C, CB = C / 16, plane = g.H * g.W * 16;
-  const bool tiled = g.SH == g.KH && g.SW == g.KW && g.PT == 0 && g.PL == 0;
+  const bool tiled = tiled_windows(g);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t n = 0; n < g.N; ++n)
     for (int64_t cb = 0; cb < CB; ++cb) {
       const float* __restrict xb = x + (n * CB + cb) * plane;
       float* __restrict db = dx + (n * CB + cb) * plane;
-      if (tiled) {  // only the uncovered tail needs zeroing (see max_bwd)
-        const int64_t ch = std::min(g.H, g.OH * g.KH), cw = std::min(g.W, g.OW * g.KW);
-        for (int64_t ih = 0; ih < ch; ++ih)
-          std::memset(db + (ih * g.W + cw) * 16, 0, sizeof(float) * (g.W - cw) * 16);
-        std::memset(db + ch * g.W * 16, 0, sizeof(float) * (g.H - ch) * g.W * 16);
-      } else {
-        std::memset(db, 0, sizeof(float) * plane);
-      }
+      zero_dx_plane(g, db, 16, sizeof(float), tiled);
       for (int64_t oh = 0; oh < g.OH; ++oh)
         for (int64_t ow = 0; ow < g.OW; ++ow) {
           const int64_t yo = ((n * g.OH + oh) * g.OW + ow) * C + cb * 16;

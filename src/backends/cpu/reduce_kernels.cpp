@@ -170,7 +170,8 @@ std::unique_ptr<Kernel> blocked_sum_kernel(const BlockedReduce b) {
       [b](const KernelArgs& a) {
         const float* x = a.in(0).data<float>();
         float* y = a.out(0).data<float>();
-        float* part = static_cast<float*>(a.workspace);  // [N, C] per-image sums
+        // [N, C] per-image sums: y itself for a per-image reduction.
+        float* part = b.per_image ? y : static_cast<float*>(a.workspace);
         const int64_t C = b.CB * 16;
 #pragma omp parallel for collapse(2) if (b.N * b.CB * b.HW * 16 > kParallelMin) schedule(static)
         for (int64_t n = 0; n < b.N; ++n)
@@ -185,17 +186,14 @@ std::unique_ptr<Kernel> blocked_sum_kernel(const BlockedReduce b) {
             const float s = b.mean ? 1.f / float(b.per_image ? b.HW : b.HW * b.N) : 1.f;
             for (int c = 0; c < 16; ++c) p[c] = acc[c] * s;
           }
-        if (b.per_image) {
-          std::memcpy(y, part, sizeof(float) * size_t(b.N * C));
-          return;
-        }
+        if (b.per_image) return;
         for (int64_t c = 0; c < C; ++c) {
           float acc = 0;
           for (int64_t n = 0; n < b.N; ++n) acc += part[n * C + c];
           y[c] = acc;
         }
       },
-      sizeof(float) * size_t(b.N * b.CB * 16));
+      b.per_image ? 0 : sizeof(float) * size_t(b.N * b.CB * 16));
 }
 
 std::unique_ptr<Kernel> blocked_sum_grad_kernel(const BlockedReduce b) {

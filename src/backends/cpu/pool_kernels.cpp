@@ -10,6 +10,10 @@
 #include "ops/internal/kernel_util.h"
 #include "ops/internal/nn_geometry.h"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace lockstep::cpu {
 namespace {
 
@@ -18,11 +22,126 @@ using ops::ConvGeom;
 using ops::pool_window;
 using Window = ops::PoolWindow;
 
+// Non-overlapping windows without leading padding (the usual 2x2/2): the gradient kernels write
+// every covered dx element exactly once.
+inline bool tiled_windows(const ConvGeom& g) {
+  return g.SH == g.KH && g.SW == g.KW && g.PT == 0 && g.PL == 0;
+}
+
+// Zeroes one image plane of dx ([H, W, V] values of `bytes` each, V values per position): all of
+// it, or with tiled windows only the rows and columns past the last window.
+inline void zero_dx_plane(const ConvGeom& g, void* plane, int64_t V, size_t bytes, bool tiled) {
+  char* d = static_cast<char*>(plane);
+  const size_t pos = bytes * size_t(V);  // one position's values
+  if (!tiled) {
+    std::memset(d, 0, pos * size_t(g.H * g.W));
+    return;
+  }
+  const int64_t ch = std::min(g.H, g.OH * g.KH), cw = std::min(g.W, g.OW * g.KW);
+  for (int64_t ih = 0; ih < ch; ++ih)
+    std::memset(d + pos * size_t(ih * g.W + cw), 0, pos * size_t(g.W - cw));
+  std::memset(d + pos * size_t(ch * g.W), 0, pos * size_t((g.H - ch) * g.W));
+}
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+// GCC 12 warns about its own intrinsics' _mm512_undefined_* placeholders (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// 16 channels as f32 lanes: f32 loads as is, bf16 widens exactly (its bits are the high half of
+// an f32). Stores narrow back exactly: every value stored is one of the loaded ones.
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const bf16* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+inline void store16(float* p, __m512 v) { _mm512_storeu_ps(p, v); }
+inline void store16(bf16* p, __m512 v) {
+  const __m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h);
+}
+// dy's 16 values where `keep`, else 0 (raw bits: no rounding, no arithmetic).
+inline void store_masked16(float* p, __mmask16 keep, const float* dy) {
+  _mm512_storeu_ps(p, _mm512_maskz_loadu_ps(keep, dy));
+}
+inline void store_masked16(bf16* p, __mmask16 keep, const bf16* dy) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm256_maskz_loadu_epi16(keep, dy));
+}
+
+// One window's 16 channels: x points at its first row and column, `row` and `col` step to the
+// next input row and column (NHWC: W*C and C; nChw16c: W*16 and 16). std::max(y, x) keeps y when
+// x is NaN and the first of equal zeros, and so does _mm512_max_ps(x, y) (it returns its second
+// operand then).
+template <class T>
+inline __m512 window_max16(const T* x, const Window& wd, int64_t row, int64_t col) {
+  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
+    for (int64_t iw = wd.w0; iw < wd.w1; ++iw)
+      m = _mm512_max_ps(load16(x + ih * row + iw * col), m);
+  return m;
+}
+
+// One tiled window's 16 channels of dx, each element written once, in window order: dy goes to
+// the first x equal to the max y (and, Relu, only where x > 0); addressing as window_max16.
+template <class T, bool Relu>
+inline void window_grad16(const T* x, T* dx, const T* y, const T* dy, const Window& wd, int64_t row,
+                          int64_t col) {
+  const __m512 yv = load16(y);
+  __mmask16 free = 0xffff;  // lanes whose maximum is not placed yet
+  for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
+    for (int64_t iw = wd.w0; iw < wd.w1; ++iw) {
+      const int64_t off = ih * row + iw * col;
+      const __m512 xv = load16(x + off);
+      const __mmask16 hit = _mm512_mask_cmp_ps_mask(free, xv, yv, _CMP_EQ_OQ);
+      free &= __mmask16(~hit);
+      const __mmask16 keep =
+          Relu ? _mm512_mask_cmp_ps_mask(hit, xv, _mm512_setzero_ps(), _CMP_GT_OQ) : hit;
+      store_masked16(dx + off, keep, dy);
+    }
+}
+
+// NHWC, C % 16 == 0: 16 channels per vector.
+template <class T>
+void max_fwd_vec(const ConvGeom& g, const T* x, T* y) {
+  const int64_t C = g.C;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t oh = 0; oh < g.OH; ++oh)
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        T* yp = y + ((n * g.OH + oh) * g.OW + ow) * C;
+        const Window wd = pool_window(g, oh, ow);
+        for (int64_t c = 0; c < C; c += 16)
+          store16(yp + c, window_max16(x + n * g.H * g.W * C + c, wd, g.W * C, C));
+      }
+}
+
+// Tiled windows, NHWC, C % 16 == 0.
+template <class T, bool Relu>
+void max_bwd_tiled_vec(const ConvGeom& g, const T* dy, const T* x, const T* y, T* dx) {
+  const int64_t C = g.C, img = g.H * g.W * C;
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < g.N; ++n) {
+    zero_dx_plane(g, dx + n * img, C, sizeof(T), true);
+    for (int64_t oh = 0; oh < g.OH; ++oh)
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        const int64_t yo = ((n * g.OH + oh) * g.OW + ow) * C;
+        const Window wd = pool_window(g, oh, ow);
+        for (int64_t c = 0; c < C; c += 16)
+          window_grad16<T, Relu>(x + n * img + c, dx + n * img + c, y + yo + c, dy + yo + c, wd,
+                                 g.W * C, C);
+      }
+  }
+}
+#pragma GCC diagnostic pop
+#endif
+
 // T: the storage type (f32, or bf16 under mixed precision: a maximum of bf16 values is one of
 // them, so the bf16 kernels are exact).
 template <class T>
 void max_fwd(const ConvGeom& g, const T* x, T* y) {
   const int64_t C = g.C;
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  if (C % 16 == 0) return max_fwd_vec(g, x, y);
+#endif
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t n = 0; n < g.N; ++n)
     for (int64_t oh = 0; oh < g.OH; ++oh)
@@ -51,6 +170,11 @@ void max_fwd_blocked(const ConvGeom& g, const float* x, float* y) {
         const float* __restrict xb = x + (n * CB + cb) * g.H * g.W * 16;
         for (int64_t ow = 0; ow < g.OW; ++ow) {
           const Window wd = pool_window(g, oh, ow);
+          float* __restrict yp = y + ((n * g.OH + oh) * g.OW + ow) * C + cb * 16;
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+          store16(yp, window_max16(xb, wd, g.W * 16, 16));
+          continue;
+#endif
           float m[16];
           for (int c = 0; c < 16; ++c) m[c] = -std::numeric_limits<float>::infinity();
           for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
@@ -59,31 +183,9 @@ void max_fwd_blocked(const ConvGeom& g, const float* x, float* y) {
 #pragma omp simd
               for (int c = 0; c < 16; ++c) m[c] = std::max(m[c], xp[c]);
             }
-          float* __restrict yp = y + ((n * g.OH + oh) * g.OW + ow) * C + cb * 16;
           for (int c = 0; c < 16; ++c) yp[c] = m[c];
         }
       }
-}
-
-// Non-overlapping windows without leading padding (the usual 2x2/2): the gradient kernels write
-// every covered dx element exactly once.
-inline bool tiled_windows(const ConvGeom& g) {
-  return g.SH == g.KH && g.SW == g.KW && g.PT == 0 && g.PL == 0;
-}
-
-// Zeroes one image plane of dx ([H, W, V] values of `bytes` each, V values per position): all of
-// it, or with tiled windows only the rows and columns past the last window.
-inline void zero_dx_plane(const ConvGeom& g, void* plane, int64_t V, size_t bytes, bool tiled) {
-  char* d = static_cast<char*>(plane);
-  const size_t pos = bytes * size_t(V);  // one position's values
-  if (!tiled) {
-    std::memset(d, 0, pos * size_t(g.H * g.W));
-    return;
-  }
-  const int64_t ch = std::min(g.H, g.OH * g.KH), cw = std::min(g.W, g.OW * g.KW);
-  for (int64_t ih = 0; ih < ch; ++ih)
-    std::memset(d + pos * size_t(ih * g.W + cw), 0, pos * size_t(g.W - cw));
-  std::memset(d + pos * size_t(ch * g.W), 0, pos * size_t((g.H - ch) * g.W));
 }
 
 // x > 0 for the fused relu_grad, on f32 values or bf16 bits (NaN is not > 0).
@@ -103,6 +205,9 @@ void max_bwd(const ConvGeom& g, const T* dy_t, const T* x_t, const T* y_t, T* dx
   const U* y = reinterpret_cast<const U*>(y_t);
   U* dx = reinterpret_cast<U*>(dx_t);
   const int64_t C = g.C, img = g.H * g.W * C;
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  if (C % 16 == 0 && tiled_windows(g)) return max_bwd_tiled_vec<T, Relu>(g, dy_t, x_t, y_t, dx_t);
+#endif
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t n = 0; n < g.N; ++n) {
     int32_t* __restrict idx = idx_ws + omp_get_thread_num() * C;
@@ -163,6 +268,12 @@ void max_bwd_blocked(const ConvGeom& g, const float* dy, const float* x, const f
           const float* __restrict yp = y + yo;
           const float* __restrict dyp = dy + yo;
           const Window wd = pool_window(g, oh, ow);
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+          if (tiled) {
+            window_grad16<float, Relu>(xb, db, yp, dyp, wd, g.W * 16, 16);
+            continue;
+          }
+#endif
           if (tiled) {
             // Each dx element once, in window order: dy goes to the first x equal to the max.
             float taken[16] = {};

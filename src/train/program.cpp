@@ -9,6 +9,7 @@
 
 #include "distribute/internal/strategy_runtime.h"
 #include "lockstep/graph/autodiff.h"
+#include "train/predict_tiles.h"
 
 namespace lockstep {
 
@@ -25,7 +26,7 @@ void Program::stage(int slots) {
   while (int(staged_.size()) < slots) {
     std::vector<Tensor> slot;
     for (int j = 0; j < exe_->num_inputs(); ++j) {
-      const Tensor& in = exe_->input(j);
+      const Tensor& in = tile_ ? full_in_[size_t(j)] : exe_->input(j);
       slot.push_back(Tensor::empty(in.shape(), in.dtype()));
     }
     staged_.push_back(std::move(slot));
@@ -61,13 +62,26 @@ int Program::run_steps(int first_slot, int n, uint64_t first_step) {
   for (int k = 0; k < n; ++k) {
     if (first_slot >= 0) {
       const std::vector<Tensor>& slot = staged_[size_t(first_slot + k)];
-      for (int j = 0; j < int(slot.size()); ++j) exe_->copy_input_from_host(j, slot[size_t(j)]);
+      for (int j = 0; j < int(slot.size()); ++j) {
+        if (tile_)
+          full_in_[size_t(j)].copy_from(slot[size_t(j)]);
+        else
+          exe_->copy_input_from_host(j, slot[size_t(j)]);
+      }
     }
-    exe_->set_step(first_step + uint64_t(k));
-    exe_->run();
+    set_step(first_step + uint64_t(k));
+    run();
     if (kind_ == Kind::predict && first_slot >= 0)
-      for (int o = 0; o < outputs_; ++o)
-        exe_->copy_output_to_host(o, staged_outs_[size_t(first_slot + k)][size_t(o)]);
+      for (int o = 0; o < outputs_; ++o) {
+        Tensor& dst = staged_outs_[size_t(first_slot + k)][size_t(o)];
+        if (!tile_) {
+          exe_->copy_output_to_host(o, dst);
+        } else {
+          if (!dst.defined())
+            dst = Tensor::empty(full_out_[size_t(o)].shape(), full_out_[size_t(o)].dtype());
+          dst.copy_from(full_out_[size_t(o)]);
+        }
+      }
     if (check_loss && nonfinite_replicas() > 0) return k + 1;
   }
   return n;
@@ -150,35 +164,25 @@ void Replication::average(const std::vector<VariablePtr>& variables) {
   }
 }
 
-Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tracker,
-                 const std::vector<MetricPtr>& metrics,
-                 const std::vector<MetricPtr>& weighted_metrics, Replication* replication,
-                 int replica, int weighted)
-    : kind_(kind),
-      batch_(batch),
-      weighted_(weighted > 0 && kind != Kind::predict),
-      weight_columns_(weighted_ ? weighted : 0) {
+// The step graph at `batch` rows: placeholders, the model's forward, (train/eval) the loss and
+// updates; with replication, replica `replica`'s copies of the variables.
+Program::Built Program::build(const Model& model, int64_t batch, const StepMetrics& step_metrics,
+                              Replication* replication, int replica) {
   const CompileConfig& cfg = model.compile_config();
-  LS_CHECK(!model.inputs().empty() && !model.outputs().empty(), "model '", model.name(),
-           "' has no inputs or no outputs");
-  inputs_ = int(model.inputs().size());
-  outputs_ = int(model.outputs().size());
-  targets_ = kind == Kind::predict ? 0 : outputs_;
-  Graph g;
-  std::vector<Value> inputs, outputs;
+  Built b;
+  Graph& g = b.g;
   for (int i = 0; i < inputs_; ++i) {
     const KTensor& in = model.inputs()[size_t(i)];
     std::string name = "x";
     if (inputs_ > 1) name += std::to_string(i);
-    inputs.push_back(g.input({in.dtype(), in.shape().with_dim(0, batch)}, name));
+    b.inputs.push_back(g.input({in.dtype(), in.shape().with_dim(0, batch)}, name));
   }
-  CallContext ctx{g, kind == Kind::train, random_seed()};
-  partial_ = kind == Kind::train && replication && replica >= replication->local_replicas();
-  if (kind == Kind::train && replication && replication->reduces()) {
+  CallContext ctx{g, kind_ == Kind::train, random_seed()};
+  if (kind_ == Kind::train && replication && replication->reduces()) {
     ctx.replica_group = replication->reducer().group();
     ctx.replica = replica;
   }
-  std::vector<Value> preds = model.call(ctx, inputs);
+  std::vector<Value> preds = model.call(ctx, b.inputs);
   if (replication && replication->shards_per_replica() > 1)
     for (int i = 0; i < g.size(); ++i)
       LS_CHECK(g.node(i).op != "cross_replica_sum", "model '", model.name(),
@@ -191,12 +195,11 @@ Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tr
   for (Value& pred : preds)
     if (is_float(g.type(pred).dtype) && g.type(pred).dtype != DType::f32)
       pred = g.add("cast", {pred}, Attrs{{"dtype", std::string("float32")}});
-  if (kind == Kind::predict) {
-    outputs = preds;
+  if (kind_ == Kind::predict) {
+    b.outputs = preds;
   } else {
-    outputs =
-        add_loss_and_updates(model, g, preds, inputs, {loss_tracker, metrics, weighted_metrics},
-                             ctx.losses, replication, replica);
+    b.outputs = add_loss_and_updates(model, g, preds, b.inputs, step_metrics, ctx.losses,
+                                     replication, replica);
   }
   if (replication && replica > 0) {  // this replica's copies of every variable
     // ... but the learning rate, which every replica reads from one variable (set_learning_rate
@@ -211,6 +214,12 @@ Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tr
         nd.variable = replication->variable(nd.variable, nd.variable->trainable ? owner : replica);
     }
   }
+  return b;
+}
+
+std::unique_ptr<Executable> Program::compile(const Model& model, Built& b, Replication* replication,
+                                             int replica) {
+  const CompileConfig& cfg = model.compile_config();
   CompileOptions opts;
   opts.backend = cfg.backend;
   opts.eager = cfg.run_eagerly;
@@ -218,29 +227,89 @@ Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tr
   if (replication)
     opts.replica =
         uint32_t(replication->strategy().worker_index * replication->local_replicas() + replica);
-  {
     // Kernels plan their parallel decomposition (oneDNN primitives, per-thread scratch) for the
     // OpenMP thread count at creation; a replica thread runs with its own, smaller team, so
     // compile for that count (planning for 2 threads and running on 1 made the first conv's
     // weight gradient 6x slower).
 #ifdef _OPENMP
-    const int saved = omp_get_max_threads();
-    const int team = replication ? replication->strategy().replica_threads : 0;
-    if (team > 0) omp_set_num_threads(team);
-    struct Restore {
-      int n;
-      ~Restore() { omp_set_num_threads(n); }
-    } restore{saved};
+  const int saved = omp_get_max_threads();
+  const int team = replication ? replication->strategy().replica_threads : 0;
+  if (team > 0) omp_set_num_threads(team);
+  struct Restore {
+    int n;
+    ~Restore() { omp_set_num_threads(n); }
+  } restore{saved};
 #endif
-    exe_ = std::make_unique<Executable>(g, inputs, outputs, opts);
+  return std::make_unique<Executable>(b.g, b.inputs, b.outputs, opts);
+}
+
+Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tracker,
+                 const std::vector<MetricPtr>& metrics,
+                 const std::vector<MetricPtr>& weighted_metrics, Replication* replication,
+                 int replica, int weighted)
+    : kind_(kind),
+      batch_(batch),
+      weighted_(weighted > 0 && kind != Kind::predict),
+      weight_columns_(weighted_ ? weighted : 0) {
+  const CompileConfig& cfg = model.compile_config();
+  LS_CHECK(!model.inputs().empty() && !model.outputs().empty(), "model '", model.name(),
+           "' has no inputs or no outputs");
+  inputs_ = int(model.inputs().size());
+  outputs_ = int(model.outputs().size());
+  targets_ = kind == Kind::predict ? 0 : outputs_;
+  partial_ = kind == Kind::train && replication && replica >= replication->local_replicas();
+  const StepMetrics step_metrics{loss_tracker, metrics, weighted_metrics};
+  Built full = build(model, batch, step_metrics, replication, replica);
+  // Predict in row tiles (train/predict_tiles.h) when the rows are independent both at this
+  // batch and at the tile's (two batch sizes: no shape can match both by coincidence).
+  int64_t widest = 0;
+  const int64_t tile =
+      kind == Kind::predict && !cfg.run_eagerly &&
+              rows_independent(full.g, full.inputs, full.outputs, batch, nullptr, &widest)
+          ? predict_tile_rows(batch, widest)
+          : 0;
+  if (tile > 0) {
+    Built part = build(model, tile, step_metrics, replication, replica);
+    if (rows_independent(part.g, part.inputs, part.outputs, tile)) {
+      tile_ = tile;
+      exe_ = compile(model, part, replication, replica);
+      if (const int64_t tail = batch % tile; tail > 0) {
+        Built rest = build(model, tail, step_metrics, replication, replica);
+        tail_ = compile(model, rest, replication, replica);
+      }
+      for (Value v : full.inputs)
+        full_in_.push_back(Tensor::empty(full.g.type(v).shape, full.g.type(v).dtype));
+      for (Value v : full.outputs)
+        full_out_.push_back(Tensor::empty(full.g.type(v).shape, full.g.type(v).dtype));
+    }
   }
+  if (!exe_) exe_ = compile(model, full, replication, replica);
   if (cfg.verbose_compile) {
     std::fprintf(stderr, "[compile] %s program, batch %lld, replica %d: %.3f s\n",
                  kind == Kind::train  ? "train"
                  : kind == Kind::eval ? "eval"
                                       : "predict",
-                 (long long)batch, replica, exe_->compile_seconds());
+                 (long long)batch, replica, compile_seconds());
+    if (tile_)
+      std::fprintf(stderr, "[compile]   in tiles of %lld rows (widest activation %lld bytes/row)\n",
+                   (long long)tile_, (long long)widest);
     for (auto& line : exe_->report()) std::fprintf(stderr, "[compile]   %s\n", line.c_str());
+  }
+}
+
+// A tiled predict batch: rows [r, r + tile) of full_in_ through the tile program into the same
+// rows of full_out_; the last rows through the tail program.
+void Program::run_tiles() {
+  for (int64_t r = 0; r < batch_; r += tile_) {
+    Executable& e = batch_ - r >= tile_ ? *exe_ : *tail_;
+    const int64_t end = std::min(batch_, r + tile_);
+    for (int j = 0; j < int(full_in_.size()); ++j)
+      e.copy_input_from_host(j, full_in_[size_t(j)].slice(r, end));
+    e.run();
+    for (int o = 0; o < int(full_out_.size()); ++o) {
+      Tensor rows = full_out_[size_t(o)].slice(r, end);
+      e.copy_output_to_host(o, rows);
+    }
   }
 }
 

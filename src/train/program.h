@@ -73,15 +73,26 @@ class Program {
   // y(0..outputs-1), one per model output, then (weighted) the sample weights.
   int inputs() const { return inputs_; }
   int targets() const { return targets_; }
-  Tensor& x(int i = 0) { return exe_->input(i); }
+  Tensor& x(int i = 0) { return tile_ ? full_in_[size_t(i)] : exe_->input(i); }
   Tensor& y(int i = 0) { return exe_->input(inputs_ + i); }
   // The sample-weight input (weighted programs), else nullptr.
   Tensor* sample_weight() { return weighted_ ? &exe_->input(inputs_ + targets_) : nullptr; }
   bool weighted() const { return weighted_; }
   int weight_columns() const { return weight_columns_; }  // Model::program's `weighted`
-  void run() { exe_->run(); }
-  void set_step(uint64_t step) { exe_->set_step(step); }
-  void set_first_row(int64_t row) { exe_->set_first_row(row); }  // see StepInfo::first_row
+  void run() {
+    if (tile_)
+      run_tiles();
+    else
+      exe_->run();
+  }
+  void set_step(uint64_t step) {
+    exe_->set_step(step);
+    if (tail_) tail_->set_step(step);
+  }
+  void set_first_row(int64_t row) {  // see StepInfo::first_row
+    exe_->set_first_row(row);
+    if (tail_) tail_->set_first_row(row);
+  }
   // Multi-step execution (CompileConfig::steps_per_execution): the fit loop stages the batches
   // of an execution in slots (host buffers shaped like the step's inputs, allocated here once
   // and kept), then runs them back to back with run_steps. stage(n) makes at least n slots.
@@ -115,9 +126,15 @@ class Program {
   // Model output i's predictions (outputs() of them).
   int outputs() const { return outputs_; }
   const Tensor& predictions(int i = 0) const {
+    if (tile_) return full_out_[size_t(i)];
     return exe_->output(kind_ == Kind::predict ? i : 1 + i);
   }
-  double compile_seconds() const { return exe_->compile_seconds(); }
+  double compile_seconds() const {
+    return exe_->compile_seconds() + (tail_ ? tail_->compile_seconds() : 0.0);
+  }
+  // A predict program that runs its batch in tiles of this many rows (train/predict_tiles.h;
+  // executable() is then the tile's program), else 0.
+  int64_t tile_rows() const { return tile_; }
   const Executable& executable() const { return *exe_; }
   int64_t batch() const { return batch_; }
 
@@ -127,6 +144,15 @@ class Program {
     const std::vector<MetricPtr>& metrics;
     const std::vector<MetricPtr>& weighted_metrics;
   };
+  struct Built {
+    Graph g;
+    std::vector<Value> inputs, outputs;
+  };
+  Built build(const Model& model, int64_t batch, const StepMetrics& metrics,
+              Replication* replication, int replica);
+  std::unique_ptr<Executable> compile(const Model& model, Built& built, Replication* replication,
+                                      int replica);
+  void run_tiles();
   std::vector<Value> add_loss_and_updates(const Model& model, Graph& g,
                                           const std::vector<Value>& preds,
                                           std::vector<Value>& inputs, const StepMetrics& metrics,
@@ -141,6 +167,11 @@ class Program {
   bool has_nonfinite_ = false;
   int inputs_ = 1, targets_ = 0, outputs_ = 1;
   std::unique_ptr<Executable> exe_;
+  // Predict in tiles: exe_ runs tile_ rows, tail_ the batch's last batch % tile_ rows; the
+  // step's inputs and predictions are full_in_ / full_out_ (batch rows).
+  int64_t tile_ = 0;
+  std::unique_ptr<Executable> tail_;
+  std::vector<Tensor> full_in_, full_out_;
   std::vector<std::vector<Tensor>> staged_;       // [slot][step input]
   std::vector<std::vector<Tensor>> staged_outs_;  // predict: [slot][output]
 };

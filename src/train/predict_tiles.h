@@ -1,0 +1,34 @@
+// Internal to train: predict in row tiles. An inference program whose every output row depends
+// only on the same row of the inputs (every Keras layer in inference mode: convolutions,
+// pooling, BatchNormalization with its moving statistics, Dense, ...) gives the same
+// predictions whatever the batch is cut into. Program then runs a large predict batch as tiles
+// of a few dozen rows, so each layer's output stays in cache for the next layer instead of going
+// to memory and back: the reference CNN's 32->64 conv writes 147 KB per image in float32, 147 MB
+// for a batch of 1,000, which its max pooling then reads again.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lockstep/graph/graph.h"
+
+namespace lockstep {
+
+// Whether row r of every output depends only on row r of the inputs (dim 0 of every input is
+// the batch, `batch` rows). Conservative: an op it does not know, or one that reduces, sorts,
+// normalises or concatenates along dim 0, or a constant with `batch` rows combined with the
+// data, makes it false; *why then names the node. When true, *widest_row_bytes (if given) is
+// the largest per-row size of any value computed from the inputs (one sample's widest
+// activation).
+bool rows_independent(const Graph& g, const std::vector<Value>& inputs,
+                      const std::vector<Value>& outputs, int64_t batch, std::string* why = nullptr,
+                      int64_t* widest_row_bytes = nullptr);
+
+// Rows per tile for a predict batch of `batch` rows whose widest activation takes `row_bytes`
+// per row: about kTileBytes of that activation per tile, at least 8 rows, a multiple of 8;
+// 0 (no tiling) when the batch is less than two tiles. LOCKSTEP_PREDICT_TILE=N forces N rows
+// (0: never tile).
+inline constexpr int64_t kTileBytes = int64_t(4) << 20;
+int64_t predict_tile_rows(int64_t batch, int64_t row_bytes);
+
+}  // namespace lockstep

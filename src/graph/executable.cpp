@@ -277,8 +277,8 @@ static void fuse_batch_norm(Graph& g, std::vector<Value>& outputs,
 // Inference: conv2d -> batch_norm_infer (maybe fused with relu, not with a residual) becomes
 // conv2d(x, w * s, beta - mean * s [+ b * s]) with the batch norm's activation, s = gamma /
 // sqrt(var + eps): one batch_norm_fold node computes the folded weights and bias from the live
-// variables each run (a few thousand floats), and the pass over the activations is gone.
-// float32 only (a mixed-precision conv reads weights cast to bfloat16).
+// variables each run (a few thousand floats), and the pass over the activations is gone. In
+// mixed precision the folded weights are rounded to bfloat16 once (w * s instead of w).
 static void fold_batch_norm(Graph& g, std::vector<Value>& outputs,
                             std::vector<std::string>& report) {
   auto sched = schedule_nodes(g, outputs);
@@ -300,18 +300,30 @@ static void fold_batch_norm(Graph& g, std::vector<Value>& outputs,
     if (!single || conv.op != "conv2d" || src.index != 0 ||
         attr_s(conv, "activation") != "linear" || cons[{c, 0}] != std::vector<int>{reader})
       continue;
-    std::vector<Value> in{conv.inputs[1]};
+    // Mixed precision: the conv reads bfloat16 weights (and bias) cast from float32 values;
+    // the fold takes those float32 sources, and its weights are cast to bfloat16 for the conv
+    // (its bias stays float32, which a bf16 conv takes).
+    const bool mixed = conv.outputs[0].dtype == DType::bf16;
+    auto f32_source = [&](Value v) {
+      if (!mixed || g.type(v).dtype == DType::f32) return v;
+      const Node& cast = g.node(v.node);
+      return cast.op == "cast" && g.type(cast.inputs[0]).dtype == DType::f32 ? cast.inputs[0]
+                                                                             : Value{};
+    };
+    std::vector<Value> in{f32_source(conv.inputs[1])};
     for (int k = 1; k < 5; ++k) in.push_back(g.node(i).inputs[size_t(k)]);
-    if (conv.inputs.size() == 3) in.push_back(conv.inputs[2]);
-    bool f32 = conv.outputs[0].dtype == DType::f32;
-    for (Value v : in) f32 = f32 && g.type(v).dtype == DType::f32;
+    if (conv.inputs.size() == 3) in.push_back(f32_source(conv.inputs[2]));
+    bool f32 = conv.outputs[0].dtype == DType::f32 || mixed;
+    for (Value v : in) f32 = f32 && v.valid() && g.type(v).dtype == DType::f32;
     const Shape& w = g.type(conv.inputs[1]).shape;
     if (!f32 || w[-1] != conv.outputs[0].shape[-1] || reaches(g, in, c)) continue;
     const std::string bn_name = g.node(i).name, activation = attr_s(g.node(i), "activation");
     auto fold = g.add_multi("batch_norm_fold", in, Attrs{{"epsilon", attr_f(g.node(i), "epsilon")}},
                             bn_name + "/fold");
+    const Value weights =
+        mixed ? g.add("cast", {fold[0]}, Attrs{{"dtype", std::string("bfloat16")}}) : fold[0];
     Node& cv = g.node(c);  // add_multi may have moved the nodes
-    cv.inputs = {cv.inputs[0], fold[0], fold[1]};
+    cv.inputs = {cv.inputs[0], weights, fold[1]};
     cv.attrs.set("fused_bias", true);
     cv.attrs.set("activation", activation);
     Node& bn = g.node(i);

@@ -220,19 +220,24 @@ TEST(BatchNormFusion, InferenceFusedMatchesUnfusedEagerAndReferenceBf16) {
 // and bias come from a batch_norm_fold node; a batch norm whose conv output has another reader,
 // or that adds a residual, stays. The folded program matches the unfused, eager and reference
 // ones.
-void check_fold(bool bias, bool relu) {
+// bf16: as a mixed_bfloat16 model builds it: x and w cast to bfloat16 for the conv, the bias
+// and the batch norm's parameters float32.
+void check_fold(bool bias, bool relu, bool bf16 = false) {
   Graph g;
   Value x = g.input({DType::f32, Shape{4, 10, 10, 16}}, "x");
   Value w = g.input({DType::f32, Shape{3, 3, 16, 24}}, "w");
   std::vector<Value> feeds{x, w};
+  auto to_bf16 = [&](Value v) {
+    return bf16 ? g.add("cast", {v}, Attrs{{"dtype", std::string("bfloat16")}}) : v;
+  };
   Attrs ca{{"padding", std::string("same")}};
   Value y;
   if (bias) {
     feeds.push_back(g.input({DType::f32, Shape{24}}, "b"));
-    Value conv = g.add("conv2d", {x, w}, ca, "conv");
-    y = g.add("bias_add", {conv, feeds.back()});
+    Value conv = g.add("conv2d", {to_bf16(x), to_bf16(w)}, ca, "conv");
+    y = g.add("bias_add", {conv, to_bf16(feeds.back())});
   } else {
-    y = g.add("conv2d", {x, w}, ca, "conv");
+    y = g.add("conv2d", {to_bf16(x), to_bf16(w)}, ca, "conv");
   }
   std::vector<Value> bn_in{y};
   for (const char* p : {"gamma", "beta", "mean", "var"}) {
@@ -241,6 +246,7 @@ void check_fold(bool bias, bool relu) {
   }
   Value out = g.add("batch_norm_infer", bn_in, Attrs{{"epsilon", 1e-3}}, "bn");
   if (relu) out = g.add("relu", {out});
+  if (bf16) out = g.add("cast", {out}, Attrs{{"dtype", std::string("float32")}});
   Executable fused(g, feeds, {out});
   Executable unfused(g, feeds, {out}, CompileOptions{.fuse = false});
   Executable eager(g, feeds, {out}, CompileOptions{.eager = true});
@@ -261,14 +267,18 @@ void check_fold(bool bias, bool relu) {
   }
   const auto got = run(fused, in), want = run(unfused, in), oracle = run(eager, in),
              ref = run(reference, in);
-  // Folding rounds w * s instead of (conv(x, w) - mean) * s: float rounding apart.
-  EXPECT_LE(worst(got[0], want[0], 1e-5, 1e-5), 1.0) << "vs unfused";
-  EXPECT_LE(worst(got[0], oracle[0], 1e-5, 1e-5), 1.0) << "vs eager";
-  EXPECT_LE(worst(got[0], ref[0], 1e-5, 1e-5), 1.0) << "vs reference";
+  // Folding rounds w * s instead of (conv(x, w) - mean) * s: float rounding apart (bf16: the
+  // folded weights and the conv's output each rounded to bf16 once).
+  const double tol = bf16 ? 3e-2 : 1e-5;
+  EXPECT_LE(worst(got[0], want[0], tol, tol), 1.0) << "vs unfused";
+  EXPECT_LE(worst(got[0], oracle[0], tol, tol), 1.0) << "vs eager";
+  EXPECT_LE(worst(got[0], ref[0], tol, tol), 1.0) << "vs reference";
 }
 
 TEST(BatchNormFusion, InferenceFoldsIntoConv) { check_fold(false, false); }
 TEST(BatchNormFusion, InferenceFoldsIntoConvWithBiasAndRelu) { check_fold(true, true); }
+TEST(BatchNormFusion, InferenceFoldsIntoBf16Conv) { check_fold(false, true, true); }
+TEST(BatchNormFusion, InferenceFoldsIntoBf16ConvWithBias) { check_fold(true, false, true); }
 
 // The conv's output read by something else besides the batch norm: no fold.
 TEST(BatchNormFusion, InferenceKeepsABatchNormWhoseConvOutputIsShared) {

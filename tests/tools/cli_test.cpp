@@ -84,6 +84,9 @@ class LockstepCli : public ::testing::Test {
     dir = test_util::temp_dir("lockstep_cli", false);
     images = dir / "images";
     if (!fs::exists(images / "dark")) write_image_folder(images, 16);
+    // Layer names (and so the file's config) independent of the tests run before in this
+    // process: the run below trains from the file with a fixed seed.
+    reset_layer_names();
     Model m = Sequential({Input({10, 10, 3}), Rescaling(1.0 / 255),
                           Conv2D(4, 3, {.activation = "relu"}), GlobalAveragePooling2D(), Dense(2)},
                          "tiny_cnn");

@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "lockstep/core/allocator.h"
+#include "lockstep/distribute/strategy.h"
 #include "lockstep/lockstep.h"
 #include "test_util.h"
 #include "train/program.h"
@@ -189,6 +190,26 @@ TEST(PredictTiles, MixedBfloat16) {
   Model m = cnn();
   mixed_precision::set_global_policy("float32");
   expect_tiled_matches(m, 1e-6f);
+}
+
+// Under MirroredStrategy each replica's share of a batch runs in tiles of its own (2 replicas x
+// 50 rows: 16-row tiles and a 2-row tail each): the predictions of the model without a
+// strategy.
+TEST(PredictTiles, MirroredReplicasTileTheirShares) {
+  const Tensor x = random_images(100);
+  Model plain = cnn();
+  const Tensor want = [&] {
+    TileEnv none("0");
+    return plain.predict(x, 100);
+  }();
+  auto strategy = distribute::MirroredStrategy({"cpu:0", "cpu:1"});
+  Model m = [&] {
+    auto scope = strategy.scope();
+    return cnn();
+  }();
+  m.set_weights(plain.get_weights());
+  TileEnv env("16");
+  EXPECT_LE(test_util::max_abs_diff(m.predict(x, 100), want), 1e-6f);
 }
 
 // A user layer that centres each feature over the batch: rows depend on each other.

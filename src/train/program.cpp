@@ -60,28 +60,24 @@ int Program::run_steps(int first_slot, int n, uint64_t first_step) {
   // (evaluate goes on after a NaN loss, as with one step per execution)
   const bool check_loss = kind_ == Kind::train && !partial_;  // (a shard's: the last shard's)
   for (int k = 0; k < n; ++k) {
+    set_step(first_step + uint64_t(k));
+    if (tile_ && first_slot >= 0) {  // a tiled predict step: from its slot into its outputs
+      std::vector<Tensor>& outs = staged_outs_[size_t(first_slot + k)];
+      for (int o = 0; o < outputs_; ++o)
+        if (!outs[size_t(o)].defined())
+          outs[size_t(o)] =
+              Tensor::empty(full_out_[size_t(o)].shape(), full_out_[size_t(o)].dtype());
+      run_tiles(staged_[size_t(first_slot + k)], outs);
+      continue;
+    }
     if (first_slot >= 0) {
       const std::vector<Tensor>& slot = staged_[size_t(first_slot + k)];
-      for (int j = 0; j < int(slot.size()); ++j) {
-        if (tile_)
-          full_in_[size_t(j)].copy_from(slot[size_t(j)]);
-        else
-          exe_->copy_input_from_host(j, slot[size_t(j)]);
-      }
+      for (int j = 0; j < int(slot.size()); ++j) exe_->copy_input_from_host(j, slot[size_t(j)]);
     }
-    set_step(first_step + uint64_t(k));
     run();
     if (kind_ == Kind::predict && first_slot >= 0)
-      for (int o = 0; o < outputs_; ++o) {
-        Tensor& dst = staged_outs_[size_t(first_slot + k)][size_t(o)];
-        if (!tile_) {
-          exe_->copy_output_to_host(o, dst);
-        } else {
-          if (!dst.defined())
-            dst = Tensor::empty(full_out_[size_t(o)].shape(), full_out_[size_t(o)].dtype());
-          dst.copy_from(full_out_[size_t(o)]);
-        }
-      }
+      for (int o = 0; o < outputs_; ++o)
+        exe_->copy_output_to_host(o, staged_outs_[size_t(first_slot + k)][size_t(o)]);
     if (check_loss && nonfinite_replicas() > 0) return k + 1;
   }
   return n;
@@ -227,6 +223,7 @@ std::unique_ptr<Executable> Program::compile(const Model& model, Built& b, Repli
   if (replication)
     opts.replica =
         uint32_t(replication->strategy().worker_index * replication->local_replicas() + replica);
+
     // Kernels plan their parallel decomposition (oneDNN primitives, per-thread scratch) for the
     // OpenMP thread count at creation; a replica thread runs with its own, smaller team, so
     // compile for that count (planning for 2 threads and running on 1 made the first conv's
@@ -297,17 +294,16 @@ Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tr
   }
 }
 
-// A tiled predict batch: rows [r, r + tile) of full_in_ through the tile program into the same
-// rows of full_out_; the last rows through the tail program.
-void Program::run_tiles() {
+// A tiled predict batch: rows [r, r + tile) of `in` (the step's inputs) through the tile program
+// into the same rows of `out` (its predictions); the last rows through the tail program.
+void Program::run_tiles(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   for (int64_t r = 0; r < batch_; r += tile_) {
     Executable& e = batch_ - r >= tile_ ? *exe_ : *tail_;
     const int64_t end = std::min(batch_, r + tile_);
-    for (int j = 0; j < int(full_in_.size()); ++j)
-      e.copy_input_from_host(j, full_in_[size_t(j)].slice(r, end));
+    for (int j = 0; j < int(in.size()); ++j) e.copy_input_from_host(j, in[size_t(j)].slice(r, end));
     e.run();
-    for (int o = 0; o < int(full_out_.size()); ++o) {
-      Tensor rows = full_out_[size_t(o)].slice(r, end);
+    for (int o = 0; o < int(out.size()); ++o) {
+      Tensor rows = out[size_t(o)].slice(r, end);
       e.copy_output_to_host(o, rows);
     }
   }

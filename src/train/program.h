@@ -81,7 +81,7 @@ class Program {
   int weight_columns() const { return weight_columns_; }  // Model::program's `weighted`
   void run() {
     if (tile_)
-      run_tiles();
+      run_tiles(full_in_, full_out_);
     else
       exe_->run();
   }
@@ -152,7 +152,7 @@ class Program {
               Replication* replication, int replica);
   std::unique_ptr<Executable> compile(const Model& model, Built& built, Replication* replication,
                                       int replica);
-  void run_tiles();
+  void run_tiles(const std::vector<Tensor>& in, std::vector<Tensor>& out);
   std::vector<Value> add_loss_and_updates(const Model& model, Graph& g,
                                           const std::vector<Value>& preds,
                                           std::vector<Value>& inputs, const StepMetrics& metrics,

@@ -43,6 +43,17 @@ inline void zero_dx_plane(const ConvGeom& g, void* plane, int64_t V, size_t byte
   std::memset(d + pos * size_t(ch * g.W), 0, pos * size_t((g.H - ch) * g.W));
 }
 
+// f(n, yo, window) for every output position of an NHWC pool (yo: the position's first
+// element in y), parallel over images and output rows.
+template <class F>
+void for_each_output(const ConvGeom& g, F&& f) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t oh = 0; oh < g.OH; ++oh)
+      for (int64_t ow = 0; ow < g.OW; ++ow)
+        f(n, ((n * g.OH + oh) * g.OW + ow) * g.C, pool_window(g, oh, ow));
+}
+
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 // GCC 12 warns about its own intrinsics' _mm512_undefined_* placeholders (GCC bug 105593).
 #pragma GCC diagnostic push
@@ -103,15 +114,10 @@ inline void window_grad16(const T* x, T* dx, const T* y, const T* dy, const Wind
 template <class T>
 void max_fwd_vec(const ConvGeom& g, const T* x, T* y) {
   const int64_t C = g.C;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t n = 0; n < g.N; ++n)
-    for (int64_t oh = 0; oh < g.OH; ++oh)
-      for (int64_t ow = 0; ow < g.OW; ++ow) {
-        T* yp = y + ((n * g.OH + oh) * g.OW + ow) * C;
-        const Window wd = pool_window(g, oh, ow);
-        for (int64_t c = 0; c < C; c += 16)
-          store16(yp + c, window_max16(x + n * g.H * g.W * C + c, wd, g.W * C, C));
-      }
+  for_each_output(g, [&](int64_t n, int64_t yo, const Window& wd) {
+    for (int64_t c = 0; c < C; c += 16)
+      store16(y + yo + c, window_max16(x + n * g.H * g.W * C + c, wd, g.W * C, C));
+  });
 }
 
 // Tiled windows, NHWC, C % 16 == 0.
@@ -142,19 +148,15 @@ void max_fwd(const ConvGeom& g, const T* x, T* y) {
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
   if (C % 16 == 0) return max_fwd_vec(g, x, y);
 #endif
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t n = 0; n < g.N; ++n)
-    for (int64_t oh = 0; oh < g.OH; ++oh)
-      for (int64_t ow = 0; ow < g.OW; ++ow) {
-        T* __restrict yp = y + ((n * g.OH + oh) * g.OW + ow) * C;
-        const Window wd = pool_window(g, oh, ow);
-        for (int64_t c = 0; c < C; ++c) yp[c] = st<T>(-std::numeric_limits<float>::infinity());
-        for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
-          for (int64_t iw = wd.w0; iw < wd.w1; ++iw) {
-            const T* __restrict xp = x + ((n * g.H + ih) * g.W + iw) * C;
-            for (int64_t c = 0; c < C; ++c) yp[c] = st<T>(std::max(ld(yp[c]), ld(xp[c])));
-          }
+  for_each_output(g, [&](int64_t n, int64_t yo, const Window& wd) {
+    T* __restrict yp = y + yo;
+    for (int64_t c = 0; c < C; ++c) yp[c] = st<T>(-std::numeric_limits<float>::infinity());
+    for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
+      for (int64_t iw = wd.w0; iw < wd.w1; ++iw) {
+        const T* __restrict xp = x + ((n * g.H + ih) * g.W + iw) * C;
+        for (int64_t c = 0; c < C; ++c) yp[c] = st<T>(std::max(ld(yp[c]), ld(xp[c])));
       }
+  });
 }
 
 // x in nChw16c (a conv's output the layout pass kept blocked; C a multiple of 16), y in NHWC:
@@ -308,21 +310,17 @@ void max_bwd_blocked(const ConvGeom& g, const float* dy, const float* x, const f
 
 void avg_fwd(const ConvGeom& g, const float* x, float* y) {
   const int64_t C = g.C;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t n = 0; n < g.N; ++n)
-    for (int64_t oh = 0; oh < g.OH; ++oh)
-      for (int64_t ow = 0; ow < g.OW; ++ow) {
-        float* __restrict yp = y + ((n * g.OH + oh) * g.OW + ow) * C;
-        const Window wd = pool_window(g, oh, ow);
-        const float inv = 1.f / float(wd.size());
-        for (int64_t c = 0; c < C; ++c) yp[c] = 0.f;
-        for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
-          for (int64_t iw = wd.w0; iw < wd.w1; ++iw) {
-            const float* __restrict xp = x + ((n * g.H + ih) * g.W + iw) * C;
-            for (int64_t c = 0; c < C; ++c) yp[c] += xp[c];
-          }
-        for (int64_t c = 0; c < C; ++c) yp[c] *= inv;
+  for_each_output(g, [&](int64_t n, int64_t yo, const Window& wd) {
+    float* __restrict yp = y + yo;
+    const float inv = 1.f / float(wd.size());
+    for (int64_t c = 0; c < C; ++c) yp[c] = 0.f;
+    for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
+      for (int64_t iw = wd.w0; iw < wd.w1; ++iw) {
+        const float* __restrict xp = x + ((n * g.H + ih) * g.W + iw) * C;
+        for (int64_t c = 0; c < C; ++c) yp[c] += xp[c];
       }
+    for (int64_t c = 0; c < C; ++c) yp[c] *= inv;
+  });
 }
 
 void avg_bwd(const ConvGeom& g, const float* dy, float* dx) {

@@ -10,8 +10,11 @@
 #include "ops/internal/kernel_util.h"
 #include "ops/internal/nn_geometry.h"
 
-#if defined(__AVX512F__)
+// The vector kernels below (16 channels per AVX-512 register) need AVX-512 F, BW and VL;
+// otherwise the scalar loops run.
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include <immintrin.h>
+#define LOCKSTEP_POOL_VECTORS 1
 #endif
 
 namespace lockstep::cpu {
@@ -54,7 +57,7 @@ void for_each_output(const ConvGeom& g, F&& f) {
         f(n, ((n * g.OH + oh) * g.OW + ow) * g.C, pool_window(g, oh, ow));
 }
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#ifdef LOCKSTEP_POOL_VECTORS
 // GCC 12 warns about its own intrinsics' _mm512_undefined_* placeholders (GCC bug 105593).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -145,7 +148,7 @@ void max_bwd_tiled_vec(const ConvGeom& g, const T* dy, const T* x, const T* y, T
 template <class T>
 void max_fwd(const ConvGeom& g, const T* x, T* y) {
   const int64_t C = g.C;
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#ifdef LOCKSTEP_POOL_VECTORS
   if (C % 16 == 0) return max_fwd_vec(g, x, y);
 #endif
   for_each_output(g, [&](int64_t n, int64_t yo, const Window& wd) {
@@ -173,7 +176,7 @@ void max_fwd_blocked(const ConvGeom& g, const float* x, float* y) {
         for (int64_t ow = 0; ow < g.OW; ++ow) {
           const Window wd = pool_window(g, oh, ow);
           float* __restrict yp = y + ((n * g.OH + oh) * g.OW + ow) * C + cb * 16;
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#ifdef LOCKSTEP_POOL_VECTORS
           store16(yp, window_max16(xb, wd, g.W * 16, 16));
           continue;
 #endif
@@ -207,7 +210,7 @@ void max_bwd(const ConvGeom& g, const T* dy_t, const T* x_t, const T* y_t, T* dx
   const U* y = reinterpret_cast<const U*>(y_t);
   U* dx = reinterpret_cast<U*>(dx_t);
   const int64_t C = g.C, img = g.H * g.W * C;
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#ifdef LOCKSTEP_POOL_VECTORS
   if (C % 16 == 0 && tiled_windows(g)) return max_bwd_tiled_vec<T, Relu>(g, dy_t, x_t, y_t, dx_t);
 #endif
 #pragma omp parallel for schedule(static) num_threads(threads)
@@ -270,7 +273,7 @@ void max_bwd_blocked(const ConvGeom& g, const float* dy, const float* x, const f
           const float* __restrict yp = y + yo;
           const float* __restrict dyp = dy + yo;
           const Window wd = pool_window(g, oh, ow);
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#ifdef LOCKSTEP_POOL_VECTORS
           if (tiled) {
             window_grad16<float, Relu>(xb, db, yp, dyp, wd, g.W * 16, 16);
             continue;

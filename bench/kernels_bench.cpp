@@ -1,7 +1,10 @@
 // Kernel benchmark: conv2d fwd / bwd-input / bwd-filter, matmul and pooling on the reference
-// CNN's shapes (batch 128), through the same compiled-kernel path training uses. Prints GFLOP/s
-// (median of repeats) and its share of an FMA-loop peak probe (run before and after, to spot a
-// disturbed run). Usage: kernels_bench [threads] [reps]
+// CNN's shapes (batch 128), or every convolution pass of the peer bench's small ResNet
+// (bench_resnet.h, batch 64), in float32 or bfloat16, through the same compiled-kernel path
+// training uses. Prints GFLOP/s (median of repeats) and its share of the peak: an FMA-loop probe
+// (run before and after, to spot a disturbed run) for float32; twice that for bfloat16 on a CPU
+// with AVX512-BF16 (one vdpbf16ps does two multiply-adds per fp32 lane, at the FMA's rate).
+//   kernels_bench [threads] [reps] [--model cnn|resnet] [--dtype float32|bfloat16]
 #include <immintrin.h>
 #include <omp.h>
 
@@ -78,18 +81,124 @@ static double conv_flops(int64_t n, int64_t oh, int64_t ow, int64_t o, int64_t k
   return 2.0 * n * oh * ow * o * k * k * cg;
 }
 
+// The ResNet's convolutions ('same' padding, no bias), each with its count in the network and
+// whether the step needs its input gradient (not for the stem, whose input is the image).
+struct ResnetConv {
+  const char* name;
+  int64_t hw, c, o, k, stride, count;
+  bool input_grad;
+};
+static const ResnetConv kResnetConvs[] = {
+    {"stem 64x64x3->32 3x3/2", 64, 3, 32, 3, 2, 1, false},
+    {"32x32x32->32 3x3", 32, 32, 32, 3, 1, 2, true},
+    {"32x32x32->64 3x3/2", 32, 32, 64, 3, 2, 1, true},
+    {"32x32x32->64 1x1/2", 32, 32, 64, 1, 2, 1, true},
+    {"16x16x64->64 3x3", 16, 64, 64, 3, 1, 1, true},
+    {"16x16x64->128 3x3/2", 16, 64, 128, 3, 2, 1, true},
+    {"16x16x64->128 1x1/2", 16, 64, 128, 1, 2, 1, true},
+    {"8x8x128->128 3x3", 8, 128, 128, 3, 1, 1, true},
+};
+
+// Every pass of every ResNet convolution at batch 64 (Case::flops of one call; `counts` how
+// many of it one train step runs).
+static std::vector<Case> resnet_cases(std::vector<int>* counts) {
+  const int64_t N = 64;
+  std::vector<Case> out;
+  for (const ResnetConv& r : kResnetConvs) {
+    const int64_t oh = (r.hw + r.stride - 1) / r.stride;
+    const Attrs a{{"padding", std::string("same")}, {"strides", I{r.stride, r.stride}}};
+    const Shape x{N, r.hw, r.hw, r.c}, w{r.k, r.k, r.c, r.o}, y{N, oh, oh, r.o};
+    const double f = conv_flops(N, oh, oh, r.o, r.k, r.c);
+    Attrs ai = a, af = a;
+    ai.set("input_shape", x.vec());
+    af.set("filter_shape", w.vec());
+    out.push_back({std::string(r.name) + " fwd", "conv2d", {x, w}, a, f});
+    counts->push_back(int(r.count));
+    if (r.input_grad) {
+      out.push_back({std::string(r.name) + " bwd-input", "conv2d_backward_input", {y, w}, ai, f});
+      counts->push_back(int(r.count));
+    }
+    out.push_back({std::string(r.name) + " bwd-filter", "conv2d_backward_filter", {y, x}, af, f});
+    counts->push_back(int(r.count));
+  }
+  return out;
+}
+
 int main(int argc, char** argv) {
-  int threads = argc > 1 ? std::atoi(argv[1]) : 2;
-  int reps = argc > 2 ? std::atoi(argv[2]) : 20;
+  std::vector<std::string> pos;
+  std::string model = "cnn", dtype = "float32";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if ((a == "--model" || a == "--dtype") && i + 1 < argc)
+      (a == "--model" ? model : dtype) = argv[++i];
+    else if (a.rfind("--", 0) == 0) {
+      std::fprintf(stderr,
+                   "kernels_bench: unknown flag %s\nusage: kernels_bench [threads] [reps] "
+                   "[--model cnn|resnet] [--dtype float32|bfloat16]\n",
+                   a.c_str());
+      return 2;
+    } else
+      pos.push_back(a);
+  }
+  if ((model != "cnn" && model != "resnet") || (dtype != "float32" && dtype != "bfloat16")) {
+    std::fprintf(stderr, "kernels_bench: --model is cnn or resnet, --dtype float32 or bfloat16\n");
+    return 2;
+  }
+  const bool bf = dtype == "bfloat16";
+  if (bf && model != "resnet") {
+    std::fprintf(stderr, "kernels_bench: --dtype bfloat16 is for --model resnet\n");
+    return 2;
+  }
+  int threads = pos.size() > 0 ? std::atoi(pos[0].c_str()) : 2;
+  int reps = pos.size() > 1 ? std::atoi(pos[1].c_str()) : 20;
   set_num_threads(threads);
   const char* act = std::getenv("LOCKSTEP_CONV_ACT");
-  std::printf("threads %d, reps %d, conv activation layout %s\n", threads, reps,
-              act ? act : "nhwc");
-  const double peak = fma_probe();
+  std::printf("threads %d, reps %d, model %s, dtype %s, conv activation layout %s\n", threads, reps,
+              model.c_str(), dtype.c_str(), act ? act : "nhwc");
+  const double fma = std::max(fma_probe(), fma_probe());  // the first may run at a low clock
   std::printf(
       "health: FMA probe %.0f GFLOP/s = this machine's fp32 peak on %d threads (a Zen4-class\n"
       "core does one zmm FMA per cycle, ~116 GFLOP/s; DEPENDENCIES.md's Zen5 does ~250)\n",
-      peak, threads);
+      fma, threads);
+#ifdef __AVX512BF16__
+  const double peak = bf ? 2 * fma : fma;
+#else
+  const double peak = fma;  // no bf16 dot product: bf16 convolutions run at the fp32 rate
+#endif
+  if (bf) std::printf("bfloat16 peak taken as %.0f GFLOP/s\n", peak);
+  if (model == "resnet") {
+    std::vector<int> counts;
+    const std::vector<Case> cases = resnet_cases(&counts);
+    Philox rng(1);
+    double total_ms = 0, total_flops = 0;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const Case& c = cases[i];
+      Graph g;
+      std::vector<Value> ins;
+      for (const Shape& s : c.inputs)
+        ins.push_back(g.input({bf ? DType::bf16 : DType::f32, s}, "in"));
+      Executable exe(g, ins, {g.add(c.op, ins, c.attrs)}, CompileOptions{.backend = "cpu"});
+      for (int k = 0; k < exe.num_inputs(); ++k) {
+        Tensor t = exe.input(k);
+        for (int64_t e = 0; e < t.numel(); ++e) {
+          const float v = rng.uniform(-1.f, 1.f);
+          if (bf)
+            t.data<bf16>()[e] = f32_to_bf16(v);
+          else
+            t.data<float>()[e] = v;
+        }
+      }
+      const double ms = median_ms([&] { exe.run(); }, reps);
+      total_ms += counts[i] * ms;
+      total_flops += counts[i] * c.flops;
+      std::printf("%-38s x%d %8.3f ms %7.1f GFLOP/s %4.0f%% of peak\n", c.name.c_str(), counts[i],
+                  ms, c.flops / ms / 1e6, 100 * c.flops / ms / 1e6 / peak);
+    }
+    std::printf("all convolution passes of one train step: %.2f ms, %.1f GFLOP/s, %.0f%% of peak\n",
+                total_ms, total_flops / total_ms / 1e6, 100 * total_flops / total_ms / 1e6 / peak);
+    std::printf("health: FMA probe %.0f GFLOP/s (after)\n", fma_probe());
+    return 0;
+  }
   const int64_t N = 128;
   Attrs fused{{"fused_bias", true}, {"activation", "relu"}};
   std::vector<Case> cases{

@@ -67,7 +67,8 @@ const Section kSections[] = {
      "backward-weights) on NHWC activations, filters in the layout oneDNN picks with compile-time\n"
      "reorders (keeping NHWC measured faster than blocked activations plus reorders); oneDNN\n"
      "matmul; own OpenMP kernels for pools and norms. `bench/kernels_bench` prints GFLOP/s on\n"
-     "the reference CNN."},
+     "the reference CNN, and with `--model resnet [--dtype bfloat16]` every convolution pass of\n"
+     "the peer bench's ResNet, each as a share of the measured fp32 (bf16: twice that) peak."},
     {"norm", "Normalisation",
      "Statistics over all but the last axis (batch norm) or over the last axis (layer norm)."},
     {"optimizer", "Optimizer updates",

@@ -124,6 +124,25 @@ static std::vector<Case> resnet_cases(std::vector<int>* counts) {
   return out;
 }
 
+// Median ms of one op alone, compiled for the cpu backend, on uniform(-1, 1) inputs of `dtype`.
+static double time_case(const Case& c, DType dtype, Philox& rng, int reps) {
+  Graph g;
+  std::vector<Value> ins;
+  for (const Shape& s : c.inputs) ins.push_back(g.input({dtype, s}, "in"));
+  Executable exe(g, ins, {g.add(c.op, ins, c.attrs)}, CompileOptions{.backend = "cpu"});
+  for (int k = 0; k < exe.num_inputs(); ++k) {
+    Tensor& t = exe.input(k);
+    for (int64_t e = 0; e < t.numel(); ++e) {
+      const float v = rng.uniform(-1.f, 1.f);
+      if (dtype == DType::bf16)
+        t.data<bf16>()[e] = f32_to_bf16(v);
+      else
+        t.data<float>()[e] = v;
+    }
+  }
+  return median_ms([&] { exe.run(); }, reps);
+}
+
 int main(int argc, char** argv) {
   std::vector<std::string> pos;
   std::string model = "cnn", dtype = "float32";
@@ -173,22 +192,7 @@ int main(int argc, char** argv) {
     double total_ms = 0, total_flops = 0;
     for (size_t i = 0; i < cases.size(); ++i) {
       const Case& c = cases[i];
-      Graph g;
-      std::vector<Value> ins;
-      for (const Shape& s : c.inputs)
-        ins.push_back(g.input({bf ? DType::bf16 : DType::f32, s}, "in"));
-      Executable exe(g, ins, {g.add(c.op, ins, c.attrs)}, CompileOptions{.backend = "cpu"});
-      for (int k = 0; k < exe.num_inputs(); ++k) {
-        Tensor t = exe.input(k);
-        for (int64_t e = 0; e < t.numel(); ++e) {
-          const float v = rng.uniform(-1.f, 1.f);
-          if (bf)
-            t.data<bf16>()[e] = f32_to_bf16(v);
-          else
-            t.data<float>()[e] = v;
-        }
-      }
-      const double ms = median_ms([&] { exe.run(); }, reps);
+      const double ms = time_case(c, bf ? DType::bf16 : DType::f32, rng, reps);
       total_ms += counts[i] * ms;
       total_flops += counts[i] * c.flops;
       std::printf("%-38s x%d %8.3f ms %7.1f GFLOP/s %4.0f%% of peak\n", c.name.c_str(), counts[i],
@@ -260,27 +264,15 @@ int main(int argc, char** argv) {
        0},
   };
   Philox rng(1);
-  for (const char* backend : {"cpu"}) {
-    for (auto& c : cases) {
-      Graph g;
-      std::vector<Value> ins;
-      for (size_t i = 0; i < c.inputs.size(); ++i)
-        ins.push_back(g.input({DType::f32, c.inputs[i]}, "in"));
-      Value y = g.add(c.op, ins, c.attrs);
-      Executable exe(g, ins, {y}, CompileOptions{.backend = backend});
-      for (int i = 0; i < exe.num_inputs(); ++i) {
-        float* p = exe.input(i).data<float>();
-        for (int64_t k = 0; k < exe.input(i).numel(); ++k) p[k] = rng.uniform(-1.f, 1.f);
-      }
-      double ms = median_ms([&] { exe.run(); }, reps);
-      if (c.flops > 0)
-        std::printf("%-38s %8.3f ms %7.1f GFLOP/s %4.0f%% of peak | cpu/thread %8.3f ms\n",
-                    c.name.c_str(), ms, c.flops / ms / 1e6, 100 * c.flops / ms / 1e6 / peak,
-                    g_cpu_ms);
-      else
-        std::printf("%-38s %8.3f ms                               | cpu/thread %8.3f ms\n",
-                    c.name.c_str(), ms, g_cpu_ms);
-    }
+  for (auto& c : cases) {
+    const double ms = time_case(c, DType::f32, rng, reps);
+    if (c.flops > 0)
+      std::printf("%-38s %8.3f ms %7.1f GFLOP/s %4.0f%% of peak | cpu/thread %8.3f ms\n",
+                  c.name.c_str(), ms, c.flops / ms / 1e6, 100 * c.flops / ms / 1e6 / peak,
+                  g_cpu_ms);
+    else
+      std::printf("%-38s %8.3f ms                               | cpu/thread %8.3f ms\n",
+                  c.name.c_str(), ms, g_cpu_ms);
   }
   // The max_pool2d backward needs a consistent y: run it as part of a small graph. NHWC, and x
   // and dx in the layout pass's blocked nChw16c (as in the reference CNN's train step).

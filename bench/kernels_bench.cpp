@@ -74,7 +74,8 @@ struct Case {
   std::string op;
   std::vector<Shape> inputs;
   Attrs attrs;
-  double flops;
+  double flops;   // of one call
+  int count = 1;  // calls per train step (the ResNet's table)
 };
 
 static double conv_flops(int64_t n, int64_t oh, int64_t ow, int64_t o, int64_t k, int64_t cg) {
@@ -99,9 +100,8 @@ static const ResnetConv kResnetConvs[] = {
     {"8x8x128->128 3x3", 8, 128, 128, 3, 1, 1, true},
 };
 
-// Every pass of every ResNet convolution at batch 64 (Case::flops of one call; `counts` how
-// many of it one train step runs).
-static std::vector<Case> resnet_cases(std::vector<int>* counts) {
+// Every pass of every ResNet convolution at batch 64.
+static std::vector<Case> resnet_cases() {
   const int64_t N = 64;
   std::vector<Case> out;
   for (const ResnetConv& r : kResnetConvs) {
@@ -112,14 +112,13 @@ static std::vector<Case> resnet_cases(std::vector<int>* counts) {
     Attrs ai = a, af = a;
     ai.set("input_shape", x.vec());
     af.set("filter_shape", w.vec());
-    out.push_back({std::string(r.name) + " fwd", "conv2d", {x, w}, a, f});
-    counts->push_back(int(r.count));
-    if (r.input_grad) {
-      out.push_back({std::string(r.name) + " bwd-input", "conv2d_backward_input", {y, w}, ai, f});
-      counts->push_back(int(r.count));
-    }
-    out.push_back({std::string(r.name) + " bwd-filter", "conv2d_backward_filter", {y, x}, af, f});
-    counts->push_back(int(r.count));
+    const int n = int(r.count);
+    out.push_back({std::string(r.name) + " fwd", "conv2d", {x, w}, a, f, n});
+    if (r.input_grad)
+      out.push_back(
+          {std::string(r.name) + " bwd-input", "conv2d_backward_input", {y, w}, ai, f, n});
+    out.push_back(
+        {std::string(r.name) + " bwd-filter", "conv2d_backward_filter", {y, x}, af, f, n});
   }
   return out;
 }
@@ -186,17 +185,14 @@ int main(int argc, char** argv) {
 #endif
   if (bf) std::printf("bfloat16 peak taken as %.0f GFLOP/s\n", peak);
   if (model == "resnet") {
-    std::vector<int> counts;
-    const std::vector<Case> cases = resnet_cases(&counts);
     Philox rng(1);
     double total_ms = 0, total_flops = 0;
-    for (size_t i = 0; i < cases.size(); ++i) {
-      const Case& c = cases[i];
+    for (const Case& c : resnet_cases()) {
       const double ms = time_case(c, bf ? DType::bf16 : DType::f32, rng, reps);
-      total_ms += counts[i] * ms;
-      total_flops += counts[i] * c.flops;
-      std::printf("%-38s x%d %8.3f ms %7.1f GFLOP/s %4.0f%% of peak\n", c.name.c_str(), counts[i],
-                  ms, c.flops / ms / 1e6, 100 * c.flops / ms / 1e6 / peak);
+      total_ms += c.count * ms;
+      total_flops += c.count * c.flops;
+      std::printf("%-38s x%d %8.3f ms %7.1f GFLOP/s %4.0f%% of peak\n", c.name.c_str(), c.count, ms,
+                  c.flops / ms / 1e6, 100 * c.flops / ms / 1e6 / peak);
     }
     std::printf("all convolution passes of one train step: %.2f ms, %.1f GFLOP/s, %.0f%% of peak\n",
                 total_ms, total_flops / total_ms / 1e6, 100 * total_flops / total_ms / 1e6 / peak);

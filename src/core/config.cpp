@@ -2,6 +2,7 @@
 #include "lockstep/core/config.h"
 
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -12,11 +13,6 @@
 namespace lockstep::config {
 
 namespace {
-
-bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::strcmp(v, "0") != 0 && std::strcmp(v, "false") != 0;
-}
 
 std::atomic<bool>& determinism() {
   static std::atomic<bool> enabled{env_flag("LOCKSTEP_DETERMINISTIC") ||
@@ -37,6 +33,17 @@ int environment_shards() {
 }
 
 }  // namespace
+
+bool env_flag(const char* name, bool fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  std::string s(v);
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  if (s == "1" || s == "true" || s == "on" || s == "yes") return true;
+  if (s == "0" || s == "false" || s == "off" || s == "no") return false;
+  LS_FAIL("environment variable ", name, "=\"", v,
+          "\" is not a switch: use 1/true/on/yes or 0/false/off/no (or unset it)");
+}
 
 void enable_op_determinism() { enable_op_determinism(DeterminismOptions{}); }
 

@@ -473,6 +473,33 @@ std::string rank_list(const std::vector<int>& ranks, const std::vector<std::stri
 
 }  // namespace
 
+// Each worker publishes the address it is reached at and reads the others' from the store; a
+// worker that never arrives within the timeout is a PeerLostError naming it.
+static void publish_and_collect_addresses(GlooConnection& c, int rank, int size,
+                                          const std::string& own, const std::string& where,
+                                          const HostPort& chief,
+                                          const CommunicationOptions& options) {
+  const std::string me = c.addresses[rank].empty() ? own : c.addresses[rank];
+  c.client->set("lockstep/worker/" + std::to_string(rank), me);
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back("lockstep/worker/" + std::to_string(r));
+  const auto missing_keys = c.client->wait_missing(keys, options.timeout);
+  if (!missing_keys.empty()) {
+    std::vector<int> missing;
+    for (const auto& k : missing_keys) missing.push_back(std::stoi(k.substr(k.rfind('/') + 1)));
+    throw PeerLostError(where + ": worker" + (missing.size() > 1 ? "s " : " ") +
+                            rank_list(missing, c.addresses) +
+                            " never arrived at the rendezvous store at " + chief.str() +
+                            " within " + format_duration(options.timeout) +
+                            " (not started, crashed, or started with a different cluster "
+                            "definition)",
+                        missing.front(), c.addresses[missing.front()]);
+  }
+  for (int r = 0; r < size; ++r) {
+    if (c.addresses[r].empty()) c.addresses[r] = c.client->get_string(keys[r]);
+  }
+}
+
 GlooConnection connect_gloo_context(const ClusterResolver& resolver,
                                     const CommunicationOptions& options) {
   ignore_sigpipe_once();
@@ -513,25 +540,7 @@ GlooConnection connect_gloo_context(const ClusterResolver& resolver,
                           "': " + engine_message(e) +
                           " (the host in this worker's address must be one of its own)");
   }
-  const std::string me = c.addresses[rank].empty() ? own : c.addresses[rank];
-  c.client->set("lockstep/worker/" + std::to_string(rank), me);
-  std::vector<std::string> keys;
-  for (int r = 0; r < size; ++r) keys.push_back("lockstep/worker/" + std::to_string(r));
-  const auto missing_keys = c.client->wait_missing(keys, options.timeout);
-  if (!missing_keys.empty()) {
-    std::vector<int> missing;
-    for (const auto& k : missing_keys) missing.push_back(std::stoi(k.substr(k.rfind('/') + 1)));
-    throw PeerLostError(where + ": worker" + (missing.size() > 1 ? "s " : " ") +
-                            rank_list(missing, c.addresses) +
-                            " never arrived at the rendezvous store at " + chief.str() +
-                            " within " + format_duration(options.timeout) +
-                            " (not started, crashed, or started with a different cluster "
-                            "definition)",
-                        missing.front(), c.addresses[missing.front()]);
-  }
-  for (int r = 0; r < size; ++r) {
-    if (c.addresses[r].empty()) c.addresses[r] = c.client->get_string(keys[r]);
-  }
+  publish_and_collect_addresses(c, rank, size, own, where, chief, options);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(options.timeout);
   GlooStore store(*c.client, "gloo/");

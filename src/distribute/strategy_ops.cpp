@@ -142,7 +142,7 @@ const char* kGroup = "distribute";
 
 LOCKSTEP_REGISTER(strategy_ops) {
   OpRegistry& R = OpRegistry::get();
-  R.add({.name = "all_reduce_start",
+  R.add({.name = op::all_reduce_start,
          .signature = "(g_1, ..., g_k[, loss]) -> packed[sum numel]",
          .doc = "Packs a bucket of gradients (scaled by the replica's sample weight) and starts "
                 "its reduction on the communication thread.",
@@ -152,8 +152,9 @@ LOCKSTEP_REGISTER(strategy_ops) {
                    kNonfinite,
                    {"schedule_early", boolean, false, "schedule right after the last producer"}},
          .infer = start_infer,
-         .group = kGroup});
-  R.add({.name = "all_reduce_wait",
+         .group = kGroup,
+         .onnx = {.none = "a collective between replicas: not part of an exported model"}});
+  R.add({.name = op::all_reduce_wait,
          .signature = "(packed) -> (g_1', ..., g_k'[, bad_replicas])",
          .doc = "Waits for the bucket's reduction and unpacks the summed gradients.",
          .attrs = {kGroupAttr,
@@ -163,8 +164,9 @@ LOCKSTEP_REGISTER(strategy_ops) {
                    {"ranks", i64_list, NoDefault::required, "each gradient's rank"},
                    {"shapes", i64_list, NoDefault::required, "the gradients' dims, concatenated"}},
          .infer = wait_infer,
-         .group = kGroup});
-  R.add({.name = "cross_replica_sum",
+         .group = kGroup,
+         .onnx = {.none = "a collective between replicas: not part of an exported model"}});
+  R.add({.name = op::cross_replica_sum,
          .signature = "(x) -> sum over replicas",
          .doc = "Sums x over every replica, blocking (synchronized BatchNormalization).",
          .attrs = {kGroupAttr,
@@ -181,13 +183,14 @@ LOCKSTEP_REGISTER(strategy_ops) {
              [](GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
                Attrs a = n.attrs;
                a.set("gradient", true);
-               return std::vector<Value>{b.add("cross_replica_sum", {dy[0]}, a)};
+               return std::vector<Value>{b.add(op::cross_replica_sum, {dy[0]}, a)};
              },
-         .group = kGroup});
+         .group = kGroup,
+         .onnx = {.none = "a collective between replicas: not part of an exported model"}});
   for (const std::string& backend : host_backends()) {
-    R.add_kernel("cross_replica_sum", backend, collective(sum_of, cross_replica_sum_kernel));
-    R.add_kernel("all_reduce_start", backend, collective(bucket_of, start_kernel));
-    R.add_kernel("all_reduce_wait", backend, collective(bucket_of, wait_kernel));
+    R.add_kernel(op::cross_replica_sum, backend, collective(sum_of, cross_replica_sum_kernel));
+    R.add_kernel(op::all_reduce_start, backend, collective(bucket_of, start_kernel));
+    R.add_kernel(op::all_reduce_wait, backend, collective(bucket_of, wait_kernel));
   }
 }
 

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "lockstep/core/thread_pool.h"
+#include "lockstep/graph/op_ids.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -309,7 +310,7 @@ std::vector<Value> GradientReducer::insert(Graph& g, const std::vector<Value>& g
             {"replica", int64_t(replica)},
             {"schedule_early", true},
             {"nonfinite_flag", flag}};
-    Value packed = g.add("all_reduce_start", ins, a, "all_reduce/bucket_" + std::to_string(b));
+    Value packed = g.add(op::all_reduce_start, ins, a, "all_reduce/bucket_" + std::to_string(b));
     if (started) {
       started->push_back(packed);
       continue;
@@ -328,7 +329,7 @@ std::vector<Value> GradientReducer::insert(Graph& g, const std::vector<Value>& g
     w.set("ranks", ranks);
     w.set("shapes", shapes_flat);
     auto reduced =
-        g.add_multi("all_reduce_wait", {packed}, w, "all_reduce/wait_" + std::to_string(b));
+        g.add_multi(op::all_reduce_wait, {packed}, w, "all_reduce/wait_" + std::to_string(b));
     for (size_t k = 0; k < buckets[size_t(b)].size(); ++k) out[buckets[size_t(b)][k]] = reduced[k];
     if (flag && nonfinite) *nonfinite = reduced.back();
   }

@@ -18,8 +18,8 @@ Value GradBuilder::sum_to(Value grad, const Shape& shape) {
     if (i < lead || (shape[i - lead] == 1 && gs[i] != 1)) axes.push_back(i);
   }
   Value r = grad;
-  if (!axes.empty()) r = add("reduce_sum", {grad}, Attrs{{"axes", axes}, {"keepdims", true}});
-  if (type(r).shape != shape) r = add("reshape", {r}, Attrs{{"shape", shape.vec()}});
+  if (!axes.empty()) r = add(op::reduce_sum, {grad}, Attrs{{"axes", axes}, {"keepdims", true}});
+  if (type(r).shape != shape) r = add(op::reshape, {r}, Attrs{{"shape", shape.vec()}});
   return r;
 }
 
@@ -36,7 +36,7 @@ std::vector<Value> gradients(Graph& g, Value loss, const std::vector<Value>& wrt
   }
   std::map<std::pair<int, int>, Value> grad;
   GradBuilder b(g);
-  grad[{loss.node, loss.index}] = g.add("ones_like", {loss});
+  grad[{loss.node, loss.index}] = g.add(op::ones_like, {loss});
   for (int i = last; i >= 0; --i) {
     if (!needed[i]) continue;
     const Node node = g.node(i);  // copy: g grows while we differentiate
@@ -45,22 +45,26 @@ std::vector<Value> gradients(Graph& g, Value loss, const std::vector<Value>& wrt
     bool any = false;
     for (size_t k = 0; k < node.outputs.size(); ++k) {
       auto it = grad.find({i, int(k)});
-      if (it != grad.end()) { dys[k] = it->second; any = true; }
+      if (it != grad.end()) {
+        dys[k] = it->second;
+        any = true;
+      }
     }
     if (!any || node.inputs.empty()) continue;
     if (!def.grad) {
       bool float_input = false;
       for (Value v : node.inputs) float_input |= g.type(v).dtype == DType::f32 && needed[v.node];
-      LS_CHECK(!float_input || node.op == "stop_gradient", "op '", node.op, "' (", node.name,
+      LS_CHECK(!float_input || node.op == op::stop_gradient, "op '", node.op, "' (", node.name,
                ") has no gradient; it cannot sit between the weights and the loss");
       continue;
     }
     // Missing output grads become zeros so grad functions can assume all are set.
     for (size_t k = 0; k < dys.size(); ++k)
-      if (!dys[k].valid()) dys[k] = g.add("zeros_like", {Value{i, int(k)}});
+      if (!dys[k].valid()) dys[k] = g.add(op::zeros_like, {Value{i, int(k)}});
     b.set_name(node.name.empty() ? "" : node.name + "/grad");
     std::vector<Value> dxs = def.grad(b, node, dys);
-    LS_CHECK(dxs.size() <= node.inputs.size(), "gradient of '", node.op, "' returned too many values");
+    LS_CHECK(dxs.size() <= node.inputs.size(), "gradient of '", node.op,
+             "' returned too many values");
     for (size_t k = 0; k < dxs.size(); ++k) {
       if (!dxs[k].valid()) continue;
       Value x = node.inputs[k];
@@ -68,14 +72,16 @@ std::vector<Value> gradients(Graph& g, Value loss, const std::vector<Value>& wrt
                " has shape ", g.type(dxs[k]).shape.str(), ", expected ", g.type(x).shape.str());
       auto key = std::make_pair(x.node, x.index);
       auto it = grad.find(key);
-      if (it == grad.end()) grad[key] = dxs[k];
-      else it->second = g.add("add", {it->second, dxs[k]});
+      if (it == grad.end())
+        grad[key] = dxs[k];
+      else
+        it->second = g.add(op::add, {it->second, dxs[k]});
     }
   }
   std::vector<Value> out;
   for (Value w : wrt) {
     auto it = grad.find({w.node, w.index});
-    out.push_back(it != grad.end() ? it->second : g.add("zeros_like", {w}));
+    out.push_back(it != grad.end() ? it->second : g.add(op::zeros_like, {w}));
   }
   return out;
 }

@@ -88,7 +88,7 @@ Value Graph::input(const TensorType& type, const std::string& name) {
   Attrs a;
   a.set("shape", type.shape.vec());
   a.set("dtype", std::string(dtype_name(type.dtype)));
-  Value v = add("input", {}, a, name);
+  Value v = add(op::input, {}, a, name);
   inputs_.push_back(v.node);
   return v;
 }
@@ -96,12 +96,12 @@ Value Graph::input(const TensorType& type, const std::string& name) {
 Value Graph::variable(const VariablePtr& var) {
   for (auto& [p, id] : var_nodes_)
     if (p == var.get()) return {id, 0};
-  Value v = add("variable", {}, {}, var->name, var);
+  Value v = add(op::variable, {}, {}, var->name, var);
   var_nodes_.push_back({var.get(), v.node});
   return v;
 }
 
-Value Graph::scalar(float v) { return add("constant", {}, Attrs{{"value", double(v)}}); }
+Value Graph::scalar(float v) { return add(op::constant, {}, Attrs{{"value", double(v)}}); }
 
 Graph Graph::specialise_batch(int64_t batch) const {
   Graph g;
@@ -109,7 +109,7 @@ Graph Graph::specialise_batch(int64_t batch) const {
   g.var_nodes_ = var_nodes_;
   for (const Node& n : nodes_) {
     Node m = n;
-    if (m.op == "input") {
+    if (m.op == op::input) {
       auto shape = m.attrs.ints("shape");
       if (!shape.empty() && shape[0] < 0) shape[0] = batch;
       m.attrs.set("shape", shape);

@@ -100,6 +100,21 @@ std::vector<std::string> OpRegistry::op_names() const {
   return v;
 }
 
+const OpDef* OpRegistry::activation_op(const std::string& name) const {
+  for (const auto& [_, def] : ops_)
+    for (const std::string& a : def.keras_activations)
+      if (a == name) return &def;
+  return nullptr;
+}
+
+std::vector<std::string> OpRegistry::activation_names() const {
+  std::vector<std::string> v;
+  for (const auto& [_, def] : ops_)
+    v.insert(v.end(), def.keras_activations.begin(), def.keras_activations.end());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
 std::vector<std::string> OpRegistry::kernel_backends(const std::string& op) const {
   std::vector<std::string> v;
   auto it = kernels_.find(op);

@@ -36,7 +36,7 @@ Layer::Layer(std::string name)
 Value CallContext::read(const VariablePtr& v) {
   Value x = graph.variable(v);
   if (autocast_variables && compute != DType::f32 && graph.type(x).dtype == DType::f32)
-    x = graph.add("cast", {x}, Attrs{{"dtype", std::string(dtype_name(compute))}});
+    x = graph.add(op::cast, {x}, Attrs{{"dtype", std::string(dtype_name(compute))}});
   return x;
 }
 
@@ -45,7 +45,7 @@ std::vector<Value> Layer::invoke(CallContext& ctx, std::vector<Value> inputs) {
   for (Value& x : inputs) {
     DType t = ctx.graph.type(x).dtype;
     if (is_float(t) && t != compute)
-      x = ctx.graph.add("cast", {x}, Attrs{{"dtype", std::string(dtype_name(compute))}});
+      x = ctx.graph.add(op::cast, {x}, Attrs{{"dtype", std::string(dtype_name(compute))}});
   }
   struct Restore {
     CallContext& c;
@@ -121,11 +121,11 @@ void Layer::add_l2(CallContext& ctx, const VariablePtr& w, double l2) {
   if (l2 <= 0 || !ctx.training) return;
   Graph& g = ctx.graph;
   Value x = g.variable(w);  // the penalty is computed on the f32 weight, as Keras does
-  Value sq = g.add("square", {x});
+  Value sq = g.add(op::square, {x});
   std::vector<int64_t> axes;
   for (int i = 0; i < w->value.rank(); ++i) axes.push_back(i);
-  Value s = g.add("reduce_sum", {sq}, Attrs{{"axes", axes}, {"keepdims", false}});
-  ctx.losses.push_back(g.add("scale_shift", {s}, Attrs{{"scale", l2}, {"shift", 0.0}}));
+  Value s = g.add(op::reduce_sum, {sq}, Attrs{{"axes", axes}, {"keepdims", false}});
+  ctx.losses.push_back(g.add(op::scale_shift, {s}, Attrs{{"scale", l2}, {"shift", 0.0}}));
 }
 
 KTensors::operator KTensor() const {

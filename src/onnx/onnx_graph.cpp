@@ -6,6 +6,8 @@
 #include <cmath>
 #include <string_view>
 
+#include "lockstep/graph/op_registry.h"
+
 namespace lockstep::onnx {
 
 void set_attr(pb::NodeProto& node, const std::string& name, int64_t value) {
@@ -175,45 +177,49 @@ std::string scalar(GraphBuilder& b, const std::string& base, float v) {
 
 }  // namespace
 
-OnnxValue apply_activation(GraphBuilder& b, const OnnxValue& value, const std::string& act,
-                           const std::string& layer_name) {
-  if (act.empty() || act == "linear") return value;
-  OnnxValue v = value;
-  const std::string& x = v.name;
-  static const std::map<std::string, std::string> direct = {{"relu", "Relu"},
-                                                            {"sigmoid", "Sigmoid"},
-                                                            {"tanh", "Tanh"},
-                                                            {"softplus", "Softplus"},
-                                                            {"exponential", "Exp"}};
-  if (auto it = direct.find(act); it != direct.end()) {
-    v.name = b.add(it->second, {x}, layer_name);
-  } else if (act == "relu6") {
-    v.name = b.add("Clip",
-                   {x, scalar(b, layer_name + "/zero", 0.f), scalar(b, layer_name + "/six", 6.f)},
-                   layer_name);
-  } else if (act == "leaky_relu") {
-    pb::NodeProto& n = b.node("LeakyRelu", {x}, layer_name);
-    set_attr(n, "alpha", 0.2f);  // Keras's leaky_relu activation: negative_slope=0.2
-    v.name = n.output(0);
-  } else if (act == "swish" || act == "silu") {
-    v.name = b.add("Mul", {x, b.add("Sigmoid", {x}, layer_name)}, layer_name);
-  } else if (act == "gelu") {  // exact: x * 0.5 * (1 + erf(x / sqrt(2)))
+// An ONNX recipe of OpDef::onnx (a few nodes for one Lockstep op) on value x.
+static std::string build_recipe(GraphBuilder& b, const std::string& recipe, const std::string& x,
+                                const std::string& layer_name) {
+  if (recipe == "clip:0:6")
+    return b.add("Clip",
+                 {x, scalar(b, layer_name + "/zero", 0.f), scalar(b, layer_name + "/six", 6.f)},
+                 layer_name);
+  if (recipe == "x*sigmoid(x)")
+    return b.add("Mul", {x, b.add("Sigmoid", {x}, layer_name)}, layer_name);
+  if (recipe == "x*x") return b.add("Mul", {x, x}, layer_name);
+  if (recipe == "erf_gelu") {  // exact: x * 0.5 * (1 + erf(x / sqrt(2)))
     std::string e = b.add(
         "Erf",
         {b.add("Div", {x, scalar(b, layer_name + "/sqrt2", float(std::sqrt(2.0)))}, layer_name)},
         layer_name);
     std::string one_plus = b.add("Add", {e, scalar(b, layer_name + "/one", 1.f)}, layer_name);
-    v.name = b.add("Mul",
-                   {b.add("Mul", {x, one_plus}, layer_name), scalar(b, layer_name + "/half", 0.5f)},
-                   layer_name);
-  } else if (act == "softmax" || act == "log_softmax") {
-    v = b.to_layout(value, Layout::kChannelsLast);
-    pb::NodeProto& n = b.node(act == "softmax" ? "Softmax" : "LogSoftmax", {v.name}, layer_name);
-    set_attr(n, "axis", int64_t(-1));
-    v.name = n.output(0);
-  } else {
-    LS_FAIL("layer '", layer_name, "': activation '", act, "' cannot be exported to ONNX");
+    return b.add("Mul",
+                 {b.add("Mul", {x, one_plus}, layer_name), scalar(b, layer_name + "/half", 0.5f)},
+                 layer_name);
   }
+  LS_FAIL("layer '", layer_name, "': the ONNX recipe '", recipe, "' is not known to the exporter");
+}
+
+OnnxValue apply_activation(GraphBuilder& b, const OnnxValue& value, const std::string& act,
+                           const std::string& layer_name) {
+  if (act.empty() || act == "linear") return value;
+  const OpDef* def = OpRegistry::get().activation_op(act);
+  LS_CHECK(def, "layer '", layer_name, "': unknown activation '", act, "'");
+  const OnnxLowering& onnx = def->onnx;
+  LS_CHECK(!onnx.op.empty() || !onnx.recipe.empty(), "layer '", layer_name, "': activation '", act,
+           "' cannot be exported to ONNX (", onnx.none, ")");
+  OnnxValue v = value;
+  if (!onnx.recipe.empty()) {
+    v.name = build_recipe(b, onnx.recipe, v.name, layer_name);
+    return v;
+  }
+  // An op over an axis (softmax, log_softmax) needs its axis where Keras has it: channels last.
+  const bool axis_op = def->attr("axis") != nullptr;
+  if (axis_op) v = b.to_layout(value, Layout::kChannelsLast);
+  pb::NodeProto& n = b.node(onnx.op, {v.name}, layer_name);
+  for (const auto& [key, val] : onnx.attrs) set_attr(n, key, float(val));
+  if (axis_op) set_attr(n, "axis", int64_t(-1));
+  v.name = n.output(0);
   return v;
 }
 

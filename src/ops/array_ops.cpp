@@ -73,7 +73,7 @@ Values concat_grad(GradBuilder& b, const Node& n, const Values& dy) {
     begin[axis] = offset;
     size[axis] = len;
     offset += len;
-    out.push_back(b.add("slice", {dy[0]}, Attrs{{"begin", begin}, {"size", size}}));
+    out.push_back(b.add(op::slice, {dy[0]}, Attrs{{"begin", begin}, {"size", size}}));
   }
   return out;
 }
@@ -83,35 +83,42 @@ const std::vector<AttrDecl> kSliceAttrs = {
     {"size", i64_list, required, "extent on each axis; -1 = to the end"}};
 
 void register_copies() {
-  add_op(
-      kGroup,
-      {.name = "cast",
-       .signature = "(x) -> y",
-       .doc = "x converted to `dtype` (float to int truncates; to bfloat16 rounds to nearest "
-              "even).",
-       .attrs = {{"dtype", str, required, "float32, bfloat16, int32, int64 or uint8"}},
-       .infer =
-           [](const Node& n, const Types& in) {
-             expect_inputs(in, 1);
-             return Types{{dtype_from_name(attr_s(n, "dtype")), in[0].shape}};
-           },
-       // Between float types the gradient is cast back (a bf16 gradient of a cast f32
-       // weight arrives in f32); integer ends have none.
-       .grad =
-           [](GradBuilder& b, const Node& n, const Values& dy) {
-             DType from = b.type(n.inputs[0]).dtype, to = n.outputs[0].dtype;
-             if (!is_float(from) || !is_float(to)) return Values{Value{}};
-             if (from == to) return Values{dy[0]};
-             return Values{b.add("cast", {dy[0]}, Attrs{{"dtype", std::string(dtype_name(from))}})};
-           }});
-  add_op(kGroup, {.name = "concat",
+  add_op(kGroup,
+         {.name = op::cast,
+          .signature = "(x) -> y",
+          .doc = "x converted to `dtype` (float to int truncates; to bfloat16 rounds to nearest "
+                 "even).",
+          .attrs = {{"dtype", str, required, "float32, bfloat16, int32, int64 or uint8"}},
+          .infer =
+              [](const Node& n, const Types& in) {
+                expect_inputs(in, 1);
+                return Types{{dtype_from_name(attr_s(n, "dtype")), in[0].shape}};
+              },
+          // Between float types the gradient is cast back (a bf16 gradient of a cast f32
+          // weight arrives in f32); integer ends have none.
+          .grad =
+              [](GradBuilder& b, const Node& n, const Values& dy) {
+                DType from = b.type(n.inputs[0]).dtype, to = n.outputs[0].dtype;
+                if (!is_float(from) || !is_float(to)) return Values{Value{}};
+                if (from == to) return Values{dy[0]};
+                return Values{
+                    b.add(op::cast, {dy[0]}, Attrs{{"dtype", std::string(dtype_name(from))}})};
+              },
+          .elementwise = true,
+          .rows = RowRule::pointwise,
+          .onnx = {.op = "Cast"}});
+  add_op(kGroup, {.name = op::concat,
                   .signature = "(x_1, ..., x_n) -> y",
                   .doc = "The inputs joined along `axis` (same dtype, other dims equal).",
                   .attrs = {{"axis", i64, -1, "the axis to join along"}},
                   .infer = concat_infer,
                   .grad = concat_grad,
-                  .reference_only = kCopyReason});
-  add_op(kGroup, {.name = "slice",
+                  .reference_only = kCopyReason,
+                  .bf16 = true,
+                  .rows = RowRule::by_attrs,
+                  .keeps_rows = keeps_rows_concat,
+                  .onnx = {.op = "Concat"}});
+  add_op(kGroup, {.name = op::slice,
                   .signature = "(x) -> y",
                   .doc = "The block of x at `begin` of extent `size`.",
                   .attrs = kSliceAttrs,
@@ -122,10 +129,14 @@ void register_copies() {
                       },
                   .grad =
                       [](GradBuilder& b, const Node& n, const Values& dy) {
-                        return Values{b.add("slice_grad", {dy[0], n.inputs[0]}, n.attrs)};
+                        return Values{b.add(op::slice_grad, {dy[0], n.inputs[0]}, n.attrs)};
                       },
-                  .reference_only = kCopyReason});
-  add_op(kGroup, {.name = "slice_grad",
+                  .reference_only = kCopyReason,
+                  .bf16 = true,
+                  .rows = RowRule::by_attrs,
+                  .keeps_rows = keeps_rows_slice,
+                  .onnx = {.op = "Slice"}});
+  add_op(kGroup, {.name = op::slice_grad,
                   .signature = "(dy, x) -> dx",
                   .doc = "Gradient of slice: zeros of x's shape with dy written at the slice.",
                   .attrs = kSliceAttrs,
@@ -137,11 +148,13 @@ void register_copies() {
                                  " does not match ", s.str());
                         return Types{f32(in[1].shape)};
                       },
-                  .reference_only = kCopyReason});
+                  .reference_only = kCopyReason,
+                  .bf16 = true,
+                  .onnx = {.none = kOnnxGradient}});
 }
 
 void register_dropout() {
-  add_op(kGroup, {.name = "dropout",
+  add_op(kGroup, {.name = op::dropout,
                   .signature = "(x) -> (y, mask)",
                   .doc = "y = x * mask, mask in {0, 1/(1-rate)} drawn from Philox keyed by (seed, "
                          "node id, replica, model seed) with counter = step; gradient dy * mask.",
@@ -157,8 +170,10 @@ void register_dropout() {
                       },
                   .grad =
                       [](GradBuilder& b, const Node& n, const Values& dy) {
-                        return Values{b.add("mul", {dy[0], Value{n.id, 1}})};
-                      }});
+                        return Values{b.add(op::mul, {dy[0], Value{n.id, 1}})};
+                      },
+                  .bf16 = true,
+                  .onnx = {.op = "Dropout"}});
 }
 
 }  // namespace

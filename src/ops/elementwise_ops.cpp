@@ -42,157 +42,268 @@ Types minmax_grad_infer(const Node&, const Types& in) {
 
 Value out0(const Node& n) { return Value{n.id, 0}; }
 Value scaled(GradBuilder& b, Value v, double s) {
-  return b.add("scale_shift", {v}, Attrs{{"scale", s}, {"shift", 0.0}});
+  return b.add(op::scale_shift, {v}, Attrs{{"scale", s}, {"shift", 0.0}});
 }
 Value sum_to_input(GradBuilder& b, const Node& n, int i, Value g) {
   return b.sum_to(g, b.type(n.inputs[i]).shape);
 }
 
-// A simple op: its name, what it computes and its gradient.
+// A simple op: its name, what it computes, its gradient, and its facts beyond those every
+// elementwise op has (bf16, pointwise rows).
 struct MathOp {
-  const char* name;
+  OpId name;
   const char* doc;
   GradFn grad;
+  OnnxLowering onnx;
+  bool layout_agnostic = true;
+  uint32_t fusion = kFuseNone;
+  std::vector<std::string> keras_activations = {};
 };
 
 void register_binaries() {
   const MathOp binaries[] = {
-      {"add", "a + b",
+      {op::add,
+       "a + b",
        [](GradBuilder& b, const Node& n, const Values& dy) {
          return Values{sum_to_input(b, n, 0, dy[0]), sum_to_input(b, n, 1, dy[0])};
-       }},
-      {"sub", "a - b",
+       },
+       {.op = "Add"},
+       true,
+       kFuseResidual},
+      {op::sub,
+       "a - b",
        [](GradBuilder& b, const Node& n, const Values& dy) {
-         return Values{sum_to_input(b, n, 0, dy[0]), sum_to_input(b, n, 1, b.add("neg", {dy[0]}))};
-       }},
-      {"mul", "a * b",
+         return Values{sum_to_input(b, n, 0, dy[0]),
+                       sum_to_input(b, n, 1, b.add(op::neg, {dy[0]}))};
+       },
+       {.op = "Sub"}},
+      {op::mul,
+       "a * b",
        [](GradBuilder& b, const Node& n, const Values& dy) {
-         return Values{sum_to_input(b, n, 0, b.add("mul", {dy[0], n.inputs[1]})),
-                       sum_to_input(b, n, 1, b.add("mul", {dy[0], n.inputs[0]}))};
-       }},
+         return Values{sum_to_input(b, n, 0, b.add(op::mul, {dy[0], n.inputs[1]})),
+                       sum_to_input(b, n, 1, b.add(op::mul, {dy[0], n.inputs[0]}))};
+       },
+       {.op = "Mul"}},
       // y = a / b: da = dy / b, db = -dy * y / b.
-      {"div", "a / b",
+      {op::div,
+       "a / b",
        [](GradBuilder& b, const Node& n, const Values& dy) {
-         Value da = b.add("div", {dy[0], n.inputs[1]});
-         Value db = b.add("neg", {b.add("mul", {da, out0(n)})});
+         Value da = b.add(op::div, {dy[0], n.inputs[1]});
+         Value db = b.add(op::neg, {b.add(op::mul, {da, out0(n)})});
          return Values{sum_to_input(b, n, 0, da), sum_to_input(b, n, 1, db)};
-       }},
+       },
+       {.op = "Div"}},
   };
   for (const MathOp& op : binaries)
     add_op(kGroup, {.name = op.name,
                     .signature = "(a, b) -> y",
                     .doc = std::string(op.doc) + ", elementwise with numpy broadcasting.",
                     .infer = binary_infer,
-                    .grad = op.grad});
-  for (std::string op : {"maximum", "minimum"}) {
-    add_op(kGroup, {.name = op,
+                    .grad = op.grad,
+                    .bf16 = true,
+                    .elementwise = true,
+                    .layout_agnostic = true,
+                    .rows = RowRule::pointwise,
+                    .fusion = op.fusion,
+                    .onnx = op.onnx});
+  const std::pair<OpId, OpId> minmax[] = {{op::maximum, op::maximum_grad},
+                                          {op::minimum, op::minimum_grad}};
+  for (auto [fwd, grad_op] : minmax) {
+    const std::string op = fwd;
+    add_op(kGroup, {.name = fwd,
                     .signature = "(a, b) -> y",
                     .doc = "The elementwise " + op + " of a and b, with numpy broadcasting.",
                     .infer = binary_infer,
-                    .grad = [op](GradBuilder& b, const Node& n, const Values& dy) {
-                      auto g = b.add_multi(op + "_grad", {dy[0], n.inputs[0], n.inputs[1]});
-                      return Values{sum_to_input(b, n, 0, g[0]), sum_to_input(b, n, 1, g[1])};
-                    }});
-    add_op(kGroup, {.name = op + "_grad",
+                    .grad =
+                        [grad_op](GradBuilder& b, const Node& n, const Values& dy) {
+                          auto g = b.add_multi(grad_op, {dy[0], n.inputs[0], n.inputs[1]});
+                          return Values{sum_to_input(b, n, 0, g[0]), sum_to_input(b, n, 1, g[1])};
+                        },
+                    .bf16 = true,
+                    .elementwise = true,
+                    .layout_agnostic = true,
+                    .rows = RowRule::pointwise,
+                    .onnx = {.op = fwd == op::maximum ? "Max" : "Min"}});
+    add_op(kGroup, {.name = grad_op,
                     .signature = "(dy, a, b) -> (da, db)",
                     .doc = "Gradient of " + op +
                            ": dy goes to the selected input, ties split it "
                            "evenly; both at the broadcast shape.",
                     .infer = minmax_grad_infer,
                     .reference_only = "only Maximum/Minimum layers' backward pass uses it, "
-                                      "with general broadcasting"});
+                                      "with general broadcasting",
+                    .bf16 = true,
+                    .onnx = {.none = kOnnxGradient}});
   }
 }
 
 void register_unary_math() {
   const MathOp unaries[] = {
-      {"neg", "-x",
-       [](GradBuilder& b, const Node&, const Values& dy) { return Values{b.add("neg", {dy[0]})}; }},
-      {"exp", "e^x",
+      {op::neg,
+       "-x",
+       [](GradBuilder& b, const Node&, const Values& dy) {
+         return Values{b.add(op::neg, {dy[0]})};
+       },
+       {.op = "Neg"}},
+      {op::exp,
+       "e^x",
        [](GradBuilder& b, const Node& n, const Values& dy) {
-         return Values{b.add("mul", {dy[0], out0(n)})};
-       }},
-      {"log", "The natural logarithm of x",
+         return Values{b.add(op::mul, {dy[0], out0(n)})};
+       },
+       {.op = "Exp"},
+       false,
+       kFuseNone,
+       {"exponential"}},
+      {op::log,
+       "The natural logarithm of x",
        [](GradBuilder& b, const Node& n, const Values& dy) {
-         return Values{b.add("div", {dy[0], n.inputs[0]})};
-       }},
-      {"sqrt", "The square root of x",
+         return Values{b.add(op::div, {dy[0], n.inputs[0]})};
+       },
+       {.op = "Log"},
+       false},
+      {op::sqrt,
+       "The square root of x",
        [](GradBuilder& b, const Node& n, const Values& dy) {
-         return Values{b.add("div", {dy[0], scaled(b, out0(n), 2.0)})};
-       }},
-      {"square", "x * x",
+         return Values{b.add(op::div, {dy[0], scaled(b, out0(n), 2.0)})};
+       },
+       {.op = "Sqrt"},
+       false},
+      {op::square,
+       "x * x",
        [](GradBuilder& b, const Node& n, const Values& dy) {
-         return Values{b.add("mul", {dy[0], scaled(b, n.inputs[0], 2.0)})};
-       }},
-      {"abs", "|x|",
+         return Values{b.add(op::mul, {dy[0], scaled(b, n.inputs[0], 2.0)})};
+       },
+       {.recipe = "x*x"}},
+      {op::abs,
+       "|x|",
        [](GradBuilder& b, const Node& n, const Values& dy) {
-         return Values{b.add("abs_grad", {dy[0], n.inputs[0]})};
-       }},
+         return Values{b.add(op::abs_grad, {dy[0], n.inputs[0]})};
+       },
+       {.op = "Abs"}},
   };
   for (const MathOp& op : unaries)
     add_op(kGroup, {.name = op.name,
                     .signature = "(x) -> y",
                     .doc = std::string(op.doc) + ", elementwise.",
                     .infer = unary_infer,
-                    .grad = op.grad});
-  add_op(kGroup, {.name = "abs_grad",
+                    .grad = op.grad,
+                    .bf16 = true,
+                    .elementwise = true,
+                    .layout_agnostic = op.layout_agnostic,
+                    .rows = RowRule::pointwise,
+                    .keras_activations = op.keras_activations,
+                    .onnx = op.onnx});
+  add_op(kGroup, {.name = op::abs_grad,
                   .signature = "(dy, x) -> dx",
                   .doc = "Gradient of abs: dy * sign(x).",
-                  .infer = grad_pair_infer});
-  add_op(kGroup, {.name = "scale_shift",
-                  .signature = "(x) -> y",
-                  .doc = "x * scale + shift, elementwise (Rescaling, and gradient scaling).",
-                  .attrs = {{"scale", f64, 1.0, "multiplier"}, {"shift", f64, 0.0, "offset"}},
-                  .infer = unary_infer,
-                  .grad = [](GradBuilder& b, const Node& n, const Values& dy) {
-                    return Values{scaled(b, dy[0], attr_f(n, "scale"))};
-                  }});
+                  .infer = grad_pair_infer,
+                  .bf16 = true,
+                  .layout_agnostic = true,
+                  .onnx = {.none = kOnnxGradient}});
+  add_op(kGroup,
+         {.name = op::scale_shift,
+          .signature = "(x) -> y",
+          .doc = "x * scale + shift, elementwise (Rescaling, and gradient scaling).",
+          .attrs = {{"scale", f64, 1.0, "multiplier"}, {"shift", f64, 0.0, "offset"}},
+          .infer = unary_infer,
+          .grad = [](GradBuilder& b, const Node& n,
+                     const Values& dy) { return Values{scaled(b, dy[0], attr_f(n, "scale"))}; },
+          .bf16 = true,
+          .elementwise = true,
+          .layout_agnostic = true,
+          .rows = RowRule::pointwise,
+          .onnx = {.recipe = "x*scale+shift"}});
 }
 
 struct Activation {
-  const char* name;
+  OpId name;
+  OpId grad_name;
   const char* doc;
   bool grad_of_output;  // the gradient op takes (dy, y), else (dy, x)
   std::vector<AttrDecl> attrs;
+  std::vector<std::string> keras_activations;  // OpDef::keras_activations
+  OnnxLowering onnx;
+  bool layout_agnostic = true;  // both ops (softplus's kernels are not)
+  uint32_t fusion = kFuseNone, grad_fusion = kFuseNone;
 };
 
 // An activation and its gradient op, which takes the activation's attributes too.
 void add_activation(const Activation& act) {
-  const std::string grad_op = std::string(act.name) + "_grad";
+  const std::string grad_op = act.grad_name;
   const bool uses_output = act.grad_of_output;
   add_op(kGroup, {.name = act.name,
                   .signature = "(x) -> y",
                   .doc = std::string(act.doc) + ", elementwise.",
                   .attrs = act.attrs,
                   .infer = unary_infer,
-                  .grad = [grad_op, uses_output](GradBuilder& b, const Node& n, const Values& dy) {
-                    Value v = uses_output ? out0(n) : n.inputs[0];
-                    return Values{b.add(grad_op, {dy[0], v}, n.attrs)};
-                  }});
+                  .grad =
+                      [grad_op, uses_output](GradBuilder& b, const Node& n, const Values& dy) {
+                        Value v = uses_output ? out0(n) : n.inputs[0];
+                        return Values{b.add(grad_op, {dy[0], v}, n.attrs)};
+                      },
+                  .bf16 = true,
+                  .elementwise = true,
+                  .layout_agnostic = act.layout_agnostic,
+                  .rows = RowRule::pointwise,
+                  .fusion = act.fusion,
+                  .keras_activations = act.keras_activations,
+                  .onnx = act.onnx});
   add_op(kGroup, {.name = grad_op,
                   .signature = uses_output ? "(dy, y) -> dx" : "(dy, x) -> dx",
                   .doc = std::string("Gradient of ") + act.name + ", from its " +
                          (uses_output ? "output y." : "input x."),
                   .attrs = act.attrs,
-                  .infer = grad_pair_infer});
+                  .infer = grad_pair_infer,
+                  .bf16 = true,
+                  .layout_agnostic = act.layout_agnostic,
+                  .fusion = act.grad_fusion,
+                  .onnx = {.none = kOnnxGradient}});
 }
 
 void register_activations() {
   const Activation activations[] = {
-      {"relu", "max(x, 0)", true, {}},
-      {"relu6", "min(max(x, 0), 6)", true, {}},
-      {"sigmoid", "1 / (1 + e^-x)", true, {}},
-      {"tanh", "The hyperbolic tangent of x", true, {}},
-      {"gelu",
+      {op::relu,
+       op::relu_grad,
+       "max(x, 0)",
+       true,
+       {},
+       {"relu"},
+       {.op = "Relu"},
+       true,
+       kFuseActivation,
+       kFuseActivationGrad},
+      {op::relu6, op::relu6_grad, "min(max(x, 0), 6)", true, {}, {"relu6"}, {.recipe = "clip:0:6"}},
+      {op::sigmoid, op::sigmoid_grad, "1 / (1 + e^-x)", true, {}, {"sigmoid"}, {.op = "Sigmoid"}},
+      {op::tanh, op::tanh_grad, "The hyperbolic tangent of x", true, {}, {"tanh"}, {.op = "Tanh"}},
+      {op::gelu,
+       op::gelu_grad,
        "x * Phi(x), Phi the standard normal CDF (Keras gelu)",
        false,
-       {{"approximate", boolean, false, "use the tanh approximation"}}},
-      {"swish", "x * sigmoid(x) (silu)", false, {}},
-      {"leaky_relu",
+       {{"approximate", boolean, false, "use the tanh approximation"}},
+       {"gelu"},
+       {.recipe = "erf_gelu"}},
+      {op::swish,
+       op::swish_grad,
+       "x * sigmoid(x) (silu)",
+       false,
+       {},
+       {"swish", "silu"},
+       {.recipe = "x*sigmoid(x)"}},
+      {op::leaky_relu,
+       op::leaky_relu_grad,
        "x for x > 0, else alpha * x",
        false,
-       {{"alpha", f64, 0.2, "slope for x <= 0 (Keras negative_slope)"}}},
-      {"softplus", "log(1 + e^x)", false, {}},
+       {{"alpha", f64, 0.2, "slope for x <= 0 (Keras negative_slope)"}},
+       {"leaky_relu"},
+       {.op = "LeakyRelu", .attrs = {{"alpha", 0.2}}}},
+      {op::softplus,
+       op::softplus_grad,
+       "log(1 + e^x)",
+       false,
+       {},
+       {"softplus"},
+       {.op = "Softplus"},
+       false},
   };
   for (const Activation& act : activations) add_activation(act);
 }

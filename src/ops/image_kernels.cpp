@@ -162,22 +162,22 @@ std::unique_ptr<Kernel> resize(const Node& n, bool par) {
 }
 
 // Every image op and its kernel.
-const std::pair<const char*, ImageKernelFactory> kImageKernels[] = {
-    {"image_random_flip", random_flip},
-    {"image_flip", flip},
-    {"image_random_affine", random_affine},
-    {"image_affine_transform", affine_transform},
-    {"image_affine_transform_grad", affine_transform_grad},
-    {"image_random_contrast", random_contrast},
-    {"image_adjust_contrast", adjust_contrast},
-    {"image_adjust_contrast_grad", adjust_contrast_grad},
-    {"image_random_brightness", random_brightness},
-    {"image_adjust_brightness", adjust_brightness},
-    {"image_adjust_brightness_grad", adjust_brightness_grad},
-    {"image_random_crop", random_crop},
-    {"image_crop", crop},
-    {"image_crop_grad", crop_grad},
-    {"image_resize", resize},
+const std::pair<OpId, ImageKernelFactory> kImageKernels[] = {
+    {op::image_random_flip, random_flip},
+    {op::image_flip, flip},
+    {op::image_random_affine, random_affine},
+    {op::image_affine_transform, affine_transform},
+    {op::image_affine_transform_grad, affine_transform_grad},
+    {op::image_random_contrast, random_contrast},
+    {op::image_adjust_contrast, adjust_contrast},
+    {op::image_adjust_contrast_grad, adjust_contrast_grad},
+    {op::image_random_brightness, random_brightness},
+    {op::image_adjust_brightness, adjust_brightness},
+    {op::image_adjust_brightness_grad, adjust_brightness_grad},
+    {op::image_random_crop, random_crop},
+    {op::image_crop, crop},
+    {op::image_crop_grad, crop_grad},
+    {op::image_resize, resize},
 };
 
 }  // namespace

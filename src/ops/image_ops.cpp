@@ -59,7 +59,7 @@ bool depends_on_variable(const Graph& g, Value v) {
   for (int i = v.node; i >= 0; --i) {
     if (!seen[i]) continue;
     const Node& n = g.node(i);
-    if (n.op == "variable") return true;
+    if (n.op == op::variable) return true;
     for (Value in : n.inputs) seen[in.node] = 1;
   }
   return false;
@@ -103,7 +103,7 @@ GradFn image_grad(std::string op,
 // ---- flip ----
 std::vector<OpDef> flip_ops() {
   return {
-      {.name = "image_random_flip",
+      {.name = op::image_random_flip,
        .signature = "(x[N, H, W, C]) -> (y, flags[N, 2])",
        .doc = "Flips each image at random; flags = (horizontal, vertical) in {0, 1}.",
        .attrs = {{"mode", str, "horizontal_and_vertical",
@@ -121,8 +121,9 @@ std::vector<OpDef> flip_ops() {
            [](GradBuilder&, const Node& n, Value dy) {
              return Values{dy, Value{n.id, 1}};
            },
-           1)},
-      {.name = "image_flip",
+           1),
+       .onnx = {.none = kOnnxAugmentation}},
+      {.name = op::image_flip,
        .signature = "(x, flags[N, 2]) -> y",
        .doc =
            "Flips image i as flags[i] says (self-adjoint: its gradient is image_flip(dy, flags)).",
@@ -137,7 +138,8 @@ std::vector<OpDef> flip_ops() {
            [](GradBuilder&, const Node& n, Value dy) {
              return Values{dy, n.inputs[1]};
            },
-           2)},
+           2),
+       .onnx = {.none = kOnnxImageAdjust}},
   };
 }
 
@@ -170,7 +172,7 @@ std::vector<OpDef> affine_ops() {
     return Values{dy, n.inputs[1]};
   };
   return {
-      {.name = "image_random_affine",
+      {.name = op::image_random_affine,
        .signature = "(x[N, H, W, C]) -> (y, transforms[N, 8])",
        .doc = "Random Keras rotation/zoom/translation per image (zoom * rotation * translation).",
        .attrs = random_affine_attrs(),
@@ -180,8 +182,9 @@ std::vector<OpDef> affine_ops() {
            [](GradBuilder&, const Node& n, Value dy) {
              return Values{dy, Value{n.id, 1}};
            },
-           1)},
-      {.name = "image_affine_transform",
+           1),
+       .onnx = {.none = kOnnxAugmentation}},
+      {.name = op::image_affine_transform,
        .signature = "(x, transforms[N, 8]) -> y",
        .doc = "Projective transform per image: output (x, y) samples the input at ((a0 x + a1 y + "
               "a2) / k, (b0 x + b1 y + b2) / k), k = c0 x + c1 y + 1 (ImageProjectiveTransformV3).",
@@ -193,8 +196,9 @@ std::vector<OpDef> affine_ops() {
              check_fill(n);
              return Types{in[0]};
            },
-       .grad = image_grad("image_affine_transform_grad", transform_grad, 2)},
-      {.name = "image_affine_transform_grad",
+       .grad = image_grad(op::image_affine_transform_grad, transform_grad, 2),
+       .onnx = {.none = kOnnxImageAdjust}},
+      {.name = op::image_affine_transform_grad,
        .signature = "(dy, transforms) -> dx",
        .doc = "Adjoint of image_affine_transform: scatters the interpolation weights (the fill "
               "gets none).",
@@ -208,10 +212,11 @@ std::vector<OpDef> affine_ops() {
            },
        .grad =
            [](GradBuilder& b, const Node& n, const Values& dy) {
-             Attrs a = attrs_for("image_affine_transform", n.attrs);
+             Attrs a = attrs_for(op::image_affine_transform, n.attrs);
              a.set("fill_value", AttrValue(0.0));
-             return Values{b.add("image_affine_transform", {dy[0], n.inputs[1]}, a), Value{}};
-           }},
+             return Values{b.add(op::image_affine_transform, {dy[0], n.inputs[1]}, a), Value{}};
+           },
+       .onnx = {.none = kOnnxGradient}},
   };
 }
 
@@ -260,7 +265,8 @@ std::vector<OpDef> color_ops(const ColorAdjust& c) {
            [](GradBuilder&, const Node& n, Value dy) {
              return Values{dy, n.inputs[0], Value{n.id, 1}};
            },
-           1)},
+           1),
+       .onnx = {.none = kOnnxAugmentation}},
       {.name = adjust,
        .signature = "(x, " + c.params + "[N]) -> y",
        .doc = c.adjust_doc,
@@ -272,12 +278,14 @@ std::vector<OpDef> color_ops(const ColorAdjust& c) {
              check_value_range(n);
              return Types{in[0]};
            },
-       .grad = image_grad(grad, through, 2)},
+       .grad = image_grad(grad, through, 2),
+       .onnx = {.none = kOnnxImageAdjust}},
       {.name = grad,
        .signature = "(dy, x, " + c.params + ") -> dx",
        .doc = "Gradient of " + adjust + " with respect to x.",
        .attrs = {kValueRange},
-       .infer = [c](const Node& n, const Types& in) { return adjust_grad_infer(n, in, c.params); }},
+       .infer = [c](const Node& n, const Types& in) { return adjust_grad_infer(n, in, c.params); },
+       .onnx = {.none = kOnnxGradient}},
   };
 }
 
@@ -326,7 +334,7 @@ std::vector<OpDef> crop_ops() {
   const std::vector<AttrDecl> size = {{"height", i64, required, "the crop's height"},
                                       {"width", i64, required, "the crop's width"}};
   return {
-      {.name = "image_random_crop",
+      {.name = op::image_random_crop,
        .signature = "(x[N, H, W, C]) -> (y, offsets[N, 2])",
        .doc = "A random height x width crop per image; offsets = (top, left).",
        .attrs = {size[0], size[1], kSeed},
@@ -338,9 +346,10 @@ std::vector<OpDef> crop_ops() {
            [](GradBuilder& b, const Node& n, const Values& dy) {
              if (!is_f32(b, n.inputs[0])) return Values{Value{}};
              return Values{
-                 b.add("image_crop_grad", {dy[0], Value{n.id, 1}}, crop_grad_attrs(b, n))};
-           }},
-      {.name = "image_crop",
+                 b.add(op::image_crop_grad, {dy[0], Value{n.id, 1}}, crop_grad_attrs(b, n))};
+           },
+       .onnx = {.none = kOnnxAugmentation}},
+      {.name = op::image_crop,
        .signature = "(x, offsets[N, 2]) -> y",
        .doc = "The height x width crop of image i at offsets[i].",
        .attrs = size,
@@ -348,10 +357,11 @@ std::vector<OpDef> crop_ops() {
        .grad =
            [](GradBuilder& b, const Node& n, const Values& dy) {
              if (!is_f32(b, n.inputs[0])) return Values{Value{}, Value{}};
-             return Values{b.add("image_crop_grad", {dy[0], n.inputs[1]}, crop_grad_attrs(b, n)),
+             return Values{b.add(op::image_crop_grad, {dy[0], n.inputs[1]}, crop_grad_attrs(b, n)),
                            Value{}};
-           }},
-      {.name = "image_crop_grad",
+           },
+       .onnx = {.none = kOnnxImageAdjust}},
+      {.name = op::image_crop_grad,
        .signature = "(dy, offsets) -> dx",
        .doc = "Gradient of image_crop: dy padded back into zeros of the input's size.",
        .attrs = {{"input_height", i64, required, "the cropped images' height"},
@@ -360,17 +370,18 @@ std::vector<OpDef> crop_ops() {
        .grad =
            [](GradBuilder& b, const Node& n, const Values& dy) {
              const Shape& d = b.type(n.inputs[0]).shape;
-             return Values{b.add("image_crop", {dy[0], n.inputs[1]},
+             return Values{b.add(op::image_crop, {dy[0], n.inputs[1]},
                                  Attrs{{"height", d[1]}, {"width", d[2]}}),
                            Value{}};
-           }},
+           },
+       .onnx = {.none = kOnnxGradient}},
   };
 }
 
 // ---- resize ----
 std::vector<OpDef> resize_ops() {
   return {
-      {.name = "image_resize",
+      {.name = op::image_resize,
        .signature = "(x[N, H, W, C]) -> y[N, height, width, C]",
        .doc = "tf.image.resize (lockstep/data/image.h). No gradient: fine right after the model "
               "input, an error naming the op when weights lie before it.",
@@ -392,7 +403,9 @@ std::vector<OpDef> resize_ops() {
                       " has no gradient, so it cannot sit between trainable weights and the loss; "
                       "resize in the input pipeline or right after the model's Input");
              return Values{Value{}};
-           }},
+           },
+       .rows = RowRule::per_row,
+       .onnx = {.op = "Resize"}},
   };
 }
 

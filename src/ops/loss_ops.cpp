@@ -61,7 +61,7 @@ const char* kRowReason =
     "parallelises the sparse variant, which the usual classifiers use";
 
 void register_softmax_losses() {
-  add_op(kGroup, {.name = "sparse_softmax_cross_entropy",
+  add_op(kGroup, {.name = op::sparse_softmax_cross_entropy,
                   .signature = "(logits[..., C], labels[...]) -> loss[...]",
                   .doc = "Cross-entropy of softmax(logits) against integer labels; a label "
                          "outside [0, C) is an error naming its row.",
@@ -73,22 +73,25 @@ void register_softmax_losses() {
                       },
                   .grad =
                       [](GradBuilder& b, const Node& n, const Values& dy) {
-                        return Values{b.add("sparse_softmax_cross_entropy_grad",
+                        return Values{b.add(op::sparse_softmax_cross_entropy_grad,
                                             {dy[0], n.inputs[0], n.inputs[1]}, n.attrs),
                                       Value{}};
-                      }});
-  add_op(kGroup, {.name = "sparse_softmax_cross_entropy_grad",
+                      },
+                  .onnx = {.none = kOnnxLossMetric}});
+  add_op(kGroup, {.name = op::sparse_softmax_cross_entropy_grad,
                   .signature = "(dy[...], logits, labels) -> dlogits",
                   .doc = "dy * (softmax(logits) - smoothed onehot(labels)).",
                   .attrs = kSmoothing,
-                  .infer = [](const Node&, const Types& in) {
-                    expect_inputs(in, 3);
-                    Shape lead = check_sparse(in[1], in[2]);
-                    LS_CHECK(dims_match(in[0].shape, lead), "dy ", in[0].shape.str(),
-                             " does not match ", lead.str());
-                    return Types{f32(in[1].shape)};
-                  }});
-  add_op(kGroup, {.name = "softmax_cross_entropy",
+                  .infer =
+                      [](const Node&, const Types& in) {
+                        expect_inputs(in, 3);
+                        Shape lead = check_sparse(in[1], in[2]);
+                        LS_CHECK(dims_match(in[0].shape, lead), "dy ", in[0].shape.str(),
+                                 " does not match ", lead.str());
+                        return Types{f32(in[1].shape)};
+                      },
+                  .onnx = {.none = kOnnxGradient}});
+  add_op(kGroup, {.name = op::softmax_cross_entropy,
                   .signature = "(logits[..., C], targets[..., C]) -> loss[...]",
                   .doc = "Cross-entropy of softmax(logits) against target distributions.",
                   .attrs = kSmoothing,
@@ -99,51 +102,58 @@ void register_softmax_losses() {
                       },
                   .grad =
                       [](GradBuilder& b, const Node& n, const Values& dy) {
-                        return b.add_multi("softmax_cross_entropy_grad",
+                        return b.add_multi(op::softmax_cross_entropy_grad,
                                            {dy[0], n.inputs[0], n.inputs[1]}, n.attrs);
                       },
-                  .reference_only = kRowReason});
-  add_op(kGroup, {.name = "softmax_cross_entropy_grad",
+                  .reference_only = kRowReason,
+                  .onnx = {.none = kOnnxLossMetric}});
+  add_op(kGroup, {.name = op::softmax_cross_entropy_grad,
                   .signature = "(dy, logits, targets) -> (dlogits, dtargets)",
                   .doc = "Gradient of softmax_cross_entropy with respect to both inputs.",
                   .attrs = kSmoothing,
                   .infer = dense_grad_infer,
-                  .reference_only = kRowReason});
+                  .reference_only = kRowReason,
+                  .onnx = {.none = kOnnxGradient}});
 }
 
 void register_sigmoid_loss() {
-  add_op(kGroup,
-         {.name = "sigmoid_cross_entropy",
-          .signature = "(logits, targets) -> loss",
-          .doc = "Binary cross-entropy from logits, elementwise: max(z, 0) - z * t + "
-                 "log(1 + e^-|z|).",
-          .infer =
-              [](const Node&, const Types& in) {
-                expect_inputs(in, 2);
-                return Types{f32(check_dense(in[0], in[1]))};
-              },
-          .grad =
-              [](GradBuilder& b, const Node& n, const Values& dy) {
-                return b.add_multi("sigmoid_cross_entropy_grad", {dy[0], n.inputs[0], n.inputs[1]});
-              },
-          .reference_only = kRowReason});
-  add_op(kGroup, {.name = "sigmoid_cross_entropy_grad",
+  add_op(
+      kGroup,
+      {.name = op::sigmoid_cross_entropy,
+       .signature = "(logits, targets) -> loss",
+       .doc = "Binary cross-entropy from logits, elementwise: max(z, 0) - z * t + "
+              "log(1 + e^-|z|).",
+       .infer =
+           [](const Node&, const Types& in) {
+             expect_inputs(in, 2);
+             return Types{f32(check_dense(in[0], in[1]))};
+           },
+       .grad =
+           [](GradBuilder& b, const Node& n, const Values& dy) {
+             return b.add_multi(op::sigmoid_cross_entropy_grad, {dy[0], n.inputs[0], n.inputs[1]});
+           },
+       .reference_only = kRowReason,
+       .onnx = {.none = kOnnxLossMetric}});
+  add_op(kGroup, {.name = op::sigmoid_cross_entropy_grad,
                   .signature = "(dy, logits, targets) -> (dlogits, dtargets)",
                   .doc = "dlogits = dy * (sigmoid(z) - t), dtargets = -dy * z.",
                   .infer = dense_grad_infer,
-                  .reference_only = kRowReason});
+                  .reference_only = kRowReason,
+                  .onnx = {.none = kOnnxGradient}});
 }
 
 void register_metrics() {
   const char* why = "a metric per example, cheap next to the model";
-  add_op(kGroup, {.name = "sparse_categorical_accuracy",
+  add_op(kGroup, {.name = op::sparse_categorical_accuracy,
                   .signature = "(pred[..., C], labels[...]) -> hit[...]",
                   .doc = "1 where argmax(pred) equals the label, else 0 (no gradient).",
-                  .infer = [](const Node&, const Types& in) {
-                    expect_inputs(in, 2);
-                    return Types{f32(check_sparse(in[0], in[1]))};
-                  }});
-  add_op(kGroup, {.name = "in_top_k",
+                  .infer =
+                      [](const Node&, const Types& in) {
+                        expect_inputs(in, 2);
+                        return Types{f32(check_sparse(in[0], in[1]))};
+                      },
+                  .onnx = {.none = kOnnxLossMetric}});
+  add_op(kGroup, {.name = op::in_top_k,
                   .signature = "(pred[..., C], labels[...]) -> hit[...]",
                   .doc = "1 where fewer than k classes score strictly higher than the label "
                          "(ties count as hits).",
@@ -154,8 +164,9 @@ void register_metrics() {
                         LS_CHECK(attr_i(n, "k") >= 1, "k must be >= 1, got ", attr_i(n, "k"));
                         return Types{f32(check_sparse(in[0], in[1]))};
                       },
-                  .reference_only = why});
-  add_op(kGroup, {.name = "categorical_accuracy",
+                  .reference_only = why,
+                  .onnx = {.none = kOnnxLossMetric}});
+  add_op(kGroup, {.name = op::categorical_accuracy,
                   .signature = "(pred[..., C], onehot[..., C]) -> hit[...]",
                   .doc = "1 where argmax(pred) equals argmax(onehot), else 0.",
                   .infer =
@@ -164,8 +175,9 @@ void register_metrics() {
                         LS_CHECK(in[0].shape.rank() >= 1, "predictions need a class axis");
                         return Types{f32(leading(check_dense(in[0], in[1])))};
                       },
-                  .reference_only = why});
-  add_op(kGroup, {.name = "binary_accuracy",
+                  .reference_only = why,
+                  .onnx = {.none = kOnnxLossMetric}});
+  add_op(kGroup, {.name = op::binary_accuracy,
                   .signature = "(pred, targets) -> hit",
                   .doc = "1 where targets == (pred > threshold), elementwise (Keras).",
                   .attrs = {{"threshold", f64, 0.5, "the decision threshold"}},
@@ -174,7 +186,8 @@ void register_metrics() {
                         expect_inputs(in, 2);
                         return Types{f32(check_dense(in[0], in[1]))};
                       },
-                  .reference_only = why});
+                  .reference_only = why,
+                  .onnx = {.none = kOnnxLossMetric}});
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ static std::vector<Value> grad_matmul(GradBuilder& b, const Node& n, const std::
   bool ta = attr_b(n, "transpose_a"), tb = attr_b(n, "transpose_b");
   Value A = n.inputs[0], B = n.inputs[1], G = dy[0];
   auto mm = [&](Value x, Value y, bool t1, bool t2) {
-    return b.add("matmul", {x, y}, Attrs{{"transpose_a", t1}, {"transpose_b", t2}});
+    return b.add(op::matmul, {x, y}, Attrs{{"transpose_a", t1}, {"transpose_b", t2}});
   };
   Value dA = ta ? mm(B, G, tb, true) : mm(G, B, false, !tb);
   Value dB = tb ? mm(G, A, true, ta) : mm(A, G, !ta, false);
@@ -52,16 +52,16 @@ static std::vector<TensorType> infer_conv(const Node& n, const std::vector<Tenso
 
 static std::vector<Value> grad_conv(GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
   Value G = dy[0];
-  if (attr_s(n, "activation") == "relu") G = b.add("relu_grad", {G, Value{n.id, 0}});
+  if (attr_s(n, "activation") == "relu") G = b.add(op::relu_grad, {G, Value{n.id, 0}});
   Value x = n.inputs[0], w = n.inputs[1];
-  Attrs ai = attrs_for("conv2d_backward_input", n.attrs);
-  Attrs af = attrs_for("conv2d_backward_filter", n.attrs);
+  Attrs ai = attrs_for(op::conv2d_backward_input, n.attrs);
+  Attrs af = attrs_for(op::conv2d_backward_filter, n.attrs);
   ai.set("input_shape", b.type(x).shape.vec());
   af.set("filter_shape", b.type(w).shape.vec());
-  std::vector<Value> r{b.add("conv2d_backward_input", {G, w}, ai),
-                       b.add("conv2d_backward_filter", {G, x}, af)};
+  std::vector<Value> r{b.add(op::conv2d_backward_input, {G, w}, ai),
+                       b.add(op::conv2d_backward_filter, {G, x}, af)};
   if (n.inputs.size() == 3)
-    r.push_back(b.add("reduce_sum", {G},
+    r.push_back(b.add(op::reduce_sum, {G},
                       Attrs{{"axes", std::vector<int64_t>{0, 1, 2}}, {"keepdims", false}}));
   return r;
 }
@@ -86,19 +86,19 @@ static std::vector<TensorType> infer_conv_bwd_filter(const Node& n,
 static std::vector<Value> grad_conv_bwd_input(GradBuilder& b, const Node& n,
                                               const std::vector<Value>& dy) {
   Value d = n.inputs[0], w = n.inputs[1];
-  Attrs af = attrs_for("conv2d_backward_filter", n.attrs);
+  Attrs af = attrs_for(op::conv2d_backward_filter, n.attrs);
   af.set("filter_shape", b.type(w).shape.vec());
-  return {b.add("conv2d", {dy[0], w}, attrs_for("conv2d", n.attrs)),
-          b.add("conv2d_backward_filter", {d, dy[0]}, af)};
+  return {b.add(op::conv2d, {dy[0], w}, attrs_for(op::conv2d, n.attrs)),
+          b.add(op::conv2d_backward_filter, {d, dy[0]}, af)};
 }
 
 static std::vector<Value> grad_conv_bwd_filter(GradBuilder& b, const Node& n,
                                                const std::vector<Value>& dy) {
   Value d = n.inputs[0], x = n.inputs[1];
-  Attrs ai = attrs_for("conv2d_backward_input", n.attrs);
+  Attrs ai = attrs_for(op::conv2d_backward_input, n.attrs);
   ai.set("input_shape", b.type(x).shape.vec());
-  return {b.add("conv2d", {x, dy[0]}, attrs_for("conv2d", n.attrs)),
-          b.add("conv2d_backward_input", {d, dy[0]}, ai)};
+  return {b.add(op::conv2d, {x, dy[0]}, attrs_for(op::conv2d, n.attrs)),
+          b.add(op::conv2d_backward_input, {d, dy[0]}, ai)};
 }
 
 static std::vector<TensorType> infer_pool(const Node& n, const std::vector<TensorType>& in) {
@@ -158,15 +158,19 @@ const AttrDecl kSrcLayout{"src_layout", str, "nhwc", "x's memory layout, as conv
 const AttrDecl kDstLayout{"dst_layout", str, "nhwc", "y's memory layout, as conv2d's"};
 
 void register_matmul_conv() {
-  add_op(kGroup, {.name = "matmul",
+  add_op(kGroup, {.name = op::matmul,
                   .signature = "(a[M, K], b[K, N]) -> y[M, N]",
                   .doc = "The matrix product, either operand optionally transposed.",
                   .attrs = {{"transpose_a", boolean, false, "use a's transpose ([K, M] given)"},
                             {"transpose_b", boolean, false, "use b's transpose ([N, K] given)"}},
                   .infer = infer_matmul,
-                  .grad = grad_matmul});
+                  .grad = grad_matmul,
+                  .bf16 = true,
+                  .rows = RowRule::by_attrs,
+                  .keeps_rows = keeps_rows_matmul,
+                  .onnx = {.op = "MatMul"}});
   add_op(kGroup,
-         {.name = "conv2d",
+         {.name = op::conv2d,
           .signature = "(x[N, H, W, C], w[kh, kw, C/groups, O][, bias[O]]) -> y[N, OH, OW, O]",
           .doc = "2-D convolution (cross-correlation), NHWC with HWIO filters; the "
                  "fusion pass folds a following bias_add and relu into it.",
@@ -178,37 +182,50 @@ void register_matmul_conv() {
                 "cpu backend's layout pass sets when every reader of a conv's output takes it"},
                {"dst_layout", str, "nhwc", "y's memory layout, as src_layout"}}),
           .infer = infer_conv,
-          .grad = grad_conv});
-  add_op(kGroup, {.name = "conv2d_backward_input",
+          .grad = grad_conv,
+          .bf16 = true,
+          .rows = RowRule::per_row,
+          .fusion = kFuseTakesBias | kFuseTakesActivation,
+          .onnx = {.op = "Conv"}});
+  add_op(kGroup, {.name = op::conv2d_backward_input,
                   .signature = "(dy, w) -> dx",
                   .doc = "Gradient of conv2d with respect to x (linear in dy and w, so it has a "
                          "gradient too).",
                   .attrs = conv_attrs(
                       {{"input_shape", i64_list, required, "x's shape"}, kSrcLayout, kDstLayout}),
                   .infer = infer_conv_bwd_input,
-                  .grad = grad_conv_bwd_input});
-  add_op(kGroup, {.name = "conv2d_backward_filter",
+                  .grad = grad_conv_bwd_input,
+                  .bf16 = true,
+                  .onnx = {.none = kOnnxGradient}});
+  add_op(kGroup, {.name = op::conv2d_backward_filter,
                   .signature = "(dy, x) -> dw",
                   .doc = "Gradient of conv2d with respect to the filter (linear, so it has a "
                          "gradient too).",
                   .attrs = conv_attrs(
                       {{"filter_shape", i64_list, required, "w's shape"}, kSrcLayout, kDstLayout}),
                   .infer = infer_conv_bwd_filter,
-                  .grad = grad_conv_bwd_filter});
+                  .grad = grad_conv_bwd_filter,
+                  .bf16 = true,
+                  .onnx = {.none = kOnnxGradient}});
 }
 
 void register_pools() {
-  add_op(kGroup, {.name = "max_pool2d",
-                  .signature = "(x[N, H, W, C]) -> y",
-                  .doc = "The maximum of each window, NHWC.",
-                  .attrs = pool_attrs({{"src_layout", str, "nhwc",
-                                        "x's memory layout, as conv2d's (y is always nhwc)"}}),
-                  .infer = infer_pool,
-                  .grad = [](GradBuilder& b, const Node& n, const Values& dy) {
-                    return Values{b.add("max_pool2d_grad", {dy[0], n.inputs[0], Value{n.id, 0}},
-                                        attrs_for("max_pool2d_grad", n.attrs))};
-                  }});
-  add_op(kGroup, {.name = "max_pool2d_grad",
+  add_op(kGroup,
+         {.name = op::max_pool2d,
+          .signature = "(x[N, H, W, C]) -> y",
+          .doc = "The maximum of each window, NHWC.",
+          .attrs = pool_attrs(
+              {{"src_layout", str, "nhwc", "x's memory layout, as conv2d's (y is always nhwc)"}}),
+          .infer = infer_pool,
+          .grad =
+              [](GradBuilder& b, const Node& n, const Values& dy) {
+                return Values{b.add(op::max_pool2d_grad, {dy[0], n.inputs[0], Value{n.id, 0}},
+                                    attrs_for(op::max_pool2d_grad, n.attrs))};
+              },
+          .bf16 = true,
+          .rows = RowRule::per_row,
+          .onnx = {.op = "MaxPool"}});
+  add_op(kGroup, {.name = op::max_pool2d_grad,
                   .signature = "(dy, x, y) -> dx",
                   .doc = "Gradient of max_pool2d: dy goes to the first maximum of each window "
                          "(found again from x and y, no saved indices).",
@@ -218,25 +235,36 @@ void register_pools() {
                                        {"activation", str, "linear",
                                         "\"relu\": dx is masked by x > 0 (the fusion pass folds "
                                         "a following relu_grad(dx, x) into it)"}}),
-                  .infer = infer_max_pool_grad});
-  add_op(kGroup, {.name = "avg_pool2d",
+                  .infer = infer_max_pool_grad,
+                  .bf16 = true,
+                  .fusion = kFuseTakesActivation,
+                  .onnx = {.none = kOnnxGradient}});
+  add_op(kGroup, {.name = op::avg_pool2d,
                   .signature = "(x[N, H, W, C]) -> y",
                   .doc = "The mean of each window, padding excluded from the count (Keras).",
                   .attrs = pool_attrs({}),
                   .infer = infer_pool,
-                  .grad = [](GradBuilder& b, const Node& n, const Values& dy) {
-                    Attrs a = attrs_for("avg_pool2d_grad", n.attrs);
-                    a.set("input_shape", b.type(n.inputs[0]).shape.vec());
-                    return Values{b.add("avg_pool2d_grad", {dy[0]}, a)};
-                  }});
-  add_op(kGroup, {.name = "avg_pool2d_grad",
-                  .signature = "(dy) -> dx",
-                  .doc = "Gradient of avg_pool2d (linear: its gradient is avg_pool2d).",
-                  .attrs = pool_attrs({{"input_shape", i64_list, required, "x's shape"}}),
-                  .infer = infer_avg_pool_grad,
-                  .grad = [](GradBuilder& b, const Node& n, const Values& dy) {
-                    return Values{b.add("avg_pool2d", {dy[0]}, attrs_for("avg_pool2d", n.attrs))};
-                  }});
+                  .grad =
+                      [](GradBuilder& b, const Node& n, const Values& dy) {
+                        Attrs a = attrs_for(op::avg_pool2d_grad, n.attrs);
+                        a.set("input_shape", b.type(n.inputs[0]).shape.vec());
+                        return Values{b.add(op::avg_pool2d_grad, {dy[0]}, a)};
+                      },
+                  .bf16 = true,
+                  .rows = RowRule::per_row,
+                  .onnx = {.op = "AveragePool"}});
+  add_op(kGroup,
+         {.name = op::avg_pool2d_grad,
+          .signature = "(dy) -> dx",
+          .doc = "Gradient of avg_pool2d (linear: its gradient is avg_pool2d).",
+          .attrs = pool_attrs({{"input_shape", i64_list, required, "x's shape"}}),
+          .infer = infer_avg_pool_grad,
+          .grad =
+              [](GradBuilder& b, const Node& n, const Values& dy) {
+                return Values{b.add(op::avg_pool2d, {dy[0]}, attrs_for(op::avg_pool2d, n.attrs))};
+              },
+          .bf16 = true,
+          .onnx = {.none = kOnnxGradient}});
 }
 
 }  // namespace

@@ -23,11 +23,11 @@ static Shape rows_shape(const Shape& x) {
   return r;
 }
 
-static bool is_zero(GradBuilder& b, Value v) { return b.graph().node(v.node).op == "zeros_like"; }
+static bool is_zero(GradBuilder& b, Value v) { return b.graph().node(v.node).op == op::zeros_like; }
 
 // Gradient op inputs: (dy, x, gamma, stat0, stat1) plus (dstat0, dstat1) when either is used.
 static std::vector<Value> norm_grad(GradBuilder& b, const Node& n, const std::vector<Value>& dy,
-                                    const char* op) {
+                                    OpId op) {
   std::vector<Value> in{dy[0], n.inputs[0], n.inputs[1], Value{n.id, 1}, Value{n.id, 2}};
   if (!is_zero(b, dy[1]) || !is_zero(b, dy[2])) {
     in.push_back(dy[1]);
@@ -85,13 +85,13 @@ Types batch_norm_train_grad_infer(const Node& n, const Types& in) {
 static std::vector<Value> batch_norm_train_grad(GradBuilder& b, const Node& n,
                                                 const std::vector<Value>& dy) {
   std::vector<Value> d = dy;
-  if (fused_relu(n)) d[0] = b.add("relu_grad", {d[0], Value{n.id, 0}});
+  if (fused_relu(n)) d[0] = b.add(op::relu_grad, {d[0], Value{n.id, 0}});
   std::vector<Value> in{d[0], n.inputs[0], n.inputs[1], Value{n.id, 1}, Value{n.id, 2}};
   if (!is_zero(b, d[1]) || !is_zero(b, d[2])) {
     in.push_back(d[1]);
     in.push_back(d[2]);
   }
-  auto g = b.add_multi("batch_norm_train_grad", in, Attrs{{"epsilon", attr_f(n, "epsilon")}});
+  auto g = b.add_multi(op::batch_norm_train_grad, in, Attrs{{"epsilon", attr_f(n, "epsilon")}});
   if (attr_b(n, "residual")) g.push_back(d[0]);
   return g;
 }
@@ -154,12 +154,13 @@ std::vector<Value> batch_norm_infer_grad(GradBuilder& b, const Node& n,
   LS_CHECK(attr_s(n, "activation") == "linear" && !attr_b(n, "residual"),
            "batch_norm_infer: no gradient for the fused form (activation/residual)");
   const auto& in = n.inputs;
-  return b.add_multi("batch_norm_infer_grad", {dy[0], in[0], in[1], in[3], in[4]},
-                     attrs_for("batch_norm_infer_grad", n.attrs));
+  return b.add_multi(op::batch_norm_infer_grad, {dy[0], in[0], in[1], in[3], in[4]},
+                     attrs_for(op::batch_norm_infer_grad, n.attrs));
 }
 
-void register_batch_norm() {
-  add_op(kGroup, {.name = "batch_norm_train",
+// Training with the batch's statistics, and its gradient.
+void register_batch_norm_train() {
+  add_op(kGroup, {.name = op::batch_norm_train,
                   .signature = "(x[..., C], gamma[C], beta[C]) -> (y, mean[C], var[C])",
                   .doc = "Batch normalisation with the batch's statistics over all but the last "
                          "axis (biased variance).",
@@ -173,9 +174,13 @@ void register_batch_norm() {
                              "x's (and the tensors shaped like it) memory layout: \"nhwc\", or "
                              "\"nChw16c\" where the cpu backend's layout pass sets it"}},
                   .infer = batch_norm_train_infer,
-                  .grad = batch_norm_train_grad});
+                  .grad = batch_norm_train_grad,
+                  .bf16 = true,
+                  .bf16_outputs = {0},
+                  .fusion = kFuseTakesActivation | kFuseTakesResidual,
+                  .onnx = {.none = kOnnxTrainingMode}});
   add_op(kGroup,
-         {.name = "batch_norm_train_grad",
+         {.name = op::batch_norm_train_grad,
           .signature = "(dy, x, gamma, mean, var[, y][, dmean, dvar]) -> "
                        "(dx, dgamma, dbeta[, dz])",
           .doc = "Gradient of batch_norm_train; takes dmean/dvar when the statistics "
@@ -189,8 +194,16 @@ void register_batch_norm() {
                     {"layout", str, "nhwc",
                      "x's (and the tensors shaped like it) memory layout: \"nhwc\", or "
                      "\"nChw16c\" where the cpu backend's layout pass sets it"}},
-          .infer = batch_norm_train_grad_infer});
-  add_op(kGroup, {.name = "batch_norm_infer",
+          .infer = batch_norm_train_grad_infer,
+          .bf16 = true,
+          .bf16_outputs = {0, 3},
+          .fusion = kFuseTakesActivation,
+          .onnx = {.none = kOnnxGradient}});
+}
+
+// Inference with given statistics, its fold into a conv, and its gradient (a frozen layer).
+void register_batch_norm_infer() {
+  add_op(kGroup, {.name = op::batch_norm_infer,
                   .signature = "(x, gamma, beta, moving_mean, moving_variance[, z]) -> y",
                   .doc = "Batch normalisation with given statistics.",
                   .attrs = {kEpsilon[0],
@@ -203,9 +216,14 @@ void register_batch_norm() {
                              "x's (and the tensors shaped like it) memory layout: \"nhwc\", or "
                              "\"nChw16c\" where the cpu backend's layout pass sets it"}},
                   .infer = batch_norm_infer_infer,
-                  .grad = batch_norm_infer_grad});
+                  .grad = batch_norm_infer_grad,
+                  .bf16 = true,
+                  .bf16_outputs = {0},
+                  .rows = RowRule::per_row,
+                  .fusion = kFuseTakesActivation | kFuseTakesResidual,
+                  .onnx = {.op = "BatchNormalization"}});
   add_op(kGroup,
-         {.name = "batch_norm_fold",
+         {.name = op::batch_norm_fold,
           .signature = "(w[..., C], gamma, beta, moving_mean, moving_variance[, b]) -> "
                        "(w_folded, b_folded[C])",
           .doc = "A batch_norm_infer folded into the conv before it: s = gamma / "
@@ -215,37 +233,50 @@ void register_batch_norm() {
           .attrs = kEpsilon,
           .infer = batch_norm_fold_infer,
           .reference_only = "per-channel work on the weights (a few thousand floats), made only "
-                            "by the fusion pass"});
-  add_op(kGroup, {.name = "batch_norm_infer_grad",
+                            "by the fusion pass",
+          .onnx = {.none = kOnnxBackendFusion}});
+  add_op(kGroup, {.name = op::batch_norm_infer_grad,
                   .signature = "(dy, x, gamma, mean, var) -> (dx, dgamma, dbeta, dmean, dvar)",
                   .doc = "Gradient of batch_norm_infer with respect to every input.",
                   .attrs = kEpsilon,
                   .infer = batch_norm_infer_grad_infer,
                   .reference_only = "only a backward pass through a frozen BatchNormalization "
-                                    "(training=False) uses it"});
+                                    "(training=False) uses it",
+                  .bf16 = true,
+                  .bf16_outputs = {0},
+                  .onnx = {.none = kOnnxGradient}});
 }
 
 void register_layer_norm() {
-  add_op(kGroup, {.name = "layer_norm",
+  add_op(kGroup, {.name = op::layer_norm,
                   .signature = "(x[..., C], gamma[C], beta[C]) -> (y, mean[...], rstd[...])",
                   .doc = "Layer normalisation over the last axis; mean and rstd have x's shape "
                          "without it.",
                   .attrs = kEpsilon,
                   .infer = layer_norm_infer,
-                  .grad = [](GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
-                    return norm_grad(b, n, dy, "layer_norm_grad");
-                  }});
-  add_op(kGroup, {.name = "layer_norm_grad",
+                  .grad =
+                      [](GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
+                        return norm_grad(b, n, dy, op::layer_norm_grad);
+                      },
+                  .bf16 = true,
+                  .bf16_outputs = {0},
+                  .rows = RowRule::per_row,
+                  .onnx = {.op = "LayerNormalization"}});
+  add_op(kGroup, {.name = op::layer_norm_grad,
                   .signature = "(dy, x, gamma, mean, rstd[, dmean, drstd]) -> (dx, dgamma, dbeta)",
                   .doc = "Gradient of layer_norm.",
                   .attrs = kEpsilon,
-                  .infer = layer_norm_grad_infer});
+                  .infer = layer_norm_grad_infer,
+                  .bf16 = true,
+                  .bf16_outputs = {0},
+                  .onnx = {.none = kOnnxGradient}});
 }
 
 }  // namespace
 
 LOCKSTEP_REGISTER(norm_ops) {
-  register_batch_norm();
+  register_batch_norm_train();
+  register_batch_norm_infer();
   register_layer_norm();
 }
 

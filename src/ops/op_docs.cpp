@@ -32,7 +32,15 @@ const char* kIntro =
     "Layouts: activations NHWC, conv filters HWIO `[kh, kw, in/groups, out]` (Keras order), dense\n"
     "kernels `[in, out]`. Dtypes: float32 unless stated; labels int32. *Side effect* ops write\n"
     "into input 0 (a variable read) and have no outputs. Shapes: `[...]` stands for any leading\n"
-    "dims, `[]` for a scalar.\n";
+    "dims, `[]` for a scalar.\n"
+    "\n"
+    "Facts: what the passes and exporters know of an op is declared with it (`OpDef` fields),\n"
+    "never kept in a list of names: how the rows of a batch flow through it (predict's row\n"
+    "tiles), whether it is elementwise or layout-agnostic (the cpu backend's blocked layouts),\n"
+    "its fusion roles, the Keras activation names it implements, and its ONNX form or why it\n"
+    "has none. Code names an op through its id (`lockstep::op::relu`, `lockstep/graph/op_ids.h`),\n"
+    "so a misspelt op does not compile; the registry test holds the ids and the declarations\n"
+    "equal.\n";
 
 struct Section {
   const char* group;
@@ -132,6 +140,55 @@ std::string kernels_text(const OpDef& def) {
   return s;
 }
 
+const char* rows_text(RowRule r) {
+  switch (r) {
+    case RowRule::pointwise:
+      return "pointwise";
+    case RowRule::per_row:
+      return "per row (input 0)";
+    case RowRule::by_attrs:
+      return "by its attributes";
+    case RowRule::mixed:
+      break;
+  }
+  return "mixed (never tiled)";
+}
+
+std::string fusion_text(uint32_t f) {
+  static const std::pair<uint32_t, const char*> roles[] = {
+      {kFuseActivation, "activation"},
+      {kFuseActivationGrad, "activation gradient"},
+      {kFuseBias, "bias"},
+      {kFuseResidual, "residual add"},
+      {kFuseTakesActivation, "takes an activation"},
+      {kFuseTakesBias, "takes a bias"},
+      {kFuseTakesResidual, "takes a residual"},
+      {kFuseUpdate, "optimizer update"},
+      {kFuseUpdateStep, "shared step"},
+      {kFuseView, "view"}};
+  std::string s;
+  for (auto [bit, name] : roles)
+    if (f & bit) s += (s.empty() ? "" : ", ") + std::string(name);
+  return s;
+}
+
+// The per-op facts the passes and exporters read (OpDef fields), one line.
+void render_facts(std::ostringstream& os, const OpDef& def) {
+  os << "\nFacts: rows " << rows_text(def.rows);
+  if (def.elementwise) os << "; elementwise";
+  if (def.layout_agnostic) os << "; layout-agnostic";
+  if (def.fusion) os << "; fusion: " << fusion_text(def.fusion);
+  if (!def.keras_activations.empty()) {
+    os << "; Keras activation";
+    for (size_t k = 0; k < def.keras_activations.size(); ++k)
+      os << (k ? ", `" : " `") << def.keras_activations[k] << "`";
+  }
+  if (!def.onnx.op.empty()) os << "; ONNX `" << def.onnx.op << "`";
+  if (!def.onnx.recipe.empty()) os << "; ONNX recipe `" << def.onnx.recipe << "`";
+  if (!def.onnx.none.empty()) os << "; no ONNX form: " << def.onnx.none;
+  os << ".\n";
+}
+
 void render_op(std::ostringstream& os, const OpDef& def) {
   os << "\n### " << def.name << "\n\n`" << def.name << def.signature << "`: " << def.doc << "\n";
   if (!def.attrs.empty()) {
@@ -154,6 +211,7 @@ void render_op(std::ostringstream& os, const OpDef& def) {
        << (native.empty() ? "none" : native) << ", elsewhere its f32 kernel between conversions";
   }
   os << ".\n";
+  render_facts(os, def);
 }
 
 }  // namespace

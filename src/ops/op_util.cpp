@@ -46,74 +46,42 @@ Attrs attrs_for(const std::string& to, const Attrs& from) {
   return out;
 }
 
-// The ops of a mixed_bfloat16 step: convolution, matmul, pooling, elementwise, reductions,
-// copies and dropout compute in bf16; normalisation takes bf16 x and gives bf16 y (or dx) with
-// its statistics and parameter gradients in f32. Not here, so f32 only: softmax and
-// log_softmax, the losses and metrics, optimizer updates, image augmentation, collectives.
-void declare_bf16(OpDef& def) {
-  static const std::set<std::string> all_outputs = {"identity",
-                                                    "stop_gradient",
-                                                    "reshape",
-                                                    "zeros_like",
-                                                    "ones_like",
-                                                    "abs",
-                                                    "abs_grad",
-                                                    "add",
-                                                    "sub",
-                                                    "mul",
-                                                    "div",
-                                                    "neg",
-                                                    "exp",
-                                                    "log",
-                                                    "sqrt",
-                                                    "square",
-                                                    "maximum",
-                                                    "maximum_grad",
-                                                    "minimum",
-                                                    "minimum_grad",
-                                                    "scale_shift",
-                                                    "relu",
-                                                    "relu_grad",
-                                                    "relu6",
-                                                    "relu6_grad",
-                                                    "leaky_relu",
-                                                    "leaky_relu_grad",
-                                                    "sigmoid",
-                                                    "sigmoid_grad",
-                                                    "tanh",
-                                                    "tanh_grad",
-                                                    "gelu",
-                                                    "gelu_grad",
-                                                    "swish",
-                                                    "swish_grad",
-                                                    "softplus",
-                                                    "softplus_grad",
-                                                    "bias_add",
-                                                    "broadcast_to",
-                                                    "reduce_sum",
-                                                    "reduce_sum_grad",
-                                                    "reduce_mean",
-                                                    "reduce_mean_grad",
-                                                    "reduce_max",
-                                                    "reduce_max_grad",
-                                                    "concat",
-                                                    "slice",
-                                                    "slice_grad",
-                                                    "dropout",
-                                                    "conv2d",
-                                                    "conv2d_backward_input",
-                                                    "conv2d_backward_filter",
-                                                    "matmul",
-                                                    "max_pool2d",
-                                                    "max_pool2d_grad",
-                                                    "avg_pool2d",
-                                                    "avg_pool2d_grad"};
-  static const std::set<std::string> first_output = {"batch_norm_train", "batch_norm_train_grad",
-                                                     "batch_norm_infer", "batch_norm_infer_grad",
-                                                     "layer_norm",       "layer_norm_grad"};
-  if (all_outputs.count(def.name)) def.bf16 = true;
-  if (first_output.count(def.name)) def.bf16 = true, def.bf16_outputs = {0};
-  if (def.name == "batch_norm_train_grad") def.bf16_outputs = {0, 3};  // dx, and dz when fused
+static int64_t axis0(int64_t axis, int rank) { return axis < 0 ? axis + rank : axis; }
+
+bool keeps_rows_off_batch_axis(const Node& n, const std::vector<TensorType>&,
+                               const std::vector<bool>&) {
+  return axis0(attr_i(n, "axis"), n.outputs[0].shape.rank()) != 0;
+}
+
+bool keeps_rows_reduce(const Node& n, const std::vector<TensorType>& in, const std::vector<bool>&) {
+  const auto& axes = attr_ints(n, "axes");
+  if (axes.empty()) return false;  // all axes
+  for (int64_t a : axes)
+    if (axis0(a, in[0].shape.rank()) == 0) return false;
+  return true;
+}
+
+bool keeps_rows_concat(const Node& n, const std::vector<TensorType>&,
+                       const std::vector<bool>& rows) {
+  if (axis0(attr_i(n, "axis"), n.outputs[0].shape.rank()) == 0) return false;
+  return std::all_of(rows.begin(), rows.end(), [](bool r) { return r; });
+}
+
+bool keeps_rows_view(const Node&, const std::vector<TensorType>& in,
+                     const std::vector<bool>& rows) {
+  return rows[0] && in[0].shape.rank() >= 1;
+}
+
+bool keeps_rows_slice(const Node& n, const std::vector<TensorType>&, const std::vector<bool>&) {
+  const auto& begin = attr_ints(n, "begin");
+  return !begin.empty() && begin[0] == 0;
+}
+
+bool keeps_rows_matmul(const Node& n, const std::vector<TensorType>& in,
+                       const std::vector<bool>& rows) {
+  const int ra = in[0].shape.rank(), rb = in[1].shape.rank();
+  if (attr_b(n, "transpose_a") || !rows[0] || ra < 2) return false;
+  return !rows[1] ? rb == 2 || in[1].shape[0] == 1 : ra >= 3 && rb >= 3;
 }
 
 }  // namespace lockstep::ops

@@ -56,7 +56,7 @@ const AttrDecl kCount{"count", i64, 1,
                       "optimizer into one pass); inputs then come grouped per kind"};
 
 void register_updates() {
-  add_op(kGroup, {.name = "sgd_update",
+  add_op(kGroup, {.name = op::sgd_update,
                   .signature = "(var, grad, lr[][, momentum_slot]) -> ()",
                   .doc = "SGD step in place (Keras 3): with momentum, m = momentum * m - lr * g; "
                          "var += m (or the Nesterov form).",
@@ -65,8 +65,10 @@ void register_updates() {
                             kWeightDecay,
                             kCount},
                   .infer = update_infer(0, 1, 0, true),
-                  .side_effects = true});
-  add_op(kGroup, {.name = "adam_update",
+                  .side_effects = true,
+                  .fusion = kFuseUpdate,
+                  .onnx = {.none = kOnnxTrainState}});
+  add_op(kGroup, {.name = op::adam_update,
                   .signature = "(var, grad, lr[], m, v, t[]) -> ()",
                   .doc = "Adam step in place (Keras 3; AdamW with weight_decay); t is the "
                          "1-based step count.",
@@ -76,8 +78,10 @@ void register_updates() {
                             kWeightDecay,
                             kCount},
                   .infer = update_infer(2, 2, 1, true),
-                  .side_effects = true});
-  add_op(kGroup, {.name = "rmsprop_update",
+                  .side_effects = true,
+                  .fusion = kFuseUpdate | kFuseUpdateStep,
+                  .onnx = {.none = kOnnxTrainState}});
+  add_op(kGroup, {.name = op::rmsprop_update,
                   .signature = "(var, grad, lr[], ms[, mom]) -> ()",
                   .doc = "RMSprop step in place (Keras 3, not centered).",
                   .attrs = {{"rho", f64, 0.9, "decay of the mean square"},
@@ -85,12 +89,13 @@ void register_updates() {
                             kEpsilon,
                             kWeightDecay},
                   .infer = update_infer(1, 2, 0, false),
-                  .side_effects = true});
+                  .side_effects = true,
+                  .onnx = {.none = kOnnxTrainState}});
 }
 
 void register_lr_schedule() {
   add_op(kGroup,
-         {.name = "lr_schedule",
+         {.name = op::lr_schedule,
           .signature = "(iterations[]) -> lr[]",
           .doc = "The learning rate of a Keras schedule at step `iterations` "
                  "(lockstep/train/schedules.h builds the attributes).",
@@ -118,12 +123,14 @@ void register_lr_schedule() {
                     {"first_decay_steps", i64, optional, "cosine_decay_restarts: the first period"},
                     {"t_mul", f64, 2.0, "cosine_decay_restarts: period growth per restart"},
                     {"m_mul", f64, 1.0, "cosine_decay_restarts: rate factor per restart"}},
-          .infer = [](const Node& n, const Types& in) {
-            expect_inputs(in, 1);
-            expect_scalar(in[0], "iterations");
-            attr_s(n, "kind");
-            return Types{f32(Shape{})};
-          }});
+          .infer =
+              [](const Node& n, const Types& in) {
+                expect_inputs(in, 1);
+                expect_scalar(in[0], "iterations");
+                attr_s(n, "kind");
+                return Types{f32(Shape{})};
+              },
+          .onnx = {.none = kOnnxTrainState}});
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // Reduction op declarations: reduce_*, broadcast_to, bias_add, softmax and log_softmax.
 // reduce_* {axes, keepdims}: a missing or empty `axes` reduces over every axis.
+#include <array>
+
 #include "ops/internal/op_util.h"
 
 namespace lockstep::ops {
@@ -97,49 +99,63 @@ std::vector<AttrDecl> sum_mean_attrs() {
 const std::vector<AttrDecl> kAxisAttr = {{"axis", i64, -1, "the axis to normalise along"}};
 
 void register_reductions() {
-  for (std::string kind : {"sum", "mean"}) {
-    const std::string op = "reduce_" + kind;
-    add_op(kGroup, {.name = op,
+  const std::array<std::array<OpId, 2>, 2> sum_mean = {
+      {{op::reduce_sum, op::reduce_sum_grad}, {op::reduce_mean, op::reduce_mean_grad}}};
+  for (auto [fwd, grad_op] : sum_mean) {
+    const std::string op = fwd, kind = op.substr(7);
+    add_op(kGroup, {.name = fwd,
                     .signature = "(x) -> y",
                     .doc = "The " + kind + " of x over `axes`.",
                     .attrs = sum_mean_attrs(),
                     .infer = reduce_infer,
-                    .grad = [op](GradBuilder& b, const Node& n, const Values& dy) {
-                      return Values{b.add(op + "_grad", {dy[0], n.inputs[0]}, n.attrs)};
-                    }});
-    add_op(kGroup, {.name = op + "_grad",
+                    .grad =
+                        [grad_op](GradBuilder& b, const Node& n, const Values& dy) {
+                          return Values{b.add(grad_op, {dy[0], n.inputs[0]}, n.attrs)};
+                        },
+                    .bf16 = true,
+                    .rows = RowRule::by_attrs,
+                    .keeps_rows = keeps_rows_reduce,
+                    .onnx = {.op = fwd == op::reduce_sum ? "ReduceSum" : "ReduceMean"}});
+    add_op(kGroup, {.name = grad_op,
                     .signature = "(dy, x) -> dx",
                     .doc = "Gradient of " + op + ": dy broadcast back over the reduced axes" +
                            (kind == "mean" ? ", divided by their size." : "."),
                     .attrs = sum_mean_attrs(),
-                    .infer = reduce_grad_infer});
+                    .infer = reduce_grad_infer,
+                    .bf16 = true,
+                    .onnx = {.none = kOnnxGradient}});
   }
   const char* why = "max-reductions (GlobalMaxPooling) are not on the usual training hot path";
-  add_op(
-      kGroup,
-      {.name = "reduce_max",
-       .signature = "(x) -> y",
-       .doc = "The maximum of x over `axes`.",
-       .attrs = kReduceAttrs,
-       .infer = reduce_infer,
-       .grad =
-           [](GradBuilder& b, const Node& n, const Values& dy) {
-             return Values{b.add("reduce_max_grad", {dy[0], n.inputs[0], Value{n.id, 0}}, n.attrs)};
-           },
-       .reference_only = why});
+  add_op(kGroup, {.name = op::reduce_max,
+                  .signature = "(x) -> y",
+                  .doc = "The maximum of x over `axes`.",
+                  .attrs = kReduceAttrs,
+                  .infer = reduce_infer,
+                  .grad =
+                      [](GradBuilder& b, const Node& n, const Values& dy) {
+                        return Values{b.add(op::reduce_max_grad,
+                                            {dy[0], n.inputs[0], Value{n.id, 0}}, n.attrs)};
+                      },
+                  .reference_only = why,
+                  .bf16 = true,
+                  .rows = RowRule::by_attrs,
+                  .keeps_rows = keeps_rows_reduce,
+                  .onnx = {.op = "ReduceMax"}});
   add_op(kGroup,
-         {.name = "reduce_max_grad",
+         {.name = op::reduce_max_grad,
           .signature = "(dy, x, y) -> dx",
           .doc = "Gradient of reduce_max: dy goes to the maxima, split evenly between ties.",
           .attrs = kReduceAttrs,
           .infer = reduce_grad_infer,
-          .reference_only = why});
+          .reference_only = why,
+          .bf16 = true,
+          .onnx = {.none = kOnnxGradient}});
 }
 
 void register_broadcasts() {
   add_op(
       kGroup,
-      {.name = "broadcast_to",
+      {.name = op::broadcast_to,
        .signature = "(x) -> y",
        .doc = "x repeated to `shape` (numpy broadcasting).",
        .attrs = {{"shape", i64_list, required, "the target dims"}},
@@ -154,49 +170,72 @@ void register_broadcasts() {
        .grad = [](GradBuilder& b, const Node& n,
                   const Values& dy) { return Values{b.sum_to(dy[0], b.type(n.inputs[0]).shape)}; },
        .reference_only = "a strided copy, used once per step to weight the "
-                         "per-example losses"});
-  add_op(kGroup, {.name = "bias_add",
+                         "per-example losses",
+       .bf16 = true,
+       .rows = RowRule::by_attrs,
+       .keeps_rows = keeps_rows_view,
+       .onnx = {.op = "Expand"}});
+  add_op(kGroup, {.name = op::bias_add,
                   .signature = "(x[..., C], bias[C]) -> y",
                   .doc = "x + bias along the last axis.",
                   .infer = bias_add_infer,
-                  .grad = [](GradBuilder& b, const Node& n, const Values& dy) {
-                    int r = b.type(n.inputs[0]).shape.rank();
-                    std::vector<int64_t> axes;
-                    for (int i = 0; i < r - 1; ++i) axes.push_back(i);
-                    Value db = r == 1 ? dy[0]
-                                      : b.add("reduce_sum", {dy[0]},
-                                              Attrs{{"axes", axes}, {"keepdims", false}});
-                    return Values{dy[0], db};
-                  }});
+                  .grad =
+                      [](GradBuilder& b, const Node& n, const Values& dy) {
+                        int r = b.type(n.inputs[0]).shape.rank();
+                        std::vector<int64_t> axes;
+                        for (int i = 0; i < r - 1; ++i) axes.push_back(i);
+                        Value db = r == 1 ? dy[0]
+                                          : b.add(op::reduce_sum, {dy[0]},
+                                                  Attrs{{"axes", axes}, {"keepdims", false}});
+                        return Values{dy[0], db};
+                      },
+                  .bf16 = true,
+                  .elementwise = true,
+                  .rows = RowRule::pointwise,
+                  .fusion = kFuseBias,
+                  .onnx = {.op = "Add"}});
 }
 
 void register_softmax() {
-  add_op(kGroup, {.name = "softmax",
+  add_op(kGroup, {.name = op::softmax,
                   .signature = "(x) -> y",
                   .doc = "exp(x) / sum(exp(x)) along `axis` (max-subtracted).",
                   .attrs = kAxisAttr,
                   .infer = softmax_infer,
-                  .grad = [](GradBuilder& b, const Node& n, const Values& dy) {
-                    return Values{b.add("softmax_grad", {dy[0], Value{n.id, 0}}, n.attrs)};
-                  }});
-  add_op(kGroup, {.name = "softmax_grad",
+                  .grad =
+                      [](GradBuilder& b, const Node& n, const Values& dy) {
+                        return Values{b.add(op::softmax_grad, {dy[0], Value{n.id, 0}}, n.attrs)};
+                      },
+                  .rows = RowRule::by_attrs,
+                  .keeps_rows = keeps_rows_off_batch_axis,
+                  .keras_activations = {"softmax"},
+                  .onnx = {.op = "Softmax"}});
+  add_op(kGroup, {.name = op::softmax_grad,
                   .signature = "(dy, y) -> dx",
                   .doc = "Gradient of softmax: y * (dy - sum(dy * y)).",
                   .attrs = kAxisAttr,
-                  .infer = softmax_grad_infer});
-  add_op(kGroup, {.name = "log_softmax",
-                  .signature = "(x) -> y",
-                  .doc = "x - logsumexp(x) along `axis`.",
-                  .attrs = kAxisAttr,
-                  .infer = softmax_infer,
-                  .grad = [](GradBuilder& b, const Node& n, const Values& dy) {
-                    return Values{b.add("log_softmax_grad", {dy[0], Value{n.id, 0}}, n.attrs)};
-                  }});
-  add_op(kGroup, {.name = "log_softmax_grad",
+                  .infer = softmax_grad_infer,
+                  .onnx = {.none = kOnnxGradient}});
+  add_op(kGroup,
+         {.name = op::log_softmax,
+          .signature = "(x) -> y",
+          .doc = "x - logsumexp(x) along `axis`.",
+          .attrs = kAxisAttr,
+          .infer = softmax_infer,
+          .grad =
+              [](GradBuilder& b, const Node& n, const Values& dy) {
+                return Values{b.add(op::log_softmax_grad, {dy[0], Value{n.id, 0}}, n.attrs)};
+              },
+          .rows = RowRule::by_attrs,
+          .keeps_rows = keeps_rows_off_batch_axis,
+          .keras_activations = {"log_softmax"},
+          .onnx = {.op = "LogSoftmax"}});
+  add_op(kGroup, {.name = op::log_softmax_grad,
                   .signature = "(dy, y) -> dx",
                   .doc = "Gradient of log_softmax: dy - exp(y) * sum(dy).",
                   .attrs = kAxisAttr,
-                  .infer = softmax_grad_infer});
+                  .infer = softmax_grad_infer,
+                  .onnx = {.none = kOnnxGradient}});
 }
 
 }  // namespace

@@ -53,7 +53,7 @@ ShapeFn write_infer(const char* op) {
 
 void register_placeholders() {
   add_op(kGroup,
-         {.name = "input",
+         {.name = op::input,
           .signature = "() -> x",
           .doc = "A placeholder the caller writes before each step.",
           .attrs = {{"shape", i64_list, required, "dims; -1 for the batch, set at compile"},
@@ -62,8 +62,10 @@ void register_placeholders() {
               [](const Node& n, const Types&) {
                 return Types{{dtype_from_name(attr_s(n, "dtype")), Shape(attr_ints(n, "shape"))}};
               },
-          .backends = {}});
-  add_op(kGroup, {.name = "variable",
+          .backends = {},
+          .onnx = {.none = kOnnxGraphInput},
+          .source = Source::placeholder});
+  add_op(kGroup, {.name = op::variable,
                   .signature = "() -> value",
                   .doc = "Reads a persistent variable (weights, optimizer slots, metric state).",
                   .infer =
@@ -72,59 +74,81 @@ void register_placeholders() {
                                  "variable without a value");
                         return Types{{n.variable->value.dtype(), n.variable->value.shape()}};
                       },
-                  .backends = {}});
-  add_op(kGroup, {.name = "constant",
+                  .backends = {},
+                  .onnx = {.none = kOnnxInitializer},
+                  .source = Source::variable});
+  add_op(kGroup, {.name = op::constant,
                   .signature = "() -> y",
                   .doc = "A float32 tensor filled with one value.",
                   .attrs = {{"value", f64, required, "the fill value"},
                             {"shape", i64_list, Ints{}, "dims of the result ([] = a scalar)"}},
-                  .infer = [](const Node& n, const Types&) {
-                    return Types{f32(Shape(attr_ints(n, "shape")))};
-                  }});
-  for (const char* op : {"ones_like", "zeros_like"})
+                  .infer = [](const Node& n,
+                              const Types&) { return Types{f32(Shape(attr_ints(n, "shape")))}; },
+                  .onnx = {.op = "Constant"}});
+  for (OpId op : {op::ones_like, op::zeros_like})
     add_op(kGroup, {.name = op,
                     .signature = "(x) -> y",
-                    .doc = std::string("float32 ") + (op[0] == 'o' ? "ones" : "zeros") +
+                    .doc = std::string("float32 ") + (op == op::ones_like ? "ones" : "zeros") +
                            " of x's shape (autodiff's seed and missing gradients).",
-                    .infer = [](const Node&, const Types& in) { return Types{f32(in[0].shape)}; }});
+                    .infer = [](const Node&, const Types& in) { return Types{f32(in[0].shape)}; },
+                    .bf16 = true,
+                    .elementwise = true,
+                    .rows = RowRule::pointwise,
+                    .onnx = {.none = kOnnxAutodiff}});
 }
 
 void register_views_and_writes() {
-  add_op(kGroup, {.name = "identity",
+  add_op(kGroup, {.name = op::identity,
                   .signature = "(x) -> x",
                   .doc = "x itself (a view; the fusion pass turns fused nodes into identities).",
                   .infer = same_as_input,
                   .grad = [](GradBuilder&, const Node&, const Values& dy) { return Values{dy[0]}; },
                   .alias_input = 0,
-                  .backends = {}});
-  add_op(kGroup, {.name = "stop_gradient",
+                  .backends = {},
+                  .bf16 = true,
+                  .elementwise = true,
+                  .layout_agnostic = true,
+                  .rows = RowRule::pointwise,
+                  .fusion = kFuseView,
+                  .onnx = {.op = "Identity"}});
+  add_op(kGroup, {.name = op::stop_gradient,
                   .signature = "(x) -> x",
                   .doc = "x itself, with no gradient flowing back (a view).",
                   .infer = same_as_input,
                   .alias_input = 0,
-                  .backends = {}});
-  add_op(kGroup, {.name = "reshape",
+                  .backends = {},
+                  .bf16 = true,
+                  .elementwise = true,
+                  .rows = RowRule::pointwise,
+                  .onnx = {.op = "Identity"}});
+  add_op(kGroup, {.name = op::reshape,
                   .signature = "(x) -> y",
                   .doc = "x with another shape of as many elements (a view).",
                   .attrs = {{"shape", i64_list, required, "target dims; one may be -1"}},
                   .infer = reshape_infer,
                   .grad =
                       [](GradBuilder& b, const Node& n, const Values& dy) {
-                        return Values{b.add("reshape", {dy[0]},
+                        return Values{b.add(op::reshape, {dy[0]},
                                             Attrs{{"shape", b.type(n.inputs[0]).shape.vec()}})};
                       },
                   .alias_input = 0,
-                  .backends = {}});
-  add_op(kGroup, {.name = "assign",
+                  .backends = {},
+                  .bf16 = true,
+                  .rows = RowRule::by_attrs,
+                  .keeps_rows = keeps_rows_view,
+                  .onnx = {.op = "Reshape"}});
+  add_op(kGroup, {.name = op::assign,
                   .signature = "(var, value) -> ()",
                   .doc = "Copies value into the variable read by input 0 (side effect).",
                   .infer = write_infer("assign"),
-                  .side_effects = true});
-  add_op(kGroup, {.name = "assign_add",
+                  .side_effects = true,
+                  .onnx = {.none = kOnnxTrainState}});
+  add_op(kGroup, {.name = op::assign_add,
                   .signature = "(var, delta) -> ()",
                   .doc = "var += delta, in place (side effect; metric accumulators).",
                   .infer = write_infer("assign_add"),
-                  .side_effects = true});
+                  .side_effects = true,
+                  .onnx = {.none = kOnnxTrainState}});
 }
 
 KernelFactory fill_kernel(float (*value)(const Node&)) {
@@ -137,14 +161,14 @@ KernelFactory fill_kernel(float (*value)(const Node&)) {
 void register_kernels() {
   auto& R = OpRegistry::get();
   for (const std::string& backend : host_backends()) {
-    R.add_kernel("constant", backend,
+    R.add_kernel(op::constant, backend,
                  fill_kernel([](const Node& n) { return float(attr_f(n, "value")); }));
-    R.add_kernel("ones_like", backend, fill_kernel([](const Node&) { return 1.f; }));
-    R.add_kernel("zeros_like", backend, fill_kernel([](const Node&) { return 0.f; }));
-    R.add_kernel("assign", backend, simple_kernel([](const Node&, const KernelArgs& a) {
+    R.add_kernel(op::ones_like, backend, fill_kernel([](const Node&) { return 1.f; }));
+    R.add_kernel(op::zeros_like, backend, fill_kernel([](const Node&) { return 0.f; }));
+    R.add_kernel(op::assign, backend, simple_kernel([](const Node&, const KernelArgs& a) {
                    std::memcpy(a.in(0).raw(), a.in(1).raw(), a.in(0).nbytes());
                  }));
-    R.add_kernel("assign_add", backend, simple_kernel([](const Node&, const KernelArgs& a) {
+    R.add_kernel(op::assign_add, backend, simple_kernel([](const Node&, const KernelArgs& a) {
                    float* d = a.in(0).data<float>();
                    const float* s = a.in(1).data<float>();
                    for (int64_t i = 0, n = a.in(0).numel(); i < n; ++i) d[i] += s[i];

@@ -16,11 +16,12 @@ using namespace metric_ops;
 constexpr double kEpsilon = 1e-7;  // keras.backend.epsilon()
 
 Value sum_over(Graph& g, Value x, int64_t axis) {
-  return g.add("reduce_sum", {x}, Attrs{{"axes", std::vector<int64_t>{axis}}, {"keepdims", false}});
+  return g.add(op::reduce_sum, {x},
+               Attrs{{"axes", std::vector<int64_t>{axis}}, {"keepdims", false}});
 }
 
 Value reshaped(Graph& g, Value x, std::vector<int64_t> shape) {
-  return g.add("reshape", {x}, Attrs{{"shape", std::move(shape)}});
+  return g.add(op::reshape, {x}, Attrs{{"shape", std::move(shape)}});
 }
 
 double divide_no_nan(double a, double b) { return b == 0 ? 0.0 : a / b; }
@@ -61,10 +62,10 @@ class AUCMetric : public Metric {
   void update_weighted(Graph& g, Value y_true, Value y_pred, Value sample_weight) override {
     // Keras counts a label as positive when it is nonzero, and (evenly spaced thresholds, its
     // bucketed update) clips the predictions to [0, 1] first.
-    Value labels = greater_than(g, g.add("abs", {dense_targets(g, y_true, y_pred)}), 0.0);
-    Value scores = o_.from_logits ? g.add("sigmoid", {y_pred}) : y_pred;
+    Value labels = greater_than(g, g.add(op::abs, {dense_targets(g, y_true, y_pred)}), 0.0);
+    Value scores = o_.from_logits ? g.add(op::sigmoid, {y_pred}) : y_pred;
     if (evenly_spaced_)
-      scores = g.add("maximum", {g.add("minimum", {scores, g.scalar(1.f)}), g.scalar(0.f)});
+      scores = g.add(op::maximum, {g.add(op::minimum, {scores, g.scalar(1.f)}), g.scalar(0.f)});
     const Shape& s = g.type(scores).shape;
     LS_CHECK(g.type(labels).shape == s, name(), ": labels ", g.type(labels).shape.str(),
              " do not match predictions ", s.str());
@@ -75,16 +76,16 @@ class AUCMetric : public Metric {
     LS_CHECK(o_.label_weights.empty() || int64_t(o_.label_weights.size()) == columns, name(), ": ",
              o_.label_weights.size(), " label_weights for ", columns, " label columns");
     Value positive_mass = labels;  // each entry's weight as a positive / negative label
-    Value negative_mass = g.add("scale_shift", {labels}, Attrs{{"scale", -1.0}, {"shift", 1.0}});
+    Value negative_mass = g.add(op::scale_shift, {labels}, Attrs{{"scale", -1.0}, {"shift", 1.0}});
     if (sample_weight.valid()) {
       Value w = weights_like(g, sample_weight, labels);
-      positive_mass = g.add("mul", {positive_mass, w});
-      negative_mass = g.add("mul", {negative_mass, w});
+      positive_mass = g.add(op::mul, {positive_mass, w});
+      negative_mass = g.add(op::mul, {negative_mass, w});
     }
     if (!o_.label_weights.empty() && !o_.multi_label) {
       Value w = g.variable(label_weight_variable());
-      positive_mass = g.add("mul", {positive_mass, w});
-      negative_mass = g.add("mul", {negative_mass, w});
+      positive_mass = g.add(op::mul, {positive_mass, w});
+      negative_mass = g.add(op::mul, {negative_mass, w});
     }
     // Broadcast against the thresholds: [T, 1] x [1, M] (or [T, 1, 1] x [1, N, C]).
     const int64_t t = int64_t(thresholds_.size());
@@ -96,11 +97,12 @@ class AUCMetric : public Metric {
     positive_mass = reshaped(g, positive_mass, entries);
     negative_mass = reshaped(g, negative_mass, entries);
     Value thresholds = reshaped(g, g.variable(threshold_variable()), per_threshold);
-    Value predicted = greater_than(g, g.add("sub", {scores, thresholds}), 0.0);
-    Value not_predicted = g.add("scale_shift", {predicted}, Attrs{{"scale", -1.0}, {"shift", 1.0}});
+    Value predicted = greater_than(g, g.add(op::sub, {scores, thresholds}), 0.0);
+    Value not_predicted =
+        g.add(op::scale_shift, {predicted}, Attrs{{"scale", -1.0}, {"shift", 1.0}});
     auto count = [&](const VariablePtr& state, Value decision, Value mass) {
-      g.add_multi("assign_add",
-                  {g.variable(state), sum_over(g, g.add("mul", {decision, mass}), 1)});
+      g.add_multi(op::assign_add,
+                  {g.variable(state), sum_over(g, g.add(op::mul, {decision, mass}), 1)});
     };
     count(total_, predicted, positive_mass);                // true positives
     count(count_, predicted, negative_mass);                // false positives

@@ -16,8 +16,8 @@ Attrs axes_attr(std::vector<int64_t> axes, bool keepdims = false) {
 
 // clip(p, eps, 1 - eps) as Keras does before taking logs of probabilities.
 Value clip_probs(Graph& g, Value p) {
-  Value lo = g.add("maximum", {p, g.scalar(float(kEpsilon))});
-  return g.add("minimum", {lo, g.scalar(float(1.0 - kEpsilon))});
+  Value lo = g.add(op::maximum, {p, g.scalar(float(kEpsilon))});
+  return g.add(op::minimum, {lo, g.scalar(float(1.0 - kEpsilon))});
 }
 
 // Reshapes targets of rank r-1 (e.g. [N]) to the prediction's shape (e.g. [N, 1]).
@@ -27,7 +27,7 @@ Value match_rank(Graph& g, Value y_true, Value y_pred) {
   if (t.rank() + 1 == p.rank() && p[-1] == 1) {
     std::vector<int64_t> s = p.vec();
     s[0] = -1;
-    return g.add("reshape", {y_true}, Attrs{{"shape", s}});
+    return g.add(op::reshape, {y_true}, Attrs{{"shape", s}});
   }
   return y_true;
 }
@@ -35,39 +35,40 @@ Value match_rank(Graph& g, Value y_true, Value y_pred) {
 // Mean over the last axis (per-sample value) when there is one beyond the batch.
 Value mean_last_axis(Graph& g, Value x) {
   if (g.type(x).shape.rank() < 2) return x;
-  return g.add("reduce_mean", {x}, axes_attr({-1}));
+  return g.add(op::reduce_mean, {x}, axes_attr({-1}));
 }
 
 Value one_minus(Graph& g, Value x) {
-  return g.add("scale_shift", {x}, Attrs{{"scale", -1.0}, {"shift", 1.0}});
+  return g.add(op::scale_shift, {x}, Attrs{{"scale", -1.0}, {"shift", 1.0}});
 }
 
 // Elementwise -(y log p + (1 - y) log(1 - p)) with p clipped to [eps, 1 - eps].
 Value binary_crossentropy_of_probs(Graph& g, Value y, Value probs) {
   Value p = clip_probs(g, probs);
-  Value pos = g.add("mul", {y, g.add("log", {p})});
-  Value neg = g.add("mul", {one_minus(g, y), g.add("log", {one_minus(g, p)})});
-  return g.add("neg", {g.add("add", {pos, neg})});
+  Value pos = g.add(op::mul, {y, g.add(op::log, {p})});
+  Value neg = g.add(op::mul, {one_minus(g, y), g.add(op::log, {one_minus(g, p)})});
+  return g.add(op::neg, {g.add(op::add, {pos, neg})});
 }
 
 // (1 - x)^gamma for x in [0, 1] (the focal losses' modulating factor): exact for gamma 0, 1
 // and 2 (Keras's default), else exp(gamma log(1 - x)) with 1 - x kept above 1e-30.
 Value focal_factor(Graph& g, Value x, double gamma) {
   Value rest = one_minus(g, x);
-  if (gamma == 0.0) return g.add("scale_shift", {x}, Attrs{{"scale", 0.0}, {"shift", 1.0}});
+  if (gamma == 0.0) return g.add(op::scale_shift, {x}, Attrs{{"scale", 0.0}, {"shift", 1.0}});
   if (gamma == 1.0) return rest;
-  if (gamma == 2.0) return g.add("square", {rest});
-  Value log_rest = g.add("log", {g.add("maximum", {rest, g.scalar(1e-30f)})});
-  return g.add("exp", {g.add("scale_shift", {log_rest}, Attrs{{"scale", gamma}, {"shift", 0.0}})});
+  if (gamma == 2.0) return g.add(op::square, {rest});
+  Value log_rest = g.add(op::log, {g.add(op::maximum, {rest, g.scalar(1e-30f)})});
+  return g.add(op::exp,
+               {g.add(op::scale_shift, {log_rest}, Attrs{{"scale", gamma}, {"shift", 0.0}})});
 }
 
 // Labels as int32 of shape [N] (accepts [N, 1] and float labels).
 Value sparse_labels(Graph& g, Value labels) {
   const TensorType& t = g.type(labels);
   if (t.shape.rank() == 2 && t.shape[1] == 1)
-    labels = g.add("reshape", {labels}, Attrs{{"shape", std::vector<int64_t>{-1}}});
+    labels = g.add(op::reshape, {labels}, Attrs{{"shape", std::vector<int64_t>{-1}}});
   if (t.dtype != DType::i32)
-    labels = g.add("cast", {labels}, Attrs{{"dtype", std::string("int32")}});
+    labels = g.add(op::cast, {labels}, Attrs{{"dtype", std::string("int32")}});
   return labels;
 }
 
@@ -82,7 +83,7 @@ class CrossentropyBase : public Loss {
   // Logits for the softmax ops: the logits themselves, or log(clip(p)) for probabilities
   // (log_softmax(log p) == log(p / sum(p)), Keras's normalise-then-log path).
   Value logits(Graph& g, Value y_pred) const {
-    return o_.from_logits ? y_pred : g.add("log", {clip_probs(g, y_pred)});
+    return o_.from_logits ? y_pred : g.add(op::log, {clip_probs(g, y_pred)});
   }
   losses::CrossentropyOptions o_;
 };
@@ -99,7 +100,7 @@ class SparseCCE : public CrossentropyBase {
             {"ignore_class", nullptr}};
   }
   Value per_sample(Graph& g, Value y_true, Value y_pred) const override {
-    return g.add("sparse_softmax_cross_entropy", {logits(g, y_pred), sparse_labels(g, y_true)},
+    return g.add(op::sparse_softmax_cross_entropy, {logits(g, y_pred), sparse_labels(g, y_true)},
                  Attrs{{"label_smoothing", o_.label_smoothing}});
   }
 };
@@ -116,7 +117,7 @@ class CCE : public CrossentropyBase {
             {"axis", -1}};
   }
   Value per_sample(Graph& g, Value y_true, Value y_pred) const override {
-    return g.add("softmax_cross_entropy", {logits(g, y_pred), y_true},
+    return g.add(op::softmax_cross_entropy, {logits(g, y_pred), y_true},
                  Attrs{{"label_smoothing", o_.label_smoothing}});
   }
 };
@@ -135,9 +136,9 @@ class BCE : public CrossentropyBase {
   Value per_sample(Graph& g, Value y_true, Value y_pred) const override {
     Value y = match_rank(g, y_true, y_pred);
     if (o_.label_smoothing > 0)  // y * (1 - ls) + 0.5 * ls
-      y = g.add("scale_shift", {y},
+      y = g.add(op::scale_shift, {y},
                 Attrs{{"scale", 1.0 - o_.label_smoothing}, {"shift", 0.5 * o_.label_smoothing}});
-    Value elem = o_.from_logits ? g.add("sigmoid_cross_entropy", {y_pred, y})
+    Value elem = o_.from_logits ? g.add(op::sigmoid_cross_entropy, {y_pred, y})
                                 : binary_crossentropy_of_probs(g, y, y_pred);
     return mean_last_axis(g, elem);
   }
@@ -151,7 +152,7 @@ class MSE : public Loss {
   }
   Value per_sample(Graph& g, Value y_true, Value y_pred) const override {
     Value y = match_rank(g, y_true, y_pred);
-    return mean_last_axis(g, g.add("square", {g.add("sub", {y_pred, y})}));
+    return mean_last_axis(g, g.add(op::square, {g.add(op::sub, {y_pred, y})}));
   }
 };
 
@@ -181,17 +182,17 @@ class BinaryFocal : public Loss {
   Value per_sample(Graph& g, Value y_true, Value y_pred) const override {
     Value y = match_rank(g, y_true, y_pred);
     if (o_.label_smoothing > 0)
-      y = g.add("scale_shift", {y},
+      y = g.add(op::scale_shift, {y},
                 Attrs{{"scale", 1.0 - o_.label_smoothing}, {"shift", 0.5 * o_.label_smoothing}});
-    Value p = o_.from_logits ? g.add("sigmoid", {y_pred}) : y_pred;
-    Value y_times_p = g.add("mul", {y, p});
-    Value p_t = g.add("add", {y_times_p, g.add("mul", {one_minus(g, y), one_minus(g, p)})});
+    Value p = o_.from_logits ? g.add(op::sigmoid, {y_pred}) : y_pred;
+    Value y_times_p = g.add(op::mul, {y, p});
+    Value p_t = g.add(op::add, {y_times_p, g.add(op::mul, {one_minus(g, y), one_minus(g, p)})});
     Value bce = binary_crossentropy_of_probs(g, y, p);
-    Value focal = g.add("mul", {focal_factor(g, p_t, o_.gamma), bce});
+    Value focal = g.add(op::mul, {focal_factor(g, p_t, o_.gamma), bce});
     if (o_.apply_class_balancing)  // y alpha + (1 - y)(1 - alpha)
-      focal =
-          g.add("mul", {focal, g.add("scale_shift", {y},
-                                     Attrs{{"scale", 2 * o_.alpha - 1}, {"shift", 1 - o_.alpha}})});
+      focal = g.add(op::mul,
+                    {focal, g.add(op::scale_shift, {y},
+                                  Attrs{{"scale", 2 * o_.alpha - 1}, {"shift", 1 - o_.alpha}})});
     return mean_last_axis(g, focal);
   }
 
@@ -222,16 +223,16 @@ class CategoricalFocal : public Loss {
              "the predictions' shape ",
              ps.str(), ", got ", g.type(y_true).shape.str());
     if (o_.label_smoothing > 0)
-      y = g.add("scale_shift", {y},
+      y = g.add(op::scale_shift, {y},
                 Attrs{{"scale", 1.0 - o_.label_smoothing},
                       {"shift", o_.label_smoothing / double(ps[-1])}});
-    Value p = o_.from_logits ? g.add("softmax", {y_pred}) : y_pred;
-    Value total = g.add("reduce_sum", {p}, axes_attr({-1}, true));
-    Value q = clip_probs(g, g.add("div", {p, total}));
-    Value cce = g.add("neg", {g.add("mul", {y, g.add("log", {q})})});
-    Value weight = g.add("scale_shift", {focal_factor(g, q, o_.gamma)},
+    Value p = o_.from_logits ? g.add(op::softmax, {y_pred}) : y_pred;
+    Value total = g.add(op::reduce_sum, {p}, axes_attr({-1}, true));
+    Value q = clip_probs(g, g.add(op::div, {p, total}));
+    Value cce = g.add(op::neg, {g.add(op::mul, {y, g.add(op::log, {q})})});
+    Value weight = g.add(op::scale_shift, {focal_factor(g, q, o_.gamma)},
                          Attrs{{"scale", o_.alpha}, {"shift", 0.0}});
-    return g.add("reduce_sum", {g.add("mul", {weight, cce})}, axes_attr({-1}));
+    return g.add(op::reduce_sum, {g.add(op::mul, {weight, cce})}, axes_attr({-1}));
   }
 
  private:
@@ -246,7 +247,7 @@ class MAE : public Loss {
   }
   Value per_sample(Graph& g, Value y_true, Value y_pred) const override {
     Value y = match_rank(g, y_true, y_pred);
-    return mean_last_axis(g, g.add("abs", {g.add("sub", {y_pred, y})}));
+    return mean_last_axis(g, g.add(op::abs, {g.add(op::sub, {y_pred, y})}));
   }
 };
 
@@ -263,13 +264,14 @@ class HuberLoss : public Loss {
   }
   Value per_sample(Graph& g, Value y_true, Value y_pred) const override {
     Value y = match_rank(g, y_true, y_pred);
-    Value abs_error = g.add("abs", {g.add("sub", {y_pred, y})});
-    Value quadratic = g.add("minimum", {abs_error, g.scalar(float(delta_))});
-    Value linear = g.add("sub", {abs_error, quadratic});
-    Value half_square =
-        g.add("scale_shift", {g.add("square", {quadratic})}, Attrs{{"scale", 0.5}, {"shift", 0.0}});
-    Value scaled_linear = g.add("scale_shift", {linear}, Attrs{{"scale", delta_}, {"shift", 0.0}});
-    return mean_last_axis(g, g.add("add", {half_square, scaled_linear}));
+    Value abs_error = g.add(op::abs, {g.add(op::sub, {y_pred, y})});
+    Value quadratic = g.add(op::minimum, {abs_error, g.scalar(float(delta_))});
+    Value linear = g.add(op::sub, {abs_error, quadratic});
+    Value half_square = g.add(op::scale_shift, {g.add(op::square, {quadratic})},
+                              Attrs{{"scale", 0.5}, {"shift", 0.0}});
+    Value scaled_linear =
+        g.add(op::scale_shift, {linear}, Attrs{{"scale", delta_}, {"shift", 0.0}});
+    return mean_last_axis(g, g.add(op::add, {half_square, scaled_linear}));
   }
 
  private:
@@ -285,12 +287,13 @@ class KLD : public Loss {
   }
   Value per_sample(Graph& g, Value y_true, Value y_pred) const override {
     auto clip = [&](Value x) {
-      return g.add("minimum", {g.add("maximum", {x, g.scalar(float(kEpsilon))}), g.scalar(1.f)});
+      return g.add(op::minimum,
+                   {g.add(op::maximum, {x, g.scalar(float(kEpsilon))}), g.scalar(1.f)});
     };
     Value t = clip(match_rank(g, y_true, y_pred)), p = clip(y_pred);
-    Value elem = g.add("mul", {t, g.add("sub", {g.add("log", {t}), g.add("log", {p})})});
+    Value elem = g.add(op::mul, {t, g.add(op::sub, {g.add(op::log, {t}), g.add(op::log, {p})})});
     if (g.type(elem).shape.rank() < 2) return elem;
-    return g.add("reduce_sum", {elem}, axes_attr({-1}));
+    return g.add(op::reduce_sum, {elem}, axes_attr({-1}));
   }
 };
 

@@ -15,11 +15,11 @@ Value dense_targets(Graph& g, Value y_true, Value y_pred) {
   const TensorType& t = g.type(y_true);
   const Shape& p = g.type(y_pred).shape;
   if (t.dtype != DType::f32)
-    y_true = g.add("cast", {y_true}, Attrs{{"dtype", std::string("float32")}});
+    y_true = g.add(op::cast, {y_true}, Attrs{{"dtype", std::string("float32")}});
   if (t.shape.rank() + 1 == p.rank() && p[-1] == 1) {
     std::vector<int64_t> s = p.vec();
     s[0] = -1;
-    y_true = g.add("reshape", {y_true}, Attrs{{"shape", s}});
+    y_true = g.add(op::reshape, {y_true}, Attrs{{"shape", s}});
   }
   return y_true;
 }
@@ -30,13 +30,13 @@ Value weights_like(Graph& g, Value sample_weight, Value x) {
   if (rank <= 1) return sample_weight;
   std::vector<int64_t> shape(size_t(rank), 1);
   shape[0] = -1;
-  return g.add("reshape", {sample_weight}, Attrs{{"shape", shape}});
+  return g.add(op::reshape, {sample_weight}, Attrs{{"shape", shape}});
 }
 
 // 1 where x > threshold, else 0 (binary_accuracy against a target of ones).
 Value greater_than(Graph& g, Value x, double threshold) {
-  Value ones = g.add("scale_shift", {x}, Attrs{{"scale", 0.0}, {"shift", 1.0}});
-  return g.add("binary_accuracy", {x, ones}, Attrs{{"threshold", threshold}});
+  Value ones = g.add(op::scale_shift, {x}, Attrs{{"scale", 0.0}, {"shift", 1.0}});
+  return g.add(op::binary_accuracy, {x, ones}, Attrs{{"threshold", threshold}});
 }
 
 }  // namespace metric_ops
@@ -53,9 +53,9 @@ VariablePtr scalar_var(const std::string& name) {
 Value sparse_labels(Graph& g, Value labels) {
   const TensorType& t = g.type(labels);
   if (t.shape.rank() == 2 && t.shape[1] == 1)
-    labels = g.add("reshape", {labels}, Attrs{{"shape", std::vector<int64_t>{-1}}});
+    labels = g.add(op::reshape, {labels}, Attrs{{"shape", std::vector<int64_t>{-1}}});
   if (t.dtype != DType::i32)
-    labels = g.add("cast", {labels}, Attrs{{"dtype", std::string("int32")}});
+    labels = g.add(op::cast, {labels}, Attrs{{"dtype", std::string("int32")}});
   return labels;
 }
 
@@ -79,8 +79,8 @@ Attrs all_axes() { return Attrs{{"axes", std::vector<int64_t>{}}, {"keepdims", f
 
 // 1 where x < bound (x holds counts: x < bound is not x > bound - 0.5).
 Value count_below(Graph& g, Value counts, int64_t bound) {
-  Value zeros = g.add("scale_shift", {counts}, Attrs{{"scale", 0.0}, {"shift", 0.0}});
-  return g.add("binary_accuracy", {counts, zeros}, Attrs{{"threshold", double(bound) - 0.5}});
+  Value zeros = g.add(op::scale_shift, {counts}, Attrs{{"scale", 0.0}, {"shift", 0.0}});
+  return g.add(op::binary_accuracy, {counts, zeros}, Attrs{{"threshold", double(bound) - 0.5}});
 }
 
 // scores [N, C] -> 1 where a score is among its row's top k: fewer than k scores of the row
@@ -88,22 +88,22 @@ Value count_below(Graph& g, Value counts, int64_t bound) {
 Value top_k_mask(Graph& g, Value scores, int64_t k) {
   const Shape& s = g.type(scores).shape;
   LS_CHECK(s.rank() == 2, "top_k needs predictions [N, C], got ", s.str());
-  Value row = g.add("reshape", {scores}, Attrs{{"shape", std::vector<int64_t>{-1, 1, s[1]}}});
-  Value col = g.add("reshape", {scores}, Attrs{{"shape", std::vector<int64_t>{-1, s[1], 1}}});
-  Value higher = greater_than(g, g.add("sub", {row, col}), 0.0);  // [i, j, l]: p[i,l] > p[i,j]
-  Value counts =
-      g.add("reduce_sum", {higher}, Attrs{{"axes", std::vector<int64_t>{-1}}, {"keepdims", false}});
+  Value row = g.add(op::reshape, {scores}, Attrs{{"shape", std::vector<int64_t>{-1, 1, s[1]}}});
+  Value col = g.add(op::reshape, {scores}, Attrs{{"shape", std::vector<int64_t>{-1, s[1], 1}}});
+  Value higher = greater_than(g, g.add(op::sub, {row, col}), 0.0);  // [i, j, l]: p[i,l] > p[i,j]
+  Value counts = g.add(op::reduce_sum, {higher},
+                       Attrs{{"axes", std::vector<int64_t>{-1}}, {"keepdims", false}});
   return count_below(g, counts, k);
 }
 
 // One-hot (or multi-hot) labels [N, C] -> the score of the labelled class ... and the top-k
 // hit: fewer than k classes score strictly higher than it.
 Value one_hot_in_top_k(Graph& g, Value one_hot, Value scores, int64_t k) {
-  Value label_score = g.add("reduce_sum", {g.add("mul", {one_hot, scores})},
+  Value label_score = g.add(op::reduce_sum, {g.add(op::mul, {one_hot, scores})},
                             Attrs{{"axes", std::vector<int64_t>{-1}}, {"keepdims", true}});
-  Value higher = greater_than(g, g.add("sub", {scores, label_score}), 0.0);
-  Value counts =
-      g.add("reduce_sum", {higher}, Attrs{{"axes", std::vector<int64_t>{-1}}, {"keepdims", false}});
+  Value higher = greater_than(g, g.add(op::sub, {scores, label_score}), 0.0);
+  Value counts = g.add(op::reduce_sum, {higher},
+                       Attrs{{"axes", std::vector<int64_t>{-1}}, {"keepdims", false}});
   return count_below(g, counts, k);
 }
 
@@ -141,24 +141,24 @@ class ConfusionRatio : public Metric {
                s[-1], " classes");
       Attrs column{{"begin", std::vector<int64_t>{0, o_.class_id}},
                    {"size", std::vector<int64_t>{-1, 1}}};
-      labels = g.add("slice", {labels}, column);
-      scores = g.add("slice", {scores}, column);
-      if (candidates.valid()) candidates = g.add("slice", {candidates}, column);
+      labels = g.add(op::slice, {labels}, column);
+      scores = g.add(op::slice, {scores}, column);
+      if (candidates.valid()) candidates = g.add(op::slice, {candidates}, column);
     }
     std::vector<Value> true_positives, denominators;
     for (double threshold : o_.thresholds) {
       Value positive = greater_than(g, scores, threshold);
-      if (candidates.valid()) positive = g.add("mul", {positive, candidates});
+      if (candidates.valid()) positive = g.add(op::mul, {positive, candidates});
       if (sample_weight.valid())
-        positive = g.add("mul", {positive, weights_like(g, sample_weight, positive)});
-      true_positives.push_back(one_entry(g, g.add("mul", {labels, positive})));
+        positive = g.add(op::mul, {positive, weights_like(g, sample_weight, positive)});
+      true_positives.push_back(one_entry(g, g.add(op::mul, {labels, positive})));
       Value weighted_labels = sample_weight.valid()
-                                  ? g.add("mul", {labels, weights_like(g, sample_weight, labels)})
+                                  ? g.add(op::mul, {labels, weights_like(g, sample_weight, labels)})
                                   : labels;
       denominators.push_back(one_entry(g, recall_ ? weighted_labels : positive));
     }
-    g.add_multi("assign_add", {g.variable(total_), joined(g, true_positives)});
-    g.add_multi("assign_add", {g.variable(count_), joined(g, denominators)});
+    g.add_multi(op::assign_add, {g.variable(total_), joined(g, true_positives)});
+    g.add_multi(op::assign_add, {g.variable(count_), joined(g, denominators)});
   }
 
   float result() const override { return values()[0]; }
@@ -173,11 +173,11 @@ class ConfusionRatio : public Metric {
 
  private:
   static Value one_entry(Graph& g, Value x) {  // sum of x as a [1] tensor
-    return g.add("reshape", {g.add("reduce_sum", {x}, all_axes())},
+    return g.add(op::reshape, {g.add(op::reduce_sum, {x}, all_axes())},
                  Attrs{{"shape", std::vector<int64_t>{1}}});
   }
   static Value joined(Graph& g, const std::vector<Value>& parts) {
-    return parts.size() == 1 ? parts[0] : g.add("concat", parts, Attrs{{"axis", int64_t(0)}});
+    return parts.size() == 1 ? parts[0] : g.add(op::concat, parts, Attrs{{"axis", int64_t(0)}});
   }
 
   bool recall_;
@@ -212,23 +212,23 @@ class FBeta : public Metric {
     Value labels = dense_targets(g, y_true, y_pred);
     Value predicted;
     if (threshold_ < 0) {  // Keras threshold=None: the row's maximum (when not ~0) is the class
-      Value row_max = g.add("reduce_max", {y_pred},
+      Value row_max = g.add(op::reduce_max, {y_pred},
                             Attrs{{"axes", std::vector<int64_t>{-1}}, {"keepdims", true}});
-      Value below_max = greater_than(g, g.add("sub", {row_max, y_pred}), 0.0);
-      Value at_max = g.add("scale_shift", {below_max}, Attrs{{"scale", -1.0}, {"shift", 1.0}});
-      predicted = g.add("mul", {at_max, greater_than(g, g.add("abs", {y_pred}), 1e-9)});
+      Value below_max = greater_than(g, g.add(op::sub, {row_max, y_pred}), 0.0);
+      Value at_max = g.add(op::scale_shift, {below_max}, Attrs{{"scale", -1.0}, {"shift", 1.0}});
+      predicted = g.add(op::mul, {at_max, greater_than(g, g.add(op::abs, {y_pred}), 1e-9)});
     } else {
       predicted = greater_than(g, y_pred, threshold_);
     }
     auto one_minus = [&](Value x) {
-      return g.add("scale_shift", {x}, Attrs{{"scale", -1.0}, {"shift", 1.0}});
+      return g.add(op::scale_shift, {x}, Attrs{{"scale", -1.0}, {"shift", 1.0}});
     };
     auto weighted = [&](Value x) {
-      return sample_weight.valid() ? g.add("mul", {x, weights_like(g, sample_weight, x)}) : x;
+      return sample_weight.valid() ? g.add(op::mul, {x, weights_like(g, sample_weight, x)}) : x;
     };
-    add_counts(g, total_, weighted(g.add("mul", {predicted, labels})));
-    add_counts(g, count_, weighted(g.add("mul", {predicted, one_minus(labels)})));
-    add_counts(g, false_negatives_, weighted(g.add("mul", {one_minus(predicted), labels})));
+    add_counts(g, total_, weighted(g.add(op::mul, {predicted, labels})));
+    add_counts(g, count_, weighted(g.add(op::mul, {predicted, one_minus(labels)})));
+    add_counts(g, false_negatives_, weighted(g.add(op::mul, {one_minus(predicted), labels})));
     add_counts(g, label_mass_, weighted(labels));
   }
 
@@ -277,11 +277,11 @@ class FBeta : public Metric {
   // Sums x over the batch (per class), or over everything for "micro".
   void add_counts(Graph& g, const VariablePtr& state, Value x) const {
     Value sum = average_ == "micro"
-                    ? g.add("reshape", {g.add("reduce_sum", {x}, all_axes())},
+                    ? g.add(op::reshape, {g.add(op::reduce_sum, {x}, all_axes())},
                             Attrs{{"shape", std::vector<int64_t>{1}}})
-                    : g.add("reduce_sum", {x},
+                    : g.add(op::reduce_sum, {x},
                             Attrs{{"axes", std::vector<int64_t>{0}}, {"keepdims", false}});
-    g.add_multi("assign_add", {g.variable(state), sum});
+    g.add_multi(op::assign_add, {g.variable(state), sum});
   }
 
   std::string average_;
@@ -309,14 +309,14 @@ void Metric::reset() {
 
 void Metric::accumulate_mean(Graph& g, Value per_sample) {
   const Shape& s = g.type(per_sample).shape;
-  Value sum = g.add("reduce_sum", {per_sample},
+  Value sum = g.add(op::reduce_sum, {per_sample},
                     Attrs{{"axes", std::vector<int64_t>{}}, {"keepdims", false}});
-  g.add_multi("assign_add", {g.variable(total_), sum});
+  g.add_multi(op::assign_add, {g.variable(total_), sum});
   // A known element count is a constant; an unknown (symbolic batch) one is counted.
   Value n = s.is_known() ? g.scalar(float(s.numel()))
-                         : g.add("reduce_sum", {g.add("ones_like", {per_sample})},
+                         : g.add(op::reduce_sum, {g.add(op::ones_like, {per_sample})},
                                  Attrs{{"axes", std::vector<int64_t>{}}, {"keepdims", false}});
-  g.add_multi("assign_add", {g.variable(count_), n});
+  g.add_multi(op::assign_add, {g.variable(count_), n});
 }
 
 void Metric::update_weighted(Graph& g, Value y_true, Value y_pred, Value sample_weight) {
@@ -332,33 +332,34 @@ void Metric::accumulate_weighted_mean(Graph& g, Value per_sample, Value sample_w
   if (s.rank() > 1) {
     std::vector<int64_t> trailing;
     for (int axis = 1; axis < s.rank(); ++axis) trailing.push_back(axis);
-    per_sample = g.add("reduce_mean", {per_sample}, Attrs{{"axes", trailing}, {"keepdims", false}});
+    per_sample =
+        g.add(op::reduce_mean, {per_sample}, Attrs{{"axes", trailing}, {"keepdims", false}});
   }
-  Value sum_of = g.add("reduce_sum", {g.add("mul", {per_sample, sample_weight})},
+  Value sum_of = g.add(op::reduce_sum, {g.add(op::mul, {per_sample, sample_weight})},
                        Attrs{{"axes", std::vector<int64_t>{}}, {"keepdims", false}});
-  g.add_multi("assign_add", {g.variable(total_), sum_of});
-  Value weight_sum = g.add("reduce_sum", {sample_weight},
+  g.add_multi(op::assign_add, {g.variable(total_), sum_of});
+  Value weight_sum = g.add(op::reduce_sum, {sample_weight},
                            Attrs{{"axes", std::vector<int64_t>{}}, {"keepdims", false}});
-  g.add_multi("assign_add", {g.variable(count_), weight_sum});
+  g.add_multi(op::assign_add, {g.variable(count_), weight_sum});
 }
 
 namespace metrics {
 
 MetricPtr SparseCategoricalAccuracy(const std::string& name) {
   return std::make_shared<MeanWrapper>(name, [](Graph& g, Value y_true, Value y_pred) {
-    return g.add("sparse_categorical_accuracy", {y_pred, sparse_labels(g, y_true)});
+    return g.add(op::sparse_categorical_accuracy, {y_pred, sparse_labels(g, y_true)});
   });
 }
 
 MetricPtr CategoricalAccuracy(const std::string& name) {
   return std::make_shared<MeanWrapper>(name, [](Graph& g, Value y_true, Value y_pred) {
-    return g.add("categorical_accuracy", {y_pred, dense_targets(g, y_true, y_pred)});
+    return g.add(op::categorical_accuracy, {y_pred, dense_targets(g, y_true, y_pred)});
   });
 }
 
 MetricPtr BinaryAccuracy(const std::string& name, double threshold) {
   return std::make_shared<MeanWrapper>(name, [threshold](Graph& g, Value y_true, Value y_pred) {
-    return g.add("binary_accuracy", {y_pred, dense_targets(g, y_true, y_pred)},
+    return g.add(op::binary_accuracy, {y_pred, dense_targets(g, y_true, y_pred)},
                  Attrs{{"threshold", threshold}});
   });
 }
@@ -369,7 +370,7 @@ MetricPtr SparseTopKCategoricalAccuracy(int k, const std::string& name) {
     const Shape& t = g.type(y_true).shape;
     LS_CHECK(t.rank() == 1 || (t.rank() == 2 && t[1] == 1),
              "top-k accuracy needs integer class labels [N], got labels of shape ", t.str());
-    return g.add("in_top_k", {y_pred, sparse_labels(g, y_true)}, Attrs{{"k", int64_t(k)}});
+    return g.add(op::in_top_k, {y_pred, sparse_labels(g, y_true)}, Attrs{{"k", int64_t(k)}});
   });
 }
 
@@ -455,9 +456,10 @@ std::vector<double> class_scores(const Metric& metric) {
 
 MetricPtr MeanAbsoluteError(const std::string& name) {
   return std::make_shared<MeanWrapper>(name, [](Graph& g, Value y_true, Value y_pred) {
-    Value d = g.add("abs", {g.add("sub", {y_pred, dense_targets(g, y_true, y_pred)})});
+    Value d = g.add(op::abs, {g.add(op::sub, {y_pred, dense_targets(g, y_true, y_pred)})});
     if (g.type(d).shape.rank() >= 2)
-      d = g.add("reduce_mean", {d}, Attrs{{"axes", std::vector<int64_t>{-1}}, {"keepdims", false}});
+      d = g.add(op::reduce_mean, {d},
+                Attrs{{"axes", std::vector<int64_t>{-1}}, {"keepdims", false}});
     return d;
   });
 }
@@ -468,9 +470,10 @@ MetricPtr Mean(const std::string& name) {
 
 MetricPtr MeanSquaredError(const std::string& name) {
   return std::make_shared<MeanWrapper>(name, [](Graph& g, Value y_true, Value y_pred) {
-    Value d = g.add("square", {g.add("sub", {y_pred, dense_targets(g, y_true, y_pred)})});
+    Value d = g.add(op::square, {g.add(op::sub, {y_pred, dense_targets(g, y_true, y_pred)})});
     if (g.type(d).shape.rank() >= 2)
-      d = g.add("reduce_mean", {d}, Attrs{{"axes", std::vector<int64_t>{-1}}, {"keepdims", false}});
+      d = g.add(op::reduce_mean, {d},
+                Attrs{{"axes", std::vector<int64_t>{-1}}, {"keepdims", false}});
     return d;
   });
 }

@@ -10,14 +10,14 @@ namespace lockstep {
 namespace {
 
 Value sum_of_squares(Graph& g, Value x) {
-  return g.add("reduce_sum", {g.add("square", {x})},
+  return g.add(op::reduce_sum, {g.add(op::square, {x})},
                Attrs{{"axes", std::vector<int64_t>{}}, {"keepdims", false}});
 }
 
 // clip / max(norm, clip): 1 when norm <= clip (and when norm == 0), else clip / norm.
 Value clip_scale(Graph& g, Value norm, double clip) {
   Value c = g.scalar(float(clip));
-  return g.add("div", {c, g.add("maximum", {norm, c})});
+  return g.add(op::div, {c, g.add(op::maximum, {norm, c})});
 }
 
 json schedule_json(const Attrs& a) {
@@ -63,7 +63,7 @@ class SGDOpt : public Optimizer {
     std::vector<Value> in{var, grad, lr};
     if (momentum_ != 0) in.push_back(g.variable(slot(v, "momentum")));
     g.add_multi(
-        "sgd_update", in,
+        op::sgd_update, in,
         Attrs{
             {"momentum", momentum_}, {"nesterov", nesterov_}, {"weight_decay", opts_.weight_decay}},
         "", v);
@@ -90,7 +90,7 @@ class AdamOpt : public Optimizer {
 
  protected:
   void update(Graph& g, Value var, Value grad, Value lr, Value t, const VariablePtr& v) override {
-    g.add_multi("adam_update",
+    g.add_multi(op::adam_update,
                 {var, grad, lr, g.variable(slot(v, "m")), g.variable(slot(v, "v")), t},
                 Attrs{{"beta_1", b1_},
                       {"beta_2", b2_},
@@ -122,7 +122,7 @@ class RMSpropOpt : public Optimizer {
   void update(Graph& g, Value var, Value grad, Value lr, Value, const VariablePtr& v) override {
     std::vector<Value> in{var, grad, lr, g.variable(slot(v, "velocity"))};
     if (momentum_ > 0) in.push_back(g.variable(slot(v, "momentum")));
-    g.add_multi("rmsprop_update", in,
+    g.add_multi(op::rmsprop_update, in,
                 Attrs{{"rho", rho_},
                       {"momentum", momentum_},
                       {"epsilon", eps_},
@@ -210,9 +210,9 @@ void Optimizer::apply(Graph& g, const std::vector<Value>& grads,
            " variables");
   Value it = g.variable(iterations_);
   Value lr = opts_.schedule
-                 ? g.add("lr_schedule", {it}, opts_.schedule->attrs(), name() + "/learning_rate")
+                 ? g.add(op::lr_schedule, {it}, opts_.schedule->attrs(), name() + "/learning_rate")
                  : g.variable(learning_rate_);
-  Value t = g.add("scale_shift", {it}, Attrs{{"scale", 1.0}, {"shift", 1.0}});
+  Value t = g.add(op::scale_shift, {it}, Attrs{{"scale", 1.0}, {"shift", 1.0}});
 
   std::vector<size_t> live;
   std::vector<Value> gs;
@@ -223,17 +223,17 @@ void Optimizer::apply(Graph& g, const std::vector<Value>& grads,
   }
   if (opts_.clipnorm > 0)
     for (Value& gv : gs)
-      gv =
-          g.add("mul", {gv, clip_scale(g, g.add("sqrt", {sum_of_squares(g, gv)}), opts_.clipnorm)});
+      gv = g.add(op::mul,
+                 {gv, clip_scale(g, g.add(op::sqrt, {sum_of_squares(g, gv)}), opts_.clipnorm)});
   if (opts_.global_clipnorm > 0 && !gs.empty()) {
     Value scale = optimizers::global_norm_scale(g, gs, opts_.global_clipnorm);
-    for (Value& gv : gs) gv = g.add("mul", {gv, scale});
+    for (Value& gv : gs) gv = g.add(op::mul, {gv, scale});
   }
   for (size_t k = 0; k < live.size(); ++k) {
     const VariablePtr& v = vars[live[k]];
     update(g, g.variable(v), gs[k], lr, t, v);
   }
-  g.add_multi("assign_add", {it, g.scalar(1.f)}, {}, "", iterations_);
+  g.add_multi(op::assign_add, {it, g.scalar(1.f)}, {}, "", iterations_);
 }
 
 namespace optimizers {
@@ -242,8 +242,8 @@ Value global_norm_scale(Graph& g, const std::vector<Value>& grads, double clipno
   LS_CHECK(!grads.empty(), "global_norm_scale: no gradients");
   Value total = sum_of_squares(g, grads[0]);
   for (size_t i = 1; i < grads.size(); ++i)
-    total = g.add("add", {total, sum_of_squares(g, grads[i])});
-  return clip_scale(g, g.add("sqrt", {total}), clipnorm);
+    total = g.add(op::add, {total, sum_of_squares(g, grads[i])});
+  return clip_scale(g, g.add(op::sqrt, {total}), clipnorm);
 }
 
 OptimizerPtr SGD(double learning_rate, double momentum, bool nesterov, OptimizerOptions o) {

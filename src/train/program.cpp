@@ -181,7 +181,7 @@ Program::Built Program::build(const Model& model, int64_t batch, const StepMetri
   std::vector<Value> preds = model.call(ctx, b.inputs);
   if (replication && replication->shards_per_replica() > 1)
     for (int i = 0; i < g.size(); ++i)
-      LS_CHECK(g.node(i).op != "cross_replica_sum", "model '", model.name(),
+      LS_CHECK(g.node(i).op != op::cross_replica_sum, "model '", model.name(),
                "': BatchNormalization(synchronized=true) cannot run with gradient shards (",
                replication->shards_per_replica(),
                " per replica, run one after another; lockstep/core/config.h): use plain "
@@ -190,7 +190,7 @@ Program::Built Program::build(const Model& model, int64_t batch, const StepMetri
   // predict() take it in f32 (as Keras's losses cast y_pred).
   for (Value& pred : preds)
     if (is_float(g.type(pred).dtype) && g.type(pred).dtype != DType::f32)
-      pred = g.add("cast", {pred}, Attrs{{"dtype", std::string("float32")}});
+      pred = g.add(op::cast, {pred}, Attrs{{"dtype", std::string("float32")}});
   if (kind_ == Kind::predict) {
     b.outputs = preds;
   } else {
@@ -345,26 +345,27 @@ std::vector<Value> Program::add_loss_and_updates(const Model& model, Graph& g,
         output_weights[o] = sample_weight;
         continue;
       }
-      Value column = g.add("slice", {sample_weight},
+      Value column = g.add(op::slice, {sample_weight},
                            Attrs{{"begin", std::vector<int64_t>{0, int64_t(o)}},
                                  {"size", std::vector<int64_t>{batch_, 1}}});
       output_weights[o] =
-          g.add("reshape", {column}, Attrs{{"shape", std::vector<int64_t>{batch_}}});
+          g.add(op::reshape, {column}, Attrs{{"shape", std::vector<int64_t>{batch_}}});
     }
   }
   Value loss;
   std::vector<Value> output_losses;
   for (size_t o = 0; o < preds.size(); ++o) {
     Value per = losses[o]->per_sample(g, ys[o], preds[o]);
-    if (weighted_) per = g.add("mul", {per, output_weights[o]});
-    Value output_loss =
-        g.add("reduce_mean", {per}, Attrs{{"axes", std::vector<int64_t>{0}}, {"keepdims", false}});
+    if (weighted_) per = g.add(op::mul, {per, output_weights[o]});
+    Value output_loss = g.add(op::reduce_mean, {per},
+                              Attrs{{"axes", std::vector<int64_t>{0}}, {"keepdims", false}});
     output_losses.push_back(output_loss);
     const double weight = model.loss_weights_.at(o);
-    Value term = weight == 1.0 ? output_loss : g.add("mul", {output_loss, g.scalar(float(weight))});
-    loss = o == 0 ? term : g.add("add", {loss, term});
+    Value term =
+        weight == 1.0 ? output_loss : g.add(op::mul, {output_loss, g.scalar(float(weight))});
+    loss = o == 0 ? term : g.add(op::add, {loss, term});
   }
-  for (Value extra : layer_losses) loss = g.add("add", {loss, extra});
+  for (Value extra : layer_losses) loss = g.add(op::add, {loss, extra});
   Value nonfinite;             // replicated: replicas (all workers) whose loss was NaN or inf
   std::vector<Value> started;  // a gradient shard's buckets (no update: the last shard's)
   if (kind_ == Kind::train) {
@@ -380,7 +381,7 @@ std::vector<Value> Program::add_loss_and_updates(const Model& model, Graph& g,
   }
   // Loss trackers: Keras weights each batch's loss by its size -> per-sample copies.
   auto per_sample = [&](Value v) {
-    return g.add("broadcast_to", {v}, Attrs{{"shape", std::vector<int64_t>{batch_}}});
+    return g.add(op::broadcast_to, {v}, Attrs{{"shape", std::vector<int64_t>{batch_}}});
   };
   step_metrics.loss_tracker->update(g, ys[0], per_sample(loss));
   for (size_t o = 0; o < model.output_loss_trackers_.size() && o < preds.size(); ++o)

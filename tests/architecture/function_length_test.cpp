@@ -1,4 +1,4 @@
-// No function in src/ is over 100 lines (STYLE.md: "split into parts a reader can name"). The
+// No function in src/ is over 80 lines (STYLE.md: "split into parts a reader can name"). The
 // check scans src/**/*.cpp and .h for function bodies — free and member functions, constructors,
 // LOCKSTEP_REGISTER(...) { ... } blocks and lambdas outside functions (a lambda inside a function
 // counts towards that function) — with a brace-matching scan that ignores comments, strings and
@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kMaxFunctionLines = 100;
+constexpr int kMaxFunctionLines = 80;
 
 struct FunctionSpan {
   int first_line = 0;  // where its declaration starts (1-based)
@@ -334,7 +334,7 @@ std::string repeated(const std::string& line, int count) {
 
 }  // namespace
 
-TEST(FunctionLength, NoFunctionInSrcIsOver100Lines) {
+TEST(FunctionLength, NoFunctionInSrcIsOver80Lines) {
   auto found = long_functions(LOCKSTEP_SOURCE_DIR, kMaxFunctionLines);
   std::string all;
   for (auto& f : found) all += f + "\n";
@@ -349,7 +349,7 @@ TEST(FunctionLength, FlagsA120LineFunctionAndPassesA50LineOne) {
   write(root / "src/b/long.h", "#pragma once\n\n" + function_of("long_one", 120));
   auto found = long_functions(root, kMaxFunctionLines);
   ASSERT_EQ(found.size(), 1u);
-  EXPECT_EQ(found[0], "src/b/long.h:3: long_one is 120 lines (limit 100)");
+  EXPECT_EQ(found[0], "src/b/long.h:3: long_one is 120 lines (limit 80)");
   fs::remove_all(root);
 }
 

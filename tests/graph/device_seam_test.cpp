@@ -176,11 +176,20 @@ TEST(DeviceSeam, ArenaAndEdgesGoThroughTheDevicesAllocator) {
   });
   EXPECT_NE(e.find("run_eagerly"), std::string::npos) << e;
   EXPECT_NE(e.find("cuda:0"), std::string::npos) << e;
-  // No kernels for a backend of that device (none are built here): the host reference
-  // fallback is refused instead of reading device memory.
+  // A backend no module registers (no "cuda" here) is an error naming the registered ones.
   const std::string f = error_of([&] {
     Executable exe(n.g, {n.x}, {n.y}, {.backend = "cuda", .device = {DeviceType::cuda, 0}});
   });
-  EXPECT_NE(f.find("has no 'cuda' kernel"), std::string::npos) << f;
-  EXPECT_NE(f.find("cannot run on cuda:0"), std::string::npos) << f;
+  EXPECT_NE(f.find("unknown backend \"cuda\""), std::string::npos) << f;
+  EXPECT_NE(f.find("\"cpu\", \"reference\""), std::string::npos) << f;
+  // A node the backend has no kernel for on the device's memory: the host reference fallback
+  // is refused instead of reading device memory (concat has only a reference kernel).
+  Graph g;
+  Value x = g.input({DType::f32, Shape{2, 3}}, "x");
+  Value y = g.add(op::concat, {x, x}, Attrs{{"axis", int64_t(1)}});
+  const std::string h = error_of([&] {
+    Executable exe(g, {x}, {y}, {.backend = "cpu", .device = {DeviceType::cuda, 0}});
+  });
+  EXPECT_NE(h.find("has no 'cpu' kernel"), std::string::npos) << h;
+  EXPECT_NE(h.find("cannot run on cuda:0"), std::string::npos) << h;
 }

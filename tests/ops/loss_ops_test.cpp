@@ -5,6 +5,7 @@
 #include <cmath>
 #include <set>
 
+#include "graph/internal/passes.h"
 #include "lockstep/graph/autodiff.h"
 #include "lockstep/graph/executable.h"
 #include "lockstep/graph/op_registry.h"

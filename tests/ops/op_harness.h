@@ -46,6 +46,12 @@ struct OpCaseRegistrar {
   static ::lockstep::testing::OpCaseRegistrar ls_case_reg_##id(ls_cases_##id); \
   static std::vector<::lockstep::testing::OpCase> ls_cases_##id()
 
+// The finite-difference check's verdict: "" when every element of `analytic` is within `tol`
+// of `numeric`, relative to the element (with a floor of tol/100 of the largest numeric
+// value, for rounding); else which element is off and by how much.
+std::string gradient_mismatch(const std::vector<float>& numeric, const std::vector<float>& analytic,
+                              double tol);
+
 // Compiles `outputs` of `g` for `backend` (CompileOptions.backend), copies `tensors` into the
 // placeholders `feeds`, runs one step and returns copies of the outputs.
 std::vector<Tensor> run_graph(const Graph& g, const std::vector<Value>& feeds,

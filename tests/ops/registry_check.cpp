@@ -121,4 +121,47 @@ std::string first_difference(const std::string& committed, const std::string& ge
   }
 }
 
+namespace {
+
+void check_one_op(const OpDef& d, std::vector<std::string>& out) {
+  const std::string op = "op '" + d.name + "': ";
+  const int forms = !d.onnx.op.empty() + !d.onnx.recipe.empty() + !d.onnx.none.empty();
+  if (forms != 1)
+    out.push_back(op + "declares " + std::to_string(forms) +
+                  " ONNX forms (set exactly one of onnx.op, onnx.recipe, onnx.none)");
+  if ((d.rows == RowRule::by_attrs) != bool(d.keeps_rows))
+    out.push_back(op + "rows by_attrs needs a keeps_rows rule, and a rule needs by_attrs");
+  if (d.elementwise && d.rows != RowRule::pointwise)
+    out.push_back(op + "is elementwise but does not take rows pointwise");
+  if (!d.bf16 && !d.bf16_outputs.empty())
+    out.push_back(op + "lists bf16_outputs but does not compute in bf16");
+  if ((d.fusion & kFuseActivation) && d.keras_activations.empty())
+    out.push_back(op + "is kFuseActivation but names no Keras activation");
+}
+
+}  // namespace
+
+std::vector<std::string> fact_problems(const OpRegistry& registry,
+                                       const std::vector<std::string>& ids) {
+  std::vector<std::string> out;
+  const std::vector<std::string> names = registry.op_names();
+  const std::set<std::string> declared(names.begin(), names.end()), id_set(ids.begin(), ids.end());
+  for (const std::string& id : ids)
+    if (!declared.count(id))
+      out.push_back("op '" + id + "': has an id in op_ids.h but no declaration (misspelt?)");
+  for (const std::string& name : names)
+    if (!id_set.count(name))
+      out.push_back("op '" + name + "': declared without an id in op_ids.h (LOCKSTEP_OPS)");
+  std::map<std::string, std::string> activation_owner;
+  for (const std::string& name : names) {
+    const OpDef& d = registry.op(name);
+    check_one_op(d, out);
+    for (const std::string& a : d.keras_activations)
+      if (!activation_owner.emplace(a, name).second)
+        out.push_back("op '" + name + "': Keras activation '" + a + "' is also declared by '" +
+                      activation_owner[a] + "'");
+  }
+  return out;
+}
+
 }  // namespace lockstep::testing

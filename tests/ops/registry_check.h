@@ -35,6 +35,17 @@ std::vector<std::string> op_table_problems(const std::vector<std::string>& ops,
 // without a doc, a default whose type is not the declared one, a group docs/ops.md lacks.
 std::vector<std::string> declaration_problems(const OpRegistry& registry);
 
+// The per-op facts (OpDef fields), one message per problem, each naming the op:
+//   (d) the op ids (op_ids.h, `ids`) and the declarations are the same set: an id without a
+//       declaration (a misspelt id) or a declaration without an id;
+//   (e) exactly one ONNX form (op, recipe, or the reason there is none);
+//   (f) rows by_attrs with a keeps_rows rule (and a rule only with by_attrs); elementwise ops
+//       take rows pointwise; bf16_outputs only on a bf16 op;
+//   (g) a Keras activation name declared by one op only, and an op a producer can apply as its
+//       activation (kFuseActivation) names one (the producer's "activation" attribute).
+std::vector<std::string> fact_problems(const OpRegistry& registry,
+                                       const std::vector<std::string>& ids);
+
 // "" when the texts are equal, else where they first differ ("line N: committed '...',
 // generated '...'").
 std::string first_difference(const std::string& committed, const std::string& generated);

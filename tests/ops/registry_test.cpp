@@ -5,6 +5,7 @@
 // (or, in strict mode, refusal) of a reference kernel in a cpu program.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 
@@ -121,6 +122,66 @@ TEST(OpRegistry, RemovingAnOpsCasesFails) {
   auto exempt = kNotInOpTable;
   exempt["relu"] = "no reason";
   EXPECT_TRUE(names(op_table_problems(OpRegistry::get().op_names(), case_ops(), exempt), "relu"));
+}
+
+std::vector<std::string> all_op_ids() {
+  std::vector<std::string> ids;
+  for (OpId id : kAllOpIds) ids.push_back(id);
+  return ids;
+}
+
+TEST(OpRegistry, EveryOpDeclaresItsFactsAndHasAnId) {
+  auto problems = fact_problems(OpRegistry::get(), all_op_ids());
+  EXPECT_TRUE(problems.empty()) << lines(problems);
+}
+
+TEST(OpRegistry, AMisspeltIdOrAnOpWithoutAnIdFails) {
+  std::vector<std::string> ids = all_op_ids();
+  ids.push_back("rleu");  // an id no op declares
+  ids.erase(std::find(ids.begin(), ids.end(), "softmax"));
+  auto problems = fact_problems(OpRegistry::get(), ids);
+  EXPECT_TRUE(names(problems, "rleu")) << lines(problems);
+  EXPECT_TRUE(names(problems, "softmax")) << lines(problems);
+  EXPECT_EQ(problems.size(), 2u) << lines(problems);
+}
+
+TEST(OpRegistry, AnOpWithoutADeclaredFactFails) {
+  OpRegistry fixture;
+  auto add = [&](OpDef d) {
+    d.signature = "(x) -> y";
+    d.doc = "d";
+    fixture.add(std::move(d));
+  };
+  add({.name = "fixture_complete", .onnx = {.op = "Relu"}});
+  add({.name = "fixture_no_onnx"});                                        // (e)
+  add({.name = "fixture_two_onnx", .onnx = {.op = "Relu", .none = "x"}});  // (e)
+  add({.name = "fixture_rule_missing", .rows = RowRule::by_attrs, .onnx = {.none = "n"}});
+  add({.name = "fixture_pointwise_missing", .elementwise = true, .onnx = {.none = "n"}});
+  add({.name = "fixture_act_a", .keras_activations = {"dup"}, .onnx = {.none = "n"}});
+  add({.name = "fixture_act_b", .keras_activations = {"dup"}, .onnx = {.none = "n"}});
+  add({.name = "fixture_unnamed_activation", .fusion = kFuseActivation, .onnx = {.none = "n"}});
+  auto problems = fact_problems(fixture, fixture.op_names());
+  for (const char* op :
+       {"fixture_no_onnx", "fixture_two_onnx", "fixture_rule_missing", "fixture_pointwise_missing",
+        "fixture_act_b", "fixture_unnamed_activation"})
+    EXPECT_TRUE(names(problems, op)) << op << "\n" << lines(problems);
+  EXPECT_FALSE(names(problems, "fixture_complete")) << lines(problems);
+  EXPECT_EQ(problems.size(), 6u) << lines(problems);
+}
+
+TEST(OpRegistry, ActivationsAndOnnxFormsComeFromTheDeclarations) {
+  const OpRegistry& r = OpRegistry::get();
+  ASSERT_NE(r.activation_op("silu"), nullptr);
+  EXPECT_EQ(r.activation_op("silu")->name, "swish");
+  EXPECT_EQ(r.activation_op("exponential")->name, "exp");
+  EXPECT_EQ(r.activation_op("relu")->onnx.op, "Relu");
+  EXPECT_EQ(r.activation_op("nope"), nullptr);
+  const auto names_list = r.activation_names();
+  EXPECT_NE(std::find(names_list.begin(), names_list.end(), "gelu"), names_list.end());
+  EXPECT_TRUE(r.op(op::relu).layout_agnostic);
+  EXPECT_FALSE(r.op(op::softplus).layout_agnostic);
+  EXPECT_EQ(r.op(op::conv2d).rows, RowRule::per_row);
+  EXPECT_TRUE(r.op(op::adam_update).fusion & kFuseUpdateStep);
 }
 
 TEST(OpRegistry, DeclarationsAreComplete) {

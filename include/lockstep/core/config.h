@@ -69,6 +69,11 @@ struct DeterminismOptions {
 void enable_op_determinism();  // = enable_op_determinism({})
 void enable_op_determinism(const DeterminismOptions& options);
 void disable_op_determinism();
+// A boolean environment switch, read one way everywhere: unset or empty gives `fallback`;
+// 1/true/on/yes (any case) true; 0/false/off/no false; anything else is an error naming the
+// variable and the accepted values.
+bool env_flag(const char* name, bool fallback = false);
+
 bool op_determinism_enabled();
 // The gradient shards the mode uses (0: as many as replicas in sync): the last
 // enable_op_determinism's, else LOCKSTEP_DETERMINISTIC_SHARDS (an error when it is not a number

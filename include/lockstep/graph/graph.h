@@ -6,6 +6,7 @@
 
 #include "lockstep/core/tensor.h"
 #include "lockstep/graph/attrs.h"
+#include "lockstep/graph/op_ids.h"
 
 namespace lockstep {
 

@@ -12,6 +12,7 @@
 
 #include "lockstep/graph/backends.h"
 #include "lockstep/graph/graph.h"
+#include "lockstep/graph/op_ids.h"
 
 namespace lockstep {
 
@@ -95,6 +96,50 @@ struct AttrDecl {
   std::string doc;
 };
 
+// How the rows of a batch (dim 0) of a node's inputs reach its outputs (OpDef::rows).
+enum class RowRule {
+  mixed,      // may combine rows (batch statistics, losses, matmul over the batch): never tiled
+  pointwise,  // OpDef::elementwise: row r of y from row r of each operand that has rows
+  per_row,    // input 0's row r gives y's row r, the other inputs being weights or statistics
+  by_attrs,   // OpDef::keeps_rows decides from the node's attributes (softmax's axis, ...)
+};
+
+// What a fusion pass may do with an op (OpDef::fusion, a bit set).
+enum FusionRole : uint32_t {
+  kFuseNone = 0,
+  kFuseActivation = 1u << 0,       // y = f(x) a producer with an "activation" attribute can apply
+  kFuseActivationGrad = 1u << 1,   // dx = f'(dy, y) a gradient with "activation" can apply
+  kFuseBias = 1u << 2,             // y = x + bias[C]: a producer with "fused_bias" takes it
+  kFuseResidual = 1u << 3,         // y = a + b: a producer with "residual" takes the other operand
+  kFuseTakesActivation = 1u << 4,  // has an "activation" attribute its kernel applies last
+  kFuseTakesBias = 1u << 5,        // has a "fused_bias" attribute (bias as an extra input)
+  kFuseTakesResidual = 1u << 6,    // has a "residual" attribute (z added before the activation)
+  // An optimizer update with "count" and inputs (var, grad, lr, slots...[, step]): neighbours of
+  // one optimizer merge into one pass over every variable.
+  kFuseUpdate = 1u << 7,
+  kFuseView = 1u << 8,        // identity: what a fused-away node becomes
+  kFuseUpdateStep = 1u << 9,  // with kFuseUpdate: the last input is a step the run shares
+};
+
+// A node that computes nothing (OpDef::source): the program's placeholders and variable reads.
+enum class Source {
+  none,         // computes its outputs from its inputs
+  placeholder,  // fed each step (input): a buffer live for the whole program
+  variable,     // a variable's own storage, outside the arena
+};
+
+// The ONNX form of an op (OpDef::onnx). `op` is an ONNX operator (ai.onnx) the exporter writes
+// as one node on the op's input; `recipe` names a small ONNX subgraph the exporter builds instead
+// ("clip:0:6", "x*sigmoid(x)", "erf_gelu", ...: src/onnx/onnx_graph.cpp); `none` says why the op
+// has no ONNX form (a training-only op, say). Exactly one is set on every declared op.
+struct OnnxLowering {
+  std::string op;
+  std::string recipe;
+  std::string none;
+  std::vector<std::pair<std::string, double>> attrs;  // float attributes of `op` ("alpha")
+  bool empty() const { return op.empty() && recipe.empty() && none.empty(); }
+};
+
 using ShapeFn = std::function<std::vector<TensorType>(const Node&, const std::vector<TensorType>&)>;
 using GradFn =
     std::function<std::vector<Value>(GradBuilder&, const Node&, const std::vector<Value>& dy)>;
@@ -125,6 +170,28 @@ struct OpDef {
   // adapter (bf16 -> f32, the f32 kernel, f32 -> bf16), so every such op works on every backend.
   bool bf16 = false;
   std::vector<int> bf16_outputs;
+  // Each output element depends only on the same element of each operand (numpy broadcasting):
+  // predict tiling keeps its rows apart when no operand is aligned with the batch by a constant.
+  bool elementwise = false;
+  // Its kernels walk flat memory and need operands of one shape (no broadcasting): a backend may
+  // hand it any memory layout, the same for every operand and output (the cpu backend's
+  // blocked nChw16c, see src/backends/cpu/layouts.cpp).
+  bool layout_agnostic = false;
+  // How the rows of a batch (dim 0) flow through it, for predict's row tiles (RowRule).
+  RowRule rows = RowRule::mixed;
+  // rows == RowRule::by_attrs: whether this node keeps rows apart, given its input types.
+  // in_rows[i]: input i carries the batch's rows (else it is a constant: weights, statistics).
+  std::function<bool(const Node&, const std::vector<TensorType>& in,
+                     const std::vector<bool>& in_rows)>
+      keeps_rows;
+  // What fusion passes may do with it (FusionRole bits; the passes read these, never names).
+  uint32_t fusion = 0;
+  // The Keras activation names this op implements (`activation="relu"` in a layer config):
+  // nn builds the op for each, and the list of valid activations is the union of these.
+  std::vector<std::string> keras_activations;
+  // How the ONNX exporter writes it (OnnxLowering), or why there is no ONNX form.
+  OnnxLowering onnx;
+  Source source = Source::none;
 
   const AttrDecl* attr(const std::string& name) const;  // nullptr when undeclared
   std::string attr_names() const;                       // "axis, keepdims" for errors
@@ -142,6 +209,10 @@ class OpRegistry {
   const KernelFactory* kernel(const std::string& op, const std::string& backend) const;
   bool kernel_takes_bf16(const std::string& op, const std::string& backend) const;
   std::vector<std::string> op_names() const;
+  // The op that implements Keras activation `name` ("relu", "silu"), nullptr when none does.
+  const OpDef* activation_op(const std::string& name) const;
+  // Every Keras activation name some op declares, sorted.
+  std::vector<std::string> activation_names() const;
   // The backends with a kernel registered for `op` (sorted).
   std::vector<std::string> kernel_backends(const std::string& op) const;
 

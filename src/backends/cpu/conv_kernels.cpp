@@ -49,7 +49,7 @@ struct Mds {
 
 // Element types of a conv's tensors: all f32, or bf16 activations and weights (mixed precision;
 // the bias may stay f32). And the layouts of x and y in memory: nhwc, or nChw16c where the
-// layout pass (plan_layouts in src/graph/executable.cpp) keeps them blocked.
+// layout pass (plan_layouts in src/backends/cpu/layouts.cpp) keeps them blocked.
 struct ConvTypes {
   dt x = dt::f32, w = dt::f32, y = dt::f32, b = dt::f32;
   bool x_blocked = false, y_blocked = false;
@@ -285,9 +285,9 @@ KernelFactory conv_bwd_weights_factory() {
 
 LOCKSTEP_REGISTER(cpu_conv_kernels) {
   auto& R = OpRegistry::get();
-  R.add_kernel("conv2d", "cpu", conv_fwd_factory(), /*takes_bf16=*/true);
-  R.add_kernel("conv2d_backward_input", "cpu", conv_bwd_data_factory(), true);
-  R.add_kernel("conv2d_backward_filter", "cpu", conv_bwd_weights_factory(), true);
+  R.add_kernel(op::conv2d, "cpu", conv_fwd_factory(), /*takes_bf16=*/true);
+  R.add_kernel(op::conv2d_backward_input, "cpu", conv_bwd_data_factory(), true);
+  R.add_kernel(op::conv2d_backward_filter, "cpu", conv_bwd_weights_factory(), true);
 }
 
 }  // namespace

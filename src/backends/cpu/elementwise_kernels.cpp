@@ -227,21 +227,20 @@ std::unique_ptr<Kernel> dropout(const Node& n, const std::vector<TensorType>& in
 
 LOCKSTEP_REGISTER(cpu_elementwise_kernels) {
   auto& R = OpRegistry::get();
-  ew::binary_ops([&](const char* op, auto f) {
-    R.add_kernel(op, kCpu, binary_factory(f), /*takes_bf16=*/true);
-  });
-  ew::unary_ops([&](const char* op, auto make) {
+  ew::binary_ops(
+      [&](OpId op, auto f) { R.add_kernel(op, kCpu, binary_factory(f), /*takes_bf16=*/true); });
+  ew::unary_ops([&](OpId op, auto make) {
     R.add_kernel(op, kCpu, unary_factory(make), /*takes_bf16=*/true);
   });
-  ew::unary_grad_ops([&](const char* op, auto make) {
+  ew::unary_grad_ops([&](OpId op, auto make) {
     R.add_kernel(op, kCpu, unary_grad_factory(make), /*takes_bf16=*/true);
   });
-  R.add_kernel("bias_add", kCpu, bias_add, /*takes_bf16=*/true);
-  R.add_kernel("dropout", kCpu, dropout, /*takes_bf16=*/true);
+  R.add_kernel(op::bias_add, kCpu, bias_add, /*takes_bf16=*/true);
+  R.add_kernel(op::dropout, kCpu, dropout, /*takes_bf16=*/true);
   // f32 <-> bf16 vectorised (the casts of mixed precision run every step on activations and
   // weights); other pairs (labels, images) are a conversion loop: the reference kernel's.
   R.add_kernel(
-      "cast", kCpu,
+      op::cast, kCpu,
       [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
         const DType from = in[0].dtype, to = n.outputs[0].dtype;
         if (from == DType::f32 && to == DType::bf16)
@@ -252,7 +251,7 @@ LOCKSTEP_REGISTER(cpu_elementwise_kernels) {
           return make_kernel([](const KernelArgs& a) {
             bf16_to_f32(a.in(0).data<bf16>(), a.out(0).data<float>(), a.in(0).numel());
           });
-        return (*OpRegistry::get().kernel("cast", "reference"))(n, in);
+        return (*OpRegistry::get().kernel(op::cast, "reference"))(n, in);
       },
       /*takes_bf16=*/true);
 }

@@ -49,7 +49,7 @@ KernelFactory matmul_factory() {
 }
 
 LOCKSTEP_REGISTER(cpu_matmul_kernels) {
-  OpRegistry::get().add_kernel("matmul", "cpu", matmul_factory(), /*takes_bf16=*/true);
+  OpRegistry::get().add_kernel(op::matmul, "cpu", matmul_factory(), /*takes_bf16=*/true);
 }
 
 }  // namespace

@@ -33,7 +33,8 @@ Dims dims_of(const Node& n, const Shape& x) {
   Dims d{x.numel() / C, C, attr_f(n, "epsilon"), omp_get_max_threads()};
   d.W = C;
   d.M = d.R;
-  if (n.op == "batch_norm_train" || n.op == "batch_norm_train_grad" || n.op == "batch_norm_infer") {
+  if (n.op == op::batch_norm_train || n.op == op::batch_norm_train_grad ||
+      n.op == op::batch_norm_infer) {
     d.relu = attr_s(n, "activation") == "relu";
     if (attr_s(n, "layout") == "nChw16c") {
       LS_CHECK(x.rank() == 4 && C % 16 == 0, n.op, " '", n.name,
@@ -46,8 +47,9 @@ Dims dims_of(const Node& n, const Shape& x) {
       d.CB = C / 16;
     }
   }
-  if (n.op == "batch_norm_train" || n.op == "batch_norm_infer") d.residual = attr_b(n, "residual");
-  if (n.op == "batch_norm_train_grad") d.emit_dy = attr_b(n, "emit_dy");
+  if (n.op == op::batch_norm_train || n.op == op::batch_norm_infer)
+    d.residual = attr_b(n, "residual");
+  if (n.op == op::batch_norm_train_grad) d.emit_dy = attr_b(n, "emit_dy");
   return d;
 }
 
@@ -221,6 +223,62 @@ inline float masked(T dy, T y) {
   return ld(y) > 0.f ? ld(dy) : 0.f;
 }
 
+// One row of bn_train_grad's first pass: per-channel sums of dy (masked by y > 0 with Relu) and
+// of dy * (x - mean); with dzr, the masked dy is written there too.
+template <class T, bool Relu>
+[[gnu::always_inline]] inline void bn_grad_row_sums(const T* __restrict dyr, const T* __restrict xr,
+                                                    const T* __restrict yr, T* __restrict dzr,
+                                                    const float* __restrict mu,
+                                                    float* __restrict p1, float* __restrict p2,
+                                                    int64_t W) {
+  if constexpr (Relu) {
+    if (dzr) {
+#pragma omp simd
+      for (int64_t c = 0; c < W; ++c) {
+        // dy or 0, both exact in T: storing it loses nothing.
+        const float g = masked(dyr[c], yr[c]);
+        dzr[c] = st<T>(g);
+        p1[c] += g;
+        p2[c] += g * (ld(xr[c]) - mu[c]);
+      }
+    } else {
+#pragma omp simd
+      for (int64_t c = 0; c < W; ++c) {
+        const float g = masked(dyr[c], yr[c]);
+        p1[c] += g;
+        p2[c] += g * (ld(xr[c]) - mu[c]);
+      }
+    }
+  } else {
+#pragma omp simd
+    for (int64_t c = 0; c < W; ++c) {
+      const float g = ld(dyr[c]);
+      p1[c] += g;
+      p2[c] += g * (ld(xr[c]) - mu[c]);
+    }
+  }
+}
+
+// One row of bn_train_grad's second pass: dx = a*dy + b*(x - mean) + c, dy masked by y > 0
+// when yr is given (Relu without a stored dz).
+template <class T, bool Relu>
+[[gnu::always_inline]] inline void bn_grad_row_dx(const T* __restrict dyr, const T* __restrict xr,
+                                                  const T* __restrict yr, T* __restrict dxr,
+                                                  const float* __restrict fa,
+                                                  const float* __restrict fb,
+                                                  const float* __restrict fc,
+                                                  const float* __restrict mu, int64_t W) {
+  if (Relu && yr) {
+#pragma omp simd
+    for (int64_t c = 0; c < W; ++c)
+      dxr[c] = st<T>(fa[c] * masked(dyr[c], yr[c]) + fb[c] * (ld(xr[c]) - mu[c]) + fc[c]);
+  } else {
+#pragma omp simd
+    for (int64_t c = 0; c < W; ++c)
+      dxr[c] = st<T>(fa[c] * ld(dyr[c]) + fb[c] * (ld(xr[c]) - mu[c]) + fc[c]);
+  }
+}
+
 // dx = a*dy + b*(x - mean) + c0 per channel, after one reduction pass for sum(dy), sum(dy*xhat).
 // Fused with relu (Relu): dy is masked by y > 0 in both passes; with emit_dy the first pass
 // writes the masked dy (dz) and the second reads it back.
@@ -252,39 +310,8 @@ void bn_train_grad_impl(const Dims& d, const Params& p, float* params, const Ker
     for (int64_t rb = r0; rb < r1; rb += kBlock) {
       for (int64_t c = 0; c < C; ++c) b1[c] = b2[c] = 0;
       for_rows(d, rb, std::min(r1, rb + kBlock), [&](int64_t r, int64_t off) {
-        const T* __restrict dyr = dy + r * W;
-        const T* __restrict xr = x + r * W;
-        const float* __restrict mu = mean + off;
-        float* __restrict p1 = b1 + off;
-        float* __restrict p2 = b2 + off;
-        if constexpr (Relu) {
-          const T* __restrict yr = yv + r * W;
-          if (dz) {
-            T* __restrict dzr = dz + r * W;
-#pragma omp simd
-            for (int64_t c = 0; c < W; ++c) {
-              // dy or 0, both exact in T: storing it loses nothing.
-              const float g = masked(dyr[c], yr[c]);
-              dzr[c] = st<T>(g);
-              p1[c] += g;
-              p2[c] += g * (ld(xr[c]) - mu[c]);
-            }
-          } else {
-#pragma omp simd
-            for (int64_t c = 0; c < W; ++c) {
-              const float g = masked(dyr[c], yr[c]);
-              p1[c] += g;
-              p2[c] += g * (ld(xr[c]) - mu[c]);
-            }
-          }
-        } else {
-#pragma omp simd
-          for (int64_t c = 0; c < W; ++c) {
-            const float g = ld(dyr[c]);
-            p1[c] += g;
-            p2[c] += g * (ld(xr[c]) - mu[c]);
-          }
-        }
+        bn_grad_row_sums<T, Relu>(dy + r * W, x + r * W, Relu ? yv + r * W : nullptr,
+                                  dz ? dz + r * W : nullptr, mean + off, b1 + off, b2 + off, W);
       });
       for (int64_t c = 0; c < C; ++c) s1[c] += b1[c], s2[c] += b2[c];
     }
@@ -304,23 +331,8 @@ void bn_train_grad_impl(const Dims& d, const Params& p, float* params, const Ker
       kc[c] = float(-gm[c] * rstd * sdy / d.M + (dmean ? dmean[c] / d.M : 0.0));
     }
     for_rows(d, r0, r1, [&](int64_t r, int64_t off) {
-      const T* __restrict dyr = (dz ? dz : dy) + r * W;
-      const T* __restrict xr = x + r * W;
-      T* __restrict dxr = dx + r * W;
-      const float* __restrict fa = ka + off;
-      const float* __restrict fb = kb + off;
-      const float* __restrict fc = kc + off;
-      const float* __restrict mu = mean + off;
-      if (Relu && !dz) {
-        const T* __restrict yr = yv + r * W;
-#pragma omp simd
-        for (int64_t c = 0; c < W; ++c)
-          dxr[c] = st<T>(fa[c] * masked(dyr[c], yr[c]) + fb[c] * (ld(xr[c]) - mu[c]) + fc[c]);
-      } else {
-#pragma omp simd
-        for (int64_t c = 0; c < W; ++c)
-          dxr[c] = st<T>(fa[c] * ld(dyr[c]) + fb[c] * (ld(xr[c]) - mu[c]) + fc[c]);
-      }
+      bn_grad_row_dx<T, Relu>((dz ? dz : dy) + r * W, x + r * W, Relu && !dz ? yv + r * W : nullptr,
+                              dx + r * W, ka + off, kb + off, kc + off, mean + off, W);
     });
   }
 }
@@ -462,7 +474,7 @@ LOCKSTEP_REGISTER(cpu_norm_kernels) {
   size_t (*bn_infer_ws)(const Dims&) = [](const Dims& d) { return sizeof(float) * 2 * d.C; };
   size_t (*ln_ws)(const Dims&) = [](const Dims&) { return size_t(0); };
   size_t (*ln_grad_ws)(const Dims&) = [](const Dims& d) { return sizeof(float) * 2 * d.T * d.C; };
-  R.add_kernel("batch_norm_train", "cpu",
+  R.add_kernel(op::batch_norm_train, "cpu",
                factory(bn_train<float>, bn_train<bf16>, 0, {0, 3}, {1, 2}, bn_ws),
                /*takes_bf16=*/true);
   // Fused with relu, input 5 is y (shaped like x) and the statistics' gradients move to 6, 7.
@@ -471,17 +483,17 @@ LOCKSTEP_REGISTER(cpu_norm_kernels) {
   KernelFactory bn_grad_relu =
       factory(bn_train_grad<float>, bn_train_grad<bf16>, 1, {0, 1, 5}, {2, 3, 4, 6, 7}, bn_ws);
   R.add_kernel(
-      "batch_norm_train_grad", "cpu",
+      op::batch_norm_train_grad, "cpu",
       [bn_grad, bn_grad_relu](const Node& n, const std::vector<TensorType>& in) {
         return attr_s(n, "activation") == "relu" ? bn_grad_relu(n, in) : bn_grad(n, in);
       },
       /*takes_bf16=*/true);
-  R.add_kernel("batch_norm_infer", "cpu",
+  R.add_kernel(op::batch_norm_infer, "cpu",
                factory(bn_infer<float>, bn_infer<bf16>, 0, {0, 5}, {1, 2, 3, 4}, bn_infer_ws),
                /*takes_bf16=*/true);
-  R.add_kernel("layer_norm", "cpu", factory(ln<float>, ln<bf16>, 0, {0}, {1, 2}, ln_ws),
+  R.add_kernel(op::layer_norm, "cpu", factory(ln<float>, ln<bf16>, 0, {0}, {1, 2}, ln_ws),
                /*takes_bf16=*/true);
-  R.add_kernel("layer_norm_grad", "cpu",
+  R.add_kernel(op::layer_norm_grad, "cpu",
                factory(ln_grad<float>, ln_grad<bf16>, 1, {0, 1}, {2, 3, 4, 5, 6}, ln_grad_ws),
                /*takes_bf16=*/true);
 }

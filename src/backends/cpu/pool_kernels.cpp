@@ -397,13 +397,13 @@ KernelFactory max_bwd_factory() {
 
 LOCKSTEP_REGISTER(cpu_pool_kernels) {
   auto& R = OpRegistry::get();
-  R.add_kernel("max_pool2d", "cpu", max_fwd_factory(), /*takes_bf16=*/true);
-  R.add_kernel("max_pool2d_grad", "cpu", max_bwd_factory(), /*takes_bf16=*/true);
-  R.add_kernel("avg_pool2d", "cpu", [](const Node& n, const std::vector<TensorType>& in) {
+  R.add_kernel(op::max_pool2d, "cpu", max_fwd_factory(), /*takes_bf16=*/true);
+  R.add_kernel(op::max_pool2d_grad, "cpu", max_bwd_factory(), /*takes_bf16=*/true);
+  R.add_kernel(op::avg_pool2d, "cpu", [](const Node& n, const std::vector<TensorType>& in) {
     ConvGeom g = ops::pool_geometry(in[0].shape, n);
     return make_kernel([g](const KernelArgs& a) { avg_fwd(g, in_f(a, 0), out_f(a, 0)); });
   });
-  R.add_kernel("avg_pool2d_grad", "cpu", [](const Node& n, const std::vector<TensorType>& in) {
+  R.add_kernel(op::avg_pool2d_grad, "cpu", [](const Node& n, const std::vector<TensorType>& in) {
     ConvGeom g = ops::pool_grad_geometry(n, in[0].shape);
     return make_kernel([g](const KernelArgs& a) { avg_bwd(g, in_f(a, 0), out_f(a, 0)); });
   });

@@ -297,32 +297,33 @@ void sparse_accuracy(const Node&, const KernelArgs& a) {
 
 LOCKSTEP_REGISTER(cpu_reduce_kernels) {
   auto& R = OpRegistry::get();
-  R.add_kernel("reduce_sum", kCpu, reduce_factory<ReduceSumKernel>(false, 0), true);
-  R.add_kernel("reduce_mean", kCpu, reduce_factory<ReduceSumKernel>(true, 0), true);
-  R.add_kernel("reduce_sum_grad", kCpu, reduce_factory<ReduceSumGradKernel>(false, 1), true);
-  R.add_kernel("reduce_mean_grad", kCpu, reduce_factory<ReduceSumGradKernel>(true, 1), true);
+  R.add_kernel(op::reduce_sum, kCpu, reduce_factory<ReduceSumKernel>(false, 0), true);
+  R.add_kernel(op::reduce_mean, kCpu, reduce_factory<ReduceSumKernel>(true, 0), true);
+  R.add_kernel(op::reduce_sum_grad, kCpu, reduce_factory<ReduceSumGradKernel>(false, 1), true);
+  R.add_kernel(op::reduce_mean_grad, kCpu, reduce_factory<ReduceSumGradKernel>(true, 1), true);
 
-  R.add_kernel("softmax", kCpu, last_axis_factory([](const KernelArgs& a, int64_t off, int64_t C) {
+  R.add_kernel(op::softmax, kCpu,
+               last_axis_factory([](const KernelArgs& a, int64_t off, int64_t C) {
                  ew::softmax_row(a.in(0).data<float>() + off, a.out(0).data<float>() + off, C, 1);
                }));
   R.add_kernel(
-      "log_softmax", kCpu, last_axis_factory([](const KernelArgs& a, int64_t off, int64_t C) {
+      op::log_softmax, kCpu, last_axis_factory([](const KernelArgs& a, int64_t off, int64_t C) {
         ew::log_softmax_row(a.in(0).data<float>() + off, a.out(0).data<float>() + off, C, 1);
       }));
-  R.add_kernel("softmax_grad", kCpu,
+  R.add_kernel(op::softmax_grad, kCpu,
                last_axis_factory([](const KernelArgs& a, int64_t off, int64_t C) {
                  ew::softmax_grad_row(a.in(0).data<float>() + off, a.in(1).data<float>() + off,
                                       a.out(0).data<float>() + off, C, 1);
                }));
-  R.add_kernel("log_softmax_grad", kCpu,
+  R.add_kernel(op::log_softmax_grad, kCpu,
                last_axis_factory([](const KernelArgs& a, int64_t off, int64_t C) {
                  ew::log_softmax_grad_row(a.in(0).data<float>() + off, a.in(1).data<float>() + off,
                                           a.out(0).data<float>() + off, C, 1);
                }));
 
-  R.add_kernel("sparse_softmax_cross_entropy", kCpu, sparse_xent);
-  R.add_kernel("sparse_softmax_cross_entropy_grad", kCpu, sparse_xent_grad);
-  R.add_kernel("sparse_categorical_accuracy", kCpu, simple_kernel(sparse_accuracy));
+  R.add_kernel(op::sparse_softmax_cross_entropy, kCpu, sparse_xent);
+  R.add_kernel(op::sparse_softmax_cross_entropy_grad, kCpu, sparse_xent_grad);
+  R.add_kernel(op::sparse_categorical_accuracy, kCpu, simple_kernel(sparse_accuracy));
 }
 
 }  // namespace lockstep

@@ -129,16 +129,16 @@ std::unique_ptr<Kernel> dropout(const Node& n, const Types&) {
 
 LOCKSTEP_REGISTER(reference_array_kernels) {
   auto& R = OpRegistry::get();
-  R.add_kernel("cast", kRef, simple_kernel([](const Node&, const KernelArgs& a) {
+  R.add_kernel(op::cast, kRef, simple_kernel([](const Node&, const KernelArgs& a) {
                  DType ti = a.in(0).dtype(), to = a.out(0).dtype();
                  for (int64_t i = 0, n = a.in(0).numel(); i < n; ++i)
                    store(a.out(0).raw(), to, i, load(a.in(0).raw(), ti, i));
                }),
                /*takes_bf16=*/true);
-  R.add_kernel("concat", kRef, concat);
-  R.add_kernel("slice", kRef, slice);
-  R.add_kernel("slice_grad", kRef, slice_grad);
-  R.add_kernel("dropout", kRef, dropout);
+  R.add_kernel(op::concat, kRef, concat);
+  R.add_kernel(op::slice, kRef, slice);
+  R.add_kernel(op::slice_grad, kRef, slice_grad);
+  R.add_kernel(op::dropout, kRef, dropout);
 }
 
 }  // namespace lockstep

@@ -41,11 +41,11 @@ void minmax_grad_kernel(const KernelArgs& k, F pick_a) {
 
 LOCKSTEP_REGISTER(reference_elementwise_kernels) {
   auto& R = OpRegistry::get();
-  ew::binary_ops([&](const char* op, auto f) {
+  ew::binary_ops([&](OpId op, auto f) {
     R.add_kernel(op, kRef,
                  simple_kernel([f](const Node&, const KernelArgs& a) { binary_kernel(a, f); }));
   });
-  ew::unary_ops([&](const char* op, auto make) {
+  ew::unary_ops([&](OpId op, auto make) {
     R.add_kernel(op, kRef, [make](const Node& n, const std::vector<TensorType>&) {
       return make_kernel([f = make(n)](const KernelArgs& a) {
         const float* x = a.in(0).data<float>();
@@ -54,7 +54,7 @@ LOCKSTEP_REGISTER(reference_elementwise_kernels) {
       });
     });
   });
-  ew::unary_grad_ops([&](const char* op, auto make) {
+  ew::unary_grad_ops([&](OpId op, auto make) {
     R.add_kernel(op, kRef, [make](const Node& n, const std::vector<TensorType>&) {
       return make_kernel([f = make(n)](const KernelArgs& a) {
         const float* dy = a.in(0).data<float>();
@@ -64,10 +64,10 @@ LOCKSTEP_REGISTER(reference_elementwise_kernels) {
       });
     });
   });
-  R.add_kernel("maximum_grad", kRef, simple_kernel([](const Node&, const KernelArgs& a) {
+  R.add_kernel(op::maximum_grad, kRef, simple_kernel([](const Node&, const KernelArgs& a) {
                  minmax_grad_kernel(a, [](float x, float y) { return x > y; });
                }));
-  R.add_kernel("minimum_grad", kRef, simple_kernel([](const Node&, const KernelArgs& a) {
+  R.add_kernel(op::minimum_grad, kRef, simple_kernel([](const Node&, const KernelArgs& a) {
                  minmax_grad_kernel(a, [](float x, float y) { return x < y; });
                }));
 }

@@ -130,16 +130,16 @@ std::unique_ptr<Kernel> binary_accuracy(const Node& n, const Types&) {
 
 LOCKSTEP_REGISTER(reference_loss_kernels) {
   auto& R = OpRegistry::get();
-  R.add_kernel("sparse_softmax_cross_entropy", kRef, sparse_xent);
-  R.add_kernel("sparse_softmax_cross_entropy_grad", kRef, sparse_xent_grad);
-  R.add_kernel("softmax_cross_entropy", kRef, xent);
-  R.add_kernel("softmax_cross_entropy_grad", kRef, xent_grad);
-  R.add_kernel("sigmoid_cross_entropy", kRef, simple_kernel(sigmoid_xent));
-  R.add_kernel("sigmoid_cross_entropy_grad", kRef, simple_kernel(sigmoid_xent_grad));
-  R.add_kernel("sparse_categorical_accuracy", kRef, simple_kernel(sparse_accuracy));
-  R.add_kernel("categorical_accuracy", kRef, simple_kernel(categorical_accuracy));
-  R.add_kernel("in_top_k", kRef, in_top_k);
-  R.add_kernel("binary_accuracy", kRef, binary_accuracy);
+  R.add_kernel(op::sparse_softmax_cross_entropy, kRef, sparse_xent);
+  R.add_kernel(op::sparse_softmax_cross_entropy_grad, kRef, sparse_xent_grad);
+  R.add_kernel(op::softmax_cross_entropy, kRef, xent);
+  R.add_kernel(op::softmax_cross_entropy_grad, kRef, xent_grad);
+  R.add_kernel(op::sigmoid_cross_entropy, kRef, simple_kernel(sigmoid_xent));
+  R.add_kernel(op::sigmoid_cross_entropy_grad, kRef, simple_kernel(sigmoid_xent_grad));
+  R.add_kernel(op::sparse_categorical_accuracy, kRef, simple_kernel(sparse_accuracy));
+  R.add_kernel(op::categorical_accuracy, kRef, simple_kernel(categorical_accuracy));
+  R.add_kernel(op::in_top_k, kRef, in_top_k);
+  R.add_kernel(op::binary_accuracy, kRef, binary_accuracy);
 }
 
 }  // namespace lockstep

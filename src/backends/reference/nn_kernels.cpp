@@ -93,8 +93,8 @@ std::unique_ptr<Kernel> make_matmul(const Node& n, const std::vector<TensorType>
 
 LOCKSTEP_REGISTER(reference_nn_kernels) {
   auto& R = OpRegistry::get();
-  R.add_kernel("matmul", "reference", make_matmul);
-  R.add_kernel("conv2d", "reference", [](const Node& n, const std::vector<TensorType>& in) {
+  R.add_kernel(op::matmul, "reference", make_matmul);
+  R.add_kernel(op::conv2d, "reference", [](const Node& n, const std::vector<TensorType>& in) {
     ConvGeom g = ops::conv2d_geometry(in[0].shape, in[1].shape, n);
     return make_kernel(
         [g](const KernelArgs& a) {
@@ -104,7 +104,7 @@ LOCKSTEP_REGISTER(reference_nn_kernels) {
         sizeof(double) * g.N * g.OH * g.OW * g.O);
   });
   R.add_kernel(
-      "conv2d_backward_input", "reference", [](const Node& n, const std::vector<TensorType>& in) {
+      op::conv2d_backward_input, "reference", [](const Node& n, const std::vector<TensorType>& in) {
         ConvGeom g = ops::conv_geometry(ops::input_shape_attr(n, in[0].shape[0]), in[1].shape, n);
         return make_kernel(
             [g](const KernelArgs& a) {
@@ -113,16 +113,17 @@ LOCKSTEP_REGISTER(reference_nn_kernels) {
             },
             sizeof(double) * g.N * g.H * g.W * g.C);
       });
-  R.add_kernel(
-      "conv2d_backward_filter", "reference", [](const Node& n, const std::vector<TensorType>& in) {
-        ConvGeom g = ops::conv_geometry(in[1].shape, Shape(attr_ints(n, "filter_shape")), n);
-        return make_kernel(
-            [g](const KernelArgs& a) {
-              conv_bwd_filter(g, in_f(a, 0), in_f(a, 1), out_f(a, 0),
-                              static_cast<double*>(a.workspace));
-            },
-            sizeof(double) * g.KH * g.KW * g.Cg() * g.O);
-      });
+  R.add_kernel(op::conv2d_backward_filter, "reference",
+               [](const Node& n, const std::vector<TensorType>& in) {
+                 ConvGeom g =
+                     ops::conv_geometry(in[1].shape, Shape(attr_ints(n, "filter_shape")), n);
+                 return make_kernel(
+                     [g](const KernelArgs& a) {
+                       conv_bwd_filter(g, in_f(a, 0), in_f(a, 1), out_f(a, 0),
+                                       static_cast<double*>(a.workspace));
+                     },
+                     sizeof(double) * g.KH * g.KW * g.Cg() * g.O);
+               });
 }
 
 }  // namespace

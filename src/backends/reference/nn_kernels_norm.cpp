@@ -17,9 +17,10 @@ struct Dims {
 Dims dims_of(const Node& n, const Shape& x) {
   int64_t C = x[-1];
   Dims d{x.numel() / C, C, attr_f(n, "epsilon")};
-  if (n.op == "batch_norm_train" || n.op == "batch_norm_train_grad" || n.op == "batch_norm_infer") {
+  if (n.op == op::batch_norm_train || n.op == op::batch_norm_train_grad ||
+      n.op == op::batch_norm_infer) {
     d.relu = attr_s(n, "activation") == "relu";
-    d.emit_dy = n.op == "batch_norm_train_grad" && attr_b(n, "emit_dy");
+    d.emit_dy = n.op == op::batch_norm_train_grad && attr_b(n, "emit_dy");
   }
   return d;
 }
@@ -186,13 +187,13 @@ KernelFactory factory(int x_input) {
 
 LOCKSTEP_REGISTER(reference_norm_kernels) {
   auto& R = OpRegistry::get();
-  R.add_kernel("batch_norm_train", "reference", factory<bn_train>(0));
-  R.add_kernel("batch_norm_train_grad", "reference", factory<bn_train_grad>(1));
-  R.add_kernel("batch_norm_infer", "reference", factory<bn_infer>(0));
-  R.add_kernel("batch_norm_infer_grad", "reference", factory<bn_infer_grad>(1));
-  R.add_kernel("batch_norm_fold", "reference", factory<bn_fold>(0));
-  R.add_kernel("layer_norm", "reference", factory<ln>(0));
-  R.add_kernel("layer_norm_grad", "reference", factory<ln_grad>(1));
+  R.add_kernel(op::batch_norm_train, "reference", factory<bn_train>(0));
+  R.add_kernel(op::batch_norm_train_grad, "reference", factory<bn_train_grad>(1));
+  R.add_kernel(op::batch_norm_infer, "reference", factory<bn_infer>(0));
+  R.add_kernel(op::batch_norm_infer_grad, "reference", factory<bn_infer_grad>(1));
+  R.add_kernel(op::batch_norm_fold, "reference", factory<bn_fold>(0));
+  R.add_kernel(op::layer_norm, "reference", factory<ln>(0));
+  R.add_kernel(op::layer_norm_grad, "reference", factory<ln_grad>(1));
 }
 
 }  // namespace

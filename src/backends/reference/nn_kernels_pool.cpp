@@ -66,11 +66,11 @@ void avg_bwd(const ConvGeom& g, const float* dy, float* dx, int64_t* cnt) {
 
 LOCKSTEP_REGISTER(reference_pool_kernels) {
   auto& R = OpRegistry::get();
-  R.add_kernel("max_pool2d", "reference", [](const Node& n, const std::vector<TensorType>& in) {
+  R.add_kernel(op::max_pool2d, "reference", [](const Node& n, const std::vector<TensorType>& in) {
     ConvGeom g = ops::pool_geometry(in[0].shape, n);
     return make_kernel([g](const KernelArgs& a) { max_fwd(g, in_f(a, 0), out_f(a, 0)); });
   });
-  R.add_kernel("max_pool2d_grad", "reference",
+  R.add_kernel(op::max_pool2d_grad, "reference",
                [](const Node& n, const std::vector<TensorType>& in) {
                  ConvGeom g = ops::pool_geometry(in[1].shape, n);
                  const bool relu = attr_s(n, "activation") == "relu";
@@ -84,7 +84,7 @@ LOCKSTEP_REGISTER(reference_pool_kernels) {
                      },
                      sizeof(int64_t) * ny(g));
                });
-  R.add_kernel("avg_pool2d", "reference", [](const Node& n, const std::vector<TensorType>& in) {
+  R.add_kernel(op::avg_pool2d, "reference", [](const Node& n, const std::vector<TensorType>& in) {
     ConvGeom g = ops::pool_geometry(in[0].shape, n);
     return make_kernel(
         [g](const KernelArgs& a) {
@@ -92,7 +92,7 @@ LOCKSTEP_REGISTER(reference_pool_kernels) {
         },
         sizeof(int64_t) * ny(g));
   });
-  R.add_kernel("avg_pool2d_grad", "reference",
+  R.add_kernel(op::avg_pool2d_grad, "reference",
                [](const Node& n, const std::vector<TensorType>& in) {
                  ConvGeom g = ops::pool_grad_geometry(n, in[0].shape);
                  return make_kernel(

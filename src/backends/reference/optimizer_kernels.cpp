@@ -181,15 +181,15 @@ KernelFactory update(Params (*read)(const Node&), Run run) {
 
 LOCKSTEP_REGISTER(optimizer_kernels) {
   auto& R = OpRegistry::get();
-  R.add_kernel("sgd_update", "reference", update(sgd_params, sgd<false>));
-  R.add_kernel("adam_update", "reference", update(adam_params, adam<false>));
-  R.add_kernel("rmsprop_update", "reference", update(rmsprop_params, rmsprop<false>));
-  R.add_kernel("sgd_update", "cpu", update(sgd_params, sgd<true>));
-  R.add_kernel("adam_update", "cpu", update(adam_params, adam<true>));
-  R.add_kernel("rmsprop_update", "cpu", update(rmsprop_params, rmsprop<true>));
+  R.add_kernel(op::sgd_update, "reference", update(sgd_params, sgd<false>));
+  R.add_kernel(op::adam_update, "reference", update(adam_params, adam<false>));
+  R.add_kernel(op::rmsprop_update, "reference", update(rmsprop_params, rmsprop<false>));
+  R.add_kernel(op::sgd_update, "cpu", update(sgd_params, sgd<true>));
+  R.add_kernel(op::adam_update, "cpu", update(adam_params, adam<true>));
+  R.add_kernel(op::rmsprop_update, "cpu", update(rmsprop_params, rmsprop<true>));
   // The schedule is one scalar per step: the same kernel on every host backend.
   for (const std::string& backend : host_backends())
-    R.add_kernel("lr_schedule", backend, lr_schedule());
+    R.add_kernel(op::lr_schedule, backend, lr_schedule());
 }
 
 }  // namespace lockstep

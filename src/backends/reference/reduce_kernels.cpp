@@ -125,13 +125,13 @@ KernelFactory softmax_grad_factory(F row) {
 LOCKSTEP_REGISTER(reference_reduce_kernels) {
   auto& R = OpRegistry::get();
   using RK = ReduceKernel;
-  R.add_kernel("reduce_sum", kRef, reduce_factory(RK::sum, 0));
-  R.add_kernel("reduce_mean", kRef, reduce_factory(RK::mean, 0));
-  R.add_kernel("reduce_max", kRef, reduce_factory(RK::max, 0));
-  R.add_kernel("reduce_sum_grad", kRef, reduce_factory(RK::sum_grad, 1));
-  R.add_kernel("reduce_mean_grad", kRef, reduce_factory(RK::mean_grad, 1));
-  R.add_kernel("reduce_max_grad", kRef, reduce_factory(RK::max_grad, 1));
-  R.add_kernel("broadcast_to", kRef, simple_kernel([](const Node&, const KernelArgs& a) {
+  R.add_kernel(op::reduce_sum, kRef, reduce_factory(RK::sum, 0));
+  R.add_kernel(op::reduce_mean, kRef, reduce_factory(RK::mean, 0));
+  R.add_kernel(op::reduce_max, kRef, reduce_factory(RK::max, 0));
+  R.add_kernel(op::reduce_sum_grad, kRef, reduce_factory(RK::sum_grad, 1));
+  R.add_kernel(op::reduce_mean_grad, kRef, reduce_factory(RK::mean_grad, 1));
+  R.add_kernel(op::reduce_max_grad, kRef, reduce_factory(RK::max_grad, 1));
+  R.add_kernel(op::broadcast_to, kRef, simple_kernel([](const Node&, const KernelArgs& a) {
                  size_t es = dtype_size(a.in(0).dtype());
                  const char* x = static_cast<const char*>(a.in(0).raw());
                  char* y = static_cast<char*>(a.out(0).raw());
@@ -140,17 +140,17 @@ LOCKSTEP_REGISTER(reference_reduce_kernels) {
                    std::memcpy(y + i * es, x + ix * es, es);
                  });
                }));
-  R.add_kernel("bias_add", kRef, simple_kernel([](const Node&, const KernelArgs& a) {
+  R.add_kernel(op::bias_add, kRef, simple_kernel([](const Node&, const KernelArgs& a) {
                  const float* x = a.in(0).data<float>();
                  const float* b = a.in(1).data<float>();
                  float* y = a.out(0).data<float>();
                  int64_t C = a.in(1).numel();
                  for (int64_t i = 0, e = a.out(0).numel(); i < e; ++i) y[i] = x[i] + b[i % C];
                }));
-  R.add_kernel("softmax", kRef, softmax_factory(ew::softmax_row));
-  R.add_kernel("log_softmax", kRef, softmax_factory(ew::log_softmax_row));
-  R.add_kernel("softmax_grad", kRef, softmax_grad_factory(ew::softmax_grad_row));
-  R.add_kernel("log_softmax_grad", kRef, softmax_grad_factory(ew::log_softmax_grad_row));
+  R.add_kernel(op::softmax, kRef, softmax_factory(ew::softmax_row));
+  R.add_kernel(op::log_softmax, kRef, softmax_factory(ew::log_softmax_row));
+  R.add_kernel(op::softmax_grad, kRef, softmax_grad_factory(ew::softmax_grad_row));
+  R.add_kernel(op::log_softmax_grad, kRef, softmax_grad_factory(ew::log_softmax_grad_row));
 }
 
 }  // namespace lockstep

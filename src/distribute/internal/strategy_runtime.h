@@ -116,7 +116,6 @@ class GradientReducer {
   float weight(int replica) const { return weights_.at(size_t(replica)); }
   void start(int replica, int bucket, float* data, size_t count);
   void wait(int replica, int bucket);
-  int num_buckets() const { return num_buckets_; }
   int64_t group() const { return group_; }
   // Blocking sum of data[0..count) over every replica (cross_replica_sum ops), queued on
   // replica r's communication thread behind any gradient bucket already started, so every

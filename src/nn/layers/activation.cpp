@@ -1,4 +1,5 @@
 // Activations: apply_activation (shared by Dense/Conv), Activation, ReLU and Rescaling layers.
+#include "lockstep/graph/op_registry.h"
 #include "nn/layers/layer_util.h"
 
 namespace lockstep {
@@ -6,16 +7,16 @@ namespace lockstep {
 Value apply_activation(Graph& g, Value x, const std::string& activation, const std::string& name) {
   const std::string& a = activation;
   if (a.empty() || a == "linear") return x;
-  // Softmax runs in f32 under mixed precision (its sum of exponentials needs the mantissa).
-  if ((a == "softmax" || a == "log_softmax") && g.type(x).dtype != DType::f32)
-    x = g.add("cast", {x}, Attrs{{"dtype", std::string("float32")}});
+  const OpDef* def = OpRegistry::get().activation_op(a);
+  LS_CHECK(def, (name.empty() ? "" : "'" + name + "': "), "unknown activation '", a,
+           "'; valid names: ", layer_util::activation_names());
+  // An op without bfloat16 support runs in f32 under mixed precision (softmax: its sum of
+  // exponentials needs the mantissa).
+  if (!def->bf16 && g.type(x).dtype != DType::f32)
+    x = g.add(op::cast, {x}, Attrs{{"dtype", std::string("float32")}});
   // Keras's activation strings use the ops' declared defaults (softmax over the last axis, exact
   // gelu, leaky_relu with slope 0.2).
-  if (a == "silu" || a == "swish") return g.add("swish", {x}, {}, name);
-  if (a == "exponential") return g.add("exp", {x}, {}, name);
-  LS_CHECK(layer_util::is_activation(a), (name.empty() ? "" : "'" + name + "': "),
-           "unknown activation '", a, "'; valid names: ", layer_util::activation_names());
-  return g.add(a, {x}, {}, name);
+  return g.add(def->name, {x}, {}, name);
 }
 
 namespace {
@@ -48,7 +49,7 @@ class ReLULayer : public Layer {
     return {{"max_value", nullptr}, {"negative_slope", 0.0}, {"threshold", 0.0}};
   }
   std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
-    return {ctx.graph.add("relu", {in.at(0)}, {}, name())};
+    return {ctx.graph.add(op::relu, {in.at(0)}, {}, name())};
   }
 };
 
@@ -59,7 +60,7 @@ class RescalingLayer : public Layer {
   std::string class_name() const override { return "Rescaling"; }
   json layer_config() const override { return {{"scale", scale_}, {"offset", offset_}}; }
   std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
-    return {ctx.graph.add("scale_shift", {in.at(0)}, Attrs{{"scale", scale_}, {"shift", offset_}},
+    return {ctx.graph.add(op::scale_shift, {in.at(0)}, Attrs{{"scale", scale_}, {"shift", offset_}},
                           name())};
   }
 

@@ -11,8 +11,8 @@ enum class ConvKind { kConv, kDepthwise, kSeparable };
 
 class ConvLayer : public Layer {
  public:
-  ConvLayer(ConvKind kind, int64_t filters, std::vector<int64_t> kernel_size,
-            layers::ConvOptions o, std::string name)
+  ConvLayer(ConvKind kind, int64_t filters, std::vector<int64_t> kernel_size, layers::ConvOptions o,
+            std::string name)
       : Layer(std::move(name)), kind_(kind), filters_(filters), o_(std::move(o)) {
     try {
       kernel_ = layer_util::pair(kernel_size, "kernel_size");
@@ -43,9 +43,12 @@ class ConvLayer : public Layer {
 
   std::string class_name() const override {
     switch (kind_) {
-      case ConvKind::kConv: return "Conv2D";
-      case ConvKind::kDepthwise: return "DepthwiseConv2D";
-      default: return "SeparableConv2D";
+      case ConvKind::kConv:
+        return "Conv2D";
+      case ConvKind::kDepthwise:
+        return "DepthwiseConv2D";
+      default:
+        return "SeparableConv2D";
     }
   }
 
@@ -57,8 +60,10 @@ class ConvLayer : public Layer {
     c["padding"] = o_.padding;
     c["data_format"] = "channels_last";
     c["dilation_rate"] = dilation_;
-    if (kind_ == ConvKind::kConv) c["groups"] = o_.groups;
-    else c["depth_multiplier"] = o_.depth_multiplier;
+    if (kind_ == ConvKind::kConv)
+      c["groups"] = o_.groups;
+    else
+      c["depth_multiplier"] = o_.depth_multiplier;
     c["activation"] = o_.activation.empty() ? "linear" : o_.activation;
     c["use_bias"] = o_.use_bias;
     if (kind_ == ConvKind::kConv) {
@@ -103,12 +108,12 @@ class ConvLayer : public Layer {
     if (kind_ == ConvKind::kConv) {
       LS_CHECK(C % o_.groups == 0, "input channels (", C, ") are not divisible by groups (",
                o_.groups, "); input shape ", s.str());
-      kernel_w_ = add_weight("kernel", Shape{kh, kw, C / o_.groups, filters_},
-                             o_.kernel_initializer);
+      kernel_w_ =
+          add_weight("kernel", Shape{kh, kw, C / o_.groups, filters_}, o_.kernel_initializer);
       if (o_.use_bias) bias_ = add_weight("bias", Shape{filters_}, o_.bias_initializer);
     } else if (kind_ == ConvKind::kDepthwise) {
-      kernel_w_ = add_weight("kernel", Shape{kh, kw, C, o_.depth_multiplier},
-                             o_.depthwise_initializer);
+      kernel_w_ =
+          add_weight("kernel", Shape{kh, kw, C, o_.depth_multiplier}, o_.depthwise_initializer);
       if (o_.use_bias)
         bias_ = add_weight("bias", Shape{C * o_.depth_multiplier}, o_.bias_initializer);
     } else {
@@ -127,24 +132,28 @@ class ConvLayer : public Layer {
     const Shape s = g.type(x).shape;
     LS_CHECK(s.rank() == 4 && s[3] == in_channels_, "expected input (batch, height, width, ",
              in_channels_, "), got ", s.str());
-    Attrs a{{"strides", strides_}, {"padding", o_.padding}, {"dilations", dilation_},
+    Attrs a{{"strides", strides_},
+            {"padding", o_.padding},
+            {"dilations", dilation_},
             {"groups", o_.groups}};
     Value w = ctx.read(kernel_w_);
     if (kind_ != ConvKind::kConv) {
       // [kh, kw, C, m] -> [kh, kw, 1, C*m]: a grouped conv with one group per input channel.
       const int64_t m = o_.depth_multiplier;
-      w = g.add("reshape", {w}, Attrs{{"shape", std::vector<int64_t>{kernel_[0], kernel_[1], 1,
-                                                                     in_channels_ * m}}},
+      w = g.add(op::reshape, {w},
+                Attrs{{"shape", std::vector<int64_t>{kernel_[0], kernel_[1], 1, in_channels_ * m}}},
                 name());
       a.set("groups", AttrValue(in_channels_));
     }
-    Value y = g.add("conv2d", {x, w}, a, name());
+    Value y = g.add(op::conv2d, {x, w}, a, name());
     if (kind_ == ConvKind::kSeparable) {
-      Attrs p{{"strides", std::vector<int64_t>{1, 1}}, {"padding", std::string("valid")},
-              {"dilations", std::vector<int64_t>{1, 1}}, {"groups", int64_t(1)}};
-      y = g.add("conv2d", {y, ctx.read(pointwise_)}, p, name());
+      Attrs p{{"strides", std::vector<int64_t>{1, 1}},
+              {"padding", std::string("valid")},
+              {"dilations", std::vector<int64_t>{1, 1}},
+              {"groups", int64_t(1)}};
+      y = g.add(op::conv2d, {y, ctx.read(pointwise_)}, p, name());
     }
-    if (bias_) y = g.add("bias_add", {y, ctx.read(bias_)}, {}, name());
+    if (bias_) y = g.add(op::bias_add, {y, ctx.read(bias_)}, {}, name());
     y = apply_activation(g, y, o_.activation, name());
     add_l2(ctx, kernel_w_, o_.kernel_regularizer_l2);
     if (pointwise_) add_l2(ctx, pointwise_, o_.kernel_regularizer_l2);
@@ -179,8 +188,8 @@ LayerHandle DepthwiseConv2D(std::vector<int64_t> kernel_size, ConvOptions o) {
 
 LayerHandle SeparableConv2D(int64_t filters, std::vector<int64_t> kernel_size, ConvOptions o) {
   std::string n = layer_util::default_name(o.name, "separable_conv2d");
-  return LayerPtr(std::make_shared<ConvLayer>(ConvKind::kSeparable, filters,
-                                              std::move(kernel_size), std::move(o), n));
+  return LayerPtr(std::make_shared<ConvLayer>(ConvKind::kSeparable, filters, std::move(kernel_size),
+                                              std::move(o), n));
 }
 
 }  // namespace layers

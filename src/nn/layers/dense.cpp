@@ -42,15 +42,16 @@ class DenseLayer : public Layer {
     Shape s = g.type(x).shape;
     LS_CHECK(s.rank() >= 2 && s[-1] == kernel_->value.dim(0), "expected input with ",
              kernel_->value.dim(0), " features on the last axis, got ", s.str());
-    if (s.rank() > 2) x = g.add("reshape", {x}, Attrs{{"shape", std::vector<int64_t>{-1, s[-1]}}}, name());
-    Value y = g.add("matmul", {x, ctx.read(kernel_)}, {}, name());
-    if (bias_) y = g.add("bias_add", {y, ctx.read(bias_)}, {}, name());
+    if (s.rank() > 2)
+      x = g.add(op::reshape, {x}, Attrs{{"shape", std::vector<int64_t>{-1, s[-1]}}}, name());
+    Value y = g.add(op::matmul, {x, ctx.read(kernel_)}, {}, name());
+    if (bias_) y = g.add(op::bias_add, {y, ctx.read(bias_)}, {}, name());
     y = apply_activation(g, y, o_.activation, name());
     if (s.rank() > 2) {
       std::vector<int64_t> out = s.vec();
       out[0] = -1;
       out.back() = units_;
-      y = g.add("reshape", {y}, Attrs{{"shape", out}}, name());
+      y = g.add(op::reshape, {y}, Attrs{{"shape", out}}, name());
     }
     add_l2(ctx, kernel_, o_.kernel_regularizer_l2);
     if (bias_) add_l2(ctx, bias_, o_.bias_regularizer_l2);

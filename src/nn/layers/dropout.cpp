@@ -21,8 +21,8 @@ class DropoutLayer : public Layer {
     // Without an explicit seed the kernel keys the mask by (model seed, node id, replica),
     // so identically built models draw identical masks whatever their layer names.
     uint64_t seed = seed_arg_;
-    auto outs = ctx.graph.add_multi(
-        "dropout", {in.at(0)}, Attrs{{"rate", rate_}, {"seed", int64_t(seed)}}, name());
+    auto outs = ctx.graph.add_multi(op::dropout, {in.at(0)},
+                                    Attrs{{"rate", rate_}, {"seed", int64_t(seed)}}, name());
     return {outs.at(0)};
   }
   double rate() const { return rate_; }

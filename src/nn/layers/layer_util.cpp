@@ -3,6 +3,8 @@
 
 #include <cstdlib>
 
+#include "lockstep/graph/op_registry.h"
+
 namespace lockstep::layer_util {
 
 std::vector<int64_t> pair(const std::vector<int64_t>& v, const char* what) {
@@ -17,7 +19,10 @@ static std::string class_name_of(const std::string& name) {
   std::string r;
   bool up = true;
   for (char c : name) {
-    if (c == '_') { up = true; continue; }
+    if (c == '_') {
+      up = true;
+      continue;
+    }
     r += up && c >= 'a' && c <= 'z' ? char(c - 'a' + 'A') : c;
     up = false;
   }
@@ -47,28 +52,32 @@ json initializer_json(const std::string& name) {
       cfg["seed"] = nullptr;
     }
   }
-  return json{{"module", "keras.initializers"}, {"class_name", cls}, {"config", cfg},
+  return json{{"module", "keras.initializers"},
+              {"class_name", cls},
+              {"config", cfg},
               {"registered_name", nullptr}};
 }
 
 json regularizer_json(double l2) {
   if (l2 <= 0) return nullptr;
-  return json{{"module", "keras.regularizers"}, {"class_name", "L2"},
-              {"config", {{"l2", l2}}}, {"registered_name", nullptr}};
+  return json{{"module", "keras.regularizers"},
+              {"class_name", "L2"},
+              {"config", {{"l2", l2}}},
+              {"registered_name", nullptr}};
 }
 
+// The Keras activation names: "linear" and every name an op declares (OpDef::keras_activations).
 static const std::vector<std::string>& activations() {
-  static const std::vector<std::string> v = {
-      "linear", "relu", "relu6", "sigmoid", "tanh", "softmax", "log_softmax", "gelu",
-      "swish", "silu", "leaky_relu", "softplus", "exponential"};
+  static const std::vector<std::string> v = [] {
+    std::vector<std::string> names{"linear"};
+    for (const std::string& a : OpRegistry::get().activation_names()) names.push_back(a);
+    return names;
+  }();
   return v;
 }
 
 bool is_activation(const std::string& name) {
-  if (name.empty()) return true;
-  for (auto& a : activations())
-    if (a == name) return true;
-  return false;
+  return name.empty() || name == "linear" || OpRegistry::get().activation_op(name) != nullptr;
 }
 
 std::string activation_names() {
@@ -78,17 +87,17 @@ std::string activation_names() {
 }
 
 void check_activation(const std::string& activation) {
-  LS_CHECK(is_activation(activation), "unknown activation '", activation, "'; valid names: ",
-           activation_names());
+  LS_CHECK(is_activation(activation), "unknown activation '", activation,
+           "'; valid names: ", activation_names());
 }
 
 void check_padding(const std::string& padding) {
-  LS_CHECK(padding == "valid" || padding == "same",
-           "padding must be \"valid\" or \"same\", got \"", padding, "\"");
+  LS_CHECK(padding == "valid" || padding == "same", "padding must be \"valid\" or \"same\", got \"",
+           padding, "\"");
 }
 
 Value constant_vector(Graph& g, int64_t n, float v) {
-  return g.add("constant", {}, Attrs{{"value", double(v)}, {"shape", std::vector<int64_t>{n}}});
+  return g.add(op::constant, {}, Attrs{{"value", double(v)}, {"shape", std::vector<int64_t>{n}}});
 }
 
 }  // namespace lockstep::layer_util

@@ -25,19 +25,9 @@ std::string activation_names();
 void check_activation(const std::string& activation);
 void check_padding(const std::string& padding);
 
-// "(None, 28, 28)" with the batch as None.
-inline std::string shape_str(const Shape& s) { return s.str(); }
-
 // Attr list from ints.
 inline AttrValue ints(std::vector<int64_t> v) { return AttrValue(std::move(v)); }
 inline AttrValue str(const std::string& s) { return AttrValue(s); }
-
-// Non-batch dims of a symbolic shape (dims 1..rank-1).
-inline std::vector<int64_t> feature_dims(const Shape& s) {
-  std::vector<int64_t> d;
-  for (int i = 1; i < s.rank(); ++i) d.push_back(s[i]);
-  return d;
-}
 
 // A f32 constant vector of length n filled with v (for missing gamma/beta).
 Value constant_vector(Graph& g, int64_t n, float v);

@@ -26,7 +26,8 @@ class ElementwiseMerge : public Layer {
       LS_CHECK(ok, "inputs must have the same shape (or broadcast), got ", shapes_str(g, in));
     }
     Value y = in[0];
-    for (size_t i = 1; i < in.size(); ++i) y = g.add(mul_ ? "mul" : "add", {y, in[i]}, {}, name());
+    for (size_t i = 1; i < in.size(); ++i)
+      y = g.add(mul_ ? op::mul : op::add, {y, in[i]}, {}, name());
     return {y};
   }
 
@@ -50,13 +51,12 @@ class ConcatenateLayer : public Layer {
     for (size_t i = 1; i < in.size(); ++i) {
       const Shape si = g.type(in[i]).shape;
       bool ok = si.rank() == r;
-      for (int d = 0; ok && d < r; ++d)
-        ok = d == axis || si[d] == s0[d] || si[d] < 0 || s0[d] < 0;
-      LS_CHECK(ok, "inputs must match on all axes except the concatenation axis ", axis_,
-               "; got ", shapes_str(g, in));
+      for (int d = 0; ok && d < r; ++d) ok = d == axis || si[d] == s0[d] || si[d] < 0 || s0[d] < 0;
+      LS_CHECK(ok, "inputs must match on all axes except the concatenation axis ", axis_, "; got ",
+               shapes_str(g, in));
     }
     if (in.size() == 1) return {in[0]};
-    return {g.add("concat", in, Attrs{{"axis", axis}}, name())};
+    return {g.add(op::concat, in, Attrs{{"axis", axis}}, name())};
   }
 
  private:

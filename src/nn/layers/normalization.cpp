@@ -54,11 +54,11 @@ class BatchNormLayer : public Layer {
     Attrs eps{{"epsilon", o_.epsilon}};
     // Inference, or layer frozen (Keras: a non-trainable BN runs in inference mode).
     if (!ctx.training || !trainable) {
-      return {g.add("batch_norm_infer",
+      return {g.add(op::batch_norm_infer,
                     {x, gamma, beta, ctx.read(moving_mean_), ctx.read(moving_var_)}, eps, name())};
     }
     if (o_.synchronized && ctx.replica_group >= 0) return {synchronized_train(ctx, x, gamma, beta)};
-    auto outs = g.add_multi("batch_norm_train", {x, gamma, beta}, eps, name());
+    auto outs = g.add_multi(op::batch_norm_train, {x, gamma, beta}, eps, name());
     update(g, ctx.read(moving_mean_), outs.at(1), moving_mean_);
     update(g, ctx.read(moving_var_), outs.at(2), moving_var_);
     return {outs[0]};
@@ -82,29 +82,29 @@ class BatchNormLayer : public Layer {
       count *= s[d];
     }
     Attrs sum_attrs{{"axes", axes}, {"keepdims", false}};
-    Value sum = g.add("reduce_sum", {x}, sum_attrs, name());
-    Value sumsq = g.add("reduce_sum", {g.add("square", {x}, {}, name())}, sum_attrs, name());
+    Value sum = g.add(op::reduce_sum, {x}, sum_attrs, name());
+    Value sumsq = g.add(op::reduce_sum, {g.add(op::square, {x}, {}, name())}, sum_attrs, name());
     Value n = layer_util::constant_vector(g, 1, float(count));
-    Value packed = g.add("concat", {sum, sumsq, n}, Attrs{{"axis", int64_t(0)}}, name());
-    Value total = g.add("cross_replica_sum", {packed},
+    Value packed = g.add(op::concat, {sum, sumsq, n}, Attrs{{"axis", int64_t(0)}}, name());
+    Value total = g.add(op::cross_replica_sum, {packed},
                         Attrs{{"group", ctx.replica_group}, {"replica", int64_t(ctx.replica)}},
                         name() + "/cross_replica_sum");
     auto part = [&](int64_t begin, int64_t size) {
       return g.add(
-          "slice", {total},
+          op::slice, {total},
           Attrs{{"begin", std::vector<int64_t>{begin}}, {"size", std::vector<int64_t>{size}}},
           name());
     };
     Value N = part(2 * C_, 1);
-    Value mean = g.add("div", {part(0, C_), N}, {}, name());
-    Value ex2 = g.add("div", {part(C_, C_), N}, {}, name());
-    Value var = g.add("sub", {ex2, g.add("square", {mean}, {}, name())}, {}, name());
-    var = g.add("maximum", {var, layer_util::constant_vector(g, 1, 0.f)}, {}, name());
+    Value mean = g.add(op::div, {part(0, C_), N}, {}, name());
+    Value ex2 = g.add(op::div, {part(C_, C_), N}, {}, name());
+    Value var = g.add(op::sub, {ex2, g.add(op::square, {mean}, {}, name())}, {}, name());
+    var = g.add(op::maximum, {var, layer_util::constant_vector(g, 1, 0.f)}, {}, name());
     Value var_eps =
-        g.add("scale_shift", {var}, Attrs{{"scale", 1.0}, {"shift", o_.epsilon}}, name());
-    Value scale = g.add("div", {gamma, g.add("sqrt", {var_eps}, {}, name())}, {}, name());
-    Value centered = g.add("sub", {x, mean}, {}, name());
-    Value y = g.add("add", {g.add("mul", {centered, scale}, {}, name()), beta}, {}, name());
+        g.add(op::scale_shift, {var}, Attrs{{"scale", 1.0}, {"shift", o_.epsilon}}, name());
+    Value scale = g.add(op::div, {gamma, g.add(op::sqrt, {var_eps}, {}, name())}, {}, name());
+    Value centered = g.add(op::sub, {x, mean}, {}, name());
+    Value y = g.add(op::add, {g.add(op::mul, {centered, scale}, {}, name()), beta}, {}, name());
     update(g, ctx.read(moving_mean_), mean, moving_mean_);
     update(g, ctx.read(moving_var_), var, moving_var_);
     return y;
@@ -113,10 +113,10 @@ class BatchNormLayer : public Layer {
   // moving = moving * momentum + batch * (1 - momentum)  (Keras 3, biased batch variance).
   void update(Graph& g, Value moving, Value batch, const VariablePtr& var) {
     const double m = o_.momentum;
-    Value a = g.add("scale_shift", {moving}, Attrs{{"scale", m}, {"shift", 0.0}}, name());
-    Value b = g.add("scale_shift", {batch}, Attrs{{"scale", 1.0 - m}, {"shift", 0.0}}, name());
-    Value nv = g.add("add", {a, b}, {}, name());
-    g.add_multi("assign", {moving, nv}, {}, name(), var);
+    Value a = g.add(op::scale_shift, {moving}, Attrs{{"scale", m}, {"shift", 0.0}}, name());
+    Value b = g.add(op::scale_shift, {batch}, Attrs{{"scale", 1.0 - m}, {"shift", 0.0}}, name());
+    Value nv = g.add(op::add, {a, b}, {}, name());
+    g.add_multi(op::assign, {moving, nv}, {}, name(), var);
   }
 
   layers::BatchNormOptions o_;
@@ -160,8 +160,8 @@ class LayerNormLayer : public Layer {
     Graph& g = ctx.graph;
     Value gamma = gamma_ ? ctx.read(gamma_) : layer_util::constant_vector(g, C_, 1.f);
     Value beta = beta_ ? ctx.read(beta_) : layer_util::constant_vector(g, C_, 0.f);
-    auto outs =
-        g.add_multi("layer_norm", {in.at(0), gamma, beta}, Attrs{{"epsilon", o_.epsilon}}, name());
+    auto outs = g.add_multi(op::layer_norm, {in.at(0), gamma, beta}, Attrs{{"epsilon", o_.epsilon}},
+                            name());
     return {outs.at(0)};
   }
 

@@ -23,16 +23,17 @@ class Pool2D : public Layer {
   }
   std::string class_name() const override { return max_ ? "MaxPooling2D" : "AveragePooling2D"; }
   json layer_config() const override {
-    return {{"pool_size", pool_}, {"padding", o_.padding}, {"strides", strides_},
+    return {{"pool_size", pool_},
+            {"padding", o_.padding},
+            {"strides", strides_},
             {"data_format", "channels_last"}};
   }
   void build(const std::vector<Shape>& in) override { check_rank4(in.at(0)); }
   std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
     check_rank4(ctx.graph.type(in.at(0)).shape);
-    return {ctx.graph.add(max_ ? "max_pool2d" : "avg_pool2d", {in[0]},
-                          Attrs{{"pool_size", pool_}, {"strides", strides_},
-                                {"padding", o_.padding}},
-                          name())};
+    return {ctx.graph.add(
+        max_ ? op::max_pool2d : op::avg_pool2d, {in[0]},
+        Attrs{{"pool_size", pool_}, {"strides", strides_}, {"padding", o_.padding}}, name())};
   }
 
  private:
@@ -54,7 +55,7 @@ class GlobalPool2D : public Layer {
   void build(const std::vector<Shape>& in) override { check_rank4(in.at(0)); }
   std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
     check_rank4(ctx.graph.type(in.at(0)).shape);
-    return {ctx.graph.add(max_ ? "reduce_max" : "reduce_mean", {in[0]},
+    return {ctx.graph.add(max_ ? op::reduce_max : op::reduce_mean, {in[0]},
                           Attrs{{"axes", std::vector<int64_t>{1, 2}}, {"keepdims", keepdims_}},
                           name())};
   }

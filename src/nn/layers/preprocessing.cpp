@@ -26,7 +26,7 @@ Value image_input(CallContext& ctx, Value x, const Layer& l) {
   for (int i = 1; i < 4; ++i)
     LS_CHECK(t.shape[i] > 0, l.class_name(), " '", l.name(),
              "': height, width and channels must be known, got ", t.shape.str());
-  if (t.dtype != DType::f32) x = ctx.graph.add("cast", {x}, Attrs{{"dtype", "float32"}});
+  if (t.dtype != DType::f32) x = ctx.graph.add(op::cast, {x}, Attrs{{"dtype", "float32"}});
   return x;
 }
 
@@ -36,12 +36,12 @@ Value smart_resize(CallContext& ctx, Value x, int64_t h, int64_t w, const std::s
   const Shape& s = ctx.graph.type(x).shape;
   auto box = augment::aspect_crop_box(s[1], s[2], h, w);
   if (box.height != s[1] || box.width != s[2])
-    x = ctx.graph.add("slice", {x},
+    x = ctx.graph.add(op::slice, {x},
                       Attrs{{"begin", std::vector<int64_t>{0, box.top, box.left, 0}},
                             {"size", std::vector<int64_t>{-1, box.height, box.width, -1}}},
                       name);
   if (box.height == h && box.width == w) return x;
-  return ctx.graph.add("image_resize", {x},
+  return ctx.graph.add(op::image_resize, {x},
                        Attrs{{"height", h}, {"width", w}, {"interpolation", interp}}, name);
 }
 
@@ -86,7 +86,7 @@ class RandomFlipLayer : public Layer {
   std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
     Value x = image_input(ctx, in.at(0), *this);
     if (!ctx.training) return {x};
-    return {ctx.graph.add_multi("image_random_flip", {x},
+    return {ctx.graph.add_multi(op::image_random_flip, {x},
                                 Attrs{{"mode", mode_}, {"seed", int64_t(seed_arg_)}}, name())[0]};
   }
 
@@ -151,7 +151,7 @@ class RandomAffineLayer : public Layer {
       a.set("translation_height", symmetric(a_));
       a.set("translation_width", symmetric(*b_));
     }
-    return {ctx.graph.add_multi("image_random_affine", {x}, a, name())[0]};
+    return {ctx.graph.add_multi(op::image_random_affine, {x}, a, name())[0]};
   }
 
  private:
@@ -194,8 +194,8 @@ class RandomColorLayer : public Layer {
             {"upper", r[1]},
             {"value_range", o_.value_range},
             {"seed", int64_t(o_.seed)}};
-    const char* op = contrast_ ? "image_random_contrast" : "image_random_brightness";
-    return {ctx.graph.add_multi(op, {x}, a, name())[0]};
+    const OpId op_id = contrast_ ? op::image_random_contrast : op::image_random_brightness;
+    return {ctx.graph.add_multi(op_id, {x}, a, name())[0]};
   }
 
  private:
@@ -226,11 +226,11 @@ class CropLayer : public Layer {
     const bool fits = s[1] >= h_ && s[2] >= w_;
     if (random_ && ctx.training && fits)
       return {ctx.graph.add_multi(
-          "image_random_crop", {x},
+          op::image_random_crop, {x},
           Attrs{{"height", h_}, {"width", w_}, {"seed", int64_t(seed_arg_)}}, name())[0]};
     if (!random_ && fits)
       return {ctx.graph.add(
-          "slice", {x},
+          op::slice, {x},
           Attrs{{"begin", std::vector<int64_t>{0, (s[1] - h_) / 2, (s[2] - w_) / 2, 0}},
                 {"size", std::vector<int64_t>{-1, h_, w_, -1}}},
           name())};
@@ -272,7 +272,7 @@ class ResizingLayer : public Layer {
     const Shape& s = ctx.graph.type(x).shape;
     if (s[1] == h_ && s[2] == w_) return {x};
     if (o_.crop_to_aspect_ratio) return {smart_resize(ctx, x, h_, w_, o_.interpolation, name())};
-    return {ctx.graph.add("image_resize", {x},
+    return {ctx.graph.add(op::image_resize, {x},
                           Attrs{{"height", h_}, {"width", w_}, {"interpolation", o_.interpolation}},
                           name())};
   }

@@ -66,14 +66,14 @@ class NormalizationLayer : public Layer {
   std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
     Graph& g = ctx.graph;
     Value x = in.at(0);
-    if (g.type(x).dtype != DType::f32) x = g.add("cast", {x}, Attrs{{"dtype", "float32"}});
+    if (g.type(x).dtype != DType::f32) x = g.add(op::cast, {x}, Attrs{{"dtype", "float32"}});
     LS_CHECK(g.type(x).shape.rank() == rank_, "Normalization '", name(), "': built for rank ",
              rank_, ", called on ", g.type(x).shape.str());
-    Value m = g.add("reshape", {ctx.read(mean_)}, Attrs{{"shape", bcast_}});
-    Value v = g.add("reshape", {ctx.read(var_)}, Attrs{{"shape", bcast_}});
-    Value sd = g.add("maximum", {g.add("sqrt", {v}), g.scalar(kEpsilon)});
-    if (o_.invert) return {g.add("add", {g.add("mul", {x, sd}), m}, {}, name())};
-    return {g.add("div", {g.add("sub", {x, m}), sd}, {}, name())};
+    Value m = g.add(op::reshape, {ctx.read(mean_)}, Attrs{{"shape", bcast_}});
+    Value v = g.add(op::reshape, {ctx.read(var_)}, Attrs{{"shape", bcast_}});
+    Value sd = g.add(op::maximum, {g.add(op::sqrt, {v}), g.scalar(kEpsilon)});
+    if (o_.invert) return {g.add(op::add, {g.add(op::mul, {x, sd}), m}, {}, name())};
+    return {g.add(op::div, {g.add(op::sub, {x, m}), sd}, {}, name())};
   }
 
   // ---- adapt ----

@@ -17,7 +17,7 @@ class FlattenLayer : public Layer {
       LS_CHECK(s[i] > 0, "all non-batch dimensions must be known, got ", s.str());
       prod *= s[i];
     }
-    return {ctx.graph.add("reshape", {in[0]}, Attrs{{"shape", std::vector<int64_t>{-1, prod}}},
+    return {ctx.graph.add(op::reshape, {in[0]}, Attrs{{"shape", std::vector<int64_t>{-1, prod}}},
                           name())};
   }
 };
@@ -59,9 +59,9 @@ class ReshapeLayer : public Layer {
     int64_t total = 1;
     for (size_t i = 1; i < out.size(); ++i) total *= out[i];
     LS_CHECK(total == numel, "total size of the new array must be unchanged; input ", s.str(),
-             " has ", numel, " elements per example, target_shape ", Shape(target_).str(),
-             " has ", total);
-    return {ctx.graph.add("reshape", {in[0]}, Attrs{{"shape", out}}, name())};
+             " has ", numel, " elements per example, target_shape ", Shape(target_).str(), " has ",
+             total);
+    return {ctx.graph.add(op::reshape, {in[0]}, Attrs{{"shape", out}}, name())};
   }
 
  private:

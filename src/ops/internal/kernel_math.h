@@ -40,59 +40,61 @@ inline float softplus(float x) { return std::log1p(std::exp(-std::fabs(x))) + (x
 // (call it in the kernel factory: it reads the node's attributes).
 template <class Reg>
 void unary_ops(Reg&& reg) {
-  reg("neg", [](const Node&) { return [](float x) { return -x; }; });
-  reg("exp", [](const Node&) { return [](float x) { return std::exp(x); }; });
-  reg("log", [](const Node&) { return [](float x) { return std::log(x); }; });
-  reg("sqrt", [](const Node&) { return [](float x) { return std::sqrt(x); }; });
-  reg("square", [](const Node&) { return [](float x) { return x * x; }; });
-  reg("abs", [](const Node&) { return [](float x) { return std::fabs(x); }; });
-  reg("scale_shift", [](const Node& n) {
+  reg(op::neg, [](const Node&) { return [](float x) { return -x; }; });
+  reg(op::exp, [](const Node&) { return [](float x) { return std::exp(x); }; });
+  reg(op::log, [](const Node&) { return [](float x) { return std::log(x); }; });
+  reg(op::sqrt, [](const Node&) { return [](float x) { return std::sqrt(x); }; });
+  reg(op::square, [](const Node&) { return [](float x) { return x * x; }; });
+  reg(op::abs, [](const Node&) { return [](float x) { return std::fabs(x); }; });
+  reg(op::scale_shift, [](const Node& n) {
     float s = float(attr_f(n, "scale")), t = float(attr_f(n, "shift"));
     return [s, t](float x) { return x * s + t; };
   });
-  reg("relu", [](const Node&) { return [](float x) { return x > 0 ? x : 0.f; }; });
-  reg("relu6", [](const Node&) { return [](float x) { return x > 0 ? (x < 6 ? x : 6.f) : 0.f; }; });
-  reg("sigmoid", [](const Node&) { return [](float x) { return sigmoid(x); }; });
-  reg("tanh", [](const Node&) { return [](float x) { return std::tanh(x); }; });
-  reg("gelu", [](const Node& n) {
+  reg(op::relu, [](const Node&) { return [](float x) { return x > 0 ? x : 0.f; }; });
+  reg(op::relu6,
+      [](const Node&) { return [](float x) { return x > 0 ? (x < 6 ? x : 6.f) : 0.f; }; });
+  reg(op::sigmoid, [](const Node&) { return [](float x) { return sigmoid(x); }; });
+  reg(op::tanh, [](const Node&) { return [](float x) { return std::tanh(x); }; });
+  reg(op::gelu, [](const Node& n) {
     bool a = attr_b(n, "approximate");
     return [a](float x) { return gelu(x, a); };
   });
-  reg("swish", [](const Node&) { return [](float x) { return x * sigmoid(x); }; });
-  reg("leaky_relu", [](const Node& n) {
+  reg(op::swish, [](const Node&) { return [](float x) { return x * sigmoid(x); }; });
+  reg(op::leaky_relu, [](const Node& n) {
     float al = float(attr_f(n, "alpha"));
     return [al](float x) { return x > 0 ? x : al * x; };
   });
-  reg("softplus", [](const Node&) { return [](float x) { return softplus(x); }; });
+  reg(op::softplus, [](const Node&) { return [](float x) { return softplus(x); }; });
 }
 
 // Gradient ops (dy, v) -> dx, where v is the op's output (relu, relu6, sigmoid, tanh) or input.
 template <class Reg>
 void unary_grad_ops(Reg&& reg) {
-  reg("relu_grad", [](const Node&) { return [](float dy, float y) { return y > 0 ? dy : 0.f; }; });
-  reg("relu6_grad",
+  reg(op::relu_grad,
+      [](const Node&) { return [](float dy, float y) { return y > 0 ? dy : 0.f; }; });
+  reg(op::relu6_grad,
       [](const Node&) { return [](float dy, float y) { return (y > 0 && y < 6) ? dy : 0.f; }; });
-  reg("sigmoid_grad",
+  reg(op::sigmoid_grad,
       [](const Node&) { return [](float dy, float y) { return dy * y * (1.f - y); }; });
-  reg("tanh_grad",
+  reg(op::tanh_grad,
       [](const Node&) { return [](float dy, float y) { return dy * (1.f - y * y); }; });
-  reg("gelu_grad", [](const Node& n) {
+  reg(op::gelu_grad, [](const Node& n) {
     bool a = attr_b(n, "approximate");
     return [a](float dy, float x) { return dy * gelu_grad(x, a); };
   });
-  reg("swish_grad", [](const Node&) {
+  reg(op::swish_grad, [](const Node&) {
     return [](float dy, float x) {
       float s = sigmoid(x);
       return dy * (s + x * s * (1.f - s));
     };
   });
-  reg("leaky_relu_grad", [](const Node& n) {
+  reg(op::leaky_relu_grad, [](const Node& n) {
     float al = float(attr_f(n, "alpha"));
     return [al](float dy, float x) { return x > 0 ? dy : al * dy; };
   });
-  reg("softplus_grad",
+  reg(op::softplus_grad,
       [](const Node&) { return [](float dy, float x) { return dy * sigmoid(x); }; });
-  reg("abs_grad", [](const Node&) {
+  reg(op::abs_grad, [](const Node&) {
     return [](float dy, float x) { return x > 0 ? dy : (x < 0 ? -dy : 0.f); };
   });
 }
@@ -100,12 +102,12 @@ void unary_grad_ops(Reg&& reg) {
 // Broadcasting binary ops.
 template <class Reg>
 void binary_ops(Reg&& reg) {
-  reg("add", [](float a, float b) { return a + b; });
-  reg("sub", [](float a, float b) { return a - b; });
-  reg("mul", [](float a, float b) { return a * b; });
-  reg("div", [](float a, float b) { return a / b; });
-  reg("maximum", [](float a, float b) { return a > b ? a : b; });
-  reg("minimum", [](float a, float b) { return a < b ? a : b; });
+  reg(op::add, [](float a, float b) { return a + b; });
+  reg(op::sub, [](float a, float b) { return a - b; });
+  reg(op::mul, [](float a, float b) { return a * b; });
+  reg(op::div, [](float a, float b) { return a / b; });
+  reg(op::maximum, [](float a, float b) { return a > b ? a : b; });
+  reg(op::minimum, [](float a, float b) { return a < b ? a : b; });
 }
 
 // Visits every element of `out` in row-major order as f(i, offset_in_a, offset_in_b), with a and

@@ -1,0 +1,48 @@
+// The cpu backend (lockstep/graph/backend.h): oneDNN convolutions and matmuls, OpenMP loops for
+// the rest, run node by node by the kernel program. Its passes: the op fusions its kernels take,
+// then oneDNN's blocked layouts (LOCKSTEP_LAYOUTS=0 keeps every tensor NHWC, for A/B profiling).
+#include "backends/cpu/layouts.h"
+#include "graph/internal/kernel_program.h"
+#include "lockstep/core/config.h"
+#include "lockstep/graph/executable.h"
+#include "ops/internal/fusions.h"
+
+namespace lockstep::cpu {
+
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  std::string doc() const override {
+    return "oneDNN convolutions and matmuls, OpenMP-parallel loops for the rest";
+  }
+  bool can_run(const Node& n, const std::vector<TensorType>&, std::string* why) const override {
+    const OpRegistry& registry = OpRegistry::get();
+    if (registry.kernel(n.op, "cpu")) return true;
+    if (why) {
+      const std::string& declared = registry.op(n.op).reference_only;
+      *why = declared.empty() ? "no 'cpu' kernel, and the op is not declared reference-only"
+                              : declared;
+    }
+    return false;
+  }
+  void run_passes(Graph& g, std::vector<Value>& outputs,
+                  std::vector<std::string>& report) const override {
+    ops::fuse_for_kernels(g, outputs, report);
+    if (config::env_flag("LOCKSTEP_LAYOUTS", true)) plan_layouts(g, outputs, report);
+  }
+  MemoryRules memory_rules() const override { return {}; }
+  std::unique_ptr<CompiledGraph> compile(Graph g, std::vector<Value> inputs,
+                                         std::vector<Value> outputs, const CompileOptions& options,
+                                         const StepInfo* step) const override {
+    return compile_kernel_program(std::move(g), std::move(inputs), std::move(outputs), options,
+                                  step, *this);
+  }
+};
+
+}  // namespace
+
+LOCKSTEP_REGISTER(cpu_backend) { register_backend(std::make_shared<CpuBackend>()); }
+
+}  // namespace lockstep::cpu

@@ -1,0 +1,346 @@
+// The program of a kernel backend (graph/internal/kernel_program.h). Contents:
+//   KernelProgram        the compiled program: schedule, arena, kernels, run, profile
+//   plan_arena()         buffer lifetimes of the scheduled graph -> plan_memory -> views
+//   build_kernel()       a node's kernel: the backend's, the reference fallback, bf16 adapter
+//   run_eager()          op by op with fresh buffers (run_eagerly, the test oracle)
+#include "graph/internal/kernel_program.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+#include "graph/internal/memory_plan.h"
+#include "graph/internal/passes.h"
+#include "lockstep/core/config.h"
+#include "lockstep/core/device_allocator.h"
+#include "lockstep/graph/backends.h"
+#include "lockstep/graph/executable.h"
+
+namespace lockstep {
+
+namespace {
+
+struct Step {
+  int node = -1;
+  std::unique_ptr<Kernel> kernel;
+  std::vector<Tensor> in, out;
+  KernelArgs args;
+  double seconds = 0;  // accumulated when LOCKSTEP_PROFILE is set
+};
+
+// LOCKSTEP_PROFILE=1: time every kernel and print a per-op table when the program dies.
+bool profiling_enabled() {
+  static const bool on = config::env_flag("LOCKSTEP_PROFILE");
+  return on;
+}
+
+// A node of a `backend` program runs the reference kernel: a report line, or in strict mode an
+// error naming the op and the backend.
+void note_fallback(const Node& nd, const std::string& backend, const std::string& why, bool strict,
+                   std::vector<std::string>* report) {
+  LS_CHECK(!strict, "op '", nd.op, "' (", nd.name, ") would run the reference kernel on backend '",
+           backend, "' (", why, ") and strict kernels are on (CompileOptions::strict_kernels or ",
+           "LOCKSTEP_STRICT_KERNELS=1): compile for backend \"reference\", or turn strict off");
+  if (report)
+    report->push_back("fallback: " + nd.op + " runs the reference kernel on '" + backend +
+                      "': " + why);
+}
+
+bool has_bf16(const Node& nd, const std::vector<TensorType>& in_types) {
+  for (const TensorType& t : in_types)
+    if (t.dtype == DType::bf16) return true;
+  for (const TensorType& t : nd.outputs)
+    if (t.dtype == DType::bf16) return true;
+  return false;
+}
+
+// Builds nd's kernel for `backend`. A backend that cannot run it falls back to the reference
+// kernel, and so may a backend's own factory for shapes it does not cover: both are noted.
+std::unique_ptr<Kernel> build_kernel(const Node& nd, const std::vector<TensorType>& in_types,
+                                     const Backend& backend, bool strict,
+                                     std::vector<std::string>* report) {
+  const OpRegistry& registry = OpRegistry::get();
+  std::string why, used = backend.name();
+  const KernelFactory* f = nullptr;
+  if (backend.can_run(nd, in_types, &why)) {
+    f = registry.kernel(nd.op, used);
+  } else if (used != kReferenceBackend) {
+    f = registry.kernel(nd.op, kReferenceBackend);
+    if (f) note_fallback(nd, used, why, strict, report);
+    used = kReferenceBackend;
+  }
+  LS_CHECK(f, "op '", nd.op, "' (", nd.name, ") has no kernel for backend '", backend.name(), "'",
+           why.empty() ? "" : ": " + why);
+  std::unique_ptr<Kernel> kernel;
+  if (has_bf16(nd, in_types) && !registry.kernel_takes_bf16(nd.op, used)) {
+    kernel = bf16_via_f32(nd, in_types, *f);
+    if (report) report->push_back("bf16: " + nd.op + " runs its f32 kernel between conversions");
+  } else {
+    kernel = (*f)(nd, in_types);
+  }
+  if (std::string reason = kernel->fallback_reason(); !reason.empty())
+    note_fallback(nd, backend.name(), reason, strict, report);
+  return kernel;
+}
+
+class KernelProgram final : public CompiledGraph {
+ public:
+  KernelProgram(Graph g, std::vector<Value> inputs, std::vector<Value> outputs,
+                const CompileOptions& options, const StepInfo* step, const Backend& backend)
+      : graph_(std::move(g)),
+        options_(options),
+        backend_(backend),
+        step_(step),
+        inputs_(std::move(inputs)),
+        outputs_(std::move(outputs)) {
+    allocator_ = &device_allocator(options_.device);  // throws, naming a device with no backend
+    LS_CHECK(!options_.eager || allocator_->host_accessible(), "Executable: run_eagerly runs on ",
+             "the host; device ", options_.device.str(), " needs a compiled executable");
+    strict_ = options_.strict_kernels || config::env_flag("LOCKSTEP_STRICT_KERNELS");
+    schedule_ = schedule_nodes(graph_, outputs_);
+    // Inputs the live graph does not read still get a buffer the caller can write.
+    for (Value v : inputs_)
+      if (std::find(schedule_.begin(), schedule_.end(), v.node) == schedule_.end())
+        schedule_.insert(schedule_.begin(), v.node);
+    for (int i : schedule_)
+      for (auto& t : graph_.node(i).outputs)
+        LS_CHECK(t.shape.is_known(), graph_.node(i).op, " '", graph_.node(i).name,
+                 "': output shape ", t.shape.str(), " is not known at compile time");
+    if (options_.eager) {
+      for (Value v : inputs_)
+        input_tensors_.push_back(Tensor::zeros(graph_.type(v).shape, graph_.type(v).dtype));
+    } else {
+      plan_arena();
+      build_kernels();
+    }
+  }
+  ~KernelProgram() override {
+    if (profiling_enabled() && step_->step > 0 && !steps_.empty()) print_profile();
+    steps_.clear();
+    if (arena_) allocator_->deallocate(arena_);
+    if (workspace_) allocator_->deallocate(workspace_);
+  }
+
+  Tensor& input(int i) override { return input_tensors_[size_t(i)]; }
+  int num_inputs() const override { return int(input_tensors_.size()); }
+  const Tensor& output(int i) const override { return output_tensors_[size_t(i)]; }
+  int num_outputs() const override { return int(output_tensors_.size()); }
+  void copy_input_from_host(int i, const Tensor& host) override {
+    allocator_->copy_from_host(input_tensors_[size_t(i)].raw(), host.raw(), host.nbytes());
+  }
+  void copy_output_to_host(int i, Tensor& host) const override {
+    allocator_->copy_to_host(host.raw(), output_tensors_[size_t(i)].raw(), host.nbytes());
+  }
+  void run() override;
+  size_t arena_bytes() const override { return arena_bytes_; }
+  size_t unplanned_bytes() const override { return unplanned_bytes_; }
+  int num_scheduled() const override { return int(schedule_.size()); }
+  const Graph& graph() const override { return graph_; }
+  const std::vector<std::string>& report() const override { return report_; }
+
+ private:
+  void plan_arena();
+  void build_kernels();
+  void run_eager();
+  void print_profile() const;
+
+  Graph graph_;
+  CompileOptions options_;
+  const Backend& backend_;
+  const StepInfo* step_;
+  bool strict_ = false;
+  std::vector<Value> inputs_, outputs_;
+  std::vector<int> schedule_;
+  std::vector<std::vector<Tensor>> values_;  // per node, per output: views
+  std::vector<std::unique_ptr<Step>> steps_;
+  std::vector<Tensor> input_tensors_, output_tensors_;
+  void* arena_ = nullptr;
+  size_t arena_bytes_ = 0, unplanned_bytes_ = 0, workspace_bytes_ = 0;
+  void* workspace_ = nullptr;
+  DeviceAllocator* allocator_ = nullptr;  // of options_.device: arena and workspace
+  std::vector<std::string> report_;
+};
+
+void KernelProgram::plan_arena() {
+  const OpRegistry& registry = OpRegistry::get();
+  std::vector<int> pos(size_t(graph_.size()), -1);
+  for (int k = 0; k < int(schedule_.size()); ++k) pos[size_t(schedule_[size_t(k)])] = k;
+  const int end = int(schedule_.size());
+  // Root buffer of each value (a view shares its input's); variables keep their own storage.
+  std::map<std::pair<int, int>, int> buf_of;
+  std::vector<BufferLife> bufs;
+  for (int i : schedule_) {
+    const Node& nd = graph_.node(i);
+    const OpDef& def = registry.op(nd.op);
+    for (int k = 0; k < int(nd.outputs.size()); ++k) {
+      if (k == 0 && def.alias_input >= 0) {
+        Value src = nd.inputs[size_t(def.alias_input)];
+        if (auto it = buf_of.find({src.node, src.index}); it != buf_of.end())
+          buf_of[{i, 0}] = it->second;  // (a view of a variable has none)
+      } else if (def.source != Source::variable) {
+        const TensorType& t = nd.outputs[size_t(k)];
+        const int first = def.source == Source::placeholder ? 0 : pos[size_t(i)];
+        buf_of[{i, k}] = int(bufs.size());
+        bufs.push_back({size_t(t.shape.numel()) * dtype_size(t.dtype), first, first});
+      }
+    }
+  }
+  auto life = [&](Value v) -> BufferLife* {
+    auto it = buf_of.find({v.node, v.index});
+    return it == buf_of.end() ? nullptr : &bufs[size_t(it->second)];
+  };
+  for (int i : schedule_)
+    for (Value v : graph_.node(i).inputs)
+      if (BufferLife* b = life(v)) b->last = std::max(b->last, pos[size_t(i)]);
+  for (const auto& list : {outputs_, inputs_})  // fetched, and written by the caller
+    for (Value v : list)
+      if (BufferLife* b = life(v)) b->last = end;
+  const MemoryPlan plan = plan_memory(bufs, backend_.memory_rules().alignment);
+  arena_bytes_ = plan.arena_bytes;
+  unplanned_bytes_ = plan.unplanned_bytes;
+  arena_ = allocator_->allocate(std::max<size_t>(arena_bytes_, kAlignment));
+  allocator_->zero(arena_, arena_bytes_);
+  values_.assign(size_t(graph_.size()), {});
+  for (int i : schedule_) {
+    const Node& nd = graph_.node(i);
+    const OpDef& def = registry.op(nd.op);
+    values_[size_t(i)].resize(nd.outputs.size());
+    for (int k = 0; k < int(nd.outputs.size()); ++k) {
+      const TensorType& t = nd.outputs[size_t(k)];
+      Tensor& v = values_[size_t(i)][size_t(k)];
+      if (k == 0 && def.alias_input >= 0) {
+        Value src = nd.inputs[size_t(def.alias_input)];
+        v = values_[size_t(src.node)][size_t(src.index)].reshape(t.shape);
+      } else if (def.source == Source::variable) {
+        LS_CHECK(nd.variable && nd.variable->value.defined(), "variable '", nd.name,
+                 "' has no value");
+        v = nd.variable->value;
+      } else {
+        const size_t offset = plan.offsets[size_t(buf_of.at({i, k}))];
+        v = Tensor::borrow(static_cast<char*>(arena_) + offset, t.shape, t.dtype);
+      }
+    }
+  }
+  for (Value v : inputs_) input_tensors_.push_back(values_[size_t(v.node)][size_t(v.index)]);
+  for (Value v : outputs_) output_tensors_.push_back(values_[size_t(v.node)][size_t(v.index)]);
+  report_.push_back("memory: arena " + std::to_string(arena_bytes_ >> 10) + " KiB (" +
+                    std::to_string(unplanned_bytes_ >> 10) + " KiB without reuse), " +
+                    std::to_string(schedule_.size()) + " nodes");
+}
+
+void KernelProgram::build_kernels() {
+  std::vector<std::string> fallbacks;
+  const OpRegistry& registry = OpRegistry::get();
+  for (int i : schedule_) {
+    const Node& nd = graph_.node(i);
+    const OpDef& def = registry.op(nd.op);
+    if (def.source != Source::none || def.alias_input >= 0) continue;
+    // The reference fallback reads host memory: no host kernel on a device's arena.
+    LS_CHECK(allocator_->host_accessible() || registry.kernel(nd.op, options_.backend), "op '",
+             nd.op, "' (", nd.name, ") has no '", options_.backend, "' kernel, and the ",
+             "host 'reference' kernel cannot run on ", options_.device.str(), "'s memory");
+    auto st = std::make_unique<Step>();
+    st->node = i;
+    std::vector<TensorType> in_types;
+    for (Value v : nd.inputs) {
+      st->in.push_back(values_[size_t(v.node)][size_t(v.index)]);
+      in_types.push_back(graph_.type(v));
+    }
+    st->out = values_[size_t(i)];
+    st->kernel = build_kernel(nd, in_types, backend_, strict_, &fallbacks);
+    if (std::string a = st->kernel->algorithm(); !a.empty())
+      report_.push_back("algorithm: " + nd.op + " (" + nd.name + "): " + a);
+    workspace_bytes_ = std::max(workspace_bytes_, st->kernel->workspace_bytes());
+    steps_.push_back(std::move(st));
+  }
+  std::sort(fallbacks.begin(), fallbacks.end());
+  fallbacks.erase(std::unique(fallbacks.begin(), fallbacks.end()), fallbacks.end());
+  report_.insert(report_.end(), fallbacks.begin(), fallbacks.end());
+  if (workspace_bytes_) workspace_ = allocator_->allocate(workspace_bytes_);
+  for (auto& st : steps_)
+    st->args = KernelArgs{st->in.data(),       int(st->in.size()), st->out.data(),
+                          int(st->out.size()), workspace_,         step_};
+}
+
+void KernelProgram::run() {
+  if (options_.eager) return run_eager();
+  if (!profiling_enabled()) {
+    for (auto& st : steps_) st->kernel->run(st->args);
+    return;
+  }
+  for (auto& st : steps_) {
+    auto t0 = std::chrono::steady_clock::now();
+    st->kernel->run(st->args);
+    st->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+}
+
+void KernelProgram::print_profile() const {
+  double total = 0;
+  for (auto& st : steps_) total += st->seconds;
+  std::vector<const Step*> order;
+  for (auto& st : steps_) order.push_back(st.get());
+  std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->seconds > b->seconds; });
+  const double steps = double(step_->step);
+  std::fprintf(stderr, "profile: %llu steps, %.3f ms/step in kernels\n",
+               (unsigned long long)step_->step, 1e3 * total / steps);
+  for (const Step* st : order) {
+    if (st->seconds < 0.005 * total) break;
+    const Node& nd = graph_.node(st->node);
+    std::fprintf(stderr, "  %6.2f ms %5.1f%%  %-22s %s\n", 1e3 * st->seconds / steps,
+                 100.0 * st->seconds / total, nd.op.c_str(), nd.name.c_str());
+  }
+}
+
+void KernelProgram::run_eager() {
+  const OpRegistry& registry = OpRegistry::get();
+  std::map<std::pair<int, int>, Tensor> vals;
+  for (size_t k = 0; k < inputs_.size(); ++k)
+    vals[{inputs_[k].node, inputs_[k].index}] = input_tensors_[k];
+  for (int i : schedule_) {
+    const Node& nd = graph_.node(i);
+    const OpDef& def = registry.op(nd.op);
+    if (def.source == Source::placeholder) {
+      LS_CHECK(vals.count({i, 0}), "eager: input '", nd.name, "' was not fed");
+      continue;
+    }
+    if (def.source == Source::variable) {
+      vals[{i, 0}] = nd.variable->value;
+      continue;
+    }
+    std::vector<Tensor> in, out;
+    std::vector<TensorType> in_types;
+    for (Value v : nd.inputs) {
+      in.push_back(vals.at({v.node, v.index}));
+      in_types.push_back(graph_.type(v));
+    }
+    if (def.alias_input >= 0) {
+      vals[{i, 0}] = in[size_t(def.alias_input)].reshape(nd.outputs[0].shape);
+      continue;
+    }
+    for (auto& t : nd.outputs) out.push_back(Tensor::zeros(t.shape, t.dtype));
+    auto kernel = build_kernel(nd, in_types, backend_, strict_, nullptr);
+    std::vector<char> ws(kernel->workspace_bytes() + kAlignment);
+    void* wsp = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + kAlignment - 1) &
+                                        ~uintptr_t(kAlignment - 1));
+    KernelArgs args{in.data(), int(in.size()), out.data(), int(out.size()), wsp, step_};
+    kernel->run(args);
+    for (int k = 0; k < int(out.size()); ++k) vals[{i, k}] = out[size_t(k)];
+  }
+  output_tensors_.clear();
+  for (Value v : outputs_) output_tensors_.push_back(vals.at({v.node, v.index}));
+}
+
+}  // namespace
+
+std::unique_ptr<CompiledGraph> compile_kernel_program(Graph g, std::vector<Value> inputs,
+                                                      std::vector<Value> outputs,
+                                                      const CompileOptions& options,
+                                                      const StepInfo* step,
+                                                      const Backend& backend) {
+  return std::make_unique<KernelProgram>(std::move(g), std::move(inputs), std::move(outputs),
+                                         options, step, backend);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,220 @@
+// The fusions whose fused forms the ops declare (conv2d's fused_bias and activation,
+// batch_norm_*'s activation and residual, max_pool2d_grad's activation, batch_norm_fold): the
+// rewrites of ops/internal/fusions.h, which the kernel backends run (every kernel backend
+// implements the fused forms). Each names its ops through the op ids.
+#include "ops/internal/fusions.h"
+
+#include <algorithm>
+
+#include "graph/internal/passes.h"
+#include "ops/internal/op_util.h"
+
+namespace lockstep::ops {
+
+namespace {
+
+// conv2d -> bias_add -> relu, each the only reader of the one before, becomes one conv2d
+// (fused_bias, activation relu): the bias and the activation ride on the conv's output pass.
+void fuse_conv_bias_relu(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
+  const auto sched = schedule_nodes(g, outputs);
+  auto cons = consumers_of(g, sched, outputs);
+  auto only_consumer = [&](int node) {
+    const auto& c = cons[{node, 0}];
+    return c.size() == 1 ? c[0] : -1;
+  };
+  for (int i : sched) {
+    Node& conv = g.node(i);
+    if (conv.op != op::conv2d || attr_b(conv, "fused_bias") ||
+        attr_s(conv, "activation") != "linear" || conv.outputs.size() != 1)
+      continue;
+    const int b = only_consumer(i);
+    if (b < 0 || g.node(b).op != op::bias_add || g.node(b).inputs[0] != Value{i, 0}) continue;
+    Node& bias = g.node(b);
+    conv.inputs.push_back(bias.inputs[1]);
+    conv.attrs.set("fused_bias", true);
+    make_view(bias, Value{i, 0});
+    std::string what = "conv2d+bias";
+    // Then a relu that reads the bias output, its only reader.
+    const int r = only_consumer(b);
+    if (r >= 0 && g.node(r).op == op::relu) {
+      conv.attrs.set("activation", "relu");
+      make_view(g.node(r), Value{b, 0});
+      what += "+relu";
+    }
+    report.push_back("fused " + what + " '" + conv.name + "'");
+  }
+}
+
+// batch_norm_train -> relu and batch_norm_train -> add(·, z) -> relu become one
+// batch_norm_train (activation relu, residual z): one pass writes relu(bn(x) + z); the same for
+// batch_norm_infer (inference and evaluation programs, z its 6th input). In the
+// backward, relu_grad(dy, y) -> batch_norm_train_grad becomes one batch_norm_train_grad that
+// masks dy by y > 0 itself; when the masked gradient has other consumers (the residual
+// branch), the first fused gradient node also writes it (emit_dy, output 3).
+void fuse_batch_norm(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
+  auto sched = schedule_nodes(g, outputs);
+  auto cons = consumers_of(g, sched, outputs);
+  auto only_consumer = [&](int node) {
+    const auto& c = cons[{node, 0}];
+    return c.size() == 1 ? c[0] : -1;
+  };
+  for (int i : sched) {
+    Node& bn = g.node(i);
+    if ((bn.op != op::batch_norm_train && bn.op != op::batch_norm_infer) ||
+        attr_s(bn, "activation") != "linear" || attr_b(bn, "residual"))
+      continue;
+    const std::string kind = bn.op == op::batch_norm_train ? "batch_norm" : "batch_norm_infer";
+    const int j = only_consumer(i);
+    if (j < 0) continue;
+    Node& next = g.node(j);
+    const TensorType& t = bn.outputs[0];
+    if (next.op == op::relu && next.outputs[0] == t) {
+      bn.attrs.set("activation", "relu");
+      make_view(next, Value{i, 0});
+      report.push_back("fused " + kind + "+relu '" + bn.name + "'");
+      continue;
+    }
+    if (next.op != op::add || next.inputs.size() != 2 || next.outputs[0] != t) continue;
+    const Value z = next.inputs[0] == Value{i, 0} ? next.inputs[1] : next.inputs[0];
+    if (g.type(z) != t || z == Value{i, 0}) continue;
+    const int k = only_consumer(j);
+    if (k < 0 || g.node(k).op != op::relu || g.node(k).outputs[0] != t) continue;
+    if (reaches(g, {z}, i)) continue;
+    bn.inputs.push_back(z);
+    bn.attrs.set("activation", "relu");
+    bn.attrs.set("residual", true);
+    make_view(next, Value{i, 0});
+    make_view(g.node(k), Value{i, 0});
+    report.push_back("fused " + kind + "+add+relu '" + bn.name + "'");
+  }
+  for (int i : sched) {
+    if (g.node(i).op != op::relu_grad) continue;
+    const Value dy = g.node(i).inputs[0], y = g.node(i).inputs[1];
+    const TensorType t = g.node(i).outputs[0];
+    if (g.type(dy) != t || g.type(y) != t) continue;
+    std::vector<int> fused, others;
+    for (int k : cons[{i, 0}]) {
+      if (k >= 0 && std::find(fused.begin(), fused.end(), k) != fused.end()) continue;
+      Node* bg = k >= 0 ? &g.node(k) : nullptr;
+      if (!bg || bg->op != op::batch_norm_train_grad || attr_s(*bg, "activation") != "linear" ||
+          bg->inputs[0] != Value{i, 0} || g.type(bg->inputs[1]) != t ||
+          std::count(bg->inputs.begin(), bg->inputs.end(), Value{i, 0}) != 1) {
+        others.push_back(k);
+        continue;
+      }
+      fused.push_back(k);
+    }
+    if (fused.empty()) continue;
+    // The node that writes the masked gradient for the others must not read any of them.
+    const int emit = fused[0];
+    if (!others.empty()) {
+      std::vector<Value> rest(g.node(emit).inputs.begin() + 1, g.node(emit).inputs.end());
+      if (reaches(g, rest, i)) continue;
+    }
+    for (int k : fused) {
+      Node& bg = g.node(k);
+      std::vector<Value> in(bg.inputs.begin(), bg.inputs.begin() + 5);
+      in[0] = dy;
+      in.push_back(y);
+      in.insert(in.end(), bg.inputs.begin() + 5, bg.inputs.end());  // dmean, dvar
+      bg.inputs = std::move(in);
+      bg.attrs.set("activation", "relu");
+      report.push_back("fused relu_grad+batch_norm_train_grad '" + bg.name + "'");
+    }
+    if (!others.empty()) {
+      Node& bg = g.node(emit);
+      bg.attrs.set("emit_dy", true);
+      bg.outputs.push_back(t);
+      make_view(g.node(i), Value{emit, 3});
+    }
+  }
+}
+
+// Inference: conv2d -> batch_norm_infer (maybe fused with relu, not with a residual) becomes
+// conv2d(x, w * s, beta - mean * s [+ b * s]) with the batch norm's activation, s = gamma /
+// sqrt(var + eps): one batch_norm_fold node computes the folded weights and bias from the live
+// variables each run (a few thousand floats), and the pass over the activations is gone. In
+// mixed precision the folded weights are rounded to bfloat16 once (w * s instead of w).
+void fold_batch_norm(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
+  auto sched = schedule_nodes(g, outputs);
+  auto cons = consumers_of(g, sched, outputs);
+  for (int i : sched) {
+    if (g.node(i).op != op::batch_norm_infer || attr_b(g.node(i), "residual")) continue;
+    // Through the identities earlier fusions left (a bias_add fused into the conv), each the
+    // only reader of the one before.
+    Value src = g.node(i).inputs[0];
+    int reader = i;
+    bool single = true;
+    while (is_view(g.node(src.node))) {
+      single = single && cons[{src.node, 0}] == std::vector<int>{reader};
+      reader = src.node;
+      src = g.node(src.node).inputs[0];
+    }
+    const int c = src.node;
+    const Node& conv = g.node(c);
+    if (!single || conv.op != op::conv2d || src.index != 0 ||
+        attr_s(conv, "activation") != "linear" || cons[{c, 0}] != std::vector<int>{reader})
+      continue;
+    // Mixed precision: the conv reads bfloat16 weights (and bias) cast from float32 values;
+    // the fold takes those float32 sources, and its weights are cast to bfloat16 for the conv
+    // (its bias stays float32, which a bf16 conv takes).
+    const bool mixed = conv.outputs[0].dtype == DType::bf16;
+    auto f32_source = [&](Value v) {
+      if (!mixed || g.type(v).dtype == DType::f32) return v;
+      const Node& cast = g.node(v.node);
+      return cast.op == op::cast && g.type(cast.inputs[0]).dtype == DType::f32 ? cast.inputs[0]
+                                                                               : Value{};
+    };
+    std::vector<Value> in{f32_source(conv.inputs[1])};
+    for (int k = 1; k < 5; ++k) in.push_back(g.node(i).inputs[size_t(k)]);
+    if (conv.inputs.size() == 3) in.push_back(f32_source(conv.inputs[2]));
+    bool f32 = conv.outputs[0].dtype == DType::f32 || mixed;
+    for (Value v : in) f32 = f32 && v.valid() && g.type(v).dtype == DType::f32;
+    const Shape& w = g.type(conv.inputs[1]).shape;
+    if (!f32 || w[-1] != conv.outputs[0].shape[-1] || reaches(g, in, c)) continue;
+    const std::string bn_name = g.node(i).name, activation = attr_s(g.node(i), "activation");
+    auto fold = g.add_multi(op::batch_norm_fold, in,
+                            Attrs{{"epsilon", attr_f(g.node(i), "epsilon")}}, bn_name + "/fold");
+    const Value weights =
+        mixed ? g.add(op::cast, {fold[0]}, Attrs{{"dtype", std::string("bfloat16")}}) : fold[0];
+    Node& cv = g.node(c);  // add_multi may have moved the nodes
+    cv.inputs = {cv.inputs[0], weights, fold[1]};
+    cv.attrs.set("fused_bias", true);
+    cv.attrs.set("activation", activation);
+    Node& bn = g.node(i);
+    make_view(bn, Value{c, 0});
+    report.push_back("folded batch_norm_infer '" + bn_name + "' into conv2d '" + cv.name + "'");
+  }
+}
+
+// relu_grad(max_pool2d_grad(dy, x, y), x), where the pool read a relu's output x (conv + relu ->
+// max_pool, the reference CNN's): one max_pool2d_grad that masks dx by x > 0 itself, saving a
+// pass over the pool's input-sized gradient. x may reach the two through identities.
+void fuse_pool_relu_grad(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
+  auto sched = schedule_nodes(g, outputs);
+  auto cons = consumers_of(g, sched, outputs);
+  for (int i : sched) {
+    if (g.node(i).op != op::relu_grad) continue;
+    const Value d = g.node(i).inputs[0], x = g.node(i).inputs[1];
+    const Node& pg = g.node(d.node);
+    if (pg.op != op::max_pool2d_grad || d.index != 0 || attr_s(pg, "activation") != "linear" ||
+        cons[{d.node, 0}] != std::vector<int>{i} ||
+        through_views(g, pg.inputs[1]) != through_views(g, x) || g.type(x) != g.node(i).outputs[0])
+      continue;
+    Node& pool_grad = g.node(d.node);
+    pool_grad.attrs.set("activation", "relu");
+    make_view(g.node(i), d);
+    report.push_back("fused max_pool2d_grad+relu_grad '" + pool_grad.name + "'");
+  }
+}
+
+}  // namespace
+
+void fuse_for_kernels(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
+  fuse_conv_bias_relu(g, outputs, report);
+  fuse_batch_norm(g, outputs, report);
+  fold_batch_norm(g, outputs, report);
+  fuse_pool_relu_grad(g, outputs, report);
+}
+
+}  // namespace lockstep::ops

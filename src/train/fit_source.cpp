@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "lockstep/core/rng.h"
+#include "lockstep/core/strings.h"
 #include "train/program.h"
 
 namespace lockstep {
@@ -145,8 +146,7 @@ std::vector<Tensor> arrays_by_name(const Model& m, const TensorDict& dict, bool 
                                    const char* fn, const char* what) {
   const std::vector<std::string> names = outputs ? m.output_names() : m.input_names();
   const char* kind = outputs ? "output" : "input";
-  std::string listed;
-  for (size_t i = 0; i < names.size(); ++i) listed += (i ? ", " : "") + names[i];
+  const std::string listed = join(names);
   for (auto& [key, value] : dict.tensors)
     LS_CHECK(std::find(names.begin(), names.end(), key) != names.end(), fn, ": ", what,
              " has key '", key, "', which is not an ", kind, " of model '", m.name(), "' (", kind,
@@ -171,8 +171,7 @@ Tensor output_sample_weights(const Model& m, const std::vector<Tensor>& list,
   const size_t outputs = names.size();
   std::vector<Tensor> per_output = list;
   if (!dict.empty()) {
-    std::string listed;
-    for (size_t o = 0; o < outputs; ++o) listed += (o ? ", " : "") + names[o];
+    const std::string listed = join(names);
     for (auto& [key, value] : dict)
       LS_CHECK(std::find(names.begin(), names.end(), key) != names.end(), fn,
                ": sample_weight_by_output has key '", key, "', which is not an output of model '",

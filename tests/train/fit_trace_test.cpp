@@ -171,14 +171,18 @@ void arrays(Trace& t) {
   Model m = single_model();
   auto rec = std::make_shared<Recorder>(t);
   History h = m.fit(d.x, d.y,
-                    {.batch_size = 8, .epochs = 2, .verbose = 0, .callbacks = {rec},
-                     .validation_split = 0.25, .seed = 7, .sample_weight = d.w});
+                    {.batch_size = 8,
+                     .epochs = 2,
+                     .verbose = 0,
+                     .callbacks = {rec},
+                     .validation_split = 0.25,
+                     .seed = 7,
+                     .sample_weight = d.w});
   history(t, h), weights(t, m);
-  t.line("  evaluate" + logs_text(m.evaluate(d.x, d.y,
-                                             {.batch_size = 16,
-                                              .verbose = 0,
-                                              .sample_weight = d.w,
-                                              .callbacks = {rec}})));
+  t.line(
+      "  evaluate" +
+      logs_text(m.evaluate(
+          d.x, d.y, {.batch_size = 16, .verbose = 0, .sample_weight = d.w, .callbacks = {rec}})));
   Tensor p = m.predict(d.x, {.batch_size = 10, .callbacks = {rec}});
   t.line("  predict " + digest(p));
   t.line("  predict(x, 7) " + digest(m.predict(d.x, 7)));
@@ -191,9 +195,13 @@ void class_weights_and_validation(Trace& t) {
   auto rec = std::make_shared<Recorder>(t);
   const Tensor vx = d.x.slice(0, 12).contiguous(), vy = d.y.slice(0, 12).contiguous();
   History h = m.fit(d.x, d.y,
-                    {.batch_size = 16, .epochs = 3, .verbose = 0, .callbacks = {rec},
+                    {.batch_size = 16,
+                     .epochs = 3,
+                     .verbose = 0,
+                     .callbacks = {rec},
                      .validation_data = ValidationData(vx, vy, d.w.slice(0, 12).contiguous()),
-                     .shuffle = false, .class_weight = {{0, 2.0}, {2, 0.5}}});
+                     .shuffle = false,
+                     .class_weight = {{0, 2.0}, {2, 0.5}}});
   history(t, h), weights(t, m);
 }
 
@@ -208,8 +216,8 @@ void dataset(Trace& t) {
   history(t, h), weights(t, m);
   t.line("  evaluate" + logs_text(m.evaluate(val, {.verbose = 0, .callbacks = {rec}})));
   t.line("  evaluate(steps=2)" + logs_text(m.evaluate(val, {.verbose = 0, .steps = 2})));
-  Tensor p = m.predict(data::Dataset::from_tensor_slices(d.x).batch(9),
-                       PredictConfig{.callbacks = {rec}});
+  Tensor p =
+      m.predict(data::Dataset::from_tensor_slices(d.x).batch(9), PredictConfig{.callbacks = {rec}});
   t.line("  predict " + digest(p));
   // steps_per_epoch on a repeated dataset: one iterator runs on across epochs.
   History r = m.fit(data::Dataset::from_tensor_slices({d.x, d.y}).batch(10).repeat(),
@@ -224,9 +232,13 @@ void multi_list(Trace& t) {
   auto rec = std::make_shared<Recorder>(t);
   const Tensor w2 = positive(20, 6);
   History h = m.fit({d.xa, d.xb}, {d.y1, d.y2},
-                    {.batch_size = 6, .epochs = 2, .verbose = 0, .callbacks = {rec},
+                    {.batch_size = 6,
+                     .epochs = 2,
+                     .verbose = 0,
+                     .callbacks = {rec},
                      .validation_data = ValidationData::arrays({d.xa, d.xb}, {d.y1, d.y2}),
-                     .seed = 3, .output_sample_weights = {Tensor(), w2}});
+                     .seed = 3,
+                     .output_sample_weights = {Tensor(), w2}});
   history(t, h), weights(t, m);
   t.line("  evaluate" +
          logs_text(m.evaluate({d.xa, d.xb}, {d.y1, d.y2}, {.batch_size = 7, .verbose = 0})));
@@ -245,9 +257,13 @@ void dict(Trace& t) {
   auto rec = std::make_shared<Recorder>(t);
   const TensorDict x{{"b", d.xb}, {"a", d.xa}}, y{{"cls", d.y2}, {"reg", d.y1}};
   History h = m.fit(x, y,
-                    {.batch_size = 8, .epochs = 2, .verbose = 0, .callbacks = {rec},
+                    {.batch_size = 8,
+                     .epochs = 2,
+                     .verbose = 0,
+                     .callbacks = {rec},
                      .validation_data = ValidationData::dicts(x, y, {{"cls", positive(20, 7)}}),
-                     .shuffle = false, .sample_weight_by_output = {{"reg", positive(20, 8)}}});
+                     .shuffle = false,
+                     .sample_weight_by_output = {{"reg", positive(20, 8)}}});
   history(t, h), weights(t, m);
   t.line("  evaluate" + logs_text(m.evaluate(x, y, {.batch_size = 20, .verbose = 0})));
   std::map<std::string, Tensor> p = m.predict(x, {.batch_size = 6});
@@ -260,8 +276,12 @@ void steps_per_execution(Trace& t) {
   Model m = single_model(3);
   auto rec = std::make_shared<Recorder>(t);
   History h = m.fit(d.x, d.y,
-                    {.batch_size = 6, .epochs = 2, .verbose = 0, .callbacks = {rec},
-                     .validation_data = ValidationData(d.x, d.y), .seed = 1});
+                    {.batch_size = 6,
+                     .epochs = 2,
+                     .verbose = 0,
+                     .callbacks = {rec},
+                     .validation_data = ValidationData(d.x, d.y),
+                     .seed = 1});
   history(t, h), weights(t, m);
   t.line("  evaluate" +
          logs_text(m.evaluate(d.x, d.y, {.batch_size = 5, .verbose = 0, .callbacks = {rec}})));

@@ -56,11 +56,7 @@ class Execution {
         continue;
       }
       const int slot = take_slot(&p);
-      p.stage(slot + 1);
-      xs_.clear(), ys_.clear();
-      for (int i = 0; i < p.inputs(); ++i) xs_.push_back(&p.staged_x(slot, i));
-      for (int i = 0; i < p.targets(); ++i) ys_.push_back(&p.staged_y(slot, i));
-      source.copy_rows(first_row + begin, first_row + end, xs_, ys_, p.staged_sample_weight(slot));
+      source.copy_to_slot(first_row + begin, first_row + end, p, slot);
       b.slots[size_t(replica)] = slot;
     }
   }
@@ -106,7 +102,6 @@ class Execution {
   std::vector<Batch> batches_;  // [0, count_) staged
   int count_ = 0;
   std::vector<std::pair<Program*, int>> slots_used_;
-  std::vector<Tensor*> xs_, ys_;  // scratch
 };
 
 }  // namespace lockstep

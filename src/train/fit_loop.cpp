@@ -358,11 +358,7 @@ void FitLoop::stage_batch(const WorkerBatch& batch, int64_t step) {
       continue;
     }
     const int slot = take_slot(&program);
-    program.stage(slot + 1);
-    staged_xs_.clear(), staged_ys_.clear();
-    for (int i = 0; i < program.inputs(); ++i) staged_xs_.push_back(&program.staged_x(slot, i));
-    for (int i = 0; i < program.targets(); ++i) staged_ys_.push_back(&program.staged_y(slot, i));
-    source_.copy_rows(r0, r1, staged_xs_, staged_ys_, program.staged_sample_weight(slot));
+    source_.copy_to_slot(r0, r1, program, slot);
     if (run->steps == 0) run->first_slots[size_t(replica)] = slot;
   }
   ++run->steps;

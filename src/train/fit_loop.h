@@ -143,7 +143,6 @@ class FitLoop {
   std::vector<Run> runs_;  // this execution's: runs_[0, num_runs_)
   size_t num_runs_ = 0;
   std::vector<std::pair<Program*, int>> slots_used_;  // this execution's staged slots per program
-  std::vector<Tensor*> staged_xs_, staged_ys_;        // scratch
 };
 
 }  // namespace lockstep

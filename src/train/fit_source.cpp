@@ -391,6 +391,14 @@ void Model::Source::copy(int64_t r0, int64_t r1, Program& program) {
   copy_rows(r0, r1, xs, ys, program.sample_weight());
 }
 
+void Model::Source::copy_to_slot(int64_t r0, int64_t r1, Program& program, int slot) {
+  program.stage(slot + 1);
+  slot_xs_.clear(), slot_ys_.clear();
+  for (int i = 0; i < program.inputs(); ++i) slot_xs_.push_back(&program.staged_x(slot, i));
+  for (int i = 0; i < program.targets(); ++i) slot_ys_.push_back(&program.staged_y(slot, i));
+  copy_rows(r0, r1, slot_xs_, slot_ys_, program.staged_sample_weight(slot));
+}
+
 int64_t DatasetSource::steps() const {
   if (continue_) return -1;
   int64_t c = ds_.cardinality();

@@ -14,6 +14,7 @@
 
 #include "data/dataset_node.h"
 #include "lockstep/core/rng.h"
+#include "lockstep/core/strings.h"
 
 namespace lockstep::data {
 
@@ -24,12 +25,6 @@ namespace {
 std::string lower(std::string s) {
   for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
   return s;
-}
-
-std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
-  return out;
 }
 
 void validate(const std::string& dir, const ImageFolderOptions& o) {

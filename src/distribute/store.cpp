@@ -32,6 +32,7 @@
 
 #include "distribute/backends.h"
 #include "distribute/store_protocol.h"
+#include "lockstep/core/strings.h"
 #include "lockstep/distribute/cluster.h"
 #include "lockstep/distribute/collective.h"
 
@@ -81,12 +82,6 @@ Reader fd_reader(int fd) {
 }
 
 std::string errno_text(int err) { return std::strerror(err); }
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
 
 // Compares in time that depends only on the expected token's length.
 bool token_matches(const std::string& expected, const std::string& given) {

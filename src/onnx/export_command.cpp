@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "lockstep/core/parse.h"
+#include "lockstep/core/strings.h"
 #include "lockstep/onnx/export.h"
 #include "lockstep/train/saving.h"
 
@@ -17,11 +18,8 @@ constexpr const char* kUsage =
     "  --batch-size N         a fixed batch dimension (default: symbolic \"batch\")\n"
     "  --no-fold-batch-norm   keep BatchNormalization as its own ONNX node\n";
 
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s.empty() ? "none" : s;
-}
+// The names, comma-separated, or "none".
+std::string listed(const std::vector<std::string>& v) { return v.empty() ? "none" : join(v); }
 
 }  // namespace
 
@@ -61,10 +59,10 @@ int export_command(const std::vector<std::string>& args) {
               files[1].c_str(), static_cast<long long>(options.opset),
               static_cast<long long>(r.nodes), static_cast<long long>(r.parameters),
               static_cast<long long>(r.transposes));
-  std::printf("  inputs: %s; outputs: %s\n", join(r.input_names).c_str(),
-              join(r.output_names).c_str());
-  std::printf("  folded: %s\n  removed (inference identity): %s\n", join(r.folded).c_str(),
-              join(r.removed).c_str());
+  std::printf("  inputs: %s; outputs: %s\n", listed(r.input_names).c_str(),
+              listed(r.output_names).c_str());
+  std::printf("  folded: %s\n  removed (inference identity): %s\n", listed(r.folded).c_str(),
+              listed(r.removed).c_str());
   return 0;
 }
 

@@ -162,12 +162,13 @@ json compile_config_json(const CompileConfig& config) {
   c["metrics"] = metrics.empty() ? json(nullptr) : metrics;
   c["weighted_metrics"] = nullptr;
   // Several outputs: Keras's list forms (a loss, a weight and a metric list per output).
+  // (Model::compile_config() holds them in the list form.)
   if (!config.losses.empty()) {
     c["loss"] = json::array();
-    for (auto& l : config.losses)
+    for (auto& l : config.losses.list())
       c["loss"].push_back(l ? keras_object("keras.losses", l->name(), l->get_config()) : json());
   }
-  if (!config.loss_weights.empty()) c["loss_weights"] = config.loss_weights;
+  if (!config.loss_weights.empty()) c["loss_weights"] = config.loss_weights.list();
   auto per_output = [](const std::vector<std::vector<std::string>>& names,
                        const std::vector<std::vector<MetricPtr>>& objects) {
     json lists = json::array();
@@ -182,9 +183,9 @@ json compile_config_json(const CompileConfig& config) {
     return lists;
   };
   if (!config.output_metrics.empty() || !config.output_metric_objects.empty())
-    c["metrics"] = per_output(config.output_metrics, config.output_metric_objects);
+    c["metrics"] = per_output(config.output_metrics.list(), config.output_metric_objects.list());
   if (!config.output_weighted_metrics.empty())
-    c["weighted_metrics"] = per_output(config.output_weighted_metrics, {});
+    c["weighted_metrics"] = per_output(config.output_weighted_metrics.list(), {});
   c["run_eagerly"] = config.run_eagerly;
   c["steps_per_execution"] = config.steps_per_execution;
   c["jit_compile"] = "auto";
@@ -198,15 +199,19 @@ CompileConfig compile_config_from_json(const json& cc) {
     c.optimizer = optimizer_from_config(cc["optimizer"]);
   // Several outputs: a list of losses, of loss weights, of metric lists (Keras's list forms).
   if (cc.contains("loss") && cc["loss"].is_array()) {
-    for (auto& l : cc["loss"]) c.losses.push_back(loss_from_config(l));
+    std::vector<LossPtr> losses;
+    for (auto& l : cc["loss"]) losses.push_back(loss_from_config(l));
+    c.losses = std::move(losses);
   } else if (cc.contains("loss") && !cc["loss"].is_null()) {
     c.loss = loss_from_config(cc["loss"]);
   }
   if (cc.contains("loss_weights") && cc["loss_weights"].is_array()) {
+    std::vector<double> weights;
     for (auto& w : cc["loss_weights"]) {
       LS_CHECK(w.is_number(), "compile_config: loss_weights must be numbers, got ", w.dump());
-      c.loss_weights.push_back(w.get<double>());
+      weights.push_back(w.get<double>());
     }
+    c.loss_weights = std::move(weights);
   } else {
     require_default(cc, "loss_weights", nullptr, "compile_config");
   }

@@ -64,12 +64,13 @@ Logs read_metrics(const Model& model, Replication* replication, const std::strin
   return logs;
 }
 
-FitLoop::FitLoop(Model& model, Model::Source& source, FitConfig& config)
+FitLoop::FitLoop(Model& model, ModelRuntime& runtime, Model::Source& source, FitConfig& config)
     : model_(model),
+      runtime_(runtime),
       source_(source),
       config_(config),
-      local_replicas_(model.replication_ ? model.replication_->local_replicas() : 1),
-      strategy_(model.replication_ ? &model.replication_->strategy() : nullptr),
+      local_replicas_(runtime.replication() ? runtime.replication()->local_replicas() : 1),
+      strategy_(runtime.replication() ? &runtime.replication()->strategy() : nullptr),
       workers_(strategy_ ? strategy_->num_workers : 1),
       chief_(!strategy_ || strategy_->is_chief()),
       from_arrays_(dynamic_cast<TensorSource*>(&source) != nullptr),
@@ -83,7 +84,7 @@ FitLoop::FitLoop(Model& model, Model::Source& source, FitConfig& config)
   prepare_shards();
 }
 
-Replication* FitLoop::replication() const { return model_.replication_.get(); }
+Replication* FitLoop::replication() const { return runtime_.replication(); }
 
 // ---- gradient shards ----------------------------------------------------------------------
 
@@ -106,17 +107,7 @@ void FitLoop::prepare_shards() {
   }
   shards_per_replica_ = shards_ > 0 ? shards_ / replicas : 1;
   programs_ = local_replicas_ * shards_per_replica_;
-  Replication* current = replication();
-  const int k_now = current ? current->shards_per_replica() : 1;
-  if (k_now != shards_per_replica_) {
-    model_.programs_.clear();  // compiled for the other shard count
-    if (!model_.strategy_)     // a replication of its own, for the shards' reducer
-      model_.replication_ =
-          shards_per_replica_ > 1
-              ? std::make_unique<Replication>(distribute::OneDeviceStrategy("cpu:0").impl())
-              : nullptr;
-    if (replication()) replication()->set_shards_per_replica(shards_per_replica_);
-  }
+  runtime_.set_shards_per_replica(shards_per_replica_);
   replica_programs_.resize(size_t(programs_));
   replica_weights_.resize(size_t(programs_));
   replica_first_rows_.resize(size_t(programs_));
@@ -154,14 +145,13 @@ FitLoop::StartPoint FitLoop::begin_training() {
   history_.replicas = local_replicas_ * workers_;
   history_.workers = workers_;
   model_.stop_training = false;
-  model_.fit_progress_ = {};
-  model_.resume_epoch_ = -1;
-  model_.resume_step_ = 0;
+  runtime_.fit_progress() = {};
+  runtime_.set_resume_point(-1, 0);
   for (auto& cb : config_.callbacks) cb->set_model(&model_);
   for (auto& cb : config_.callbacks) cb->on_train_begin({});
   StartPoint start{config_.initial_epoch, 0};
-  if (model_.resume_epoch_ >= 0) start = {model_.resume_epoch_, model_.resume_step_};
-  model_.resume_epoch_ = -1;
+  if (runtime_.resume_epoch() >= 0) start = {runtime_.resume_epoch(), runtime_.resume_step()};
+  runtime_.set_resume_point(-1, 0);
   return start;
 }
 
@@ -209,7 +199,7 @@ void FitLoop::run_epoch(int epoch, int64_t first_step, bool first_epoch) {
   for (auto& cb : config_.callbacks) cb->on_epoch_begin(epoch, {});
   reset_metrics(model_, replication());
   const auto epoch_start = Clock::now();
-  const double compile_seconds_before = model_.compile_seconds_;
+  const double compile_seconds_before = runtime_.compile_seconds();
   input_wait_seconds_ = 0;
   const int64_t steps = plan_epoch(epoch, first_step, first_epoch);
   ProgressBar bar(int(std::max<int64_t>(steps, 0)), config_.verbose);
@@ -217,7 +207,7 @@ void FitLoop::run_epoch(int epoch, int64_t first_step, bool first_epoch) {
   Logs logs = run_steps(epoch, first_step, steps, bar);
   average_replica_statistics();
   const double epoch_seconds =
-      seconds_since(epoch_start) - (model_.compile_seconds_ - compile_seconds_before);
+      seconds_since(epoch_start) - (runtime_.compile_seconds() - compile_seconds_before);
   end_epoch(epoch, logs, epoch_seconds, bar);
 }
 
@@ -226,7 +216,7 @@ void FitLoop::run_epoch(int epoch, int64_t first_step, bool first_epoch) {
 // on_train_batch_end(its last step, the logs after it). Returns the last execution's (local)
 // logs.
 Logs FitLoop::run_steps(int epoch, int64_t first_step, int64_t steps, ProgressBar& bar) {
-  const int steps_per_execution = model_.config_.steps_per_execution;
+  const int steps_per_execution = runtime_.resolved().config.steps_per_execution;
   Logs logs;
   bool end_of_data = false;
   int64_t step = first_step;
@@ -248,15 +238,15 @@ Logs FitLoop::run_steps(int epoch, int64_t first_step, int64_t steps, ProgressBa
 
 int64_t FitLoop::run_execution(int epoch, int64_t first_step, int64_t end_step, bool& end_of_data) {
   const auto wait_start = Clock::now();
-  const double compile_seconds_before = model_.compile_seconds_;
+  const double compile_seconds_before = runtime_.compile_seconds();
   const int64_t next_step = stage_execution(first_step, end_step, end_of_data);
   input_wait_seconds_ +=
-      seconds_since(wait_start) - (model_.compile_seconds_ - compile_seconds_before);
+      seconds_since(wait_start) - (runtime_.compile_seconds() - compile_seconds_before);
   for (size_t i = 0; i < num_runs_; ++i) {
     const Run& run = runs_[i];
     const int ran = run_replicas(run);
     samples_ += run.rows * ran;
-    model_.fit_progress_.samples = samples_;
+    runtime_.fit_progress().samples = samples_;
     if (stop_on_nonfinite_loss(epoch, run.first_step + ran - 1)) return run.first_step + ran;
   }
   return next_step;
@@ -332,14 +322,14 @@ int64_t FitLoop::stage_execution(int64_t first_step, int64_t end_step, bool& end
 // staging slot. Sets its weight in the gradient sum: its share of the global batch. The step
 // joins the execution's last run, or starts a run when its programs or weights differ.
 void FitLoop::stage_batch(const WorkerBatch& batch, int64_t step) {
-  const bool staged = model_.config_.steps_per_execution > 1;
+  const bool staged = runtime_.resolved().config.steps_per_execution > 1;
   for (int replica = 0; replica < programs_; ++replica) {  // (a program per shard: see Run)
     auto [begin, end] = program_rows(batch, replica);
     // (the last step's program when it fits: no lookup by name on every step)
     Program* last = replica_programs_[size_t(replica)];
     if (!last || last->batch() != end - begin || last->weight_columns() != source_.weighted())
       replica_programs_[size_t(replica)] =
-          &model_.program("train", end - begin, replica, source_.weighted());
+          &runtime_.program(model_, "train", end - begin, replica, source_.weighted());
     // Op determinism: random ops keyed by the example's row in the global batch (arrays: the
     // worker's rows start at first_row; a Dataset's batch is the worker's own).
     const int64_t worker_first_row =
@@ -368,11 +358,7 @@ void FitLoop::stage_batch(const WorkerBatch& batch, int64_t step) {
       continue;
     }
     const int slot = take_slot(&program);
-    program.stage(slot + 1);
-    staged_xs_.clear(), staged_ys_.clear();
-    for (int i = 0; i < program.inputs(); ++i) staged_xs_.push_back(&program.staged_x(slot, i));
-    for (int i = 0; i < program.targets(); ++i) staged_ys_.push_back(&program.staged_y(slot, i));
-    source_.copy_rows(r0, r1, staged_xs_, staged_ys_, program.staged_sample_weight(slot));
+    source_.copy_to_slot(r0, r1, program, slot);
     if (run->steps == 0) run->first_slots[size_t(replica)] = slot;
   }
   ++run->steps;
@@ -394,7 +380,7 @@ int FitLoop::run_replicas(const Run& run) {
   if (replicas_need_sync_) sync_replicas_from_chief(), replicas_need_sync_ = false;
   if (replication()) replication()->reducer().set_weights(run.weights);
   replica_programs_ = run.programs;  // (stop_on_nonfinite_loss reads replica 0's)
-  const OptimizerPtr& optimizer = model_.config_.optimizer;
+  const OptimizerPtr& optimizer = runtime_.resolved().config.optimizer;
   const uint64_t step_id =
       optimizer ? uint64_t(optimizer->iterations()->value.item()) : uint64_t(run.first_step);
   auto run_replica = [&](int replica) {
@@ -437,8 +423,8 @@ void FitLoop::sync_replicas_from_chief() {
   if (!replication()) return;
   if (workers_ > 1) {
     std::vector<VariablePtr> variables = model_.weights();
-    if (model_.config_.optimizer)
-      for (auto& v : model_.config_.optimizer->variables()) variables.push_back(v);
+    if (const OptimizerPtr& optimizer = runtime_.resolved().config.optimizer)
+      for (auto& v : optimizer->variables()) variables.push_back(v);
     for (auto& v : variables)
       if (v->value.dtype() == DType::f32)
         strategy_->broadcast_from_chief(v->value.data<float>(), size_t(v->value.numel()));
@@ -487,7 +473,7 @@ void FitLoop::average_replica_statistics() {
 // logs holds the last step's metrics (this worker's); the epoch's logs are global.
 void FitLoop::end_epoch(int epoch, Logs& logs, double epoch_seconds, ProgressBar& bar) {
   history_.train_seconds += epoch_seconds;
-  model_.fit_progress_.train_seconds = history_.train_seconds;
+  runtime_.fit_progress().train_seconds = history_.train_seconds;
   history_.input_wait_seconds += input_wait_seconds_;
   if (replication()) {
     history_.allreduce_seconds += replication()->reducer().reduce_seconds();
@@ -533,7 +519,7 @@ void FitLoop::record_epoch(int epoch, Logs& logs, double epoch_seconds) {
 
 History FitLoop::end_training() {
   for (auto& cb : config_.callbacks) cb->on_train_end({});
-  history_.compile_seconds = model_.compile_seconds_;
+  history_.compile_seconds = runtime_.compile_seconds();
   history_.samples = samples_;
   history_.images_per_second =
       history_.train_seconds > 0 ? double(samples_) / history_.train_seconds : 0;

@@ -9,7 +9,7 @@
 //                      to back inside their programs;
 //   stop handling    — a NaN/inf loss (any replica of any worker) or Model::stop_training;
 //   epoch logging    — metrics, the progress bar, validation, History and the callbacks.
-// Also the helpers the evaluate and predict loops (fit.cpp) share with it.
+// Also the helpers the evaluate and predict loops (evaluate_predict.cpp) share with it.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -20,6 +20,7 @@
 #include "lockstep/train/model.h"
 #include "lockstep/train/progress.h"
 #include "train/fit_source.h"
+#include "train/model_runtime.h"
 #include "train/program.h"
 
 namespace lockstep {
@@ -39,8 +40,9 @@ Logs read_metrics(const Model& model, Replication* replication, const std::strin
 
 class FitLoop {
  public:
-  // config.verbose is cleared on workers other than the chief (only the chief prints).
-  FitLoop(Model& model, Model::Source& source, FitConfig& config);
+  // runtime: the model's compiled state (its programs, replication, progress). config.verbose
+  // is cleared on workers other than the chief (only the chief prints).
+  FitLoop(Model& model, ModelRuntime& runtime, Model::Source& source, FitConfig& config);
   History run();
 
  private:
@@ -117,6 +119,7 @@ class FitLoop {
   void run_shards(const Run& run, int replica, uint64_t step_id);
 
   Model& model_;
+  ModelRuntime& runtime_;
   Model::Source& source_;
   FitConfig& config_;
   const int local_replicas_;
@@ -140,7 +143,6 @@ class FitLoop {
   std::vector<Run> runs_;  // this execution's: runs_[0, num_runs_)
   size_t num_runs_ = 0;
   std::vector<std::pair<Program*, int>> slots_used_;  // this execution's staged slots per program
-  std::vector<Tensor*> staged_xs_, staged_ys_;        // scratch
 };
 
 }  // namespace lockstep

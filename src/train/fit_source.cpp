@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "lockstep/core/rng.h"
+#include "lockstep/core/strings.h"
 #include "train/program.h"
 
 namespace lockstep {
@@ -145,8 +146,7 @@ std::vector<Tensor> arrays_by_name(const Model& m, const TensorDict& dict, bool 
                                    const char* fn, const char* what) {
   const std::vector<std::string> names = outputs ? m.output_names() : m.input_names();
   const char* kind = outputs ? "output" : "input";
-  std::string listed;
-  for (size_t i = 0; i < names.size(); ++i) listed += (i ? ", " : "") + names[i];
+  const std::string listed = join(names);
   for (auto& [key, value] : dict.tensors)
     LS_CHECK(std::find(names.begin(), names.end(), key) != names.end(), fn, ": ", what,
              " has key '", key, "', which is not an ", kind, " of model '", m.name(), "' (", kind,
@@ -171,8 +171,7 @@ Tensor output_sample_weights(const Model& m, const std::vector<Tensor>& list,
   const size_t outputs = names.size();
   std::vector<Tensor> per_output = list;
   if (!dict.empty()) {
-    std::string listed;
-    for (size_t o = 0; o < outputs; ++o) listed += (o ? ", " : "") + names[o];
+    const std::string listed = join(names);
     for (auto& [key, value] : dict)
       LS_CHECK(std::find(names.begin(), names.end(), key) != names.end(), fn,
                ": sample_weight_by_output has key '", key, "', which is not an output of model '",
@@ -390,6 +389,14 @@ void Model::Source::copy(int64_t r0, int64_t r1, Program& program) {
   for (int i = 0; i < program.inputs(); ++i) xs.push_back(&program.x(i));
   for (int i = 0; i < program.targets(); ++i) ys.push_back(&program.y(i));
   copy_rows(r0, r1, xs, ys, program.sample_weight());
+}
+
+void Model::Source::copy_to_slot(int64_t r0, int64_t r1, Program& program, int slot) {
+  program.stage(slot + 1);
+  slot_xs_.clear(), slot_ys_.clear();
+  for (int i = 0; i < program.inputs(); ++i) slot_xs_.push_back(&program.staged_x(slot, i));
+  for (int i = 0; i < program.targets(); ++i) slot_ys_.push_back(&program.staged_y(slot, i));
+  copy_rows(r0, r1, slot_xs_, slot_ys_, program.staged_sample_weight(slot));
 }
 
 int64_t DatasetSource::steps() const {

@@ -70,11 +70,17 @@ struct Model::Source {
   // Copies rows [r0, r1) into a program's inputs: the model inputs, and (train / eval programs)
   // the targets and the sample weights when it takes them.
   void copy(int64_t r0, int64_t r1, Program& program);
+  // The same into staging slot `slot` of the program (CompileConfig::steps_per_execution > 1),
+  // which it makes when the program has fewer.
+  void copy_to_slot(int64_t r0, int64_t r1, Program& program, int slot);
   // The current batch's sample weights: 0 none, 1 one per sample, O (a model of O outputs): one
   // per sample and output (Model::program's `weighted`).
   virtual int weighted() const = 0;
   // Steps per epoch when known, else -1.
   virtual int64_t steps() const = 0;
+
+ private:
+  std::vector<Tensor*> slot_xs_, slot_ys_;  // copy_to_slot's scratch
 };
 
 // Arrays: batches of `batch` rows, in a permutation redrawn every epoch when shuffling (the

@@ -2,11 +2,14 @@
 #include <algorithm>
 
 #include "lockstep/train/loss.h"
+#include "train/metric_ops.h"
 #include "train/names.h"
 
 namespace lockstep {
 
 namespace {
+
+using metric_ops::sparse_labels;
 
 constexpr double kEpsilon = 1e-7;  // keras.backend.epsilon()
 
@@ -60,16 +63,6 @@ Value focal_factor(Graph& g, Value x, double gamma) {
   Value log_rest = g.add(op::log, {g.add(op::maximum, {rest, g.scalar(1e-30f)})});
   return g.add(op::exp,
                {g.add(op::scale_shift, {log_rest}, Attrs{{"scale", gamma}, {"shift", 0.0}})});
-}
-
-// Labels as int32 of shape [N] (accepts [N, 1] and float labels).
-Value sparse_labels(Graph& g, Value labels) {
-  const TensorType& t = g.type(labels);
-  if (t.shape.rank() == 2 && t.shape[1] == 1)
-    labels = g.add(op::reshape, {labels}, Attrs{{"shape", std::vector<int64_t>{-1}}});
-  if (t.dtype != DType::i32)
-    labels = g.add(op::cast, {labels}, Attrs{{"dtype", std::string("int32")}});
-  return labels;
 }
 
 class CrossentropyBase : public Loss {

@@ -1,4 +1,4 @@
-// Graph helpers the metric implementations share (src/train/metrics.cpp, auc.cpp).
+// Graph helpers the metrics and losses share (src/train/metrics.cpp, auc.cpp, losses.cpp).
 #pragma once
 #include "lockstep/graph/graph.h"
 
@@ -8,6 +8,8 @@ namespace lockstep::metric_ops {
 Value dense_targets(Graph& g, Value y_true, Value y_pred);
 // sample_weight [N] reshaped to [N, 1, ...] so it broadcasts against x (rank >= 1).
 Value weights_like(Graph& g, Value sample_weight, Value x);
+// Labels as int32 [N] (accepts [N, 1] and float labels).
+Value sparse_labels(Graph& g, Value labels);
 // 1 where x > threshold, else 0.
 Value greater_than(Graph& g, Value x, double threshold);
 

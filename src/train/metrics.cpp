@@ -10,6 +10,16 @@ namespace lockstep {
 
 namespace metric_ops {
 
+// Labels as int32 [N] (accepts [N, 1] and float labels).
+Value sparse_labels(Graph& g, Value labels) {
+  const TensorType& t = g.type(labels);
+  if (t.shape.rank() == 2 && t.shape[1] == 1)
+    labels = g.add(op::reshape, {labels}, Attrs{{"shape", std::vector<int64_t>{-1}}});
+  if (t.dtype != DType::i32)
+    labels = g.add(op::cast, {labels}, Attrs{{"dtype", std::string("int32")}});
+  return labels;
+}
+
 // Targets of rank r-1 reshaped to the prediction's shape ([N] -> [N, 1]); float targets.
 Value dense_targets(Graph& g, Value y_true, Value y_pred) {
   const TensorType& t = g.type(y_true);
@@ -47,16 +57,6 @@ using namespace metric_ops;
 
 VariablePtr scalar_var(const std::string& name) {
   return std::make_shared<Variable>(Variable{name, Tensor::zeros(Shape{}), false});
-}
-
-// Labels as int32 [N] (accepts [N, 1] and float labels).
-Value sparse_labels(Graph& g, Value labels) {
-  const TensorType& t = g.type(labels);
-  if (t.shape.rank() == 2 && t.shape[1] == 1)
-    labels = g.add(op::reshape, {labels}, Attrs{{"shape", std::vector<int64_t>{-1}}});
-  if (t.dtype != DType::i32)
-    labels = g.add(op::cast, {labels}, Attrs{{"dtype", std::string("int32")}});
-  return labels;
 }
 
 // A mean of per-sample values computed by `fn(g, y_true, y_pred)`.

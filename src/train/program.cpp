@@ -162,9 +162,9 @@ void Replication::average(const std::vector<VariablePtr>& variables) {
 
 // The step graph at `batch` rows: placeholders, the model's forward, (train/eval) the loss and
 // updates; with replication, replica `replica`'s copies of the variables.
-Program::Built Program::build(const Model& model, int64_t batch, const StepMetrics& step_metrics,
+Program::Built Program::build(const Network& model, const ResolvedCompile& resolved, int64_t batch,
                               Replication* replication, int replica) {
-  const CompileConfig& cfg = model.compile_config();
+  const CompileConfig& cfg = resolved.config;
   Built b;
   Graph& g = b.g;
   for (int i = 0; i < inputs_; ++i) {
@@ -194,8 +194,8 @@ Program::Built Program::build(const Model& model, int64_t batch, const StepMetri
   if (kind_ == Kind::predict) {
     b.outputs = preds;
   } else {
-    b.outputs = add_loss_and_updates(model, g, preds, b.inputs, step_metrics, ctx.losses,
-                                     replication, replica);
+    b.outputs =
+        add_loss_and_updates(model, resolved, g, preds, b.inputs, ctx.losses, replication, replica);
   }
   if (replication && replica > 0) {  // this replica's copies of every variable
     // ... but the learning rate, which every replica reads from one variable (set_learning_rate
@@ -213,9 +213,8 @@ Program::Built Program::build(const Model& model, int64_t batch, const StepMetri
   return b;
 }
 
-std::unique_ptr<Executable> Program::compile(const Model& model, Built& b, Replication* replication,
-                                             int replica) {
-  const CompileConfig& cfg = model.compile_config();
+std::unique_ptr<Executable> Program::compile(const CompileConfig& cfg, Built& b,
+                                             Replication* replication, int replica) {
   CompileOptions opts;
   opts.backend = cfg.backend;
   opts.eager = cfg.run_eagerly;
@@ -240,23 +239,43 @@ std::unique_ptr<Executable> Program::compile(const Model& model, Built& b, Repli
   return std::make_unique<Executable>(b.g, b.inputs, b.outputs, opts);
 }
 
+namespace {
+
+// model's compile_config() resolved again, with these trackers and metrics (on output 0).
+ResolvedCompile with_metrics(const Model& model, MetricPtr loss_tracker,
+                             const std::vector<MetricPtr>& metrics,
+                             const std::vector<MetricPtr>& weighted_metrics) {
+  ResolvedCompile r = resolve_compile(model.compile_config(), model.name(), model.output_names());
+  r.loss_tracker = std::move(loss_tracker);
+  r.metrics = metrics, r.metric_outputs.assign(metrics.size(), 0);
+  r.weighted_metrics = weighted_metrics;
+  r.weighted_metric_outputs.assign(weighted_metrics.size(), 0);
+  return r;
+}
+
+}  // namespace
+
 Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tracker,
                  const std::vector<MetricPtr>& metrics,
                  const std::vector<MetricPtr>& weighted_metrics, Replication* replication,
                  int replica, int weighted)
+    : Program(model, with_metrics(model, std::move(loss_tracker), metrics, weighted_metrics), kind,
+              batch, replication, replica, weighted) {}
+
+Program::Program(const Network& model, const ResolvedCompile& resolved, Kind kind, int64_t batch,
+                 Replication* replication, int replica, int weighted)
     : kind_(kind),
       batch_(batch),
       weighted_(weighted > 0 && kind != Kind::predict),
       weight_columns_(weighted_ ? weighted : 0) {
-  const CompileConfig& cfg = model.compile_config();
+  const CompileConfig& cfg = resolved.config;
   LS_CHECK(!model.inputs().empty() && !model.outputs().empty(), "model '", model.name(),
            "' has no inputs or no outputs");
   inputs_ = int(model.inputs().size());
   outputs_ = int(model.outputs().size());
   targets_ = kind == Kind::predict ? 0 : outputs_;
   partial_ = kind == Kind::train && replication && replica >= replication->local_replicas();
-  const StepMetrics step_metrics{loss_tracker, metrics, weighted_metrics};
-  Built full = build(model, batch, step_metrics, replication, replica);
+  Built full = build(model, resolved, batch, replication, replica);
   // Predict in row tiles (train/predict_tiles.h) when the rows are independent both at this
   // batch and at the tile's (two batch sizes: no shape can match both by coincidence).
   int64_t widest = 0;
@@ -266,13 +285,13 @@ Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tr
           ? predict_tile_rows(batch, widest)
           : 0;
   if (tile > 0) {
-    Built part = build(model, tile, step_metrics, replication, replica);
+    Built part = build(model, resolved, tile, replication, replica);
     if (rows_independent(part.g, part.inputs, part.outputs, tile)) {
       tile_ = tile;
-      exe_ = compile(model, part, replication, replica);
+      exe_ = compile(cfg, part, replication, replica);
       if (const int64_t tail = batch % tile; tail > 0) {
-        Built rest = build(model, tail, step_metrics, replication, replica);
-        tail_ = compile(model, rest, replication, replica);
+        Built rest = build(model, resolved, tail, replication, replica);
+        tail_ = compile(cfg, rest, replication, replica);
       }
       for (Value v : full.inputs)
         full_in_.push_back(Tensor::empty(full.g.type(v).shape, full.g.type(v).dtype));
@@ -280,7 +299,7 @@ Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tr
         full_out_.push_back(Tensor::empty(full.g.type(v).shape, full.g.type(v).dtype));
     }
   }
-  if (!exe_) exe_ = compile(model, full, replication, replica);
+  if (!exe_) exe_ = compile(cfg, full, replication, replica);
   if (cfg.verbose_compile) {
     std::fprintf(stderr, "[compile] %s program, batch %lld, replica %d: %.3f s\n",
                  kind == Kind::train  ? "train"
@@ -309,19 +328,53 @@ void Program::run_tiles(const std::vector<Tensor>& in, std::vector<Tensor>& out)
   }
 }
 
+namespace {
+
+// The values a step's metric updates read: the total loss, each output's loss, targets and
+// predictions.
+struct StepValues {
+  Value loss;
+  const std::vector<Value>& output_losses;
+  const std::vector<Value>& ys;
+  const std::vector<Value>& preds;
+};
+
+// The loss trackers' and the metrics' updates (each metric on the output compile() assigned
+// it); output_weights: each output's sample weights (invalid: unweighted).
+void add_metric_updates(const ResolvedCompile& resolved, Graph& g, int64_t batch,
+                        const StepValues& v, const std::vector<Value>& output_weights) {
+  // Loss trackers: Keras weights each batch's loss by its size -> per-sample copies.
+  auto per_sample = [&](Value x) {
+    return g.add(op::broadcast_to, {x}, Attrs{{"shape", std::vector<int64_t>{batch}}});
+  };
+  resolved.loss_tracker->update(g, v.ys[0], per_sample(v.loss));
+  for (size_t o = 0; o < resolved.output_loss_trackers.size() && o < v.preds.size(); ++o)
+    resolved.output_loss_trackers[o]->update(g, v.ys[o], per_sample(v.output_losses[o]));
+  for (size_t i = 0; i < resolved.metrics.size(); ++i) {
+    const size_t o = size_t(resolved.metric_outputs.at(i));
+    resolved.metrics[i]->update(g, v.ys[o], v.preds[o]);
+  }
+  for (size_t i = 0; i < resolved.weighted_metrics.size(); ++i) {
+    const size_t o = size_t(resolved.weighted_metric_outputs.at(i));
+    resolved.weighted_metrics[i]->update_weighted(g, v.ys[o], v.preds[o], output_weights[o]);
+  }
+}
+
+}  // namespace
+
 // The loss — Keras's "sum_over_batch_size": mean(per_sample) unweighted, sum(per_sample * w) /
 // batch weighted (so weights summing to other than the batch size scale it) — of each output,
 // summed with the outputs' loss weights, plus the layers' own losses; then (train) the
 // gradients, their all-reduce and the optimizer update, and the metric updates. Adds the label
 // inputs (one per output) and the weight input; returns {loss, preds...[, nonfinite]}.
-std::vector<Value> Program::add_loss_and_updates(const Model& model, Graph& g,
+std::vector<Value> Program::add_loss_and_updates(const Network& model,
+                                                 const ResolvedCompile& resolved, Graph& g,
                                                  const std::vector<Value>& preds,
                                                  std::vector<Value>& inputs,
-                                                 const StepMetrics& step_metrics,
                                                  const std::vector<Value>& layer_losses,
                                                  Replication* replication, int replica) {
-  const CompileConfig& cfg = model.compile_config();
-  const std::vector<LossPtr>& losses = model.output_losses_;
+  const CompileConfig& cfg = resolved.config;
+  const std::vector<LossPtr>& losses = resolved.output_losses;
   LS_CHECK(losses.size() == preds.size() && losses[0], "model '", model.name(),
            "': compile() needs a loss");
   std::vector<Value> ys;
@@ -360,7 +413,7 @@ std::vector<Value> Program::add_loss_and_updates(const Model& model, Graph& g,
     Value output_loss = g.add(op::reduce_mean, {per},
                               Attrs{{"axes", std::vector<int64_t>{0}}, {"keepdims", false}});
     output_losses.push_back(output_loss);
-    const double weight = model.loss_weights_.at(o);
+    const double weight = resolved.loss_weights.at(o);
     Value term =
         weight == 1.0 ? output_loss : g.add(op::mul, {output_loss, g.scalar(float(weight))});
     loss = o == 0 ? term : g.add(op::add, {loss, term});
@@ -379,28 +432,7 @@ std::vector<Value> Program::add_loss_and_updates(const Model& model, Graph& g,
                                             partial_ ? &started : nullptr);
     if (!partial_) cfg.optimizer->apply(g, grads, vars);
   }
-  // Loss trackers: Keras weights each batch's loss by its size -> per-sample copies.
-  auto per_sample = [&](Value v) {
-    return g.add(op::broadcast_to, {v}, Attrs{{"shape", std::vector<int64_t>{batch_}}});
-  };
-  step_metrics.loss_tracker->update(g, ys[0], per_sample(loss));
-  for (size_t o = 0; o < model.output_loss_trackers_.size() && o < preds.size(); ++o)
-    model.output_loss_trackers_[o]->update(g, ys[o], per_sample(output_losses[o]));
-  // The output each metric watches (as compile() assigned it; 0 for one not the model's).
-  auto output_of = [](const MetricPtr& m, const std::vector<MetricPtr>& all,
-                      const std::vector<int>& outputs) {
-    for (size_t i = 0; i < all.size() && i < outputs.size(); ++i)
-      if (all[i] == m) return size_t(outputs[i]);
-    return size_t(0);
-  };
-  for (auto& m : step_metrics.metrics) {
-    const size_t o = output_of(m, model.metrics_, model.metric_outputs_);
-    m->update(g, ys[o], preds[o]);
-  }
-  for (auto& m : step_metrics.weighted_metrics) {
-    const size_t o = output_of(m, model.weighted_metrics_, model.weighted_metric_outputs_);
-    m->update_weighted(g, ys[o], preds[o], weighted_ ? output_weights[o] : Value());
-  }
+  add_metric_updates(resolved, g, batch_, {loss, output_losses, ys, preds}, output_weights);
   std::vector<Value> outputs{loss};
   outputs.insert(outputs.end(), preds.begin(), preds.end());
   if (nonfinite.valid()) outputs.push_back(nonfinite), has_nonfinite_ = true;

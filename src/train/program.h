@@ -10,6 +10,7 @@
 
 #include "lockstep/graph/executable.h"
 #include "lockstep/train/model.h"
+#include "train/compile_resolution.h"
 
 namespace lockstep {
 
@@ -60,11 +61,17 @@ class Replication {
 class Program {
  public:
   enum class Kind { train, eval, predict };
-  // replication == nullptr (or replica 0 of one local replica and one worker): the plain
-  // single-device step.
+  // The step of `network` for `batch` rows, with the losses, loss weights and metrics of
+  // `resolved` (what compile() made of the configuration; a default one for an uncompiled
+  // model's predict step). replication == nullptr (or replica 0 of one local replica and one
+  // worker): the plain single-device step.
   // weighted (train/eval): an input after the targets takes the batch's sample weights:
   // [batch] (weighted 1: every output's loss and weighted_metrics use them) or [batch, outputs]
   // (weighted = outputs > 1: column o weighs output o's loss and weighted_metrics).
+  Program(const Network& network, const ResolvedCompile& resolved, Kind kind, int64_t batch,
+          Replication* replication = nullptr, int replica = 0, int weighted = 0);
+  // A step of a compiled model built directly (tests): its compile_config() resolved again,
+  // with `loss_tracker`, `metrics` and `weighted_metrics` (each watching the first output).
   Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tracker,
           const std::vector<MetricPtr>& metrics,
           const std::vector<MetricPtr>& weighted_metrics = {}, Replication* replication = nullptr,
@@ -139,23 +146,18 @@ class Program {
   int64_t batch() const { return batch_; }
 
  private:
-  struct StepMetrics {
-    MetricPtr loss_tracker;
-    const std::vector<MetricPtr>& metrics;
-    const std::vector<MetricPtr>& weighted_metrics;
-  };
   struct Built {
     Graph g;
     std::vector<Value> inputs, outputs;
   };
-  Built build(const Model& model, int64_t batch, const StepMetrics& metrics,
+  Built build(const Network& network, const ResolvedCompile& resolved, int64_t batch,
               Replication* replication, int replica);
-  std::unique_ptr<Executable> compile(const Model& model, Built& built, Replication* replication,
-                                      int replica);
+  std::unique_ptr<Executable> compile(const CompileConfig& config, Built& built,
+                                      Replication* replication, int replica);
   void run_tiles(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  std::vector<Value> add_loss_and_updates(const Model& model, Graph& g,
-                                          const std::vector<Value>& preds,
-                                          std::vector<Value>& inputs, const StepMetrics& metrics,
+  std::vector<Value> add_loss_and_updates(const Network& network, const ResolvedCompile& resolved,
+                                          Graph& g, const std::vector<Value>& preds,
+                                          std::vector<Value>& inputs,
                                           const std::vector<Value>& layer_losses,
                                           Replication* replication, int replica);
 

@@ -1,4 +1,4 @@
-// No function in src/ is over 80 lines (STYLE.md: "split into parts a reader can name"). The
+// No function in src/ is over 80 lines: a longer one is split into parts a reader can name. The
 // check scans src/**/*.cpp and .h for function bodies — free and member functions, constructors,
 // LOCKSTEP_REGISTER(...) { ... } blocks and lambdas outside functions (a lambda inside a function
 // counts towards that function) — with a brace-matching scan that ignores comments, strings and

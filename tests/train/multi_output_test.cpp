@@ -160,8 +160,8 @@ TEST(MultiOutput, DatasetElementsMatchArrays) {
   expect_keras_history(h, m, "fit(Dataset {a, b, y1, y2})");
   Logs logs = m.evaluate(element_batches(d, 3), {.verbose = 0});
   for (auto& [name, value] : kEvaluate) EXPECT_NEAR(logs.at(name), value, 3e-6) << name;
-  // predict_outputs takes {a, b} elements (and ignores the targets of {a, b, y1, y2}).
-  std::vector<Tensor> by_dataset = m.predict_outputs(element_batches(d, 3));
+  // predict takes {a, b} elements (and ignores the targets of {a, b, y1, y2}).
+  std::vector<Tensor> by_dataset = m.predict(element_batches(d, 3));
   std::vector<Tensor> by_arrays = m.predict(d.xs(), {.batch_size = 5});
   ASSERT_EQ(by_dataset.size(), 2u);
   for (size_t o = 0; o < 2; ++o) {
@@ -424,10 +424,11 @@ namespace {
 // keras_config() with its lists keyed by output name.
 CompileConfig keras_dict_config() {
   return {.optimizer = optimizers::SGD(0.1),
-          .loss_by_output = {{"reg", losses::get("mse")},
-                             {"cls", losses::SparseCategoricalCrossentropy({.from_logits = true})}},
-          .loss_weight_by_output = {{"cls", 2.0}, {"reg", 0.5}},
-          .metrics_by_output = {{"reg", {"mae"}}, {"cls", {"accuracy"}}}};
+          .losses = {{"reg", losses::get("mse")},
+                     {"cls", losses::SparseCategoricalCrossentropy({.from_logits = true})}},
+          .loss_weights = {{"cls", 2.0}, {"reg", 0.5}},
+          .output_metrics = PerOutput<std::vector<std::string>>::by_name(
+              {{"reg", {"mae"}}, {"cls", {"accuracy"}}})};
 }
 
 }  // namespace
@@ -473,27 +474,28 @@ TEST(MultiOutput, DictKeysThatAreNoInputOrOutputAreClearErrors) {
   EXPECT_NE(msg.find("no array for input 'b'"), std::string::npos) << msg;
   auto compile_error = [&](CompileConfig c) { return error_of([&] { two_headed(std::move(c)); }); };
   CompileConfig c = keras_dict_config();
-  c.loss_by_output.erase("cls");
+  c.losses.erase("cls");
   msg = compile_error(c);
-  EXPECT_NE(msg.find("loss_by_output has no entry for output 'cls'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("losses has no entry for output 'cls'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("(outputs: reg, cls"), std::string::npos) << msg;
   c = keras_dict_config();
-  c.loss_weight_by_output["regg"] = 1.0;
+  c.loss_weights["regg"] = 1.0;
   msg = compile_error(c);
-  EXPECT_NE(msg.find("loss_weight_by_output has key 'regg', which is not an output of model "
+  EXPECT_NE(msg.find("loss_weights has key 'regg', which is not an output of model "
                      "'two_headed' (outputs: reg, cls)"),
             std::string::npos)
       << msg;
   c = keras_dict_config();
-  c.metrics_by_output["hidden"] = {"mae"};
-  EXPECT_NE(compile_error(c).find("metrics_by_output has key 'hidden'"), std::string::npos);
+  c.output_metrics["hidden"] = {"mae"};
+  EXPECT_NE(compile_error(c).find("output_metrics has key 'hidden'"), std::string::npos);
+  // One argument holds one form: a list given after the dict replaces it.
   c = keras_dict_config();
-  c.loss_weights = {1.0, 1.0};
-  EXPECT_NE(compile_error(c).find("not both"), std::string::npos);
-  // An output left out of loss_weight_by_output weighs 1; of metrics_by_output, has none.
+  c.loss_weights = {1.0, 3.0};
+  EXPECT_EQ(two_headed(c).loss_weights(), (std::vector<double>{1.0, 3.0}));
+  // An output left out of the dict of loss_weights weighs 1; of output_metrics, has none.
   c = keras_dict_config();
-  c.loss_weight_by_output.erase("reg");
-  c.metrics_by_output.erase("cls");
+  c.loss_weights.erase("reg");
+  c.output_metrics.erase("cls");
   Model partial = two_headed(c);
   EXPECT_EQ(partial.loss_weights(), (std::vector<double>{1.0, 2.0}));
   EXPECT_EQ(partial.metric_log_names(),

@@ -1,0 +1,56 @@
+// A Lockstep graph compiled into one PJRT executable, with its variables resident on the
+// device: the unit an xla Backend runs per step.
+//
+//   auto client = PjrtClient::create({.plugin = "cpu"});
+//   XlaProgram step(client, graph, {x, y}, {loss});
+//   for (...) loss_value = step.run({x_batch, y_batch})[0];
+//   step.sync_variables_to_host();   // weights back into Variable::value (save, get_weights)
+//
+// Variables are uploaded from Variable::value at the first run (and after
+// reload_variables()), then live in device buffers: each run donates the buffers of the
+// variables it updates and keeps the program's aliased results as their new buffers, so an
+// optimizer step is in place with no copy of the weights. Only the inputs go in and only the
+// outputs come out.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "backends/xla/lower_graph.h"
+#include "backends/xla/pjrt_client.h"
+
+namespace lockstep::xla {
+
+class XlaProgram {
+ public:
+  // Lowers and compiles (timed: compile_seconds()). One replica, on the client's device 0.
+  XlaProgram(std::shared_ptr<PjrtClient> client, const Graph& graph,
+             const std::vector<Value>& inputs, const std::vector<Value>& outputs,
+             const LoweringOptions& options = {});
+
+  // One step: `inputs` (host tensors of the input placeholders' types) to the device, run,
+  // the outputs back to the host.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+
+  // The variables' device values copied into their Variable::value host tensors.
+  void sync_variables_to_host();
+  // The host values changed (load_weights, set_weights): upload them again at the next run.
+  void reload_variables() { variables_loaded_ = false; }
+
+  const LoweredGraph& lowered() const { return lowered_; }
+  double lower_seconds() const { return lower_seconds_; }
+  double compile_seconds() const { return compile_seconds_; }
+  int64_t runs() const { return runs_; }
+
+ private:
+  void load_variables();
+
+  std::shared_ptr<PjrtClient> client_;
+  LoweredGraph lowered_;
+  PjrtExecutable exe_;
+  std::vector<PjrtBuffer> variables_;  // per argument; empty for inputs
+  bool variables_loaded_ = false;
+  double lower_seconds_ = 0, compile_seconds_ = 0;
+  int64_t runs_ = 0;
+};
+
+}  // namespace lockstep::xla

@@ -49,9 +49,10 @@ Value dense(Step& s, Value x, int64_t in, int64_t out, Philox& rng, const std::s
   return s.g.add("bias_add", {y, s.g.variable(s.weights.back())}, {}, name);
 }
 
-// The logits of a batch of 6: [6, 8] -> 16 -> relu -> 4 (mlp), or [6, 6, 6, 2] -> conv 3x3 (same)
+// The logits of a batch of n (6 in most tests): [6, 8] -> 16 -> relu -> 4 (mlp), or [6, 6, 6, 2] ->
+// conv 3x3 (same)
 // -> [batch norm] -> relu -> max pool 2 -> flatten -> 4.
-Value logits(Step& s, Model model, Philox& rng, Value x) {
+Value logits(Step& s, Model model, Philox& rng, Value x, int64_t n) {
   if (model == Model::mlp)
     return dense(s, s.g.add("relu", {dense(s, x, 8, 16, rng, "d1")}), 16, 4, rng, "d2");
   s.weights.push_back(variable("conv/kernel", Shape{3, 3, 2, 5}, rng, 0.4f));
@@ -68,20 +69,21 @@ Value logits(Step& s, Model model, Philox& rng, Value x) {
   }
   h = s.g.add("max_pool2d", {s.g.add("relu", {h})},
               Attrs{{"pool_size", std::vector<int64_t>{2, 2}}}, "pool");
-  h = s.g.add("reshape", {h}, Attrs{{"shape", std::vector<int64_t>{6, 45}}});
+  h = s.g.add("reshape", {h}, Attrs{{"shape", std::vector<int64_t>{n, 45}}});
   return dense(s, h, 45, 4, rng, "head");
 }
 
-Step build_step(Model model, Optimizer opt) {
+Step build_step(Model model, Optimizer opt, int64_t n = 6) {
   Step s;
   Philox rng(42);
-  const Shape xs = model == Model::mlp ? Shape{6, 8} : Shape{6, 6, 6, 2};
+  const Shape xs = model == Model::mlp ? Shape{n, 8} : Shape{n, 6, 6, 2};
   Value x = s.g.input({DType::f32, xs}, "x");
-  Value labels = s.g.input({DType::i32, Shape{6}}, "labels");
+  Value labels = s.g.input({DType::i32, Shape{n}}, "labels");
   Value lr = s.g.input({DType::f32, Shape{}}, "lr");
   Value t = s.g.input({DType::f32, Shape{}}, "t");
   s.feeds = {x, labels, lr, t};
-  Value per_example = s.g.add("sparse_softmax_cross_entropy", {logits(s, model, rng, x), labels});
+  Value per_example =
+      s.g.add("sparse_softmax_cross_entropy", {logits(s, model, rng, x, n), labels});
   s.loss = s.g.add("reduce_mean", {per_example});
   std::vector<Value> wv;
   for (auto& w : s.weights) wv.push_back(s.g.variable(w));
@@ -166,6 +168,36 @@ TEST_F(XlaTrainStep, MlpAdam) { check_steps(Model::mlp, Optimizer::adam, 5); }
 TEST_F(XlaTrainStep, ConvNetSgd) { check_steps(Model::cnn, Optimizer::sgd_momentum, 4); }
 TEST_F(XlaTrainStep, ConvNetWithBatchNorm) {
   check_steps(Model::cnn_batch_norm, Optimizer::adam, 4);
+}
+
+// Replicas the TPUStrategy way: 2 CPU-plugin devices, each on half of the batch of 6, the
+// gradients averaged by an all_reduce inside the program, match the reference step on the
+// whole batch (the mean of the replicas' losses is the batch loss).
+TEST_F(XlaTrainStep, TwoReplicasMatchOneStepOnTheWholeBatch) {
+  for (Optimizer opt : {Optimizer::sgd_momentum, Optimizer::adam}) {
+    Step ref = build_step(Model::mlp, opt), xla = build_step(Model::mlp, opt, 3);
+    Executable exe(ref.g, ref.feeds, {ref.loss}, CompileOptions{.backend = "reference"});
+    xla::XlaProgram program(xla_test::shared_client().client, xla.g, xla.feeds, {xla.loss},
+                            {.num_replicas = 2});
+    ASSERT_EQ(program.num_replicas(), 2);
+    EXPECT_NE(program.lowered().mlir.find("stablehlo.all_reduce"), std::string::npos);
+    for (int step = 1; step <= 4; ++step) {
+      std::vector<Tensor> in = batch(Model::mlp, step);
+      for (size_t i = 0; i < in.size(); ++i) exe.input(int(i)).copy_from(in[i]);
+      exe.run();
+      std::vector<std::vector<Tensor> > halves(2, in);
+      for (int r = 0; r < 2; ++r) {
+        halves[size_t(r)][0] = in[0].slice(3 * r, 3 * r + 3).contiguous();
+        halves[size_t(r)][1] = in[1].slice(3 * r, 3 * r + 3).contiguous();
+      }
+      auto out = program.run_replicas(halves);
+      const float mean = 0.5f * (out[0][0].item() + out[1][0].item());
+      ASSERT_NEAR(mean, exe.output(0).item(), 1e-4f) << "loss of step " << step;
+    }
+    program.sync_variables_to_host();
+    for (size_t i = 0; i < ref.weights.size(); ++i)
+      expect_close(xla.weights[i]->value, ref.weights[i]->value, ref.weights[i]->name);
+  }
 }
 
 // The weights stay on the device between runs: after reload_variables() the program takes the

@@ -105,6 +105,7 @@ LoweredGraph lower_graph(const Graph& g, const std::vector<Value>& inputs,
   b.set_num_replicas(options.num_replicas);
   LoweringContext cx(b, g);
   cx.num_replicas = options.num_replicas;
+  cx.mean_gradients = options.mean_gradients;
   std::vector<const Node*> variable_nodes;
   add_arguments(g, inputs, need, out, variable_nodes);
   std::vector<HloValue> args;

@@ -48,9 +48,12 @@ struct LoweredGraph {
 };
 
 struct LoweringOptions {
-  // Replicas the module is compiled for (PjrtClient::compile's CompileSpec must match);
-  // cross-replica ops lower to all_reduce over all of them.
+  // Replicas the module is compiled for (PjrtClient::compile's CompileSpec must match): one
+  // copy of the step per device, each on its share of the batch.
   int num_replicas = 1;
+  // With replicas: every update op's gradient is averaged over the replicas (an all_reduce in
+  // the program) before it is applied, so the replicas' variables stay identical.
+  bool mean_gradients = true;
 };
 
 // Lowers the part of `graph` that computes `outputs` and its variable updates. `inputs` are

@@ -75,6 +75,15 @@ HloValue LoweringContext::in(const Node& n, int i) const {
   return v;
 }
 
+HloValue LoweringContext::gradient(const Node& n, int i) {
+  HloValue g = in(n, i);
+  if (num_replicas <= 1 || !mean_gradients) return g;
+  std::vector<int64_t> all;
+  for (int r = 0; r < num_replicas; ++r) all.push_back(r);
+  HloValue sum = b.all_reduce(g, {all}, Reducer::add);
+  return b.multiply(sum, full_like(sum, 1.0 / num_replicas));
+}
+
 const Variable* LoweringContext::variable_of(const Node& n, int i) const {
   const Node& src = graph.node(n.inputs.at(size_t(i)).node);
   LS_CHECK(src.op == "variable" && src.variable, "xla: input ", i, " of ", node_text(n),

@@ -30,6 +30,11 @@ class LoweringContext {
   int num_inputs(const Node& n) const { return int(n.inputs.size()); }
   const TensorType& in_type(const Node& n, int i) const { return graph.type(n.inputs[i]); }
 
+  // Input i of an update op, the gradient: with replicas (num_replicas > 1 and
+  // mean_gradients), its mean over every replica, an all_reduce inside the program, so every
+  // replica applies the same update (data parallelism the TPUStrategy way).
+  HloValue gradient(const Node& n, int i);
+
   // The variable read by input i of an update op, as updated so far in this program (updates
   // of one variable chain in node order; pure nodes always see the value before the step).
   HloValue variable_value(const Node& n, int i) const;
@@ -51,7 +56,8 @@ class LoweringContext {
   HloValue expand_back(const HloValue& x, const std::vector<int64_t>& dims,
                        const std::vector<int64_t>& axes);
 
-  int num_replicas = 1;  // LoweringOptions::num_replicas (cross-replica ops reduce over all)
+  int num_replicas = 1;        // LoweringOptions::num_replicas
+  bool mean_gradients = true;  // LoweringOptions::mean_gradients
 
   // Filled by lower_graph.
   std::map<std::pair<int, int>, HloValue> values;       // (node, output) -> value

@@ -2,6 +2,7 @@
 // optimizer_kernels.cpp): each computes the variable's (and its slots') new values, which
 // lower_graph returns aliased to the variables' arguments, so a donated step updates in place.
 // A fused update (count = n) takes var_1..n, grad_1..n, lr, then each slot as slot_1..n[, t].
+// With replicas, the gradients are averaged over them first (LoweringContext::gradient).
 #include "backends/xla/lowering.h"
 #include "lockstep/graph/op_registry.h"
 
@@ -39,7 +40,7 @@ Values sgd(LoweringContext& cx, const Node& n) {
   HloValue lr = scalar_in(cx, n, 2 * count);
   for (int v = 0; v < count; ++v) {
     HloValue w = decay(cx, cx.variable_value(n, v), lr, wd);
-    HloValue g = cx.b.reshape(cx.in(n, count + v), w.type.dims);
+    HloValue g = cx.b.reshape(cx.gradient(n, count + v), w.type.dims);
     HloValue step = cx.b.negate(times(cx, g, lr));  // -g * lr
     if (!has_slot) {
       cx.update_variable(n, v, cx.b.subtract(w, times(cx, g, lr)));
@@ -68,7 +69,7 @@ Values adam(LoweringContext& cx, const Node& n) {
   HloValue alpha = cx.b.divide(cx.b.multiply(lr, cx.b.sqrt(one_minus_pow(b2))), one_minus_pow(b1));
   for (int k = 0; k < count; ++k) {
     HloValue w = decay(cx, cx.variable_value(n, k), lr, wd);
-    HloValue g = cx.b.reshape(cx.in(n, count + k), w.type.dims);
+    HloValue g = cx.b.reshape(cx.gradient(n, count + k), w.type.dims);
     const int mi = 2 * count + 1 + k, vi = 3 * count + 1 + k;
     HloValue m = cx.variable_value(n, mi), v = cx.variable_value(n, vi);
     m = cx.b.add(m, times(cx, cx.b.subtract(g, m), 1.0 - b1));
@@ -88,7 +89,7 @@ Values rmsprop(LoweringContext& cx, const Node& n) {
   const double eps = attr_f(n, "epsilon"), wd = attr_f(n, "weight_decay");
   HloValue lr = scalar_in(cx, n, 2);
   HloValue w = decay(cx, cx.variable_value(n, 0), lr, wd);
-  HloValue g = cx.b.reshape(cx.in(n, 1), w.type.dims);
+  HloValue g = cx.b.reshape(cx.gradient(n, 1), w.type.dims);
   HloValue ms =
       cx.b.add(times(cx, cx.variable_value(n, 3), rho), times(cx, cx.b.multiply(g, g), 1.0 - rho));
   cx.update_variable(n, 3, ms);

@@ -21,8 +21,6 @@ XlaProgram::XlaProgram(std::shared_ptr<PjrtClient> client, const Graph& graph,
                        const LoweringOptions& options)
     : client_(std::move(client)) {
   LS_CHECK(client_, "XlaProgram: no PJRT client");
-  LS_CHECK(options.num_replicas == 1, "XlaProgram runs one replica (got ", options.num_replicas,
-           ")");
   auto t0 = std::chrono::steady_clock::now();
   lowered_ = lower_graph(graph, inputs, outputs, options);
   lower_seconds_ = seconds_since(t0);
@@ -32,11 +30,11 @@ XlaProgram::XlaProgram(std::shared_ptr<PjrtClient> client, const Graph& graph,
     spec.argument_types.push_back({dtype_of_elem(a.type.elem), Shape(a.type.dims)});
   exe_ = client_->compile(lowered_.mlir, spec);
   compile_seconds_ = seconds_since(t0);
-  variables_.resize(lowered_.arguments.size());
+  variables_.resize(size_t(exe_.num_replicas()));
+  for (auto& v : variables_) v.resize(lowered_.arguments.size());
 }
 
 void XlaProgram::load_variables() {
-  const int device = exe_.device_of_replica(0);
   for (size_t a = 0; a < lowered_.arguments.size(); ++a) {
     const LoweredArgument& arg = lowered_.arguments[a];
     if (arg.kind != LoweredArgument::Kind::variable) continue;
@@ -45,46 +43,57 @@ void XlaProgram::load_variables() {
              "XlaProgram: variable '", arg.variable->name, "' is ",
              v.defined() ? std::string(dtype_name(v.dtype())) + v.shape().str() : "undefined",
              ", the program was compiled for ", arg.type.str());
-    variables_[a] = client_->to_device(v, device);
+    for (int r = 0; r < num_replicas(); ++r)
+      variables_[size_t(r)][a] = client_->to_device(v, exe_.device_of_replica(r));
   }
   variables_loaded_ = true;
 }
 
 std::vector<Tensor> XlaProgram::run(const std::vector<Tensor>& inputs) {
+  LS_CHECK(num_replicas() == 1, "XlaProgram::run: the program has ", num_replicas(),
+           " replicas; use run_replicas");
+  return run_replicas({inputs})[0];
+}
+
+std::vector<std::vector<Tensor>> XlaProgram::run_replicas(
+    const std::vector<std::vector<Tensor>>& inputs) {
   if (!variables_loaded_) load_variables();
-  const int device = exe_.device_of_replica(0);
-  std::vector<PjrtBuffer> fed;
-  fed.reserve(inputs.size());
-  std::vector<PjrtBuffer*> args(lowered_.arguments.size(), nullptr);
-  size_t num_inputs = 0;
-  for (const LoweredArgument& a : lowered_.arguments)
-    num_inputs += a.kind == LoweredArgument::Kind::input;
-  LS_CHECK(inputs.size() == num_inputs, "XlaProgram::run: ", inputs.size(), " inputs for ",
-           num_inputs, " placeholders");
-  for (size_t a = 0; a < lowered_.arguments.size(); ++a) {
-    const LoweredArgument& arg = lowered_.arguments[a];
-    if (arg.kind == LoweredArgument::Kind::variable) {
-      args[a] = &variables_[a];
-      continue;
+  const size_t R = size_t(num_replicas());
+  LS_CHECK(inputs.size() == R, "XlaProgram::run_replicas: ", inputs.size(), " input lists for ", R,
+           " replicas");
+  std::vector<std::vector<PjrtBuffer>> fed(R);
+  std::vector<std::vector<PjrtBuffer*>> args(R);
+  for (size_t r = 0; r < R; ++r) {
+    fed[r].reserve(inputs[r].size());
+    for (size_t a = 0; a < lowered_.arguments.size(); ++a)
+      args[r].push_back(argument(int(r), a, inputs[r], fed[r]));
+  }
+  std::vector<std::vector<PjrtBuffer>> results = exe_.execute_replicas(args, lowered_.donate());
+  std::vector<std::vector<Tensor>> outputs(R);
+  for (size_t r = 0; r < R; ++r)
+    for (size_t k = 0; k < lowered_.results.size(); ++k) {
+      const LoweredResult& res = lowered_.results[k];
+      if (res.kind == LoweredResult::Kind::output)
+        outputs[r].push_back(client_->to_host(results[r][k]));
+      else
+        variables_[r][size_t(res.argument)] = std::move(results[r][k]);
     }
-    const Tensor& t = inputs[size_t(arg.input)];
-    LS_CHECK(elem_of(t.dtype()) == arg.type.elem && t.shape().vec() == arg.type.dims,
-             "XlaProgram::run: input ", arg.input, " is ", dtype_name(t.dtype()), t.shape().str(),
-             ", the program takes ", arg.type.str());
-    fed.push_back(client_->to_device(t, device));
-    args[a] = &fed.back();
-  }
-  std::vector<PjrtBuffer> results = exe_.execute(args, lowered_.donate());
-  std::vector<Tensor> outputs;
-  for (size_t r = 0; r < lowered_.results.size(); ++r) {
-    const LoweredResult& res = lowered_.results[r];
-    if (res.kind == LoweredResult::Kind::output)
-      outputs.push_back(client_->to_host(results[r]));
-    else
-      variables_[size_t(res.argument)] = std::move(results[r]);
-  }
   ++runs_;
   return outputs;
+}
+
+PjrtBuffer* XlaProgram::argument(int replica, size_t a, const std::vector<Tensor>& inputs,
+                                 std::vector<PjrtBuffer>& fed) {
+  const LoweredArgument& arg = lowered_.arguments[a];
+  if (arg.kind == LoweredArgument::Kind::variable) return &variables_[size_t(replica)][a];
+  LS_CHECK(arg.input < int(inputs.size()), "XlaProgram::run: ", inputs.size(),
+           " inputs, the program takes input ", arg.input);
+  const Tensor& t = inputs[size_t(arg.input)];
+  LS_CHECK(elem_of(t.dtype()) == arg.type.elem && t.shape().vec() == arg.type.dims,
+           "XlaProgram::run: input ", arg.input, " is ", dtype_name(t.dtype()), t.shape().str(),
+           ", the program takes ", arg.type.str());
+  fed.push_back(client_->to_device(t, exe_.device_of_replica(replica)));
+  return &fed.back();
 }
 
 void XlaProgram::sync_variables_to_host() {
@@ -93,7 +102,7 @@ void XlaProgram::sync_variables_to_host() {
     const LoweredArgument& arg = lowered_.arguments[a];
     if (arg.kind != LoweredArgument::Kind::variable) continue;
     Tensor& v = arg.variable->value;
-    client_->to_host(variables_[a], v.raw(), v.nbytes());
+    client_->to_host(variables_[0][a], v.raw(), v.nbytes());
   }
 }
 

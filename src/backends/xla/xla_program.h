@@ -22,16 +22,21 @@ namespace lockstep::xla {
 
 class XlaProgram {
  public:
-  // Lowers and compiles (timed: compile_seconds()). One replica, on the client's device 0.
+  // Lowers and compiles (timed: compile_seconds()), for options.num_replicas devices of the
+  // client (one copy of the step each; the graph's inputs are one replica's share).
   XlaProgram(std::shared_ptr<PjrtClient> client, const Graph& graph,
              const std::vector<Value>& inputs, const std::vector<Value>& outputs,
              const LoweringOptions& options = {});
 
   // One step: `inputs` (host tensors of the input placeholders' types) to the device, run,
-  // the outputs back to the host.
+  // the outputs back to the host. One replica only.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  // One step of every replica: inputs[r] goes to replica r; returns outputs[r]. Every replica
+  // holds its own copy of the variables (identical when the gradients are averaged).
+  std::vector<std::vector<Tensor>> run_replicas(const std::vector<std::vector<Tensor>>& inputs);
+  int num_replicas() const { return exe_.num_replicas(); }
 
-  // The variables' device values copied into their Variable::value host tensors.
+  // The variables' device values (replica 0's) copied into their Variable::value host tensors.
   void sync_variables_to_host();
   // The host values changed (load_weights, set_weights): upload them again at the next run.
   void reload_variables() { variables_loaded_ = false; }
@@ -43,11 +48,15 @@ class XlaProgram {
 
  private:
   void load_variables();
+  // Argument a of replica r: its variable buffer, or input tensor copied to the device (kept
+  // in `fed`, which must not reallocate).
+  PjrtBuffer* argument(int replica, size_t a, const std::vector<Tensor>& inputs,
+                       std::vector<PjrtBuffer>& fed);
 
   std::shared_ptr<PjrtClient> client_;
   LoweredGraph lowered_;
   PjrtExecutable exe_;
-  std::vector<PjrtBuffer> variables_;  // per argument; empty for inputs
+  std::vector<std::vector<PjrtBuffer>> variables_;  // [replica][argument]; empty for inputs
   bool variables_loaded_ = false;
   double lower_seconds_ = 0, compile_seconds_ = 0;
   int64_t runs_ = 0;

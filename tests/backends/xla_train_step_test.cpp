@@ -200,6 +200,46 @@ TEST_F(XlaTrainStep, TwoReplicasMatchOneStepOnTheWholeBatch) {
   }
 }
 
+// An optimizer's updates fused into one node (count = 2, as the cpu fusion pass makes them):
+// inputs grouped per kind (var_1, var_2, grad_1, grad_2, lr, m_1, m_2), each variable and slot
+// updated as the reference kernel does.
+TEST_F(XlaTrainStep, FusedUpdateOfTwoVariables) {
+  auto make = [](std::vector<VariablePtr>& vars) {
+    Philox rng(3);
+    const Shape shapes[] = {{3, 4}, {4}, {3, 4}, {4}};
+    const char* names[] = {"w", "b", "momentum_w", "momentum_b"};
+    for (int k = 0; k < 4; ++k) vars.push_back(variable(names[k], shapes[k], rng, 0.5f));
+    Graph g;
+    Value gw = g.input({DType::f32, Shape{3, 4}}, "gw"), gb = g.input({DType::f32, Shape{4}}, "gb");
+    Value lr = g.input({DType::f32, Shape{}}, "lr");
+    std::vector<Value> v;
+    for (auto& var : vars) v.push_back(g.variable(var));
+    g.add_multi("sgd_update", {v[0], v[1], gw, gb, lr, v[2], v[3]},
+                Attrs{{"count", 2}, {"momentum", 0.9}, {"nesterov", true}});
+    return std::make_pair(g, std::vector<Value>{gw, gb, lr});
+  };
+  std::vector<VariablePtr> ref_vars, xla_vars;
+  auto [rg, rfeeds] = make(ref_vars);
+  auto [xg, xfeeds] = make(xla_vars);
+  Executable exe(rg, rfeeds, {}, CompileOptions{.backend = "reference", .fuse = false});
+  xla::XlaProgram program(xla_test::shared_client().client, xg, xfeeds, {});
+  EXPECT_EQ(program.lowered().results.size(), 4u);  // w, b and both momenta, updated in place
+  Philox rng(8);
+  for (int step = 0; step < 3; ++step) {
+    std::vector<Tensor> in = {Tensor::zeros(Shape{3, 4}), Tensor::zeros(Shape{4}),
+                              Tensor::full(Shape{}, 0.1f)};
+    for (int k = 0; k < 2; ++k)
+      for (int64_t i = 0; i < in[size_t(k)].numel(); ++i)
+        in[size_t(k)].data<float>()[i] = rng.uniform(-1.f, 1.f);
+    for (size_t i = 0; i < in.size(); ++i) exe.input(int(i)).copy_from(in[i]);
+    exe.run();
+    program.run(in);
+  }
+  program.sync_variables_to_host();
+  for (size_t i = 0; i < ref_vars.size(); ++i)
+    expect_close(xla_vars[i]->value, ref_vars[i]->value, ref_vars[i]->name);
+}
+
 // The weights stay on the device between runs: after reload_variables() the program takes the
 // host values again (a restored checkpoint), so a run repeats exactly.
 TEST_F(XlaTrainStep, ReloadedWeightsRepeatAStep) {

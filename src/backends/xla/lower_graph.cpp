@@ -68,6 +68,11 @@ void lower_node(LoweringContext& cx, const Node& n) {
   LS_CHECK(fn, "xla: ", node_text(n),
            " has no StableHLO lowering, so this program cannot run on the xla backend (run it "
            "on \"cpu\", or add the op's lowering in src/backends/xla/lowering_*.cpp)");
+  for (const char* key : {"layout", "src_layout", "dst_layout"})
+    LS_CHECK(!n.attrs.has(key) || n.attrs.s(key) == "nhwc", "xla: ", node_text(n), " has ", key,
+             "=", n.attrs.s(key),
+             ", the cpu backend's blocked layout; lower the graph before "
+             "the cpu layout pass (the xla backend takes nhwc)");
   cx.b.set_location(location_of(n));
   std::vector<HloValue> outs;
   try {

@@ -12,6 +12,7 @@ TEST(XlaRuntime, NeedsTheXlaBuild) {
 #include <fstream>
 
 #include "backends/xla/pjrt_client.h"
+#include "backends/xla/stablehlo_emitter.h"
 #include "backends/xla_test_util.h"
 #include "test_util.h"
 
@@ -169,6 +170,20 @@ TEST(XlaRuntime, ExecuteWithWrongArgumentsIsAnError) {
                        "program expected 2 buffers [INVALID_ARGUMENT]"))
       << err;
   EXPECT_TRUE(contains(err, "@main signature")) << err;
+}
+
+// A program whose result cannot be allocated (256 TiB: more than any address space) fails
+// with the plugin's RESOURCE_EXHAUSTED, told as out of device memory, not an abort.
+TEST(XlaRuntime, OutOfMemoryIsAnErrorThatSaysSo) {
+  auto client = XLA_CLIENT_OR_SKIP();
+  StablehloBuilder b;
+  HloValue x = b.argument({ElemType::f32, {}});
+  b.ret({b.broadcast_in_dim(x, {int64_t(1) << 46}, {})});
+  PjrtExecutable exe = client->compile(b.module_text());
+  PjrtBuffer one = client->to_device(Tensor::full(Shape{}, 1.f));
+  std::string err = error_of([&] { exe.execute({&one}); });
+  EXPECT_TRUE(contains(err, "[RESOURCE_EXHAUSTED]")) << err;
+  EXPECT_TRUE(contains(err, "The device is out of memory: use a smaller batch")) << err;
 }
 
 TEST(XlaRuntime, TooManyReplicasForTheDevices) {

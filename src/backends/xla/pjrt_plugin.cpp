@@ -326,8 +326,7 @@ void PjrtPlugin::check(PJRT_Error* err, const std::string& what, const std::stri
   if (code == PJRT_Error_Code_RESOURCE_EXHAUSTED)
     advice =
         "The device is out of memory: use a smaller batch or model, or fewer steps per "
-        "execution. " +
-        advice;
+        "execution";
   LS_FAIL(what, " failed: ", message, " [", error_code_name(code), "] (PJRT plugin ", path_, ")",
           advice.empty() ? "" : ". ", advice);
 }

@@ -18,6 +18,7 @@ TEST(XlaLowering, NeedsTheXlaBuild) {
 #include "backends/xla/xla_program.h"
 #include "backends/xla_test_util.h"
 #include "lockstep/core/rng.h"
+#include "lockstep/graph/executable.h"
 #include "lockstep/graph/op_registry.h"
 #include "ops/internal/schedule_math.h"
 #include "ops/op_harness.h"
@@ -57,10 +58,14 @@ Built build(const OpCase& c, bool bf16) {
   std::vector<Value> ins;
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     b.inputs.push_back(b.g.input({c.inputs[i].dtype, c.inputs[i].shape}, "in" + std::to_string(i)));
-    ins.push_back(
-        bf16 && c.inputs[i].dtype == DType::f32
-            ? b.g.add("cast", {b.inputs.back()}, Attrs{{"dtype", std::string("bfloat16")}})
-            : b.inputs.back());
+    // f32 inputs pass through a node either way (an identity for f32), so the op node has the
+    // same id in both forms: dropout's masks are keyed by it.
+    if (c.inputs[i].dtype != DType::f32)
+      ins.push_back(b.inputs.back());
+    else if (bf16)
+      ins.push_back(b.g.add("cast", {b.inputs.back()}, Attrs{{"dtype", std::string("bfloat16")}}));
+    else
+      ins.push_back(b.g.add("identity", {b.inputs.back()}));
   }
   std::vector<Value> outs =
       c.build ? std::vector<Value>{c.build(b.g, ins)} : b.g.add_multi(c.op, ins, c.attrs, c.name);
@@ -193,9 +198,9 @@ TEST(XlaLowering, CoversTheDenseAndConvTrainingOps) {
 TEST(XlaLowering, AnOpWithoutALoweringNamesItAndTheNode) {
   Graph g;
   Value x = g.input({DType::f32, Shape{4}}, "x");
-  Value y = g.add_multi("dropout", {x}, Attrs{{"rate", 0.5}}, "drop_1")[0];
+  Value y = g.add("cross_replica_sum", {x}, Attrs{{"group", 0}, {"replica", 0}}, "sum_1");
   const std::string err = test_util::error_of([&] { xla::lower_graph(g, {x}, {y}); });
-  EXPECT_NE(err.find("xla: op 'dropout' 'drop_1' (node 1) has no StableHLO lowering"),
+  EXPECT_NE(err.find("xla: op 'cross_replica_sum' 'sum_1' (node 1) has no StableHLO lowering"),
             std::string::npos)
       << err;
   EXPECT_NE(err.find("run it on \"cpu\""), std::string::npos) << err;
@@ -229,6 +234,25 @@ TEST(XlaLowering, LearningRateSchedulesOverManySteps) {
     }
   }
   EXPECT_GE(schedules, 7);
+}
+
+// dropout draws the reference kernel's masks bit for bit, for the same model seed and step.
+TEST(XlaLowering, DropoutMasksAreTheReferenceKernels) {
+  auto client = XLA_CLIENT_OR_SKIP();
+  Graph g;
+  Value x = g.input({DType::f32, Shape{3, 7, 5}}, "x");
+  auto y = g.add_multi("dropout", {x}, Attrs{{"rate", 0.3}, {"seed", 11}}, "drop");
+  Executable exe(g, {x}, y, CompileOptions{.backend = "reference", .seed = 99});
+  xla::XlaProgram program(client, g, {x}, y, {.seed = 99});
+  Tensor in = Tensor::full(Shape{3, 7, 5}, 2.f);
+  for (int step = 0; step < 3; ++step) {
+    exe.input(0).copy_from(in);
+    exe.run();
+    auto out = program.run({in});
+    EXPECT_EQ(out[1].to_vector(), exe.output(1).to_vector()) << "mask of step " << step;
+    EXPECT_EQ(out[0].to_vector(), exe.output(0).to_vector()) << "y of step " << step;
+  }
+  EXPECT_EQ(program.step(), 3u);
 }
 
 // A verify error from the plugin names the Lockstep node through the op's loc().

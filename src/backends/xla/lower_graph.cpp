@@ -51,6 +51,11 @@ void add_arguments(const Graph& g, const std::vector<Value>& inputs, const std::
     out.arguments.push_back({LoweredArgument::Kind::input, int(i), nullptr, t});
   }
   for (const Node& n : g.nodes())
+    if (need[size_t(n.id)] && n.op == "dropout") {
+      out.arguments.push_back({LoweredArgument::Kind::step, -1, nullptr, {ElemType::i64, {}}});
+      break;
+    }
+  for (const Node& n : g.nodes())
     if (need[size_t(n.id)] && n.op == "variable") {
       LS_CHECK(n.variable, "xla: ", node_text(n), " has no variable");
       bool seen = false;
@@ -111,13 +116,19 @@ LoweredGraph lower_graph(const Graph& g, const std::vector<Value>& inputs,
   LoweringContext cx(b, g);
   cx.num_replicas = options.num_replicas;
   cx.mean_gradients = options.mean_gradients;
+  cx.seed = options.seed;
+  cx.replica = options.replica;
   std::vector<const Node*> variable_nodes;
   add_arguments(g, inputs, need, out, variable_nodes);
   std::vector<HloValue> args;
   for (const LoweredArgument& a : out.arguments) args.push_back(b.argument(a.type));
   for (size_t i = 0; i < inputs.size(); ++i) cx.values[{inputs[i].node, 0}] = args[i];
+  size_t first_variable = inputs.size();
+  if (first_variable < out.arguments.size() &&
+      out.arguments[first_variable].kind == LoweredArgument::Kind::step)
+    cx.step = args[first_variable++];
   for (size_t k = 0; k < variable_nodes.size(); ++k)
-    cx.variable_values[variable_nodes[k]->variable.get()] = args[inputs.size() + k];
+    cx.variable_values[variable_nodes[k]->variable.get()] = args[first_variable + k];
   for (const Node& n : g.nodes()) {
     if (!need[size_t(n.id)] || n.op == "input") continue;
     if (n.op == "variable") {

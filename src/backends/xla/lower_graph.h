@@ -1,12 +1,12 @@
 // Lowering a Lockstep graph to one StableHLO module (`func.func @main`), which PjrtClient
 // compiles into one executable for the whole step.
 //
-// The function's arguments are the graph inputs (in the order given), then every variable the
-// program reads or writes (weights, optimizer slots, metric state), once each. Its results are
-// the requested outputs, then the new value of every variable the program updates (sgd_update,
-// assign, ...), each aliased to that variable's argument: run it with that argument donated
-// (LoweredGraph::donate()) and the update happens in place on the device, with no copy of the
-// weights per step.
+// The function's arguments are the graph inputs (in the order given), the step counter when a
+// random op needs it, then every variable the program reads or writes (weights, optimizer slots,
+// metric state), once each. Its results are the requested outputs, then the new value of every
+// variable the program updates (sgd_update, assign, ...), each aliased to that variable's argument:
+// run it with that argument donated (LoweredGraph::donate()) and the update happens in place on the
+// device, with no copy of the weights per step.
 //
 // Only nodes that the outputs or an update need are emitted. Pure nodes see each variable's
 // value from before the step and updates of one variable chain in node order, as in the
@@ -22,7 +22,9 @@
 namespace lockstep::xla {
 
 struct LoweredArgument {
-  enum class Kind { input, variable };
+  // step: the step counter (int64 scalar) that keys the random ops (dropout), as
+  // Executable::step(); present only when the program has one.
+  enum class Kind { input, variable, step };
   Kind kind = Kind::input;
   int input = -1;        // kind input: the index into lower_graph's `inputs`
   VariablePtr variable;  // kind variable
@@ -54,6 +56,10 @@ struct LoweringOptions {
   // With replicas: every update op's gradient is averaged over the replicas (an all_reduce in
   // the program) before it is applied, so the replicas' variables stay identical.
   bool mean_gradients = true;
+  // The random ops' key, as CompileOptions::seed and ::replica (dropout draws the same masks
+  // as the reference kernel for the same seed, replica and step).
+  uint64_t seed = 0;
+  uint32_t replica = 0;
 };
 
 // Lowers the part of `graph` that computes `outputs` and its variable updates. `inputs` are

@@ -58,6 +58,9 @@ class LoweringContext {
 
   int num_replicas = 1;        // LoweringOptions::num_replicas
   bool mean_gradients = true;  // LoweringOptions::mean_gradients
+  uint64_t seed = 0;           // LoweringOptions::seed
+  uint32_t replica = 0;        // LoweringOptions::replica
+  HloValue step;               // the step argument (int64 scalar); name empty when none
 
   // Filled by lower_graph.
   std::map<std::pair<int, int>, HloValue> values;       // (node, output) -> value

@@ -29,6 +29,10 @@ const char* elem_name(ElemType t) {
       return "i1";
     case ElemType::u8:
       return "ui8";
+    case ElemType::u32:
+      return "ui32";
+    case ElemType::u64:
+      return "ui64";
   }
   return "?";
 }
@@ -66,6 +70,8 @@ DType dtype_of_elem(ElemType t) {
     case ElemType::u8:
       return DType::u8;
     case ElemType::i1:
+    case ElemType::u32:
+    case ElemType::u64:
       break;
   }
   LS_FAIL("StableHLO element type ", elem_name(t), " has no Lockstep dtype");
@@ -370,13 +376,21 @@ HloValue StablehloBuilder::round_nearest_afz(const HloValue& x) {
 }
 HloValue StablehloBuilder::cosine(const HloValue& x) { return unary("stablehlo.cosine", x); }
 
+HloValue StablehloBuilder::bitwise_xor(const HloValue& a, const HloValue& b) {
+  return binary("stablehlo.xor", a, b);
+}
+HloValue StablehloBuilder::shift_right_logical(const HloValue& a, const HloValue& b) {
+  return binary("stablehlo.shift_right_logical", a, b);
+}
+
 HloValue StablehloBuilder::compare(const HloValue& a, const HloValue& b, Compare direction) {
   LS_CHECK(a.type == b.type, "stablehlo.compare: operand types differ, ", a.type.str(), " and ",
            b.type.str(), loc());
   static const char* names[] = {"EQ", "NE", "GE", "GT", "LE", "LT"};
-  const char* kind = is_float(a.type.elem)                                        ? "FLOAT"
-                     : a.type.elem == ElemType::i1 || a.type.elem == ElemType::u8 ? "UNSIGNED"
-                                                                                  : "SIGNED";
+  const ElemType e = a.type.elem;
+  const bool is_unsigned =
+      e == ElemType::i1 || e == ElemType::u8 || e == ElemType::u32 || e == ElemType::u64;
+  const char* kind = is_float(e) ? "FLOAT" : is_unsigned ? "UNSIGNED" : "SIGNED";
   return op("stablehlo.compare", {a, b}, {a.type.with_elem(ElemType::i1)},
             std::string("comparison_direction = #stablehlo<comparison_direction ") +
                 names[int(direction)] + ">, compare_type = #stablehlo<comparison_type " + kind +

@@ -24,8 +24,9 @@
 
 namespace lockstep::xla {
 
-enum class ElemType : uint8_t { f32, bf16, f16, i32, i64, i1, u8 };
-const char* elem_name(ElemType t);  // the MLIR spelling: f32, bf16, f16, i32, i64, i1, ui8
+enum class ElemType : uint8_t { f32, bf16, f16, i32, i64, i1, u8, u32, u64 };
+// The MLIR spelling: f32, bf16, f16, i32, i64, i1, ui8, ui32, ui64.
+const char* elem_name(ElemType t);
 ElemType elem_of(DType t);
 DType dtype_of_elem(ElemType t);  // i1 has no Lockstep dtype: an error
 bool is_float(ElemType t);
@@ -144,6 +145,8 @@ class StablehloBuilder {
   HloValue ceil(const HloValue& x);
   HloValue round_nearest_afz(const HloValue& x);  // halves away from zero (llround)
   HloValue cosine(const HloValue& x);
+  HloValue bitwise_xor(const HloValue& a, const HloValue& b);                 // integers
+  HloValue shift_right_logical(const HloValue& a, const HloValue& b);         // integers
   HloValue compare(const HloValue& a, const HloValue& b, Compare direction);  // -> i1
   HloValue select(const HloValue& pred, const HloValue& on_true, const HloValue& on_false);
   HloValue convert(const HloValue& x, ElemType to);

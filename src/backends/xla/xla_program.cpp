@@ -64,7 +64,7 @@ std::vector<std::vector<Tensor>> XlaProgram::run_replicas(
   std::vector<std::vector<PjrtBuffer>> fed(R);
   std::vector<std::vector<PjrtBuffer*>> args(R);
   for (size_t r = 0; r < R; ++r) {
-    fed[r].reserve(inputs[r].size());
+    fed[r].reserve(lowered_.arguments.size());
     for (size_t a = 0; a < lowered_.arguments.size(); ++a)
       args[r].push_back(argument(int(r), a, inputs[r], fed[r]));
   }
@@ -79,6 +79,7 @@ std::vector<std::vector<Tensor>> XlaProgram::run_replicas(
         variables_[r][size_t(res.argument)] = std::move(results[r][k]);
     }
   ++runs_;
+  ++step_;
   return outputs;
 }
 
@@ -86,6 +87,12 @@ PjrtBuffer* XlaProgram::argument(int replica, size_t a, const std::vector<Tensor
                                  std::vector<PjrtBuffer>& fed) {
   const LoweredArgument& arg = lowered_.arguments[a];
   if (arg.kind == LoweredArgument::Kind::variable) return &variables_[size_t(replica)][a];
+  if (arg.kind == LoweredArgument::Kind::step) {
+    Tensor step = Tensor::zeros(Shape{}, DType::i64);
+    step.data<int64_t>()[0] = int64_t(step_);
+    fed.push_back(client_->to_device(step, exe_.device_of_replica(replica)));
+    return &fed.back();
+  }
   LS_CHECK(arg.input < int(inputs.size()), "XlaProgram::run: ", inputs.size(),
            " inputs, the program takes input ", arg.input);
   const Tensor& t = inputs[size_t(arg.input)];

@@ -41,6 +41,10 @@ class XlaProgram {
   // The host values changed (load_weights, set_weights): upload them again at the next run.
   void reload_variables() { variables_loaded_ = false; }
 
+  // The step counter the random ops are keyed by (as Executable::step(); advances per run).
+  uint64_t step() const { return step_; }
+  void set_step(uint64_t step) { step_ = step; }
+
   const LoweredGraph& lowered() const { return lowered_; }
   double lower_seconds() const { return lower_seconds_; }
   double compile_seconds() const { return compile_seconds_; }
@@ -60,6 +64,7 @@ class XlaProgram {
   bool variables_loaded_ = false;
   double lower_seconds_ = 0, compile_seconds_ = 0;
   int64_t runs_ = 0;
+  uint64_t step_ = 0;
 };
 
 }  // namespace lockstep::xla

@@ -23,7 +23,7 @@ using namespace lockstep;
 namespace {
 
 enum class Model { mlp, cnn, cnn_batch_norm };
-enum class Optimizer { sgd, sgd_momentum, adam };
+enum class Optimizer { sgd, sgd_momentum, adam, rmsprop };
 
 struct Step {
   Graph g;
@@ -97,6 +97,14 @@ Step build_step(Model model, Optimizer opt, int64_t n = 6) {
                     {wv[i], grads[i], lr, s.g.variable(s.slots[s.slots.size() - 2]),
                      s.g.variable(s.slots.back()), t},
                     {}, "", s.weights[i]);
+    } else if (opt == Optimizer::rmsprop) {
+      s.slots.push_back(zeros("ms", shape));
+      s.slots.push_back(zeros("mom", shape));
+      s.g.add_multi("rmsprop_update",
+                    {wv[i], grads[i], lr, s.g.variable(s.slots[s.slots.size() - 2]),
+                     s.g.variable(s.slots.back())},
+                    Attrs{{"rho", 0.8}, {"momentum", 0.5}, {"weight_decay", 0.02}}, "",
+                    s.weights[i]);
     } else if (opt == Optimizer::sgd_momentum) {
       s.slots.push_back(zeros("momentum", shape));
       s.g.add_multi("sgd_update", {wv[i], grads[i], lr, s.g.variable(s.slots.back())},
@@ -165,6 +173,7 @@ TEST_F(XlaTrainStep, MlpSgdMomentumWeightDecay) {
   check_steps(Model::mlp, Optimizer::sgd_momentum, 5);
 }
 TEST_F(XlaTrainStep, MlpAdam) { check_steps(Model::mlp, Optimizer::adam, 5); }
+TEST_F(XlaTrainStep, MlpRmspropMomentum) { check_steps(Model::mlp, Optimizer::rmsprop, 5); }
 TEST_F(XlaTrainStep, ConvNetSgd) { check_steps(Model::cnn, Optimizer::sgd_momentum, 4); }
 TEST_F(XlaTrainStep, ConvNetWithBatchNorm) {
   check_steps(Model::cnn_batch_norm, Optimizer::adam, 4);

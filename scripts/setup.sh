@@ -9,6 +9,9 @@ PACKAGES=(cmake make g++ pkg-config zlib1g-dev libdnnl-dev libgtest-dev googlete
           libjemalloc2  # preloaded under PyTorch by bench/run_peer_bench.sh
           libonnx-dev libprotobuf-dev protobuf-compiler  # ONNX export, TensorBoard event files
           clang libclang-rt-14-dev libomp-14-dev)  # clang: the libFuzzer targets (make fuzz)
+# The XLA backend's CPU PJRT plugin and its header, in a cached venv (.venv-xla); without it
+# the build leaves the XLA backend out, so a failure here is reported, not fatal.
+"$(dirname "$0")/setup_xla.sh" >/dev/null || echo "setup: no XLA CPU plugin (see above); building without the XLA backend"
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,163 @@
+// lower_graph: the graph's needed nodes, in order, through the lowering table (see
+// lower_graph.h).
+#include "backends/xla/lower_graph.h"
+
+#include <algorithm>
+
+#include "backends/xla/lowering.h"
+#include "lockstep/core/error.h"
+#include "lockstep/graph/op_registry.h"
+
+namespace lockstep::xla {
+
+namespace {
+
+std::string node_text(const Node& n) {
+  return "op '" + n.op + "'" + (n.name.empty() ? "" : " '" + n.name + "'") + " (node " +
+         std::to_string(n.id) + ")";
+}
+
+// Nodes the outputs and the side-effect nodes (updates) depend on.
+std::vector<char> needed_nodes(const Graph& g, const std::vector<Value>& outputs) {
+  std::vector<char> need(size_t(g.size()), 0);
+  for (Value v : outputs) need.at(size_t(v.node)) = 1;
+  for (const Node& n : g.nodes())
+    if (OpRegistry::get().op(n.op).side_effects) need[size_t(n.id)] = 1;
+  for (int i = g.size() - 1; i >= 0; --i)
+    if (need[size_t(i)])
+      for (Value v : g.node(i).inputs) need[size_t(v.node)] = 1;
+  return need;
+}
+
+HloType known_type(const TensorType& t, const std::string& what) {
+  LS_CHECK(t.shape.is_known(), "xla: ", what, " has an unknown dim ", t.shape.str(),
+           " (specialise the graph's batch first: Graph::specialise_batch)");
+  return hlo_type(t);
+}
+
+// The location of a node's ops in the module, which compile errors quote.
+std::string location_of(const Node& n) {
+  return n.op + (n.name.empty() ? "" : " '" + n.name + "'") + " #" + std::to_string(n.id);
+}
+
+// Arguments: the inputs, then each variable the needed nodes read.
+void add_arguments(const Graph& g, const std::vector<Value>& inputs, const std::vector<char>& need,
+                   LoweredGraph& out, std::vector<const Node*>& variable_nodes) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Node& n = g.node(inputs[i].node);
+    LS_CHECK(n.op == "input", "xla: lower_graph input ", i, " is ", node_text(n),
+             ", not an input placeholder");
+    HloType t = known_type(g.type(inputs[i]), "input '" + n.name + "'");
+    out.arguments.push_back({LoweredArgument::Kind::input, int(i), nullptr, t});
+  }
+  for (const Node& n : g.nodes())
+    if (need[size_t(n.id)] && n.op == "dropout") {
+      out.arguments.push_back({LoweredArgument::Kind::step, -1, nullptr, {ElemType::i64, {}}});
+      break;
+    }
+  for (const Node& n : g.nodes())
+    if (need[size_t(n.id)] && n.op == "variable") {
+      LS_CHECK(n.variable, "xla: ", node_text(n), " has no variable");
+      bool seen = false;
+      for (const Node* v : variable_nodes) seen |= v->variable == n.variable;
+      if (seen) continue;
+      HloType t = known_type(n.outputs[0], "variable '" + n.variable->name + "'");
+      out.arguments.push_back({LoweredArgument::Kind::variable, -1, n.variable, t});
+      variable_nodes.push_back(&n);
+    }
+}
+
+// Emits one node through its lowering; float outputs rounded to the node's declared dtypes.
+void lower_node(LoweringContext& cx, const Node& n) {
+  const LowerFn* fn = find_lowering(n.op);
+  LS_CHECK(fn, "xla: ", node_text(n),
+           " has no StableHLO lowering, so this program cannot run on the xla backend (run it "
+           "on \"cpu\", or add the op's lowering in src/backends/xla/lowering_*.cpp)");
+  for (const char* key : {"layout", "src_layout", "dst_layout"})
+    LS_CHECK(!n.attrs.has(key) || n.attrs.s(key) == "nhwc", "xla: ", node_text(n), " has ", key,
+             "=", n.attrs.s(key),
+             ", the cpu backend's blocked layout; lower the graph before "
+             "the cpu layout pass (the xla backend takes nhwc)");
+  cx.b.set_location(location_of(n));
+  std::vector<HloValue> outs;
+  try {
+    outs = (*fn)(cx, n);
+  } catch (const Error& e) {
+    LS_FAIL("xla: lowering ", node_text(n), ": ", e.what());
+  }
+  LS_CHECK(outs.size() == n.outputs.size(), "xla: the lowering of ", node_text(n), " gave ",
+           outs.size(), " values for ", n.outputs.size(), " outputs");
+  for (size_t k = 0; k < outs.size(); ++k) {
+    HloType want = hlo_type(n.outputs[k]);
+    HloValue v = cx.b.convert(outs[k], want.elem);
+    LS_CHECK(v.type == want, "xla: the lowering of ", node_text(n), " output ", k, " is ",
+             v.type.str(), ", the graph says ", want.str());
+    cx.values[{n.id, int(k)}] = v;
+  }
+}
+
+}  // namespace
+
+std::vector<bool> LoweredGraph::donate() const {
+  std::vector<bool> d(arguments.size(), false);
+  for (const LoweredResult& r : results)
+    if (r.kind == LoweredResult::Kind::variable) d.at(size_t(r.argument)) = true;
+  return d;
+}
+
+LoweredGraph lower_graph(const Graph& g, const std::vector<Value>& inputs,
+                         const std::vector<Value>& outputs, const LoweringOptions& options) {
+  LoweredGraph out;
+  out.num_replicas = options.num_replicas;
+  const std::vector<char> need = needed_nodes(g, outputs);
+  // The arguments' aliases are known once the updates are lowered: set at the end.
+  StablehloBuilder b;
+  b.set_num_replicas(options.num_replicas);
+  LoweringContext cx(b, g);
+  cx.num_replicas = options.num_replicas;
+  cx.mean_gradients = options.mean_gradients;
+  cx.seed = options.seed;
+  cx.replica = options.replica;
+  std::vector<const Node*> variable_nodes;
+  add_arguments(g, inputs, need, out, variable_nodes);
+  std::vector<HloValue> args;
+  for (const LoweredArgument& a : out.arguments) args.push_back(b.argument(a.type));
+  for (size_t i = 0; i < inputs.size(); ++i) cx.values[{inputs[i].node, 0}] = args[i];
+  size_t first_variable = inputs.size();
+  if (first_variable < out.arguments.size() &&
+      out.arguments[first_variable].kind == LoweredArgument::Kind::step)
+    cx.step = args[first_variable++];
+  for (size_t k = 0; k < variable_nodes.size(); ++k)
+    cx.variable_values[variable_nodes[k]->variable.get()] = args[first_variable + k];
+  for (const Node& n : g.nodes()) {
+    if (!need[size_t(n.id)] || n.op == "input") continue;
+    if (n.op == "variable") {
+      cx.values[{n.id, 0}] = cx.variable_values.at(n.variable.get());
+      continue;
+    }
+    lower_node(cx, n);
+  }
+  std::vector<HloValue> results;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    auto it = cx.values.find({outputs[k].node, outputs[k].index});
+    LS_CHECK(it != cx.values.end(), "xla: output ", k, " was not lowered");
+    results.push_back(it->second);
+    out.results.push_back({LoweredResult::Kind::output, int(k), nullptr, -1, it->second.type});
+  }
+  for (const Variable* var : cx.updated) {
+    int arg = -1;
+    for (size_t a = 0; a < out.arguments.size(); ++a)
+      if (out.arguments[a].variable.get() == var) arg = int(a);
+    const HloValue& v = cx.variable_values.at(var);
+    results.push_back(v);
+    b.set_argument_alias(arg, int(results.size()) - 1);
+    out.results.push_back(
+        {LoweredResult::Kind::variable, -1, out.arguments[size_t(arg)].variable, arg, v.type});
+  }
+  b.set_location("");
+  b.ret(results);
+  out.mlir = b.module_text();
+  return out;
+}
+
+}  // namespace lockstep::xla

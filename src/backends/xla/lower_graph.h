@@ -1,0 +1,70 @@
+// Lowering a Lockstep graph to one StableHLO module (`func.func @main`), which PjrtClient
+// compiles into one executable for the whole step.
+//
+// The function's arguments are the graph inputs (in the order given), the step counter when a
+// random op needs it, then every variable the program reads or writes (weights, optimizer slots,
+// metric state), once each. Its results are the requested outputs, then the new value of every
+// variable the program updates (sgd_update, assign, ...), each aliased to that variable's argument:
+// run it with that argument donated (LoweredGraph::donate()) and the update happens in place on the
+// device, with no copy of the weights per step.
+//
+// Only nodes that the outputs or an update need are emitted. Pure nodes see each variable's
+// value from before the step and updates of one variable chain in node order, as in the
+// Executable (side effects run after every pure node). An op without a lowering is an error
+// naming the op and the node; so is a graph input or variable with an unknown dim.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "backends/xla/stablehlo_emitter.h"
+#include "lockstep/graph/graph.h"
+
+namespace lockstep::xla {
+
+struct LoweredArgument {
+  // step: the step counter (int64 scalar) that keys the random ops (dropout), as
+  // Executable::step(); present only when the program has one.
+  enum class Kind { input, variable, step };
+  Kind kind = Kind::input;
+  int input = -1;        // kind input: the index into lower_graph's `inputs`
+  VariablePtr variable;  // kind variable
+  HloType type;
+};
+
+struct LoweredResult {
+  enum class Kind { output, variable };
+  Kind kind = Kind::output;
+  int output = -1;       // kind output: the index into lower_graph's `outputs`
+  VariablePtr variable;  // kind variable: the variable's new value
+  int argument = -1;     // kind variable: the argument it aliases (donate that one)
+  HloType type;
+};
+
+struct LoweredGraph {
+  std::string mlir;  // the module text, for PjrtClient::compile
+  std::vector<LoweredArgument> arguments;
+  std::vector<LoweredResult> results;
+  int num_replicas = 1;
+  // Per argument: true for a variable the program updates (its buffer becomes the result's).
+  std::vector<bool> donate() const;
+};
+
+struct LoweringOptions {
+  // Replicas the module is compiled for (PjrtClient::compile's CompileSpec must match): one
+  // copy of the step per device, each on its share of the batch.
+  int num_replicas = 1;
+  // With replicas: every update op's gradient is averaged over the replicas (an all_reduce in
+  // the program) before it is applied, so the replicas' variables stay identical.
+  bool mean_gradients = true;
+  // The random ops' key, as CompileOptions::seed and ::replica (dropout draws the same masks
+  // as the reference kernel for the same seed, replica and step).
+  uint64_t seed = 0;
+  uint32_t replica = 0;
+};
+
+// Lowers the part of `graph` that computes `outputs` and its variable updates. `inputs` are
+// the placeholders fed per run (input nodes; the graph's own input list is not consulted).
+LoweredGraph lower_graph(const Graph& graph, const std::vector<Value>& inputs,
+                         const std::vector<Value>& outputs, const LoweringOptions& options = {});
+
+}  // namespace lockstep::xla

@@ -1,0 +1,99 @@
+// Lowerings of the structural ops: constants, views, casts, copies (concat, slice) and the
+// variable writes. (input and variable nodes are lower_graph's arguments.)
+#include "backends/xla/lowering.h"
+#include "lockstep/graph/op_registry.h"
+
+namespace lockstep::xla {
+
+namespace {
+
+using Values = std::vector<HloValue>;
+
+Values constant(LoweringContext& cx, const Node& n) {
+  return {cx.full({ElemType::f32, attr_ints(n, "shape")}, attr_f(n, "value"))};
+}
+
+Values fill_like(LoweringContext& cx, const Node& n, double v) {
+  return {cx.full({ElemType::f32, cx.in_type(n, 0).shape.vec()}, v)};
+}
+
+Values reshape(LoweringContext& cx, const Node& n) {
+  return {cx.b.reshape(cx.raw(n, 0), n.outputs[0].shape.vec())};
+}
+
+// Float -> integer truncates toward zero (stablehlo.convert), as the reference's C++ cast.
+Values cast(LoweringContext& cx, const Node& n) {
+  return {cx.b.convert(cx.raw(n, 0), elem_of(n.outputs[0].dtype))};
+}
+
+Values concat(LoweringContext& cx, const Node& n) {
+  Values xs;
+  for (int i = 0; i < cx.num_inputs(n); ++i) xs.push_back(cx.raw(n, i));
+  int64_t axis = attr_i(n, "axis");
+  if (axis < 0) axis += xs[0].type.rank();
+  return {cx.b.concatenate(xs, axis)};
+}
+
+// begin and the resolved extents (size -1 = to the end) of a slice node on shape x.
+void slice_bounds(const Node& n, const std::vector<int64_t>& x, std::vector<int64_t>& start,
+                  std::vector<int64_t>& limit) {
+  start = attr_ints(n, "begin");
+  const auto& size = attr_ints(n, "size");
+  limit.clear();
+  for (size_t i = 0; i < x.size(); ++i) limit.push_back(size[i] < 0 ? x[i] : start[i] + size[i]);
+}
+
+Values slice(LoweringContext& cx, const Node& n) {
+  HloValue x = cx.raw(n, 0);
+  std::vector<int64_t> start, limit;
+  slice_bounds(n, x.type.dims, start, limit);
+  return {cx.b.slice(x, start, limit)};
+}
+
+// Zeros of x's shape with dy at the slice: dy padded.
+Values slice_grad(LoweringContext& cx, const Node& n) {
+  HloValue dy = cx.in(n, 0);
+  const std::vector<int64_t> x = cx.in_type(n, 1).shape.vec();
+  std::vector<int64_t> start, limit, high;
+  slice_bounds(n, x, start, limit);
+  for (size_t i = 0; i < x.size(); ++i) high.push_back(x[i] - limit[i]);
+  return {cx.b.pad(dy, cx.b.scalar(dy.type.elem, 0.0), start, high)};
+}
+
+Values broadcast_to(LoweringContext& cx, const Node& n) {
+  return {cx.broadcast_numpy(cx.raw(n, 0), attr_ints(n, "shape"))};
+}
+
+Values assign(LoweringContext& cx, const Node& n) {
+  cx.update_variable(n, 0, cx.raw(n, 1));
+  return {};
+}
+
+Values assign_add(LoweringContext& cx, const Node& n) {
+  HloValue var = cx.variable_value(n, 0);
+  HloValue delta = cx.b.reshape(cx.in(n, 1), var.type.dims);
+  cx.update_variable(n, 0, cx.b.add(var, delta));
+  return {};
+}
+
+}  // namespace
+
+LOCKSTEP_REGISTER(xla_structure_lowerings) {
+  register_lowering("constant", constant);
+  register_lowering("ones_like",
+                    [](LoweringContext& cx, const Node& n) { return fill_like(cx, n, 1.0); });
+  register_lowering("zeros_like",
+                    [](LoweringContext& cx, const Node& n) { return fill_like(cx, n, 0.0); });
+  for (const char* op : {"identity", "stop_gradient"})
+    register_lowering(op, [](LoweringContext& cx, const Node& n) { return Values{cx.raw(n, 0)}; });
+  register_lowering("reshape", reshape);
+  register_lowering("cast", cast);
+  register_lowering("concat", concat);
+  register_lowering("slice", slice);
+  register_lowering("slice_grad", slice_grad);
+  register_lowering("broadcast_to", broadcast_to);
+  register_lowering("assign", assign);
+  register_lowering("assign_add", assign_add);
+}
+
+}  // namespace lockstep::xla

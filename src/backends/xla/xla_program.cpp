@@ -1,0 +1,116 @@
+// XlaProgram: lower, compile, and run with device-resident, donated variables (see
+// xla_program.h).
+#include "backends/xla/xla_program.h"
+
+#include <chrono>
+
+#include "lockstep/core/error.h"
+
+namespace lockstep::xla {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+XlaProgram::XlaProgram(std::shared_ptr<PjrtClient> client, const Graph& graph,
+                       const std::vector<Value>& inputs, const std::vector<Value>& outputs,
+                       const LoweringOptions& options)
+    : client_(std::move(client)) {
+  LS_CHECK(client_, "XlaProgram: no PJRT client");
+  auto t0 = std::chrono::steady_clock::now();
+  lowered_ = lower_graph(graph, inputs, outputs, options);
+  lower_seconds_ = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  CompileSpec spec{.num_replicas = options.num_replicas};
+  for (const LoweredArgument& a : lowered_.arguments)
+    spec.argument_types.push_back({dtype_of_elem(a.type.elem), Shape(a.type.dims)});
+  exe_ = client_->compile(lowered_.mlir, spec);
+  compile_seconds_ = seconds_since(t0);
+  variables_.resize(size_t(exe_.num_replicas()));
+  for (auto& v : variables_) v.resize(lowered_.arguments.size());
+}
+
+void XlaProgram::load_variables() {
+  for (size_t a = 0; a < lowered_.arguments.size(); ++a) {
+    const LoweredArgument& arg = lowered_.arguments[a];
+    if (arg.kind != LoweredArgument::Kind::variable) continue;
+    const Tensor& v = arg.variable->value;
+    LS_CHECK(v.defined() && elem_of(v.dtype()) == arg.type.elem && v.shape().vec() == arg.type.dims,
+             "XlaProgram: variable '", arg.variable->name, "' is ",
+             v.defined() ? std::string(dtype_name(v.dtype())) + v.shape().str() : "undefined",
+             ", the program was compiled for ", arg.type.str());
+    for (int r = 0; r < num_replicas(); ++r)
+      variables_[size_t(r)][a] = client_->to_device(v, exe_.device_of_replica(r));
+  }
+  variables_loaded_ = true;
+}
+
+std::vector<Tensor> XlaProgram::run(const std::vector<Tensor>& inputs) {
+  LS_CHECK(num_replicas() == 1, "XlaProgram::run: the program has ", num_replicas(),
+           " replicas; use run_replicas");
+  return run_replicas({inputs})[0];
+}
+
+std::vector<std::vector<Tensor>> XlaProgram::run_replicas(
+    const std::vector<std::vector<Tensor>>& inputs) {
+  if (!variables_loaded_) load_variables();
+  const size_t R = size_t(num_replicas());
+  LS_CHECK(inputs.size() == R, "XlaProgram::run_replicas: ", inputs.size(), " input lists for ", R,
+           " replicas");
+  std::vector<std::vector<PjrtBuffer>> fed(R);
+  std::vector<std::vector<PjrtBuffer*>> args(R);
+  for (size_t r = 0; r < R; ++r) {
+    fed[r].reserve(lowered_.arguments.size());
+    for (size_t a = 0; a < lowered_.arguments.size(); ++a)
+      args[r].push_back(argument(int(r), a, inputs[r], fed[r]));
+  }
+  std::vector<std::vector<PjrtBuffer>> results = exe_.execute_replicas(args, lowered_.donate());
+  std::vector<std::vector<Tensor>> outputs(R);
+  for (size_t r = 0; r < R; ++r)
+    for (size_t k = 0; k < lowered_.results.size(); ++k) {
+      const LoweredResult& res = lowered_.results[k];
+      if (res.kind == LoweredResult::Kind::output)
+        outputs[r].push_back(client_->to_host(results[r][k]));
+      else
+        variables_[r][size_t(res.argument)] = std::move(results[r][k]);
+    }
+  ++runs_;
+  ++step_;
+  return outputs;
+}
+
+PjrtBuffer* XlaProgram::argument(int replica, size_t a, const std::vector<Tensor>& inputs,
+                                 std::vector<PjrtBuffer>& fed) {
+  const LoweredArgument& arg = lowered_.arguments[a];
+  if (arg.kind == LoweredArgument::Kind::variable) return &variables_[size_t(replica)][a];
+  if (arg.kind == LoweredArgument::Kind::step) {
+    Tensor step = Tensor::zeros(Shape{}, DType::i64);
+    step.data<int64_t>()[0] = int64_t(step_);
+    fed.push_back(client_->to_device(step, exe_.device_of_replica(replica)));
+    return &fed.back();
+  }
+  LS_CHECK(arg.input < int(inputs.size()), "XlaProgram::run: ", inputs.size(),
+           " inputs, the program takes input ", arg.input);
+  const Tensor& t = inputs[size_t(arg.input)];
+  LS_CHECK(elem_of(t.dtype()) == arg.type.elem && t.shape().vec() == arg.type.dims,
+           "XlaProgram::run: input ", arg.input, " is ", dtype_name(t.dtype()), t.shape().str(),
+           ", the program takes ", arg.type.str());
+  fed.push_back(client_->to_device(t, exe_.device_of_replica(replica)));
+  return &fed.back();
+}
+
+void XlaProgram::sync_variables_to_host() {
+  if (!variables_loaded_) return;
+  for (size_t a = 0; a < lowered_.arguments.size(); ++a) {
+    const LoweredArgument& arg = lowered_.arguments[a];
+    if (arg.kind != LoweredArgument::Kind::variable) continue;
+    Tensor& v = arg.variable->value;
+    client_->to_host(variables_[0][a], v.raw(), v.nbytes());
+  }
+}
+
+}  // namespace lockstep::xla

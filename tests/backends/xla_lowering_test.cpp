@@ -63,15 +63,15 @@ Built build(const OpCase& c, bool bf16) {
     if (c.inputs[i].dtype != DType::f32)
       ins.push_back(b.inputs.back());
     else if (bf16)
-      ins.push_back(b.g.add("cast", {b.inputs.back()}, Attrs{{"dtype", std::string("bfloat16")}}));
+      ins.push_back(b.g.add(op::cast, {b.inputs.back()}, Attrs{{"dtype", std::string("bfloat16")}}));
     else
-      ins.push_back(b.g.add("identity", {b.inputs.back()}));
+      ins.push_back(b.g.add(op::identity, {b.inputs.back()}));
   }
   std::vector<Value> outs =
       c.build ? std::vector<Value>{c.build(b.g, ins)} : b.g.add_multi(c.op, ins, c.attrs, c.name);
   for (Value v : outs)
     b.outs.push_back(b.g.type(v).dtype == DType::bf16
-                         ? b.g.add("cast", {v}, Attrs{{"dtype", std::string("float32")}})
+                         ? b.g.add(op::cast, {v}, Attrs{{"dtype", std::string("float32")}})
                          : v);
   return b;
 }
@@ -80,7 +80,7 @@ Built build(const OpCase& c, bool bf16) {
 std::string missing_lowering(const OpCase& c) {
   Built b = build(c, false);
   for (const Node& n : b.g.nodes())
-    if (n.op != "input" && n.op != "variable" && !xla::find_lowering(n.op)) return n.op;
+    if (n.op != op::input && n.op != op::variable && !xla::find_lowering(n.op)) return n.op;
   return "";
 }
 
@@ -191,14 +191,14 @@ TEST(XlaLowering, CoversTheDenseAndConvTrainingOps) {
     EXPECT_TRUE(xla::find_lowering(op)) << op;
   std::string missing;
   for (const std::string& op : OpRegistry::get().op_names())
-    if (op != "input" && op != "variable" && !xla::find_lowering(op)) missing += " " + op;
+    if (op != op::input && op != op::variable && !xla::find_lowering(op)) missing += " " + op;
   std::cout << "[ xla ] ops without a StableHLO lowering:" << missing << "\n";
 }
 
 TEST(XlaLowering, AnOpWithoutALoweringNamesItAndTheNode) {
   Graph g;
   Value x = g.input({DType::f32, Shape{4}}, "x");
-  Value y = g.add("cross_replica_sum", {x}, Attrs{{"group", 0}, {"replica", 0}}, "sum_1");
+  Value y = g.add(op::cross_replica_sum, {x}, Attrs{{"group", 0}, {"replica", 0}}, "sum_1");
   const std::string err = test_util::error_of([&] { xla::lower_graph(g, {x}, {y}); });
   EXPECT_NE(err.find("xla: op 'cross_replica_sum' 'sum_1' (node 1) has no StableHLO lowering"),
             std::string::npos)
@@ -209,7 +209,7 @@ TEST(XlaLowering, AnOpWithoutALoweringNamesItAndTheNode) {
 TEST(XlaLowering, AnUnknownBatchDimIsAnError) {
   Graph g;
   Value x = g.input({DType::f32, Shape{-1, 4}}, "images");
-  Value y = g.add("relu", {x});
+  Value y = g.add(op::relu, {x});
   const std::string err = test_util::error_of([&] { xla::lower_graph(g, {x}, {y}); });
   EXPECT_NE(err.find("input 'images' has an unknown dim"), std::string::npos) << err;
   EXPECT_NE(err.find("specialise_batch"), std::string::npos) << err;
@@ -221,11 +221,11 @@ TEST(XlaLowering, LearningRateSchedulesOverManySteps) {
   auto client = XLA_CLIENT_OR_SKIP();
   int schedules = 0;
   for (const OpCase& c : op_cases()) {
-    if (c.op != "lr_schedule") continue;
+    if (c.op != op::lr_schedule) continue;
     ++schedules;
     Graph g;
     Value it = g.input({DType::f32, Shape{}}, "iterations");
-    Value lr = g.add("lr_schedule", {it}, c.attrs);
+    Value lr = g.add(op::lr_schedule, {it}, c.attrs);
     xla::XlaProgram program(client, g, {it}, {lr});
     for (int step = 0; step <= 60; ++step) {
       const double want = ops::compile_schedule(c.attrs)(step);
@@ -241,7 +241,7 @@ TEST(XlaLowering, DropoutMasksAreTheReferenceKernels) {
   auto client = XLA_CLIENT_OR_SKIP();
   Graph g;
   Value x = g.input({DType::f32, Shape{3, 7, 5}}, "x");
-  auto y = g.add_multi("dropout", {x}, Attrs{{"rate", 0.3}, {"seed", 11}}, "drop");
+  auto y = g.add_multi(op::dropout, {x}, Attrs{{"rate", 0.3}, {"seed", 11}}, "drop");
   Executable exe(g, {x}, y, CompileOptions{.backend = "reference", .seed = 99});
   xla::XlaProgram program(client, g, {x}, y, {.seed = 99});
   Tensor in = Tensor::full(Shape{3, 7, 5}, 2.f);

@@ -45,8 +45,8 @@ VariablePtr zeros(const std::string& name, const Shape& s) {
 Value dense(Step& s, Value x, int64_t in, int64_t out, Philox& rng, const std::string& name) {
   s.weights.push_back(variable(name + "/kernel", Shape{in, out}, rng, 0.5f));
   s.weights.push_back(variable(name + "/bias", Shape{out}, rng, 0.1f));
-  Value y = s.g.add("matmul", {x, s.g.variable(s.weights[s.weights.size() - 2])}, {}, name);
-  return s.g.add("bias_add", {y, s.g.variable(s.weights.back())}, {}, name);
+  Value y = s.g.add(op::matmul, {x, s.g.variable(s.weights[s.weights.size() - 2])}, {}, name);
+  return s.g.add(op::bias_add, {y, s.g.variable(s.weights.back())}, {}, name);
 }
 
 // The logits of a batch of n (6 in most tests): [6, 8] -> 16 -> relu -> 4 (mlp), or [6, 6, 6, 2] ->
@@ -54,22 +54,22 @@ Value dense(Step& s, Value x, int64_t in, int64_t out, Philox& rng, const std::s
 // -> [batch norm] -> relu -> max pool 2 -> flatten -> 4.
 Value logits(Step& s, Model model, Philox& rng, Value x, int64_t n) {
   if (model == Model::mlp)
-    return dense(s, s.g.add("relu", {dense(s, x, 8, 16, rng, "d1")}), 16, 4, rng, "d2");
+    return dense(s, s.g.add(op::relu, {dense(s, x, 8, 16, rng, "d1")}), 16, 4, rng, "d2");
   s.weights.push_back(variable("conv/kernel", Shape{3, 3, 2, 5}, rng, 0.4f));
-  Value h = s.g.add("conv2d", {x, s.g.variable(s.weights.back())},
+  Value h = s.g.add(op::conv2d, {x, s.g.variable(s.weights.back())},
                     Attrs{{"padding", std::string("same")}}, "conv");
   if (model == Model::cnn_batch_norm) {
     s.weights.push_back(variable("bn/gamma", Shape{5}, rng, 0.2f));
     s.weights.back()->value.fill(1.f);
     s.weights.push_back(variable("bn/beta", Shape{5}, rng, 0.1f));
     h = s.g.add_multi(
-        "batch_norm_train",
+        op::batch_norm_train,
         {h, s.g.variable(s.weights[s.weights.size() - 2]), s.g.variable(s.weights.back())}, {},
         "bn")[0];
   }
-  h = s.g.add("max_pool2d", {s.g.add("relu", {h})},
+  h = s.g.add(op::max_pool2d, {s.g.add(op::relu, {h})},
               Attrs{{"pool_size", std::vector<int64_t>{2, 2}}}, "pool");
-  h = s.g.add("reshape", {h}, Attrs{{"shape", std::vector<int64_t>{n, 45}}});
+  h = s.g.add(op::reshape, {h}, Attrs{{"shape", std::vector<int64_t>{n, 45}}});
   return dense(s, h, 45, 4, rng, "head");
 }
 
@@ -83,8 +83,8 @@ Step build_step(Model model, Optimizer opt, int64_t n = 6) {
   Value t = s.g.input({DType::f32, Shape{}}, "t");
   s.feeds = {x, labels, lr, t};
   Value per_example =
-      s.g.add("sparse_softmax_cross_entropy", {logits(s, model, rng, x, n), labels});
-  s.loss = s.g.add("reduce_mean", {per_example});
+      s.g.add(op::sparse_softmax_cross_entropy, {logits(s, model, rng, x, n), labels});
+  s.loss = s.g.add(op::reduce_mean, {per_example});
   std::vector<Value> wv;
   for (auto& w : s.weights) wv.push_back(s.g.variable(w));
   std::vector<Value> grads = gradients(s.g, s.loss, wv);
@@ -93,24 +93,24 @@ Step build_step(Model model, Optimizer opt, int64_t n = 6) {
     if (opt == Optimizer::adam) {
       s.slots.push_back(zeros("m", shape));
       s.slots.push_back(zeros("v", shape));
-      s.g.add_multi("adam_update",
+      s.g.add_multi(op::adam_update,
                     {wv[i], grads[i], lr, s.g.variable(s.slots[s.slots.size() - 2]),
                      s.g.variable(s.slots.back()), t},
                     {}, "", s.weights[i]);
     } else if (opt == Optimizer::rmsprop) {
       s.slots.push_back(zeros("ms", shape));
       s.slots.push_back(zeros("mom", shape));
-      s.g.add_multi("rmsprop_update",
+      s.g.add_multi(op::rmsprop_update,
                     {wv[i], grads[i], lr, s.g.variable(s.slots[s.slots.size() - 2]),
                      s.g.variable(s.slots.back())},
                     Attrs{{"rho", 0.8}, {"momentum", 0.5}, {"weight_decay", 0.02}}, "",
                     s.weights[i]);
     } else if (opt == Optimizer::sgd_momentum) {
       s.slots.push_back(zeros("momentum", shape));
-      s.g.add_multi("sgd_update", {wv[i], grads[i], lr, s.g.variable(s.slots.back())},
+      s.g.add_multi(op::sgd_update, {wv[i], grads[i], lr, s.g.variable(s.slots.back())},
                     Attrs{{"momentum", 0.9}, {"weight_decay", 0.01}}, "", s.weights[i]);
     } else {
-      s.g.add_multi("sgd_update", {wv[i], grads[i], lr}, {}, "", s.weights[i]);
+      s.g.add_multi(op::sgd_update, {wv[i], grads[i], lr}, {}, "", s.weights[i]);
     }
   }
   return s;
@@ -223,7 +223,7 @@ TEST_F(XlaTrainStep, FusedUpdateOfTwoVariables) {
     Value lr = g.input({DType::f32, Shape{}}, "lr");
     std::vector<Value> v;
     for (auto& var : vars) v.push_back(g.variable(var));
-    g.add_multi("sgd_update", {v[0], v[1], gw, gb, lr, v[2], v[3]},
+    g.add_multi(op::sgd_update, {v[0], v[1], gw, gb, lr, v[2], v[3]},
                 Attrs{{"count", 2}, {"momentum", 0.9}, {"nesterov", true}});
     return std::make_pair(g, std::vector<Value>{gw, gb, lr});
   };

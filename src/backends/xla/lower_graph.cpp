@@ -45,18 +45,18 @@ void add_arguments(const Graph& g, const std::vector<Value>& inputs, const std::
                    LoweredGraph& out, std::vector<const Node*>& variable_nodes) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Node& n = g.node(inputs[i].node);
-    LS_CHECK(n.op == "input", "xla: lower_graph input ", i, " is ", node_text(n),
+    LS_CHECK(n.op == op::input, "xla: lower_graph input ", i, " is ", node_text(n),
              ", not an input placeholder");
     HloType t = known_type(g.type(inputs[i]), "input '" + n.name + "'");
     out.arguments.push_back({LoweredArgument::Kind::input, int(i), nullptr, t});
   }
   for (const Node& n : g.nodes())
-    if (need[size_t(n.id)] && n.op == "dropout") {
+    if (need[size_t(n.id)] && n.op == op::dropout) {
       out.arguments.push_back({LoweredArgument::Kind::step, -1, nullptr, {ElemType::i64, {}}});
       break;
     }
   for (const Node& n : g.nodes())
-    if (need[size_t(n.id)] && n.op == "variable") {
+    if (need[size_t(n.id)] && n.op == op::variable) {
       LS_CHECK(n.variable, "xla: ", node_text(n), " has no variable");
       bool seen = false;
       for (const Node* v : variable_nodes) seen |= v->variable == n.variable;
@@ -130,8 +130,8 @@ LoweredGraph lower_graph(const Graph& g, const std::vector<Value>& inputs,
   for (size_t k = 0; k < variable_nodes.size(); ++k)
     cx.variable_values[variable_nodes[k]->variable.get()] = args[first_variable + k];
   for (const Node& n : g.nodes()) {
-    if (!need[size_t(n.id)] || n.op == "input") continue;
-    if (n.op == "variable") {
+    if (!need[size_t(n.id)] || n.op == op::input) continue;
+    if (n.op == op::variable) {
       cx.values[{n.id, 0}] = cx.variable_values.at(n.variable.get());
       continue;
     }

@@ -86,7 +86,7 @@ HloValue LoweringContext::gradient(const Node& n, int i) {
 
 const Variable* LoweringContext::variable_of(const Node& n, int i) const {
   const Node& src = graph.node(n.inputs.at(size_t(i)).node);
-  LS_CHECK(src.op == "variable" && src.variable, "xla: input ", i, " of ", node_text(n),
+  LS_CHECK(src.op == op::variable && src.variable, "xla: input ", i, " of ", node_text(n),
            " must be a variable read (got ", src.op, ")");
   return src.variable.get();
 }

@@ -49,76 +49,76 @@ Values minmax_grad(LoweringContext& cx, const Node& n, Compare pick_a) {
 }
 
 void register_binaries() {
-  register_lowering("add", binary<&B::add>);
-  register_lowering("sub", binary<&B::subtract>);
-  register_lowering("mul", binary<&B::multiply>);
-  register_lowering("div", binary<&B::divide>);
+  register_lowering(op::add, binary<&B::add>);
+  register_lowering(op::sub, binary<&B::subtract>);
+  register_lowering(op::mul, binary<&B::multiply>);
+  register_lowering(op::div, binary<&B::divide>);
   // The reference's a > b ? a : b (NaN-free inputs: the same as stablehlo.maximum).
-  register_lowering("maximum", [](LoweringContext& cx, const Node& n) {
+  register_lowering(op::maximum, [](LoweringContext& cx, const Node& n) {
     auto [a, b] = cx.broadcast_pair(cx.in(n, 0), cx.in(n, 1));
     return Values{cx.b.select(cx.b.compare(a, b, Compare::GT), a, b)};
   });
-  register_lowering("minimum", [](LoweringContext& cx, const Node& n) {
+  register_lowering(op::minimum, [](LoweringContext& cx, const Node& n) {
     auto [a, b] = cx.broadcast_pair(cx.in(n, 0), cx.in(n, 1));
     return Values{cx.b.select(cx.b.compare(a, b, Compare::LT), a, b)};
   });
-  register_lowering("maximum_grad", [](LoweringContext& cx, const Node& n) {
+  register_lowering(op::maximum_grad, [](LoweringContext& cx, const Node& n) {
     return minmax_grad(cx, n, Compare::GT);
   });
-  register_lowering("minimum_grad", [](LoweringContext& cx, const Node& n) {
+  register_lowering(op::minimum_grad, [](LoweringContext& cx, const Node& n) {
     return minmax_grad(cx, n, Compare::LT);
   });
 }
 
 void register_unary_math() {
-  register_lowering("neg", unary<&B::negate>);
-  register_lowering("exp", unary<&B::exponential>);
-  register_lowering("log", unary<&B::log>);
-  register_lowering("sqrt", unary<&B::sqrt>);
-  register_lowering("abs", unary<&B::abs>);
-  register_lowering("tanh", unary<&B::tanh>);
-  register_lowering("sigmoid", [](LoweringContext& cx, const Node& n) {
+  register_lowering(op::neg, unary<&B::negate>);
+  register_lowering(op::exp, unary<&B::exponential>);
+  register_lowering(op::log, unary<&B::log>);
+  register_lowering(op::sqrt, unary<&B::sqrt>);
+  register_lowering(op::abs, unary<&B::abs>);
+  register_lowering(op::tanh, unary<&B::tanh>);
+  register_lowering(op::sigmoid, [](LoweringContext& cx, const Node& n) {
     return Values{sigmoid(cx, cx.in(n, 0))};
   });
-  register_lowering("square", [](LoweringContext& cx, const Node& n) {
+  register_lowering(op::square, [](LoweringContext& cx, const Node& n) {
     HloValue x = cx.in(n, 0);
     return Values{cx.b.multiply(x, x)};
   });
-  register_lowering("scale_shift", [](LoweringContext& cx, const Node& n) {
+  register_lowering(op::scale_shift, [](LoweringContext& cx, const Node& n) {
     return Values{scale_shift(cx, cx.in(n, 0), attr_f(n, "scale"), attr_f(n, "shift"))};
   });
   // dy * sign(x): x > 0 ? dy : (x < 0 ? -dy : 0).
-  register_lowering("abs_grad", [](LoweringContext& cx, const Node& n) {
+  register_lowering(op::abs_grad, [](LoweringContext& cx, const Node& n) {
     return Values{cx.b.multiply(cx.in(n, 0), cx.b.sign(cx.in(n, 1)))};
   });
 }
 
 void register_relus() {
-  register_lowering("relu", [](LoweringContext& cx, const Node& n) {
+  register_lowering(op::relu, [](LoweringContext& cx, const Node& n) {
     HloValue x = cx.in(n, 0);
     return Values{cx.b.select(gt_zero(cx, x), x, zeros(cx, x))};
   });
-  register_lowering("relu_grad", [](LoweringContext& cx, const Node& n) {
+  register_lowering(op::relu_grad, [](LoweringContext& cx, const Node& n) {
     HloValue dy = cx.in(n, 0), y = cx.in(n, 1);
     return Values{cx.b.select(gt_zero(cx, y), dy, zeros(cx, dy))};
   });
-  register_lowering("relu6", [](LoweringContext& cx, const Node& n) {
+  register_lowering(op::relu6, [](LoweringContext& cx, const Node& n) {
     HloValue x = cx.in(n, 0), six = cx.full_like(x, 6.0);
     HloValue capped = cx.b.select(cx.b.compare(x, six, Compare::LT), x, six);
     return Values{cx.b.select(gt_zero(cx, x), capped, zeros(cx, x))};
   });
-  register_lowering("relu6_grad", [](LoweringContext& cx, const Node& n) {
+  register_lowering(op::relu6_grad, [](LoweringContext& cx, const Node& n) {
     HloValue dy = cx.in(n, 0), y = cx.in(n, 1);
     HloValue inside = cx.b.compare(y, cx.full_like(y, 6.0), Compare::LT);
     HloValue pass = cx.b.select(gt_zero(cx, y), inside, cx.full(inside.type, 0.0));
     return Values{cx.b.select(pass, dy, zeros(cx, dy))};
   });
-  register_lowering("leaky_relu", [](LoweringContext& cx, const Node& n) {
+  register_lowering(op::leaky_relu, [](LoweringContext& cx, const Node& n) {
     HloValue x = cx.in(n, 0);
     HloValue neg = cx.b.multiply(cx.full_like(x, attr_f(n, "alpha")), x);
     return Values{cx.b.select(gt_zero(cx, x), x, neg)};
   });
-  register_lowering("leaky_relu_grad", [](LoweringContext& cx, const Node& n) {
+  register_lowering(op::leaky_relu_grad, [](LoweringContext& cx, const Node& n) {
     HloValue dy = cx.in(n, 0), x = cx.in(n, 1);
     HloValue neg = cx.b.multiply(cx.full_like(dy, attr_f(n, "alpha")), dy);
     return Values{cx.b.select(gt_zero(cx, x), dy, neg)};
@@ -126,31 +126,31 @@ void register_relus() {
 }
 
 void register_smooth_activations() {
-  register_lowering("sigmoid_grad", [](LoweringContext& cx, const Node& n) {  // dy * y * (1 - y)
+  register_lowering(op::sigmoid_grad, [](LoweringContext& cx, const Node& n) {  // dy * y * (1 - y)
     HloValue dy = cx.in(n, 0), y = cx.in(n, 1);
     return Values{cx.b.multiply(cx.b.multiply(dy, y), cx.b.subtract(cx.full_like(y, 1.0), y))};
   });
-  register_lowering("tanh_grad", [](LoweringContext& cx, const Node& n) {  // dy * (1 - y * y)
+  register_lowering(op::tanh_grad, [](LoweringContext& cx, const Node& n) {  // dy * (1 - y * y)
     HloValue dy = cx.in(n, 0), y = cx.in(n, 1);
     return Values{cx.b.multiply(dy, cx.b.subtract(cx.full_like(y, 1.0), cx.b.multiply(y, y)))};
   });
-  register_lowering("swish", [](LoweringContext& cx, const Node& n) {
+  register_lowering(op::swish, [](LoweringContext& cx, const Node& n) {
     HloValue x = cx.in(n, 0);
     return Values{cx.b.multiply(x, sigmoid(cx, x))};
   });
   register_lowering(
-      "swish_grad", [](LoweringContext& cx, const Node& n) {  // dy * (s + x s (1 - s))
+      op::swish_grad, [](LoweringContext& cx, const Node& n) {  // dy * (s + x s (1 - s))
         HloValue dy = cx.in(n, 0), x = cx.in(n, 1), s = sigmoid(cx, x);
         HloValue xs1 = cx.b.multiply(cx.b.multiply(x, s), cx.b.subtract(cx.full_like(s, 1.0), s));
         return Values{cx.b.multiply(dy, cx.b.add(s, xs1))};
       });
-  register_lowering("softplus",
+  register_lowering(op::softplus,
                     [](LoweringContext& cx, const Node& n) {  // log1p(e^-|x|) + max(x, 0)
                       HloValue x = cx.in(n, 0);
                       HloValue l = cx.b.log_plus_one(cx.b.exponential(cx.b.negate(cx.b.abs(x))));
                       return Values{cx.b.add(l, cx.b.select(gt_zero(cx, x), x, zeros(cx, x)))};
                     });
-  register_lowering("softplus_grad", [](LoweringContext& cx, const Node& n) {
+  register_lowering(op::softplus_grad, [](LoweringContext& cx, const Node& n) {
     return Values{cx.b.multiply(cx.in(n, 0), sigmoid(cx, cx.in(n, 1)))};
   });
 }
@@ -214,8 +214,8 @@ Values gelu_grad(LoweringContext& cx, const Node& n) {
 }  // namespace
 
 LOCKSTEP_REGISTER(xla_elementwise_lowerings) {
-  register_lowering("gelu", gelu);
-  register_lowering("gelu_grad", gelu_grad);
+  register_lowering(op::gelu, gelu);
+  register_lowering(op::gelu_grad, gelu_grad);
   register_binaries();
   register_unary_math();
   register_relus();

@@ -162,16 +162,16 @@ Values in_top_k(LoweringContext& cx, const Node& n) {
 }  // namespace
 
 LOCKSTEP_REGISTER(xla_loss_lowerings) {
-  register_lowering("sparse_softmax_cross_entropy", sparse_xent);
-  register_lowering("sparse_softmax_cross_entropy_grad", sparse_xent_grad);
-  register_lowering("softmax_cross_entropy", xent);
-  register_lowering("softmax_cross_entropy_grad", xent_grad);
-  register_lowering("sigmoid_cross_entropy", sigmoid_xent);
-  register_lowering("sigmoid_cross_entropy_grad", sigmoid_xent_grad);
-  register_lowering("sparse_categorical_accuracy", sparse_accuracy);
-  register_lowering("categorical_accuracy", categorical_accuracy);
-  register_lowering("binary_accuracy", binary_accuracy);
-  register_lowering("in_top_k", in_top_k);
+  register_lowering(op::sparse_softmax_cross_entropy, sparse_xent);
+  register_lowering(op::sparse_softmax_cross_entropy_grad, sparse_xent_grad);
+  register_lowering(op::softmax_cross_entropy, xent);
+  register_lowering(op::softmax_cross_entropy_grad, xent_grad);
+  register_lowering(op::sigmoid_cross_entropy, sigmoid_xent);
+  register_lowering(op::sigmoid_cross_entropy_grad, sigmoid_xent_grad);
+  register_lowering(op::sparse_categorical_accuracy, sparse_accuracy);
+  register_lowering(op::categorical_accuracy, categorical_accuracy);
+  register_lowering(op::binary_accuracy, binary_accuracy);
+  register_lowering(op::in_top_k, in_top_k);
 }
 
 }  // namespace lockstep::xla

@@ -147,14 +147,14 @@ Values avg_pool2d_grad(LoweringContext& cx, const Node& n) {
 }  // namespace
 
 LOCKSTEP_REGISTER(xla_nn_lowerings) {
-  register_lowering("matmul", matmul);
-  register_lowering("conv2d", conv2d);
-  register_lowering("conv2d_backward_input", conv2d_backward_input);
-  register_lowering("conv2d_backward_filter", conv2d_backward_filter);
-  register_lowering("max_pool2d", max_pool2d);
-  register_lowering("max_pool2d_grad", max_pool2d_grad);
-  register_lowering("avg_pool2d", avg_pool2d);
-  register_lowering("avg_pool2d_grad", avg_pool2d_grad);
+  register_lowering(op::matmul, matmul);
+  register_lowering(op::conv2d, conv2d);
+  register_lowering(op::conv2d_backward_input, conv2d_backward_input);
+  register_lowering(op::conv2d_backward_filter, conv2d_backward_filter);
+  register_lowering(op::max_pool2d, max_pool2d);
+  register_lowering(op::max_pool2d_grad, max_pool2d_grad);
+  register_lowering(op::avg_pool2d, avg_pool2d);
+  register_lowering(op::avg_pool2d_grad, avg_pool2d_grad);
 }
 
 }  // namespace lockstep::xla

@@ -141,13 +141,13 @@ Values layer_norm_grad(LoweringContext& cx, const Node& n) {
 }  // namespace
 
 LOCKSTEP_REGISTER(xla_norm_lowerings) {
-  register_lowering("batch_norm_train", batch_norm_train);
-  register_lowering("batch_norm_train_grad", batch_norm_train_grad);
-  register_lowering("batch_norm_infer", batch_norm_infer);
-  register_lowering("batch_norm_infer_grad", batch_norm_infer_grad);
-  register_lowering("batch_norm_fold", batch_norm_fold);
-  register_lowering("layer_norm", layer_norm);
-  register_lowering("layer_norm_grad", layer_norm_grad);
+  register_lowering(op::batch_norm_train, batch_norm_train);
+  register_lowering(op::batch_norm_train_grad, batch_norm_train_grad);
+  register_lowering(op::batch_norm_infer, batch_norm_infer);
+  register_lowering(op::batch_norm_infer_grad, batch_norm_infer_grad);
+  register_lowering(op::batch_norm_fold, batch_norm_fold);
+  register_lowering(op::layer_norm, layer_norm);
+  register_lowering(op::layer_norm_grad, layer_norm_grad);
 }
 
 }  // namespace lockstep::xla

@@ -106,9 +106,9 @@ Values rmsprop(LoweringContext& cx, const Node& n) {
 }  // namespace
 
 LOCKSTEP_REGISTER(xla_optimizer_lowerings) {
-  register_lowering("sgd_update", sgd);
-  register_lowering("adam_update", adam);
-  register_lowering("rmsprop_update", rmsprop);
+  register_lowering(op::sgd_update, sgd);
+  register_lowering(op::adam_update, adam);
+  register_lowering(op::rmsprop_update, rmsprop);
 }
 
 }  // namespace lockstep::xla

@@ -85,6 +85,6 @@ Values dropout(LoweringContext& cx, const Node& n) {
 
 }  // namespace
 
-LOCKSTEP_REGISTER(xla_random_lowerings) { register_lowering("dropout", dropout); }
+LOCKSTEP_REGISTER(xla_random_lowerings) { register_lowering(op::dropout, dropout); }
 
 }  // namespace lockstep::xla

@@ -116,25 +116,25 @@ Values log_softmax_grad(LoweringContext& cx, const Node& n) {  // dy - exp(y) * 
 }  // namespace
 
 LOCKSTEP_REGISTER(xla_reduce_lowerings) {
-  register_lowering("reduce_sum", [](LoweringContext& cx, const Node& n) {
+  register_lowering(op::reduce_sum, [](LoweringContext& cx, const Node& n) {
     return reduce_sum_mean(cx, n, false);
   });
-  register_lowering("reduce_mean", [](LoweringContext& cx, const Node& n) {
+  register_lowering(op::reduce_mean, [](LoweringContext& cx, const Node& n) {
     return reduce_sum_mean(cx, n, true);
   });
-  register_lowering("reduce_sum_grad", [](LoweringContext& cx, const Node& n) {
+  register_lowering(op::reduce_sum_grad, [](LoweringContext& cx, const Node& n) {
     return reduce_sum_mean_grad(cx, n, false);
   });
-  register_lowering("reduce_mean_grad", [](LoweringContext& cx, const Node& n) {
+  register_lowering(op::reduce_mean_grad, [](LoweringContext& cx, const Node& n) {
     return reduce_sum_mean_grad(cx, n, true);
   });
-  register_lowering("reduce_max", reduce_max);
-  register_lowering("reduce_max_grad", reduce_max_grad);
-  register_lowering("bias_add", bias_add);
-  register_lowering("softmax", softmax);
-  register_lowering("log_softmax", log_softmax);
-  register_lowering("softmax_grad", softmax_grad);
-  register_lowering("log_softmax_grad", log_softmax_grad);
+  register_lowering(op::reduce_max, reduce_max);
+  register_lowering(op::reduce_max_grad, reduce_max_grad);
+  register_lowering(op::bias_add, bias_add);
+  register_lowering(op::softmax, softmax);
+  register_lowering(op::log_softmax, log_softmax);
+  register_lowering(op::softmax_grad, softmax_grad);
+  register_lowering(op::log_softmax_grad, log_softmax_grad);
 }
 
 }  // namespace lockstep::xla

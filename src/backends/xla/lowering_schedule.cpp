@@ -135,6 +135,6 @@ std::vector<HloValue> lr_schedule(LoweringContext& cx, const Node& n) {
 
 }  // namespace
 
-LOCKSTEP_REGISTER(xla_schedule_lowerings) { register_lowering("lr_schedule", lr_schedule); }
+LOCKSTEP_REGISTER(xla_schedule_lowerings) { register_lowering(op::lr_schedule, lr_schedule); }
 
 }  // namespace lockstep::xla

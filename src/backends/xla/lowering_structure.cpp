@@ -79,21 +79,21 @@ Values assign_add(LoweringContext& cx, const Node& n) {
 }  // namespace
 
 LOCKSTEP_REGISTER(xla_structure_lowerings) {
-  register_lowering("constant", constant);
-  register_lowering("ones_like",
+  register_lowering(op::constant, constant);
+  register_lowering(op::ones_like,
                     [](LoweringContext& cx, const Node& n) { return fill_like(cx, n, 1.0); });
-  register_lowering("zeros_like",
+  register_lowering(op::zeros_like,
                     [](LoweringContext& cx, const Node& n) { return fill_like(cx, n, 0.0); });
   for (const char* op : {"identity", "stop_gradient"})
     register_lowering(op, [](LoweringContext& cx, const Node& n) { return Values{cx.raw(n, 0)}; });
-  register_lowering("reshape", reshape);
-  register_lowering("cast", cast);
-  register_lowering("concat", concat);
-  register_lowering("slice", slice);
-  register_lowering("slice_grad", slice_grad);
-  register_lowering("broadcast_to", broadcast_to);
-  register_lowering("assign", assign);
-  register_lowering("assign_add", assign_add);
+  register_lowering(op::reshape, reshape);
+  register_lowering(op::cast, cast);
+  register_lowering(op::concat, concat);
+  register_lowering(op::slice, slice);
+  register_lowering(op::slice_grad, slice_grad);
+  register_lowering(op::broadcast_to, broadcast_to);
+  register_lowering(op::assign, assign);
+  register_lowering(op::assign_add, assign_add);
 }
 
 }  // namespace lockstep::xla

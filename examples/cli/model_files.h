@@ -13,25 +13,15 @@
 
 namespace lockstep::cli {
 
+// A model JSON or similar text file: a regular file (never a FIFO's endless wait) of at most
+// 64 MiB (a 1,000-layer config is about 1 MB).
 inline std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  LS_CHECK(f.good(), "cannot read '", path, "' (missing or unreadable)");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  return read_regular_file(path, 64ull << 20, "model JSON");
 }
 
-// Writes `text` to `path` atomically (temporary file in the same folder, then rename).
+// Writes `text` to `path` atomically (lockstep/core/file_io.h: checked, fsync'ed, renamed).
 inline void write_text_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp-" + std::to_string(getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    LS_CHECK(f.good(), "cannot write '", tmp, "' (does the folder exist and is it writable?)");
-    f << text;
-    f.close();
-    LS_CHECK(f.good(), "writing '", tmp, "' failed (disk full?)");
-  }
-  std::filesystem::rename(tmp, path);
+  write_file_atomic(path, text, "output file");
 }
 
 // A model from a .keras file (compiled when it holds a compile_config and `compile`), or from
@@ -44,7 +34,9 @@ inline Model load_model_source(const std::string& path, bool compile) {
     } catch (const json::exception& e) {
       LS_FAIL("'", path, "' is not valid JSON: ", e.what());
     } catch (const Error& e) {
-      LS_FAIL("'", path, "': ", e.what());
+      const std::string msg = e.what();
+      if (msg.find(path) != std::string::npos) throw;  // names the file already
+      LS_FAIL("'", path, "': ", msg);
     }
   }
   LS_FAIL("'", path, "' is neither a .keras file nor a Keras model JSON (.json, as Python's ",

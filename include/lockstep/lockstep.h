@@ -3,6 +3,7 @@
 #include "lockstep/core/config.h"
 #include "lockstep/core/dtype.h"
 #include "lockstep/core/error.h"
+#include "lockstep/core/file_io.h"
 #include "lockstep/core/rng.h"
 #include "lockstep/core/shape.h"
 #include "lockstep/core/tensor.h"

@@ -5,12 +5,14 @@
 #include <cstdlib>
 #include <new>
 
+#include "lockstep/core/shape.h"
+
 namespace lockstep {
 
 static std::atomic<size_t> g_allocations{0};
 
 void* aligned_alloc_bytes(size_t bytes) {
-  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  size_t rounded = checked_round_up(bytes, kAlignment, "allocation");
   if (rounded == 0) rounded = kAlignment;
   void* p = std::aligned_alloc(kAlignment, rounded);
   if (!p) throw std::bad_alloc();

@@ -1,6 +1,8 @@
 // Tensor construction, views and copies.
 #include "lockstep/core/tensor.h"
 
+#include <new>
+
 #include "lockstep/core/allocator.h"
 
 namespace lockstep {
@@ -11,10 +13,16 @@ Storage::~Storage() {
 
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
   LS_CHECK(shape.is_known(), "cannot allocate a tensor of unknown shape ", shape.str());
+  const size_t bytes = checked_bytes(shape, dtype_size(dtype), "tensor");
   Tensor t;
   t.storage_ = std::make_shared<Storage>();
-  t.storage_->bytes = size_t(shape.numel()) * dtype_size(dtype);
-  t.storage_->data = aligned_alloc_bytes(t.storage_->bytes);
+  t.storage_->bytes = bytes;
+  try {
+    t.storage_->data = aligned_alloc_bytes(bytes);
+  } catch (const std::bad_alloc&) {
+    LS_FAIL("cannot allocate ", bytes, " bytes for a ", dtype_name(dtype), " tensor of shape ",
+            shape.str(), " (out of memory: is a dimension far larger than meant?)");
+  }
   t.storage_->owned = true;
   t.shape_ = shape;
   t.strides_ = shape.contiguous_strides();
@@ -54,7 +62,7 @@ Tensor Tensor::borrow(void* data, const Shape& shape, DType dtype) {
   Tensor t;
   t.storage_ = std::make_shared<Storage>();
   t.storage_->data = data;
-  t.storage_->bytes = size_t(shape.numel()) * dtype_size(dtype);
+  t.storage_->bytes = checked_bytes(shape, dtype_size(dtype), "borrowed tensor");
   t.storage_->owned = false;
   t.shape_ = shape;
   t.strides_ = shape.contiguous_strides();

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "lockstep/core/file_io.h"
+
 namespace lockstep::data {
 
 namespace {
@@ -64,7 +66,8 @@ Tensor read_idx(const std::string& path) {
   LS_CHECK(std::filesystem::exists(path, ec), "IDX file '", path,
            "' not found (install Debian's dataset-fashion-mnist or pass --data-dir)");
   LS_CHECK(!std::filesystem::is_directory(path, ec), "IDX file '", path, "' is a directory");
-  GzReader in(path);  // gz reader passes plain files through
+  check_regular_file(path, "IDX file");  // a FIFO would hang the open
+  GzReader in(path);                     // gz reader passes plain files through
   uint8_t magic[4] = {0, 0, 0, 0};
   const size_t got = in.read(magic, 4);
   LS_CHECK(got == 4, "'", path, "' is too short to be an IDX file (", got, " bytes)");
@@ -77,21 +80,21 @@ Tensor read_idx(const std::string& path) {
   LS_CHECK(in.read(dim_bytes, size_t(4 * rank)) == size_t(4 * rank), "'", path,
            "' is truncated (header)");
   std::vector<int64_t> dims;
-  // extent: the product of the non-zero dims, which a tensor's strides reach even when a zero
-  // dim makes count 0 (found by tests/fuzz/idx_fuzz).
-  uint64_t count = 1, extent = 1;
-  bool overflow = false;
   for (int i = 0; i < rank; ++i) {
     const uint8_t* p = &dim_bytes[4 * i];
-    const uint64_t d =
-        (uint64_t(p[0]) << 24) | (uint64_t(p[1]) << 16) | (uint64_t(p[2]) << 8) | p[3];
-    dims.push_back(int64_t(d));
-    overflow = overflow || __builtin_mul_overflow(count, d, &count) ||
-               (d > 0 && __builtin_mul_overflow(extent, d, &extent));
+    dims.push_back(
+        int64_t((uint64_t(p[0]) << 24) | (uint64_t(p[1]) << 16) | (uint64_t(p[2]) << 8) | p[3]));
   }
   const Shape shape(dims);
-  LS_CHECK(!overflow && extent <= uint64_t(INT64_MAX), "'", path, "': the header's shape ",
-           shape.str(), " is too large (its size overflows 64 bits; the header is corrupt)");
+  // Checked before anything is allocated (core's checked_bytes: the non-zero dims' product,
+  // which a tensor's strides reach even when a zero dim makes the count 0, must fit too).
+  uint64_t count = 0;
+  try {
+    count = checked_bytes(shape, 1, "IDX data");
+  } catch (const Error&) {
+    LS_FAIL("'", path, "': the header's shape ", shape.str(),
+            " is too large (its size overflows 64 bits; the header is corrupt)");
+  }
   const uint64_t header = 4 + 4 * uint64_t(rank);
   // A plain file's size is known: compare before reading anything.
   if (in.plain()) {

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "lockstep/core/file_io.h"
 #include "lockstep/core/parse.h"
 #include "lockstep/data/image.h"
 
@@ -165,22 +166,10 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
   auto st = std::filesystem::status(path, ec);
   LS_CHECK(!ec && std::filesystem::exists(st), "image file '", path, "' does not exist");
   LS_CHECK(!std::filesystem::is_directory(st), "'", path, "' is a directory, not an image file");
-  FILE* f = std::fopen(path.c_str(), "rb");
-  LS_CHECK(f, "cannot read image file '", path, "': ", std::strerror(errno),
-           " (check its permissions)");
-  std::vector<uint8_t> out;
-  struct stat sb;
-  if (fstat(fileno(f), &sb) == 0 && sb.st_size > 0) out.reserve(size_t(sb.st_size));
-  uint8_t buf[1 << 16];
-  for (;;) {
-    size_t k = std::fread(buf, 1, sizeof(buf), f);
-    out.insert(out.end(), buf, buf + k);
-    if (k < sizeof(buf)) break;
-  }
-  bool err = std::ferror(f);
-  std::fclose(f);
-  LS_CHECK(!err, "error while reading image file '", path, "'");
-  return out;
+  // A regular file (a FIFO named x.png would hang the read, /dev/zero would never end), at
+  // most kMaxImageFileBytes, read no further than its size.
+  const std::string bytes = read_regular_file(path, kMaxImageFileBytes, "image file");
+  return std::vector<uint8_t>(bytes.begin(), bytes.end());
 }
 
 void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {

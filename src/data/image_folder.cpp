@@ -13,6 +13,7 @@
 #include <set>
 
 #include "data/dataset_node.h"
+#include "lockstep/core/file_io.h"
 #include "lockstep/core/rng.h"
 #include "lockstep/core/strings.h"
 
@@ -82,6 +83,12 @@ std::vector<std::string> list_images(const fs::path& root, const ImageFolderOpti
   auto opts = o.follow_links ? fs::directory_options::follow_directory_symlink
                              : fs::directory_options::none;
   std::error_code ec;
+  // The folder itself must be readable: skip_permission_denied (for subfolders) would make an
+  // unreadable class folder look empty ("contains no images").
+  fs::directory_iterator probe(root, ec);
+  LS_CHECK(!ec, "image_dataset_from_directory: cannot read folder '", root.string(),
+           "': ", ec.message(),
+           ec == std::errc::permission_denied ? " (check its permissions)" : "");
   fs::recursive_directory_iterator it(root, opts | fs::directory_options::skip_permission_denied,
                                       ec),
       end;
@@ -115,6 +122,11 @@ std::vector<std::string> list_images(const fs::path& root, const ImageFolderOpti
     }
     if (!o.follow_links && e.is_symlink(ec2) && fs::is_directory(e.path(), ec2)) continue;
     if (!exts.count(lower(e.path().extension().string()))) continue;
+    // Named like an image but a FIFO (reading it waits forever), a device (/dev/zero never
+    // ends) or a dangling link: an error now, naming it, rather than a hang in training.
+    LS_CHECK(fs::is_regular_file(e.path(), ec2), "image_dataset_from_directory: '",
+             e.path().string(), "' is ", file_kind(e.path().string()),
+             ", not a regular image file (remove it or replace it with the image)");
     found.emplace_back(e.path().parent_path().string(), e.path().filename().string());
   }
   std::sort(found.begin(), found.end());

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "lockstep/core/error.h"
+#include "lockstep/core/json.h"
 #include "lockstep/core/parse.h"
 
 extern char** environ;
@@ -188,7 +189,7 @@ ClusterResolver ClusterResolver::local() { return make(Kind::kLocal, 1, 0, ""); 
 ClusterResolver ClusterResolver::from_tf_config(const std::string& text) {
   nlohmann::json config;
   try {
-    config = nlohmann::json::parse(text);
+    config = parse_json(text, "TF_CONFIG");
   } catch (const std::exception& e) {
     LS_FAIL("TF_CONFIG is not valid JSON (", e.what(), "); expected ",
             R"({"cluster":{"worker":["host:port",...]},"task":{"type":"worker","index":0}})");

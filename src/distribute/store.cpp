@@ -81,6 +81,26 @@ Reader fd_reader(int fd) {
   return Reader{[fd](void* data, size_t size) { return read_all(fd, data, size); }};
 }
 
+// Reads exactly `size` bytes unless `deadline` passes first (poll before each recv, so the
+// time left bounds the whole read, not each piece of it).
+bool read_before(int fd, void* data, size_t size, Clock::time_point deadline) {
+  char* p = static_cast<char*>(data);
+  while (size > 0) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    pollfd pf{fd, POLLIN, 0};
+    const int n = ::poll(&pf, 1, int(std::min<int64_t>(left, 1 << 30)));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    const ssize_t got = ::recv(fd, p, size, 0);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (got <= 0) return false;
+    p += got;
+    size -= size_t(got);
+  }
+  return true;
+}
+
 std::string errno_text(int err) { return std::strerror(err); }
 
 // Compares in time that depends only on the expected token's length.
@@ -110,7 +130,9 @@ std::string trim_right(std::string s) {
 }
 
 std::string read_secret_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would wait for a writer forever (and ignore
+  // --timeout-ms); a FIFO is then refused as not a regular file.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     throw CollectiveError("LOCKSTEP_JOB_SECRET_FILE='" + path + "' cannot be read: " +
                           errno_text(errno) + " (every worker needs to read the same secret file)");
@@ -118,8 +140,11 @@ std::string read_secret_file(const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw CollectiveError("LOCKSTEP_JOB_SECRET_FILE='" + path + "' is not a regular file");
+    throw CollectiveError("LOCKSTEP_JOB_SECRET_FILE='" + path + "' is " +
+                          (S_ISFIFO(st.st_mode) ? "a FIFO, " : "") +
+                          "not a regular file (write the secret to a file every worker can read)");
   }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   std::string text(kStoreMaxTokenBytes + 1, '\0');
   size_t got = 0;
   while (got < text.size()) {
@@ -217,6 +242,9 @@ struct StoreServer::Impl {
   std::map<uint64_t, std::thread> connections;  // running
   std::vector<std::thread> finished;            // ended, to be joined by the acceptor
   std::set<int> connection_fds;                 // open server-side sockets
+  // Connections that have not yet presented the token (id -> socket), oldest first: when the
+  // store is full, the oldest of these is cut to make room (a real worker always can join).
+  std::map<uint64_t, int> unauthenticated;
 
   // Sleeps `d` unless shutdown is requested first; returns false on shutdown.
   bool pause(milliseconds d) {
@@ -256,21 +284,32 @@ struct StoreServer::Impl {
         ::close(fd);
         return;
       }
-      if (int(connections.size()) >= options.max_connections) {
-        ::close(fd);  // over the bound: refused at once
+      if (int(connections.size()) >= options.max_connections && !evict_one_stranger()) {
+        ::close(fd);  // over the bound, every connection authenticated: refused at once
         continue;
       }
       const uint64_t id = next_id++;
       try {
         std::thread& slot = connections[id];  // the slot first: a thread is never dropped
         connection_fds.insert(fd);
+        if (!options.token.empty()) unauthenticated[id] = fd;
         slot = std::thread([this, fd, id] { serve(fd, id); });
       } catch (const std::exception&) {  // no more threads or memory: like EMFILE
         connections.erase(id);
         connection_fds.erase(fd);
+        unauthenticated.erase(id);
         ::close(fd);
       }
     }
+  }
+
+  // Holding `mu`: cuts the oldest connection that has not presented the token (its thread sees
+  // the socket shut and ends). False when there is none.
+  bool evict_one_stranger() {
+    if (unauthenticated.empty()) return false;
+    ::shutdown(unauthenticated.begin()->second, SHUT_RDWR);
+    unauthenticated.erase(unauthenticated.begin());
+    return true;
   }
 
   // Waits (holding `lock`) until pred() or timeout or shutdown; returns pred().
@@ -284,7 +323,7 @@ struct StoreServer::Impl {
     int rank = -1;
     bool goodbye = false;
     try {
-      goodbye = serve_requests(fd, rank);
+      goodbye = serve_requests(fd, id, rank);
     } catch (...) {
       // bad_alloc or anything else: a protocol failure of this connection only
     }
@@ -294,6 +333,7 @@ struct StoreServer::Impl {
       cv.notify_all();
     }
     connection_fds.erase(fd);
+    unauthenticated.erase(id);  // before close: the number must not be shut once reused
     ::close(fd);
     auto it = connections.find(id);
     if (it != connections.end()) {
@@ -376,7 +416,7 @@ struct StoreServer::Impl {
   }
 
   // The hello: checks the token (when the server has one). False closes the connection.
-  bool hello(int fd, Reader& in, Writer& out, bool& authenticated) {
+  bool hello(int fd, uint64_t id, Reader& in, Writer& out, bool& authenticated) {
     Request request;
     if (!read_request(kHello, in, request)) return false;
     const std::string& token = request.token;
@@ -385,7 +425,11 @@ struct StoreServer::Impl {
       write_all(fd, out.buf.data(), out.buf.size());
       return false;
     }
-    if (!authenticated) set_socket_timeout(fd, milliseconds(0));  // workers idle for hours
+    if (!authenticated) {
+      set_socket_timeout(fd, milliseconds(0));  // workers idle for hours
+      std::lock_guard lock(mu);
+      unauthenticated.erase(id);  // a member now: never evicted
+    }
     authenticated = true;
     out.pod(kOk);
     return true;
@@ -393,17 +437,21 @@ struct StoreServer::Impl {
 
   // Serves one connection until it leaves, breaks the protocol or the server stops. Returns
   // true when the client said goodbye.
-  bool serve_requests(int fd, int& rank) {
-    Reader in = fd_reader(fd);
+  bool serve_requests(int fd, uint64_t id, int& rank) {
     bool authenticated = options.token.empty();
-    if (!authenticated) set_socket_timeout(fd, options.handshake_timeout);
+    // The handshake is bounded as a whole: a client dripping one byte every few seconds
+    // (each read within a per-read timeout) is cut at the deadline all the same.
+    const auto deadline = Clock::now() + options.handshake_timeout;
+    Reader in{[&](void* data, size_t size) {
+      return authenticated ? read_all(fd, data, size) : read_before(fd, data, size, deadline);
+    }};
     for (;;) {
       const uint8_t op = in.pod<uint8_t>();
       if (!in.ok) return false;
       if (op == kBye) return true;
       Writer out;
       if (op == kHello) {
-        if (!hello(fd, in, out, authenticated)) return false;
+        if (!hello(fd, id, in, out, authenticated)) return false;
       } else if (!authenticated) {
         return false;  // a stranger: say nothing, close
       } else if (handle(op, in, out, rank) == Next::kClose) {
@@ -585,6 +633,7 @@ StoreClient::StoreClient(const std::string& host, int port, milliseconds timeout
   }
   const auto deadline = Clock::now() + timeout;
   int err = 0;
+  bool closed_in_handshake = false;  // connected, but the store closed before its answer
   std::string resolve_error;
   while (impl_->fd < 0) {
     addrinfo hints{};
@@ -642,12 +691,22 @@ StoreClient::StoreClient(const std::string& host, int port, milliseconds timeout
               "LOCKSTEP_JOB_SECRET_FILE naming the same secret)");
         }
         err = errno == EAGAIN || errno == EWOULDBLOCK ? ETIMEDOUT : (errno ? errno : ECONNRESET);
+        closed_in_handshake = true;
       }
       ::freeaddrinfo(result);
     }
     if (impl_->fd >= 0) break;
     if (Clock::now() >= deadline) {
       const std::string why = !resolve_error.empty() && err == 0 ? resolve_error : errno_text(err);
+      if (closed_in_handshake)
+        throw PeerLostError(
+            "the rendezvous store at " + impl_->address + " (hosted by worker 0) accepted " +
+                "connections but closed each before the handshake finished, for " +
+                detail::format_duration(timeout) + " (" + why +
+                "): it is full (StoreServerOptions::max_connections, 1024 by default; with a "
+                "job token, connections that have not presented it are cut first, so the slots "
+                "are held by this job's workers) or shutting down, not unreachable",
+            0, impl_->address);
       throw PeerLostError("could not reach the rendezvous store at " + impl_->address +
                               " (hosted by worker 0) within " + detail::format_duration(timeout) +
                               ": " + why + "; check that worker 0 (rank 0, " + impl_->address +

@@ -14,6 +14,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "lockstep/core/file_io.h"
+
 namespace lockstep::io {
 
 namespace {
@@ -107,7 +109,8 @@ void remove_stale_temporaries(const std::string& path) {
 
 // Reads a whole file with POSIX calls (no stream exceptions); errors name the file.
 std::vector<char> read_whole_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would wait for a writer forever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   LS_CHECK(fd >= 0, "checkpoint '", path, "': cannot open (", std::strerror(errno), ")");
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -116,6 +119,7 @@ std::vector<char> read_whole_file(const std::string& path) {
     LS_FAIL("checkpoint '", path,
             "': ", dir ? "is a directory, not a checkpoint file" : "is not a regular file");
   }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   std::vector<char> buf;
   try {
     buf.resize(size_t(st.st_size));
@@ -170,9 +174,16 @@ void write_checkpoint_file(const std::string& path, const CheckpointFile& file) 
     std::error_code ec;
     fs::create_directories(target.parent_path(), ec);
   }
+  struct stat target_st {};
+  LS_CHECK(::stat(path.c_str(), &target_st) != 0 || S_ISREG(target_st.st_mode), "checkpoint '",
+           path, "': is ", file_kind(path), ", not a regular file (a checkpoint is saved by ",
+           "renaming a temporary over it; name a file path)");
   remove_stale_temporaries(path);
   std::string tmp = temporary_name(path, long(::getpid()));
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Never written through a link planted at the temporary's name: the name is removed (it is
+  // this process's own, by its PID) and created anew, exclusively, without following links.
+  ::unlink(tmp.c_str());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   LS_CHECK(fd >= 0, "checkpoint '", path, "': cannot create '", tmp, "': ", std::strerror(errno),
            " (does the folder exist and is it writable?)");
   ::flock(fd, LOCK_EX | LOCK_NB);  // marks the temporary as in use until it is closed
@@ -184,7 +195,11 @@ void write_checkpoint_file(const std::string& path, const CheckpointFile& file) 
     ::unlink(tmp.c_str());
     throw;
   }
-  ::close(fd);
+  if (::close(fd) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    LS_FAIL("checkpoint '", path, "': close failed: ", std::strerror(e));
+  }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int e = errno;
     ::unlink(tmp.c_str());
@@ -217,7 +232,7 @@ CheckpointFile read_checkpoint_file(const std::string& path) {
   uint64_t meta_bytes = r.pod<uint64_t>("metadata size");
   const char* meta = r.bytes(size_t(meta_bytes), "metadata");
   try {
-    f.metadata = json::parse(std::string(meta, size_t(meta_bytes)));
+    f.metadata = parse_json(std::string_view(meta, size_t(meta_bytes)), "metadata");
   } catch (const std::exception& e) {
     LS_FAIL("checkpoint '", path, "': metadata is not valid JSON: ", e.what());
   }
@@ -234,22 +249,20 @@ CheckpointFile read_checkpoint_file(const std::string& path) {
              int(rank), " (at most ", Shape::kMaxRank, "; the file is damaged)");
     std::vector<int64_t> dims;
     // Sizes are checked before anything is allocated: a valid checksum does not make them sane.
-    uint64_t numel = 1, extent = 1;  // extent: the non-zero dims' product (the strides reach it)
-    bool overflow = false;
     for (int d = 0; d < rank; ++d) {
       const int64_t dim = r.pod<int64_t>("dims");
       LS_CHECK(dim >= 0, "checkpoint '", path, "': tensor '", t.name, "' has a negative dimension ",
                dim, " (the file is damaged)");
       dims.push_back(dim);
-      overflow = overflow || __builtin_mul_overflow(numel, uint64_t(dim), &numel) ||
-                 (dim > 0 && __builtin_mul_overflow(extent, uint64_t(dim), &extent));
     }
-    uint64_t nbytes = 0;
-    overflow = overflow || __builtin_mul_overflow(numel, uint64_t(dtype_size(DType(dt))), &nbytes);
     const Shape shape(dims);
-    LS_CHECK(!overflow && extent <= uint64_t(INT64_MAX), "checkpoint '", path, "': tensor '",
-             t.name, "' has an impossible shape ", shape.str(),
-             " (its size overflows; the file is damaged)");
+    uint64_t nbytes = 0;
+    try {
+      nbytes = checked_bytes(shape, dtype_size(DType(dt)), "tensor '" + t.name + "'");
+    } catch (const Error&) {
+      LS_FAIL("checkpoint '", path, "': tensor '", t.name, "' has an impossible shape ",
+              shape.str(), " (its size overflows; the file is damaged)");
+    }
     uint64_t bytes = r.pod<uint64_t>("data size");
     LS_CHECK(bytes == nbytes, "checkpoint '", path, "': tensor '", t.name, "' has ", bytes,
              " data bytes for shape ", shape.str(), " (", nbytes, " expected)");

@@ -3,18 +3,40 @@
 #include "lockstep/io/keras_file.h"
 
 #include <hdf5.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zip.h>
 #include <zlib.h>
 
+#include <atomic>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <cstring>
 #include <sstream>
+
+#include "lockstep/core/file_io.h"
 
 namespace lockstep::io {
 namespace {
+
+// The most a JSON member of a .keras file (config.json, metadata.json) may hold uncompressed;
+// a 1,000-layer config is about 1 MB. Checked against the zip's declared size before reading.
+constexpr uint64_t kMaxKerasJsonBytes = 64ull << 20;
+// Deflate expands at most ~1032:1; a member that claims more than that over its compressed
+// size (plus slack for tiny members) is a zip bomb or damage, refused before allocating.
+constexpr uint64_t kMaxDeflateRatio = 1032;
+constexpr uint64_t kRatioSlackBytes = 1ull << 20;
+
+// HDF5 prints its whole error stack to stderr on every failed call unless told not to; each
+// failure here becomes one lockstep::Error in our words instead. (Per thread in thread-safe
+// builds, so every entry point calls it.)
+void silence_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+// A name for an in-memory HDF5 file (HDF5 tells open files apart by name).
+std::string memory_file_name(const char* what) {
+  static std::atomic<unsigned> counter{0};
+  return std::string("lockstep-memory-") + what + "-" + std::to_string(::getpid()) + "-" +
+         std::to_string(counter++) + ".h5";
+}
 
 // Closes an HDF5 handle on scope exit.
 struct H5Handle {
@@ -91,7 +113,43 @@ struct VisitState {
   std::string file_path;
   std::vector<NamedTensor>* out;
   std::string error;
+  uint64_t file_bytes = 0;        // the HDF5 file's size
+  uint64_t unfiltered_bytes = 0;  // data of unfiltered datasets so far (must fit in the file)
 };
+
+// The dataset's shape, checked: rank, int64 dims, and bytes that the file can actually hold
+// (an uncompressed dataset's data lies in the file; a compressed one expands at most
+// kMaxDeflateRatio times its stored size), all before anything is allocated.
+Shape checked_dataset_shape(hid_t ds, DType dt, const char* name, VisitState* st) {
+  const std::string what = "'" + st->file_path + "': dataset '" + name + "'";
+  H5Handle space(H5Dget_space(ds), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space);
+  LS_CHECK(rank >= 0 && rank <= Shape::kMaxRank, what, " has rank ", rank, " (Lockstep reads 0 to ",
+           Shape::kMaxRank, "; the file is damaged or not a weights file)");
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  LS_CHECK(H5Sget_simple_extent_dims(space, dims.data(), nullptr) == rank, what,
+           ": cannot read its shape");
+  Shape shape;
+  for (hsize_t d : dims) {
+    LS_CHECK(d <= hsize_t(INT64_MAX), what, " has a dimension of ", d, " (the file is damaged)");
+    shape.push_back(int64_t(d));
+  }
+  const uint64_t bytes = checked_bytes(shape, dtype_size(dt), what);
+  H5Handle dcpl(H5Dget_create_plist(ds), H5Pclose);
+  const int filters = dcpl.id >= 0 ? H5Pget_nfilters(dcpl) : 0;
+  if (filters > 0) {
+    const uint64_t stored = H5Dget_storage_size(ds);
+    LS_CHECK(stored <= st->file_bytes && bytes <= stored * kMaxDeflateRatio + kRatioSlackBytes,
+             what, " of shape ", shape.str(), " claims ", bytes, " bytes from ", stored,
+             " compressed bytes in a ", st->file_bytes, "-byte file (the file is damaged)");
+  } else {
+    st->unfiltered_bytes += bytes;
+    LS_CHECK(st->unfiltered_bytes <= st->file_bytes, what, " of shape ", shape.str(), " needs ",
+             bytes, " bytes, but the whole file is ", st->file_bytes,
+             " bytes (the file is damaged or truncated)");
+  }
+  return shape;
+}
 
 herr_t visit_object(hid_t root, const char* name, const H5O_info_t* info, void* data) {
   auto* st = static_cast<VisitState*>(data);
@@ -101,15 +159,10 @@ herr_t visit_object(hid_t root, const char* name, const H5O_info_t* info, void* 
     LS_CHECK(ds.id >= 0, "'", st->file_path, "': cannot open dataset '", name, "'");
     H5Handle type(H5Dget_type(ds), H5Tclose);
     DType dt = dtype_of_h5(type, st->file_path, name);
-    H5Handle space(H5Dget_space(ds), H5Sclose);
-    int rank = H5Sget_simple_extent_ndims(space);
-    std::vector<hsize_t> dims(std::max(rank, 0));
-    H5Sget_simple_extent_dims(space, dims.data(), nullptr);
-    Shape shape;
-    for (auto d : dims) shape.push_back(int64_t(d));
+    const Shape shape = checked_dataset_shape(ds, dt, name, st);
     Tensor t = Tensor::zeros(shape, dt);
     LS_CHECK(H5Dread(ds, h5_type(dt), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()) >= 0, "'",
-             st->file_path, "': cannot read dataset '", name, "'");
+             st->file_path, "': cannot read dataset '", name, "' (the file is damaged)");
     st->out->push_back({name, t});
   } catch (const std::exception& e) {
     st->error = e.what();
@@ -118,26 +171,76 @@ herr_t visit_object(hid_t root, const char* name, const H5O_info_t* info, void* 
   return 0;
 }
 
-std::string read_file_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  LS_CHECK(f.good(), "cannot read '", path, "'");
-  return std::string(std::istreambuf_iterator<char>(f), {});
+// Every dataset of an open HDF5 file of `file_bytes` bytes.
+std::vector<NamedTensor> read_open_h5(hid_t file, const std::string& path, uint64_t file_bytes) {
+  std::vector<NamedTensor> out;
+  VisitState st{path, &out, "", file_bytes, 0};
+  herr_t rc = H5Ovisit(file, H5_INDEX_NAME, H5_ITER_NATIVE, visit_object, &st);
+  if (!st.error.empty()) LS_FAIL(st.error);
+  LS_CHECK(rc >= 0, "'", path, "': cannot walk the HDF5 file (it is damaged)");
+  return out;
 }
 
-std::string temp_path(const std::string& base, const std::string& what) {
-  static int counter = 0;
-  return base + ".tmp-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + what;
+bool has_hdf5_signature(const std::string& bytes) {
+  static const char kSig[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+  // The superblock sits at 0 or after a user block of 512, 1024, 2048, ... bytes.
+  for (size_t at = 0; at + 8 <= bytes.size(); at = at ? at * 2 : 512)
+    if (std::memcmp(bytes.data() + at, kSig, 8) == 0) return true;
+  return false;
+}
+
+// The tensors of an HDF5 file image held in memory (no file is written).
+std::vector<NamedTensor> read_h5_image(const std::string& image, const std::string& path) {
+  LS_CHECK(has_hdf5_signature(image), "'", path, "' is not an HDF5 file");
+  H5Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  LS_CHECK(fapl.id >= 0 && H5Pset_fapl_core(fapl, 1 << 16, 0) >= 0 &&
+               H5Pset_file_image(fapl, const_cast<char*>(image.data()), image.size()) >= 0,
+           "'", path, "': cannot set up an in-memory HDF5 file");
+  H5Handle file(H5Fopen(memory_file_name("read").c_str(), H5F_ACC_RDONLY, fapl), H5Fclose);
+  LS_CHECK(file.id >= 0, "'", path, "': cannot open the HDF5 file (it is damaged)");
+  return read_open_h5(file, path, image.size());
+}
+
+// The HDF5 file image of `tensors`, built in memory (HDF5's core driver, no backing store).
+std::string h5_image(const std::vector<NamedTensor>& tensors,
+                     const std::vector<std::string>& groups, const std::string& path) {
+  H5Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  LS_CHECK(fapl.id >= 0 && H5Pset_fapl_core(fapl, 1 << 20, 0) >= 0, "'", path,
+           "': cannot set up an in-memory HDF5 file");
+  hid_t id = H5Fcreate(memory_file_name("write").c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl);
+  LS_CHECK(id >= 0, "'", path, "': cannot create the HDF5 file (in memory)");
+  H5Handle file(id, H5Fclose);
+  for (auto& g : groups) make_groups(file, g, path);
+  for (auto& t : tensors) write_dataset(file, t, path);
+  LS_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL) >= 0, "'", path, "': HDF5 flush failed");
+  const ssize_t n = H5Fget_file_image(file, nullptr, 0);
+  LS_CHECK(n > 0, "'", path, "': HDF5 cannot produce the file's bytes");
+  std::string image(size_t(n), '\0');
+  LS_CHECK(H5Fget_file_image(file, image.data(), image.size()) == n, "'", path,
+           "': HDF5 cannot produce the file's bytes");
+  file.id = -1;
+  LS_CHECK(H5Fclose(id) >= 0, "'", path, "': HDF5 close failed");
+  return image;
 }
 
 // One member of an open zip archive as bytes.
-std::string zip_member(zip_t* z, const std::string& path, const std::string& member) {
+std::string zip_member(zip_t* z, const std::string& path, const std::string& member,
+                       uint64_t max_bytes) {
   zip_stat_t st;
   zip_stat_init(&st);
   LS_CHECK(zip_stat(z, member.c_str(), 0, &st) == 0, "'", path,
            "': not a .keras file: the zip has no '", member, "'");
+  // Sizes come from the zip's directory: checked before the buffer is allocated.
+  LS_CHECK((st.valid & ZIP_STAT_SIZE) && (st.valid & ZIP_STAT_COMP_SIZE), "'", path, "': '", member,
+           "' has no size in the zip's directory (the file is damaged)");
+  LS_CHECK(st.size <= max_bytes, "'", path, "': '", member, "' is ", st.size,
+           " bytes uncompressed, more than the limit of ", max_bytes, " bytes for it");
+  LS_CHECK(st.size <= st.comp_size * kMaxDeflateRatio + kRatioSlackBytes, "'", path, "': '", member,
+           "' claims ", st.size, " bytes from ", st.comp_size,
+           " compressed bytes, more than deflate can expand to (the file is damaged)");
   zip_file_t* f = zip_fopen(z, member.c_str(), 0);
   LS_CHECK(f, "'", path, "': cannot open '", member, "' in the zip");
-  std::string bytes(st.size, '\0');
+  std::string bytes(size_t(st.size), '\0');
   zip_int64_t n = zip_fread(f, bytes.data(), st.size);
   zip_fclose(f);
   LS_CHECK(n == zip_int64_t(st.size), "'", path, "': '", member, "' is truncated in the zip");
@@ -162,92 +265,101 @@ void zip_add(zip_t* z, const std::string& path, const std::string& member,
   }
 }
 
+// The bytes of a zip (built in memory by libzip) holding `members` in order.
+std::string zip_image(const std::string& path,
+                      const std::vector<std::pair<std::string, std::string>>& members) {
+  zip_error_t ze;
+  zip_error_init(&ze);
+  zip_source_t* src = zip_source_buffer_create(nullptr, 0, 0, &ze);
+  LS_CHECK(src, "'", path, "': cannot create the zip in memory");
+  zip_source_keep(src);  // outlives zip_close, which writes into it
+  zip_t* z = zip_open_from_source(src, ZIP_TRUNCATE, &ze);
+  if (!z) {
+    zip_source_free(src);
+    LS_FAIL("'", path, "': cannot create the zip in memory: ", zip_error_strerror(&ze));
+  }
+  try {
+    for (auto& [name, bytes] : members) zip_add(z, path, name, bytes);
+  } catch (...) {
+    zip_discard(z);
+    zip_source_free(src);
+    throw;
+  }
+  if (zip_close(z) != 0) {
+    const std::string why = zip_strerror(z);
+    zip_discard(z);
+    zip_source_free(src);
+    LS_FAIL("'", path, "': cannot write the zip: ", why);
+  }
+  zip_stat_t st;
+  zip_stat_init(&st);
+  std::string image;
+  bool ok = zip_source_open(src) == 0;
+  if (ok) {
+    ok = zip_source_stat(src, &st) == 0 && (st.valid & ZIP_STAT_SIZE);
+    if (ok) {
+      image.resize(size_t(st.size));
+      ok = zip_source_read(src, image.data(), st.size) == zip_int64_t(st.size);
+    }
+    zip_source_close(src);
+  }
+  zip_source_free(src);
+  LS_CHECK(ok, "'", path, "': cannot read back the zip built in memory");
+  return image;
+}
+
 }  // namespace
 
 void write_h5_tensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                       const std::vector<std::string>& groups) {
-  std::string tmp = temp_path(path, ".h5");
-  {
-    H5Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-    LS_CHECK(file.id >= 0, "cannot create HDF5 file '", path, "'");
-    try {
-      for (auto& g : groups) make_groups(file, g, path);
-      for (auto& t : tensors) write_dataset(file, t, path);
-    } catch (...) {
-      std::remove(tmp.c_str());
-      throw;
-    }
-  }
-  std::filesystem::rename(tmp, path);
+  silence_hdf5();
+  write_file_atomic(path, h5_image(tensors, groups, path), "weights file");
 }
 
 std::vector<NamedTensor> read_h5_tensors(const std::string& path) {
-  LS_CHECK(std::filesystem::exists(path), "cannot read '", path, "': no such file");
+  silence_hdf5();
+  check_regular_file(path, "weights file");  // a FIFO would hang HDF5's open
+  struct stat st {};
+  LS_CHECK(::stat(path.c_str(), &st) == 0, "weights file '", path, "': cannot stat it");
   LS_CHECK(H5Fis_hdf5(path.c_str()) > 0, "'", path, "' is not an HDF5 file");
   H5Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  LS_CHECK(file.id >= 0, "cannot open HDF5 file '", path, "'");
-  std::vector<NamedTensor> out;
-  VisitState st{path, &out, ""};
-  herr_t rc = H5Ovisit(file, H5_INDEX_NAME, H5_ITER_NATIVE, visit_object, &st);
-  if (!st.error.empty()) LS_FAIL(st.error);
-  LS_CHECK(rc >= 0, "'", path, "': cannot walk the HDF5 file");
-  return out;
+  LS_CHECK(file.id >= 0, "cannot open HDF5 file '", path, "' (it is damaged)");
+  return read_open_h5(file, path, uint64_t(st.st_size));
 }
 
 void write_keras_archive(const std::string& path, const KerasArchive& archive) {
-  std::string h5 = temp_path(path, ".weights.h5");
-  write_h5_tensors(h5, archive.weights, archive.groups);
-  std::string weights = read_file_bytes(h5);
-  std::remove(h5.c_str());
-  std::string tmp = temp_path(path, ".zip");
-  int err = 0;
-  zip_t* z = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
-  LS_CHECK(z, "cannot create '", path, "' (libzip error ", err, ")");
-  try {
-    zip_add(z, path, "metadata.json", archive.metadata.dump());
-    zip_add(z, path, "config.json", archive.config.dump());
-    zip_add(z, path, "model.weights.h5", weights);
-  } catch (...) {
-    zip_discard(z);
-    throw;
-  }
-  LS_CHECK(zip_close(z) == 0, "cannot write '", path, "': ", zip_strerror(z));
-  std::filesystem::rename(tmp, path);
+  silence_hdf5();
+  std::string weights = h5_image(archive.weights, archive.groups, path + ": model.weights.h5");
+  const std::string zip = zip_image(path, {{"metadata.json", archive.metadata.dump()},
+                                           {"config.json", archive.config.dump()},
+                                           {"model.weights.h5", std::move(weights)}});
+  write_file_atomic(path, zip, "model file");
 }
 
 KerasArchive read_keras_archive(const std::string& path) {
-  LS_CHECK(std::filesystem::exists(path), "cannot read '", path, "': no such file");
+  silence_hdf5();
+  check_regular_file(path, "model file");  // libzip's open of a FIFO would hang
   int err = 0;
   zip_t* z = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &err);
   LS_CHECK(z, "'", path, "' is not a .keras file: not a readable zip (libzip error ", err, ")");
   KerasArchive a;
   std::string weights;
-  const char* member = "config.json";
   try {
-    a.config = json::parse(zip_member(z, path, member));
-    member = "metadata.json";
-    a.metadata = json::parse(zip_member(z, path, member));
-    weights = zip_member(z, path, "model.weights.h5");
-  } catch (const json::exception& e) {
-    zip_discard(z);
-    LS_FAIL("'", path, "': ", member, ": bad JSON in the zip: ", e.what());
+    a.config = parse_json(zip_member(z, path, "config.json", kMaxKerasJsonBytes),
+                          "'" + path + "': config.json");
+    a.metadata = parse_json(zip_member(z, path, "metadata.json", kMaxKerasJsonBytes),
+                            "'" + path + "': metadata.json");
+    weights = zip_member(z, path, "model.weights.h5", UINT64_MAX);
   } catch (...) {
     zip_discard(z);
     throw;
   }
   zip_discard(z);
-  std::string h5 = temp_path(path, ".weights.h5");
-  {
-    std::ofstream f(h5, std::ios::binary);
-    f.write(weights.data(), std::streamsize(weights.size()));
-  }
   try {
-    a.weights = read_h5_tensors(h5);
+    a.weights = read_h5_image(weights, path + ": model.weights.h5");
   } catch (const Error& e) {
-    std::remove(h5.c_str());
     LS_FAIL("'", path, "': model.weights.h5: ", e.what());
   }
-  std::remove(h5.c_str());
   return a;
 }
 

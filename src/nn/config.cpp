@@ -54,7 +54,9 @@ LayerPtr layer_from_config(const json& layer) {
            "layer config: expected {\"class_name\": \"...\", \"config\": {...}}, got ",
            layer.dump().substr(0, 200));
   std::string cls = layer["class_name"].get<std::string>();
-  json cfg = layer.value("config", json::object());
+  static const json kEmpty = json::object();
+  const json& cfg = layer.contains("config") ? layer["config"] : kEmpty;  // not copied: a nested
+                                                                          // model's is its subtree
   LayerFactory f;
   {
     std::lock_guard<std::mutex> lock(registry_mu());
@@ -226,13 +228,33 @@ json shape_json(const Shape& s) {
   return a;
 }
 
+// A model config's fields around "config" (module, class_name, registered_name, build_config,
+// compile_config), as Keras writes them.
+json model_envelope(const Network& net) {
+  if (net.is_sequential()) {
+    const json input_shape = shape_json(net.inputs().at(0).shape());
+    return {{"module", "keras"},
+            {"class_name", "Sequential"},
+            {"registered_name", nullptr},
+            {"build_config", {{"input_shape", input_shape}}},
+            {"compile_config", nullptr}};
+  }
+  return {{"module", "keras.src.models.functional"},
+          {"class_name", "Functional"},
+          {"registered_name", "Functional"},
+          {"build_config", {{"input_shape", nullptr}}},
+          {"compile_config", nullptr}};
+}
+
 json layer_entry(const Layer& l) {
   json cfg = l.config();
   if (const Network* nested = nested_network(l)) {  // as Keras writes a model in a model
-    json e = nested->get_config();
+    // The envelope only: nested->get_config() would build the nested config a second time
+    // (l.config() built it), doubling the work per level of nesting.
+    json e = model_envelope(*nested);
     e.erase("compile_config");
     if (!nested->is_sequential()) cfg.erase("dtype");
-    e["config"] = cfg;
+    e["config"] = std::move(cfg);
     return e;
   }
   if (l.class_name() == "InputLayer") cfg.erase("trainable");  // as Keras writes it
@@ -283,17 +305,13 @@ json functional_config(const Network& net) {
   json ins = json::array(), outs = json::array();
   for (auto& t : net.inputs()) ins.push_back(history(t, idx));
   for (auto& t : net.outputs()) outs.push_back(history(t, idx));
-  return {{"module", "keras.src.models.functional"},
-          {"class_name", "Functional"},
-          {"config",
-           {{"name", net.name()},
-            {"trainable", true},
-            {"layers", layers},
-            {"input_layers", ins},
-            {"output_layers", outs}}},
-          {"registered_name", "Functional"},
-          {"build_config", {{"input_shape", nullptr}}},
-          {"compile_config", nullptr}};
+  json e = model_envelope(net);
+  e["config"] = {{"name", net.name()},
+                 {"trainable", true},
+                 {"layers", std::move(layers)},
+                 {"input_layers", ins},
+                 {"output_layers", outs}};
+  return e;
 }
 
 json sequential_config(const Network& net) {
@@ -301,17 +319,13 @@ json sequential_config(const Network& net) {
   json input_shape = shape_json(net.inputs().at(0).shape());
   layers.push_back(layer_entry(*net.inputs().at(0).call->layer));
   for (auto& l : keras_layer_order(net)) layers.push_back(layer_entry(*l));
-  return {{"module", "keras"},
-          {"class_name", "Sequential"},
-          {"config",
-           {{"name", net.name()},
-            {"trainable", true},
-            {"dtype", "float32"},
-            {"layers", layers},
-            {"build_input_shape", input_shape}}},
-          {"registered_name", nullptr},
-          {"build_config", {{"input_shape", input_shape}}},
-          {"compile_config", nullptr}};
+  json e = model_envelope(net);
+  e["config"] = {{"name", net.name()},
+                 {"trainable", true},
+                 {"dtype", "float32"},
+                 {"layers", std::move(layers)},
+                 {"build_input_shape", input_shape}};
+  return e;
 }
 
 }  // namespace
@@ -347,8 +361,10 @@ json Network::get_config() const {
 namespace {
 
 // A model inside a model: Keras writes it as a layer entry whose class is the model's.
+Network model_from_config(const std::string& cls, const json& c);
+
 LayerPtr nested_from_config(const std::string& cls, const json& cfg) {
-  return network_from_config({{"class_name", cls}, {"config", cfg}}).as_layer();
+  return model_from_config(cls, cfg).as_layer();
 }
 
 const bool kNestedModelsRegistered = [] {
@@ -397,35 +413,76 @@ void collect_args(const json& a, std::vector<json>& out) {
 
 using NodeOutputs = std::map<std::string, std::vector<std::vector<KTensor>>>;
 
+// A [layer, node, index] history's tensor. The indices are checked as the JSON numbers they are
+// (a -1 or a 4294967295 read as int once indexed out of range).
 const KTensor& lookup(const NodeOutputs& outs, const json& h, const std::string& where) {
-  std::string n = h.at(0).get<std::string>();
-  int node = h.at(1).get<int>(), idx = h.at(2).get<int>();
+  LS_CHECK(h.is_array() && h.size() >= 3 && h[0].is_string(), where,
+           ": a tensor reference must be [layer_name, node_index, tensor_index], got ",
+           h.dump().substr(0, 100));
+  const std::string n = h[0].get<std::string>();
   auto it = outs.find(n);
-  LS_CHECK(it != outs.end() && node < int(it->second.size()) && idx < int(it->second[node].size()),
-           where, ": refers to [", n, ", ", node, ", ", idx, "], which is not defined");
+  LS_CHECK(it != outs.end(), where, ": refers to layer '", n,
+           "', which the config does not define");
+  auto index = [&](const json& v, size_t size, const char* what, const char* counted) {
+    LS_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0), where,
+             ": ", what, " ", v.dump(), " in ", h.dump(), " must be a non-negative integer");
+    const uint64_t i = v.get<uint64_t>();
+    LS_CHECK(i < size, where, ": ", h.dump(), " has ", what, " ", i, ", but layer '", n, "' has ",
+             size, " ", counted, " (indices start at 0)");
+    return size_t(i);
+  };
+  const size_t node = index(h[1], it->second.size(), "node index", "node(s)");
+  const size_t idx = index(h[2], it->second[node].size(), "tensor index", "output(s) there");
   return it->second[node][idx];
+}
+
+// Keras rejects a model whose layers share a name ("All operation names should be unique");
+// here a second "dense" would merge its nodes into the first's and drop a layer silently.
+void check_unique_layer_names(const json& layers, const std::string& model) {
+  std::set<std::string> seen;
+  for (auto& e : layers) {
+    const json& cfg = e.contains("config") && e["config"].is_object() ? e["config"] : e;
+    const json* name = cfg.contains("name") ? &cfg["name"]
+                       : e.contains("name") ? &e["name"]
+                                            : nullptr;
+    if (!name || !name->is_string()) continue;
+    LS_CHECK(seen.insert(name->get<std::string>()).second, "model '", model, "': the name '",
+             name->get<std::string>(), "' is used by more than one layer; layer names must be ",
+             "unique (Keras rejects this config too)");
+  }
 }
 
 Network functional_from_config(const json& c) {
   std::string name = c.value("name", std::string("functional"));
+  check_unique_layer_names(c.at("layers"), name);
   NodeOutputs outs;
-  std::vector<std::pair<LayerPtr, json>> pending;  // layer, its inbound nodes
+  std::vector<std::pair<LayerPtr, const json*>> pending;  // layer, its inbound nodes
+  static const json kNoNodes = json::array();
   for (auto& e : c.at("layers")) {
     std::string cls = e.at("class_name");
-    json cfg = e.value("config", json::object());
-    if (!cfg.contains("name") && e.contains("name")) cfg["name"] = e["name"];
-    if (cls == "InputLayer") {
-      outs[cfg.value("name", "")].push_back({input_from_config(cfg)});
+    const json* nodes = e.contains("inbound_nodes") ? &e["inbound_nodes"] : &kNoNodes;
+    LS_CHECK(nodes->is_array(), "model '", name, "': inbound_nodes must be a list");
+    if (!e.contains("config") || !e["config"].contains("name")) {  // a small copy: name added
+      json cfg = e.value("config", json::object());
+      if (e.contains("name")) cfg["name"] = e["name"];
+      if (cls == "InputLayer")
+        outs[cfg.value("name", "")].push_back({input_from_config(cfg)});
+      else
+        pending.push_back({layer_from_config({{"class_name", cls}, {"config", cfg}}), nodes});
       continue;
     }
-    pending.push_back({layer_from_config({{"class_name", cls}, {"config", cfg}}),
-                       e.value("inbound_nodes", json::array())});
+    if (cls == "InputLayer") {
+      outs[e["config"].value("name", "")].push_back({input_from_config(e["config"])});
+      continue;
+    }
+    pending.push_back({layer_from_config(e), nodes});
   }
   std::vector<size_t> next(pending.size(), 0);
   for (bool progress = true; progress;) {
     progress = false;
     for (size_t i = 0; i < pending.size(); ++i) {
-      auto& [layer, nodes] = pending[i];
+      auto& [layer, node_list] = pending[i];
+      const json& nodes = *node_list;
       while (next[i] < nodes.size()) {
         std::vector<json> hist;
         collect_args(nodes[next[i]].is_object() ? nodes[next[i]].value("args", json::array())
@@ -434,7 +491,10 @@ Network functional_from_config(const json& c) {
         bool ready = true;
         for (auto& h : hist) {
           auto it = outs.find(h.at(0).get<std::string>());
-          ready = ready && it != outs.end() && h.at(1).get<size_t>() < it->second.size();
+          const json& node = h.at(1);  // a negative or non-integer one fails in lookup()
+          ready = ready && it != outs.end() &&
+                  (!node.is_number_integer() || node.get<int64_t>() < 0 ||
+                   node.get<uint64_t>() < it->second.size());
         }
         if (!ready) break;
         std::vector<KTensor> ins;
@@ -446,7 +506,7 @@ Network functional_from_config(const json& c) {
     }
   }
   for (size_t i = 0; i < pending.size(); ++i)
-    LS_CHECK(next[i] == pending[i].second.size(), "model '", name, "': layer '",
+    LS_CHECK(next[i] == pending[i].second->size(), "model '", name, "': layer '",
              pending[i].first->name(), "' has inbound nodes whose inputs are never defined");
   auto tensors = [&](const json& spec, const char* what) {
     std::vector<KTensor> r;
@@ -462,6 +522,7 @@ Network sequential_from_config(const json& c) {
   std::string name = c.value("name", std::string("sequential"));
   std::vector<SequentialItem> items;
   const json& ls = c.at("layers");
+  check_unique_layer_names(ls, name);
   size_t first = 0;
   if (!ls.empty() && ls[0].value("class_name", "") == "InputLayer") {
     items.push_back(input_from_config(ls[0].value("config", json::object())));
@@ -476,43 +537,49 @@ Network sequential_from_config(const json& c) {
   return Network::sequential(std::move(items), name, /*exact_name=*/true);
 }
 
-}  // namespace
+// Models nested in models: each level recurses (and the stack holds its frames), so the depth
+// is limited; Keras models nest a few levels.
+constexpr int kMaxModelNesting = 100;
+thread_local int t_model_nesting = 0;
 
-static Network network_from_config_unchecked(const json& config);
+// The config (with or without the {"class_name", "config"} wrapper) as a Network; `cls` is the
+// wrapper's class, or empty.
+Network model_from_config(const std::string& wrapper_class, const json& config) {
+  LS_CHECK(config.is_object(), "model config: expected a JSON object, got ",
+           config.dump().substr(0, 100));
+  struct Depth {
+    Depth() { ++t_model_nesting; }
+    ~Depth() { --t_model_nesting; }
+  } depth;
+  LS_CHECK(t_model_nesting <= kMaxModelNesting, "model config: models nested more than ",
+           kMaxModelNesting, " levels deep (the limit, kMaxModelNesting)");
+  const json* c = &config;
+  std::string cls = wrapper_class.empty() ? config.value("class_name", "") : wrapper_class;
+  if (wrapper_class.empty() && c->contains("config") && (*c)["config"].is_object() &&
+      !c->contains("layers"))
+    c = &(*c)["config"];
+  else if (cls.empty())
+    cls = c->contains("input_layers") ? "Functional" : "Sequential";
+  if (cls == "Sequential") return sequential_from_config(*c);
+  LS_CHECK(cls == "Functional" || cls == "Model", "model config: class '", cls,
+           "' is not a model Lockstep can build (Functional, Model, Sequential)");
+  return functional_from_config(*c);
+}
+
+}  // namespace
 
 Network network_from_config(const json& config) {
   // A key of the wrong JSON type deep in a layer's config is nlohmann's exception; the caller
   // gets a lockstep::Error naming the config.
   try {
-    return network_from_config_unchecked(config);
+    return model_from_config("", config);
   } catch (const json::exception& e) {
     LS_FAIL("model config: unexpected structure: ", e.what());
   }
 }
 
-static Network network_from_config_unchecked(const json& config) {
-  LS_CHECK(config.is_object(), "model config: expected a JSON object, got ",
-           config.dump().substr(0, 100));
-  json c = config;
-  std::string cls = c.value("class_name", "");
-  if (c.contains("config") && c["config"].is_object() && !c.contains("layers"))
-    c = c["config"];
-  else if (cls.empty())
-    cls = c.contains("input_layers") ? "Functional" : "Sequential";
-  if (cls == "Sequential") return sequential_from_config(c);
-  LS_CHECK(cls == "Functional" || cls == "Model", "model config: class '", cls,
-           "' is not a model Lockstep can build (Functional, Model, Sequential)");
-  return functional_from_config(c);
-}
-
 Network network_from_json(const std::string& text) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    LS_FAIL("model JSON: ", e.what());
-  }
-  return network_from_config(j);
+  return network_from_config(parse_json(text, "model JSON"));
 }
 
 }  // namespace lockstep

@@ -110,6 +110,8 @@ VariablePtr Layer::add_weight(const std::string& name, const Shape& shape,
                               const std::string& initializer, bool trainable_weight) {
   auto v = std::make_shared<Variable>();
   v->name = name_ + "/" + name;
+  // Sizes from a config (Dense units 2^62) are checked, naming the weight, before allocating.
+  checked_bytes(shape, dtype_size(DType::f32), "weight '" + name + "'");
   v->value = Tensor::zeros(shape);
   v->trainable = trainable_weight;
   initialize(v->value, initializer, seed_ + weights_.size() * 7919);

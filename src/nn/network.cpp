@@ -36,8 +36,14 @@ Network::Network(std::vector<KTensor> inputs, std::vector<KTensor> outputs, std:
       };
   for (auto& t : outputs_) visit(t.call);
   std::set<Layer*> layer_seen;
-  for (auto& c : calls_)
-    if (layer_seen.insert(c->layer.get()).second) layers_.push_back(c->layer);
+  std::set<std::string> names;
+  for (auto& c : calls_) {
+    if (!layer_seen.insert(c->layer.get()).second) continue;
+    layers_.push_back(c->layer);
+    // Weights are saved and found by layer name: two layers of one name would collide.
+    LS_CHECK(names.insert(c->layer->name()).second, "Model '", name_, "': two layers are named '",
+             c->layer->name(), "'; layer names must be unique in a model (as in Keras)");
+  }
 }
 
 Network Network::sequential(std::vector<SequentialItem> items, std::string name, bool exact_name) {
@@ -147,7 +153,8 @@ class NetworkLayer : public Layer {
     return net_.is_sequential() ? "Sequential" : "Functional";
   }
   json layer_config() const override {
-    json c = net_.get_config().at("config");
+    json full = net_.get_config();
+    json c = std::move(full.at("config"));
     if (!net_.is_sequential()) c.erase("dtype");  // Keras's Functional config has none
     return c;
   }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "lockstep/core/file_io.h"
 #include "onnx/onnx_graph.h"
 
 namespace lockstep::onnx {
@@ -268,24 +269,7 @@ ExportReport export_model(const Network& model, const std::string& path,
   const fs::path target(path);
   LS_CHECK(!path.empty(), "ONNX export: the output path is empty");
   LS_CHECK(!fs::is_directory(target), "ONNX export: '", path, "' is a directory; name a file");
-  const std::string tmp = path + ".tmp-" + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    LS_CHECK(out, "ONNX export: cannot write '", tmp, "' (does the folder of '", path,
-             "' exist and is it writable?)");
-    out.write(bytes.data(), std::streamsize(bytes.size()));
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      LS_FAIL("ONNX export: writing '", tmp, "' failed (disk full?)");
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    LS_FAIL("ONNX export: cannot rename '", tmp, "' to '", path, "': ", ec.message());
-  }
+  write_file_atomic(path, bytes, "ONNX export");
   return report;
 }
 

@@ -13,10 +13,14 @@
 #include <thread>
 
 #include "distribute/internal/strategy_runtime.h"
+#include "lockstep/core/file_io.h"
 #include "lockstep/train/model.h"
 #include "lockstep/viz/chart.h"
 
 namespace lockstep {
+
+// The most a price table read from a file may hold (it lists a few machines).
+constexpr uint64_t kMaxReportBytes = 16ull << 20;
 
 std::string cpu_model_name() {
   std::ifstream in("/proc/cpuinfo");
@@ -38,12 +42,15 @@ double peak_rss_mb() {
 }
 
 double price_from_table(const std::string& prices_file, const std::string& machine) {
-  std::ifstream in(prices_file);
-  LS_CHECK(in, "CostReport: cannot read the price table '", prices_file, "' (",
-           std::strerror(errno), ")");
-  json table = json::parse(in, nullptr, false);
-  LS_CHECK(!table.is_discarded() && table.is_object() && !table.empty(), "CostReport: '",
-           prices_file, "' must be a JSON object of machine prices, e.g. {\"a100\": 3.93}");
+  json table;
+  try {
+    table = parse_json(read_regular_file(prices_file, kMaxReportBytes, "price table"),
+                       "CostReport: '" + prices_file + "'");
+  } catch (const Error&) {
+    table = json();  // the message below says what the file must be
+  }
+  LS_CHECK(table.is_object() && !table.empty(), "CostReport: '", prices_file,
+           "' must be a JSON object of machine prices, e.g. {\"a100\": 3.93}");
   std::string names;
   for (auto& [name, price] : table.items()) names += (names.empty() ? "" : ", ") + name;
   std::string pick = machine;
@@ -66,17 +73,7 @@ using Clock = std::chrono::steady_clock;
 void write_text_atomic(const std::string& path, const std::string& text) {
   const std::filesystem::path target(path);
   if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path());
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    LS_CHECK(out, "CostReport: cannot write '", tmp, "' (", std::strerror(errno), ")");
-    out << text;
-    out.flush();
-    LS_CHECK(out, "CostReport: writing '", tmp, "' failed (disk full?)");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  LS_CHECK(!ec, "CostReport: cannot rename '", tmp, "' to '", path, "': ", ec.message());
+  write_file_atomic(path, text, "CostReport");
 }
 
 class CostReportCb : public CostReportCallback {

@@ -1,7 +1,9 @@
 // keras.callbacks.CSVLogger: the epoch logs as CSV rows (epoch first, then the sorted keys).
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -62,9 +64,17 @@ class CSVLoggerCb : public Callback {
     }
     file_ << row << "\r\n";
     file_.flush();
+    // A full disk (or --csv /dev/full) is an error, not epochs silently missing from the log.
+    LS_CHECK(file_.good(), "CSVLogger: writing '", filename_, "' failed (", std::strerror(errno),
+             "; is the disk full?)");
   }
 
-  void on_train_end(const Logs&) override { file_.close(); }
+  void on_train_end(const Logs&) override {
+    if (!file_.is_open()) return;
+    file_.close();
+    LS_CHECK(!file_.fail(), "CSVLogger: closing '", filename_, "' failed (", std::strerror(errno),
+             "; is the disk full?)");
+  }
 
  private:
   // Sorted keys; without any "val_" key, a "val_" twin of each (Keras, for validation_freq).

@@ -41,7 +41,10 @@ class ModelCheckpointCb : public Callback {
     if (auto* n = std::get_if<int64_t>(&o_.save_freq)) every_ = *n;
   }
 
-  void on_train_begin(const Logs&) override { last_batch_seen_ = -1; }
+  void on_train_begin(const Logs&) override {
+    last_batch_seen_ = -1;
+    check_pattern();
+  }
   void on_epoch_begin(int epoch, const Logs&) override { epoch_ = epoch; }
 
   void on_train_batch_end(int batch, const Logs& logs) override {
@@ -75,6 +78,23 @@ class ModelCheckpointCb : public Callback {
       LS_FAIL("Failed to format this callback filepath: \"", filepath_, "\". Reason: '", e.key,
               "' (available: ", keys, ")");
     }
+  }
+
+  // The pattern formatted once before training, with the log keys the model will report (its
+  // metrics, their val_ twins, learning_rate): an unknown key, a spec Python refuses or a name
+  // too long for the filesystem is an error now, not after the first epoch's work.
+  void check_pattern() const {
+    if (!model) return;
+    Logs sample = {{"loss", 0.0}, {"val_loss", 0.0}, {"learning_rate", 0.0}};
+    for (const auto& name : model->metric_log_names())
+      sample[name] = 0.0, sample["val_" + name] = 0.0;
+    const std::string path = file_path(0, every_ > 0 ? 0 : -1, sample);
+    LS_CHECK(path.size() < 4096, "ModelCheckpoint: the filepath pattern \"",
+             filepath_.substr(0, 200), "\" makes a path of ", path.size(), " bytes (at most 4095)");
+    for (const auto& part : std::filesystem::path(path))
+      LS_CHECK(part.native().size() <= 255, "ModelCheckpoint: the filepath pattern \"",
+               filepath_.substr(0, 200), "\" makes a file or folder name of ", part.native().size(),
+               " bytes (at most 255)");
   }
 
   bool improved(double current) {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <fstream>
 
 #include "lockstep/core/error.h"
+#include "lockstep/core/file_io.h"
 #include "lockstep/data/image.h"
 #include "lockstep/viz/grid.h"
 
@@ -59,19 +61,30 @@ struct Canvas {
   }
 };
 
-// Tick values at a 1/2/5 x 10^k step covering [lo, hi] with about `target` ticks.
+// Tick values at a 1/2/5 x 10^k step covering [lo, hi] with about `target` ticks; none when
+// the range is empty or not finite. Ticks are counted, not accumulated: at 1e16 a step of 0.2
+// added to t leaves t unchanged, and `t += step` never reached hi (`lockstep report` with a
+// train_seconds of 1e16 looped forever); here at most 4 * target + 2 values are made.
 std::vector<double> nice_ticks(double lo, double hi, int target = 5) {
-  const double raw = (hi - lo) / target;
+  const double range = hi - lo;
+  if (!std::isfinite(range) || !(range > 0)) return {};
+  const double raw = range / target;
   const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  if (!std::isfinite(magnitude) || !(magnitude > 0)) return {};
   double step = magnitude;
   for (double m : {1.0, 2.0, 5.0, 10.0})
     if (raw <= m * magnitude) {
       step = m * magnitude;
       break;
     }
+  const double first = std::ceil(lo / step - 1e-9), last = std::floor(hi / step + 1e-9);
+  const double count = std::min(last - first, 4.0 * target + 1);
   std::vector<double> ticks;
-  for (double t = std::ceil(lo / step - 1e-9) * step; t <= hi + step * 1e-9; t += step)
-    ticks.push_back(std::fabs(t) < step * 1e-9 ? 0.0 : t);
+  for (int i = 0; i <= int(count); ++i) {
+    const double t = (first + i) * step;
+    if (t < lo - step * 1e-9 || t > hi + step * 1e-9) continue;
+    if (ticks.empty() || t > ticks.back()) ticks.push_back(std::fabs(t) < step * 1e-9 ? 0.0 : t);
+  }
   return ticks;
 }
 
@@ -93,17 +106,22 @@ std::pair<double, double> padded_range(std::vector<double> values) {
   if (!(lo <= hi)) return {0, 1};
   if (hi - lo < 1e-12)
     return {lo - 0.5 * std::max(1e-3, std::fabs(lo)), hi + 0.5 * std::max(1e-3, std::fabs(hi))};
-  const double pad = 0.05 * (hi - lo);
-  return {lo - pad, hi + pad};
+  const double pad = 0.05 * hi - 0.05 * lo;  // finite even when hi - lo overflows
+  return {std::max(lo - pad, -DBL_MAX), std::min(hi + pad, DBL_MAX)};
 }
 
 struct Frame {
   int left, top, right, bottom;
   double x0, x1, y0, y1;
-  int px(double x) const { return left + int(std::lround((x - x0) / (x1 - x0) * (right - left))); }
-  int py(double y) const {
-    return bottom - int(std::lround((y - y0) / (y1 - y0) * (bottom - top)));
+  int px(double x) const {
+    return left + int(std::lround(clamp((x - x0) / (x1 - x0)) * (right - left)));
   }
+  int py(double y) const {
+    return bottom - int(std::lround(clamp((y - y0) / (y1 - y0)) * (bottom - top)));
+  }
+  // A fraction of the axis kept near the frame (NaN from inf / inf too), so no line is drawn
+  // to a pixel billions away.
+  static double clamp(double f) { return f >= -1 ? std::min(f, 2.0) : -1; }
 };
 
 void draw_axes(Canvas& c, const Frame& f, const LineChart& chart) {
@@ -134,28 +152,10 @@ void draw_legend(Canvas& c, const Frame& f, const std::vector<Series>& series) {
   }
 }
 
-void write_bytes_atomic(const std::string& path, const std::vector<uint8_t>& bytes) {
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    LS_CHECK(out, "cannot write '", path, "': cannot create '", tmp, "' (", std::strerror(errno),
-             "; does the folder exist?)");
-    out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-    out.flush();
-    LS_CHECK(out, "writing '", tmp, "' failed (disk full?)");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    LS_FAIL("cannot rename '", tmp, "' to '", path, "'");
-  }
-}
-
 }  // namespace
 
 void write_png_atomic(const std::string& path, const Tensor& image) {
-  write_bytes_atomic(path, data::encode_png(image));
+  write_file_atomic(path, data::encode_png(image), "PNG image");
 }
 
 Tensor render_line_chart(const LineChart& chart) {

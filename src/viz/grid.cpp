@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "font5x7.h"
+#include "lockstep/core/file_io.h"
 #include "lockstep/data/image.h"
 #include "lockstep/data/image_folder.h"
 
@@ -203,7 +204,7 @@ int64_t grid_count(const Tensor& images, const GridOptions& o) {
 }
 
 void write_png(const std::string& path, const Tensor& canvas) {
-  data::write_file_bytes(path, data::encode_png(canvas));
+  write_file_atomic(path, data::encode_png(canvas), "PNG image");
 }
 
 // Stacks per-example tensors [...] into [n, ...].

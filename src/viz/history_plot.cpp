@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 
 #include "lockstep/core/error.h"
+#include "lockstep/core/file_io.h"
 #include "lockstep/data/image.h"
 #include "lockstep/viz/grid.h"
 
@@ -82,8 +84,8 @@ std::pair<double, double> value_range(const std::vector<const std::vector<double
     const double pad = std::max(std::abs(lo) * 0.1, 0.5);
     return {lo - pad, hi + pad};
   }
-  const double pad = (hi - lo) * 0.05;
-  return {lo - pad, hi + pad};
+  const double pad = hi * 0.05 - lo * 0.05;  // finite even when hi - lo overflows
+  return {std::max(lo - pad, -DBL_MAX), std::min(hi + pad, DBL_MAX)};
 }
 
 // loss first, then the metrics by name, learning_rate last; val_ series ride with their twin.
@@ -106,7 +108,16 @@ std::vector<std::string> panel_names(const SeriesMap& h, const HistoryPlotOption
 
 void draw_axes(Canvas& c, const HistoryPanel& p) {
   const double y_step = nice_step(p.y_max - p.y_min, 5);
-  for (double v = std::ceil(p.y_min / y_step) * y_step; v <= p.y_max + y_step * 1e-9; v += y_step) {
+  // Counted, not accumulated (see chart.cpp's nice_ticks): at most 22 ticks for any finite range.
+  const bool finite_step = std::isfinite(y_step) && y_step > 0;
+  const double first = finite_step ? std::ceil(p.y_min / y_step) : 0;
+  const double last = finite_step ? std::floor(p.y_max / y_step + 1e-9) : -1;
+  const double count = finite_step ? std::min(last - first, 21.0) : -1;
+  double previous = -INFINITY;
+  for (int i = 0; i <= int(count); ++i) {
+    const double v = (first + i) * y_step;
+    if (!(v > previous) || v > p.y_max + y_step * 1e-9) continue;
+    previous = v;
     const int y = p.pixel(0, v).second;
     c.line(p.left, y, p.right - 1, y, kGrey);  // grid line
     c.rect(p.left - 5, y, p.left - 1, y, kBlack);
@@ -166,8 +177,10 @@ void draw_legend(Canvas& c, const HistoryPanel& p,
 
 std::pair<int, int> HistoryPanel::pixel(int epoch_index, double value) const {
   const double fx = epochs <= 1 ? 0.5 : double(epoch_index) / (epochs - 1);
-  const double fy = (value - y_min) / (y_max - y_min);
-  const int inset = 8;  // keep the first and last markers off the axes
+  double fy = (value - y_min) / (y_max - y_min);
+  fy = fy >= -1 ? std::min(fy, 2.0) : -1;  // near the panel (and NaN from inf / inf): no line
+                                           // is drawn to a pixel billions away
+  const int inset = 8;                     // keep the first and last markers off the axes
   return {left + inset + int(std::lround(fx * (right - left - 2 * inset))),
           bottom - int(std::lround(fy * (bottom - top)))};
 }
@@ -219,14 +232,7 @@ HistoryPlot render_history_plot(const SeriesMap& history, const HistoryPlotOptio
 void save_history_plot(const SeriesMap& history, const std::string& path,
                        const HistoryPlotOptions& options) {
   HistoryPlot plot = render_history_plot(history, options);
-  const std::string tmp = path + ".tmp-" + std::to_string(getpid());
-  data::write_file_bytes(tmp, data::encode_png(plot.image));
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    LS_FAIL("history plot: cannot rename '", tmp, "' to '", path, "': ", ec.message());
-  }
+  write_file_atomic(path, data::encode_png(plot.image), "history plot");
 }
 
 }  // namespace lockstep::viz

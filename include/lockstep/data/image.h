@@ -25,7 +25,11 @@ enum class ColorMode { keep, grayscale, rgb, rgba };
 ColorMode parse_color_mode(const std::string& s);  // "grayscale" | "rgb" | "rgba" | "keep"
 int color_mode_channels(ColorMode m);              // 1, 3, 4; 0 for keep
 
-// Reads a whole file. Errors: missing, a directory, unreadable (permissions), read failure.
+// The largest image file read_file_bytes reads (1 GiB; a 8192 x 8192 RGBA PNG stored without
+// compression is 256 MiB).
+constexpr uint64_t kMaxImageFileBytes = 1ull << 30;
+// Reads a whole regular file. Errors: missing, a directory, not a regular file (a FIFO, a
+// device such as /dev/zero), larger than kMaxImageFileBytes, unreadable, read failure.
 std::vector<uint8_t> read_file_bytes(const std::string& path);
 
 // Decoded-image size cap. Every decoder reads the image's width and height from its header

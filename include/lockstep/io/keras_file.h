@@ -5,7 +5,16 @@
 //                ("layers/dense/vars/0"); groups are created as the paths need them.
 //   .keras       a zip of config.json, metadata.json and model.weights.h5 (as above).
 //
-// Uses Debian's HDF5 C library and libzip. Errors name the file and the part.
+// Uses Debian's HDF5 C library and libzip. Errors name the file and the part; HDF5's own error
+// stack is silenced (H5Eset_auto) so each failure is reported once, in our words.
+//
+// Both formats are built in memory (HDF5's core driver, libzip's buffer source) and written with
+// write_file_atomic (lockstep/core/file_io.h): a failed save leaves the previous file
+// byte-identical and no temporary behind. Reading a .keras never writes a file: its
+// model.weights.h5 is opened as an in-memory HDF5 image. Sizes are checked before allocating:
+// config.json and metadata.json at most 64 MiB uncompressed (by the zip's declared size), no
+// member claiming more than deflate can expand to, every dataset's bytes overflow-checked and
+// within the file that holds it (compressed ones within 1032x their stored size).
 #pragma once
 #include <string>
 #include <vector>
@@ -16,7 +25,7 @@
 namespace lockstep::io {
 
 // Writes `tensors` (f32/f64/i32/i64/u8 ...) at their names; `groups` are created even when
-// empty (Keras writes a "vars" group for every layer). Atomic (temporary file + rename).
+// empty (Keras writes a "vars" group for every layer). Atomic and checked (see above).
 void write_h5_tensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                       const std::vector<std::string>& groups = {});
 // Every dataset in the file, named by its path without the leading '/', in HDF5's order

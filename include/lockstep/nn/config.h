@@ -48,7 +48,10 @@ std::vector<KerasWeightSlot> keras_weight_slots(const Network& network,
 std::string keras_snake_case(const std::string& class_name);
 
 // Model config -> Network. Accepts Functional / Model and Sequential configs, with or without
-// the outer {"class_name", "config"} wrapper.
+// the outer {"class_name", "config"} wrapper. Refused with an error naming the model: layer names
+// used twice (as Keras refuses them), [layer, node, tensor] references whose indices are
+// negative, not integers or out of range, and models nested more than 100 levels deep
+// (kMaxModelNesting). network_from_json parses with parse_json (at most kMaxJsonDepth levels).
 Network network_from_config(const json& config);
 Network network_from_json(const std::string& json_text);
 

@@ -12,8 +12,16 @@ const json kChannelsLast = "channels_last";
 std::string activation(KerasConfigReader& r) {
   const json& a = r.get("activation");
   if (a.is_null()) return "linear";
-  std::string s =
-      a.is_string() ? a.get<std::string>() : a.value("config", json::object()).value("name", "");
+  // A string, or Keras's serialized function {"class_name": "function", "config": {"name": ...}};
+  // an object without config.name is an error (Keras rejects it), not a silent linear.
+  const bool named_object = a.is_object() && a.contains("config") && a["config"].is_object() &&
+                            a["config"].contains("name") && a["config"]["name"].is_string() &&
+                            !a["config"]["name"].get<std::string>().empty();
+  if (!a.is_string() && !named_object)
+    r.fail("activation", "is " + a.dump() +
+                             "; expected a name such as \"relu\" or an object whose config has a "
+                             "\"name\"");
+  std::string s = a.is_string() ? a.get<std::string>() : a["config"]["name"].get<std::string>();
   if (!layer_util::is_activation(s))
     r.fail("activation", "is " + a.dump() + "; Lockstep knows " + layer_util::activation_names());
   return s;

@@ -1,0 +1,49 @@
+// Whole-file reads and writes that a hostile path or a full disk cannot turn into a hang, an
+// unbounded allocation or a destroyed file.
+//
+// read_regular_file: opens without blocking (a FIFO never hangs the open), refuses anything
+// that is not a regular file (FIFO, device, socket, folder: the error names the kind), and
+// refuses a file larger than `max_bytes` before reading it; the read is capped at the size
+// fstat reported, so a file that grows while it is read cannot grow the buffer.
+//
+// write_file_atomic: replaces a regular file (or creates one) so that a failure at any step
+// leaves the previous file byte-identical: the bytes go to a temporary created with O_EXCL and
+// O_NOFOLLOW in the target's folder ("<path>.tmp-<pid>-<n>", never a link someone planted), are
+// fsync'ed, and the temporary is renamed over the target, then the folder is fsync'ed. Every
+// write, fsync, close and rename is checked; on failure the temporary is removed and the error
+// names the file and the system's reason. Targets that are not regular files are refused (a
+// device such as /dev/full or /dev/null, a FIFO, a folder) — renaming over them would replace the
+// device node — except the streams a user means to write to: /dev/stdout, /dev/stderr, /dev/fd/N
+// and /proc/self/fd/N get a plain, checked write.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lockstep {
+
+// `what` names the file's role in errors ("model file", "image file", "ONNX export").
+std::string read_regular_file(const std::string& path, uint64_t max_bytes, const std::string& what);
+
+// Fails (naming `what`, the path and the kind of file) unless `path` is a regular file (links
+// followed), opening it without blocking so that a FIFO cannot hang the check.
+void check_regular_file(const std::string& path, const std::string& what);
+
+void write_file_atomic(const std::string& path, const void* data, size_t bytes,
+                       const std::string& what);
+inline void write_file_atomic(const std::string& path, std::string_view bytes,
+                              const std::string& what) {
+  write_file_atomic(path, bytes.data(), bytes.size(), what);
+}
+inline void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes,
+                              const std::string& what) {
+  write_file_atomic(path, bytes.data(), bytes.size(), what);
+}
+
+// The kind of file at `path` in words ("a FIFO", "a character device", "a folder"), following
+// links; "missing" when it does not exist.
+std::string file_kind(const std::string& path);
+
+}  // namespace lockstep

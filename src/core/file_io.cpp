@@ -1,0 +1,180 @@
+// Bounded reads of regular files and checked, atomic replacement of files (see file_io.h).
+#include "lockstep/core/file_io.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "lockstep/core/error.h"
+
+namespace lockstep {
+namespace {
+
+std::string kind_of(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// Closes a descriptor on scope exit unless released.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  // close() with its error checked (NFS and some disks report a failed write only here).
+  int close_checked() {
+    const int rc = ::close(fd);
+    fd = -1;
+    return rc;
+  }
+};
+
+std::string prefix(const std::string& what, const std::string& path) {
+  return what + " '" + path + "': ";
+}
+
+// Opens `path` for reading without blocking on a FIFO and checks that it is a regular file.
+int open_regular(const std::string& path, const std::string& what, struct stat* st) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    const int e = errno;
+    if (e == ENOENT) LS_FAIL(prefix(what, path), "no such file");
+    LS_FAIL(prefix(what, path), "cannot read: ", std::strerror(e),
+            e == EACCES ? " (check its permissions)" : "");
+  }
+  if (::fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+    const std::string kind = kind_of(st->st_mode);
+    ::close(fd);
+    LS_FAIL(prefix(what, path), "is ", kind, ", not a regular file (Lockstep reads ", what,
+            "s only from regular files)");
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
+}
+
+void write_all(int fd, const char* p, size_t n, const std::string& what, const std::string& path) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n < (size_t(1) << 30) ? n : (size_t(1) << 30));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const int e = errno;
+      LS_FAIL(prefix(what, path), "write failed: ", w < 0 ? std::strerror(e) : "no progress",
+              e == ENOSPC || e == EFBIG || e == EDQUOT
+                  ? " (the disk is full or a file-size limit was reached; the previous file, if "
+                    "any, is unchanged)"
+                  : "");
+    }
+    p += w;
+    n -= size_t(w);
+  }
+}
+
+// Paths that name a stream the user means to write to: a plain write, no rename.
+bool is_stream_path(const std::string& path) {
+  return path == "/dev/stdout" || path == "/dev/stderr" || path.rfind("/dev/fd/", 0) == 0 ||
+         path.rfind("/proc/self/fd/", 0) == 0;
+}
+
+void write_stream(const std::string& path, const char* p, size_t n, const std::string& what) {
+  Fd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY));
+  LS_CHECK(fd.fd >= 0, prefix(what, path), "cannot open for writing: ", std::strerror(errno));
+  write_all(fd.fd, p, n, what, path);
+  LS_CHECK(fd.close_checked() == 0, prefix(what, path), "write failed: ", std::strerror(errno));
+}
+
+// Creates "<path>.tmp-<pid>-<n>" exclusively (never through a link), locked while in use.
+int create_temporary(const std::string& path, const std::string& what, std::string* tmp) {
+  static std::atomic<unsigned> counter{0};
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    *tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    const int fd = ::open(tmp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      ::flock(fd, LOCK_EX | LOCK_NB);  // marks it in use (checkpoint.cpp's stale-file sweep)
+      return fd;
+    }
+    if (errno != EEXIST) {
+      const int e = errno;
+      LS_FAIL(prefix(what, path), "cannot create a temporary file beside it: ", std::strerror(e),
+              " (does the folder exist and is it writable?)");
+    }
+  }
+  LS_FAIL(prefix(what, path), "cannot create a temporary file beside it: 100 names taken");
+}
+
+}  // namespace
+
+std::string file_kind(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "missing";
+  return kind_of(st.st_mode);
+}
+
+void check_regular_file(const std::string& path, const std::string& what) {
+  struct stat st {};
+  ::close(open_regular(path, what, &st));
+}
+
+std::string read_regular_file(const std::string& path, uint64_t max_bytes,
+                              const std::string& what) {
+  struct stat st {};
+  Fd fd(open_regular(path, what, &st));
+  LS_CHECK(uint64_t(st.st_size) <= max_bytes, prefix(what, path), "is ", st.st_size,
+           " bytes, more than the limit of ", max_bytes, " bytes for a ", what);
+  std::string out(size_t(st.st_size), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    const ssize_t n = ::read(fd.fd, out.data() + got, out.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    LS_CHECK(n >= 0, prefix(what, path), "read failed: ", std::strerror(errno));
+    if (n == 0) break;
+    got += size_t(n);
+  }
+  out.resize(got);  // a file that shrank while read; one that grew is read to its stat size
+  return out;
+}
+
+void write_file_atomic(const std::string& path, const void* data, size_t bytes,
+                       const std::string& what) {
+  const char* p = static_cast<const char*>(data);
+  LS_CHECK(!path.empty(), what, ": the output path is empty");
+  if (is_stream_path(path)) return write_stream(path, p, bytes, what);
+  struct stat st {};
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  LS_CHECK(!exists || S_ISREG(st.st_mode), prefix(what, path), "is ", kind_of(st.st_mode),
+           ", not a regular file: Lockstep saves only to regular files, by writing a temporary "
+           "and renaming it over the target (name a file path, or /dev/stdout to stream it)");
+  std::string tmp;
+  Fd fd(create_temporary(path, what, &tmp));
+  try {
+    if (exists) ::fchmod(fd.fd, st.st_mode & 07777);  // keep the replaced file's permissions
+    write_all(fd.fd, p, bytes, what, path);
+    LS_CHECK(::fsync(fd.fd) == 0, prefix(what, path), "fsync failed: ", std::strerror(errno));
+    LS_CHECK(fd.close_checked() == 0, prefix(what, path), "close failed: ", std::strerror(errno));
+    LS_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, prefix(what, path),
+             "cannot rename the temporary file into place: ", std::strerror(errno));
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  const std::filesystem::path target(path);
+  const std::string dir = target.has_parent_path() ? target.parent_path().string() : ".";
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) ::fsync(dfd), ::close(dfd);  // makes the rename durable
+}
+
+}  // namespace lockstep

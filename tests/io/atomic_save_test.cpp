@@ -1,0 +1,158 @@
+// Saves that never destroy the last good file (issue 25, items 3 and 5). A forked child saves
+// under a file-size limit (setrlimit(RLIMIT_FSIZE), SIGXFSZ ignored: a full disk in miniature);
+// the save must fail with an error naming the file, the previous file must be byte-identical,
+// and no temporary may be left in the folder. Covers .keras, .weights.h5, checkpoints, ONNX
+// export and the shared helper (CostReport, history plots, `convert ... out.json`). Targets that
+// are not regular files (a FIFO, a character device) are refused and left as they were; a
+// temporary is never written through a link planted at its name.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <filesystem>
+
+#include "io/hostile_files_util.h"
+#include "lockstep/io/checkpoint.h"
+#include "lockstep/lockstep.h"
+#include "test_util.h"
+
+using namespace lockstep;
+using namespace lockstep::layers;
+using test_util::error_of;
+namespace fs = std::filesystem;
+
+namespace {
+
+Model model_with_units(int units) {
+  KTensor in = Input({16}, "x");
+  return Model(in, Dense(units, {.name = "out"})(in), "m");
+}
+
+// Runs `save` in a child limited to `limit` bytes per file; returns its error ("" when the
+// save succeeded, or the child's crash / hang).
+std::string save_over_limit(rlim_t limit, const std::function<void()>& save) {
+  const std::string verdict = test_util::in_child([&] {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit r{limit, limit};
+    if (::setrlimit(RLIMIT_FSIZE, &r) != 0) return std::string("setrlimit failed");
+    const std::string e = error_of(save);
+    return e.empty() ? std::string("SAVED") : "ERROR: " + e;
+  });
+  return verdict == "SAVED" ? "" : verdict;
+}
+
+// The files in `dir` (names), to see that no temporary was left.
+std::vector<std::string> files_in(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Saves a good file with `save_good`, then a bigger one over it with `save_big` under a limit
+// the bigger one exceeds; checks the error, the old bytes and the folder.
+void expect_failed_save_keeps_old_file(const std::string& name,
+                                       const std::function<void(const std::string&)>& save_good,
+                                       const std::function<void(const std::string&)>& save_big) {
+  const fs::path dir = test_util::temp_dir("atomic_" + name, /*fresh=*/true);
+  const std::string path = (dir / name).string();
+  save_good(path);
+  const std::string before = test_util::read_text_file(path);
+  ASSERT_GT(before.size(), 0u);
+  const std::string e = save_over_limit(rlim_t(before.size() + 4096), [&] { save_big(path); });
+  EXPECT_EQ(e.rfind("ERROR: ", 0), 0u) << name << ": " << (e.empty() ? "the save succeeded" : e);
+  EXPECT_NE(e.find(path), std::string::npos) << e;
+  EXPECT_EQ(test_util::read_text_file(path), before) << name << ": the previous file changed";
+  EXPECT_EQ(files_in(dir), std::vector<std::string>{name}) << name << ": a temporary was left";
+}
+
+}  // namespace
+
+TEST(AtomicSave, KerasSaveOverAFileSizeLimitKeepsThePreviousFile) {
+  expect_failed_save_keeps_old_file(
+      "m.keras", [](const std::string& p) { model_with_units(4).save(p); },
+      [](const std::string& p) { model_with_units(4000).save(p); });
+}
+
+TEST(AtomicSave, WeightsSaveOverAFileSizeLimitKeepsThePreviousFile) {
+  expect_failed_save_keeps_old_file(
+      "w.weights.h5", [](const std::string& p) { model_with_units(4).save_weights(p); },
+      [](const std::string& p) { model_with_units(4000).save_weights(p); });
+}
+
+TEST(AtomicSave, CheckpointSaveOverAFileSizeLimitKeepsThePreviousFile) {
+  expect_failed_save_keeps_old_file(
+      "c.lsckpt", [](const std::string& p) { model_with_units(4).save_weights(p); },
+      [](const std::string& p) { model_with_units(4000).save_weights(p); });
+}
+
+TEST(AtomicSave, OnnxExportOverAFileSizeLimitKeepsThePreviousFile) {
+  expect_failed_save_keeps_old_file(
+      "m.onnx", [](const std::string& p) { onnx::export_model(model_with_units(4), p); },
+      [](const std::string& p) { onnx::export_model(model_with_units(4000), p); });
+}
+
+TEST(AtomicSave, SharedHelperOverAFileSizeLimitKeepsThePreviousFile) {
+  // The helper behind CostReport files, PNG charts and `lockstep convert ... out.json`.
+  expect_failed_save_keeps_old_file(
+      "report.json", [](const std::string& p) { write_file_atomic(p, "{}", "report"); },
+      [](const std::string& p) { write_file_atomic(p, std::string(100000, ' '), "report"); });
+}
+
+TEST(AtomicSave, TargetsThatAreNotRegularFilesAreRefusedAndKept) {
+  const fs::path dir = test_util::temp_dir("atomic_special", /*fresh=*/true);
+  const std::vector<std::pair<std::string, std::function<void(const std::string&)>>> saves = {
+      {"m.keras", [](const std::string& p) { model_with_units(2).save(p); }},
+      {"w.weights.h5", [](const std::string& p) { model_with_units(2).save_weights(p); }},
+      {"c.lsckpt", [](const std::string& p) { model_with_units(2).save_weights(p); }},
+      {"m.onnx", [](const std::string& p) { onnx::export_model(model_with_units(2), p); }},
+      {"report.json", [](const std::string& p) { write_file_atomic(p, "x", "report"); }}};
+  for (const auto& [name, save] : saves) {
+    const std::string fifo = (dir / ("fifo_" + name)).string();
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    const std::string e = test_util::in_child([&] { return error_of([&] { save(fifo); }); }, 20);
+    EXPECT_NE(e.find("FIFO"), std::string::npos) << name << ": " << e;
+    EXPECT_TRUE(fs::is_fifo(fifo)) << name << ": the FIFO was replaced";
+    // A character device node (made here: the kind /dev/full and /dev/null are), as root.
+    const std::string dev = (dir / ("dev_" + name)).string();
+    if (::mknod(dev.c_str(), S_IFCHR | 0666, makedev(1, 7)) != 0) continue;
+    const std::string d = test_util::in_child([&] { return error_of([&] { save(dev); }); }, 20);
+    EXPECT_NE(d.find("character device"), std::string::npos) << name << ": " << d;
+    struct stat st {};
+    ASSERT_EQ(::stat(dev.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISCHR(st.st_mode)) << name << ": the device node was replaced";
+  }
+  EXPECT_NE(error_of([&] { write_file_atomic(dir.string(), "x", "report"); }).find("a folder"),
+            std::string::npos);
+}
+
+TEST(AtomicSave, StreamPathsGetAPlainWrite) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  write_file_atomic("/proc/self/fd/" + std::to_string(fds[1]), "hello", "report");
+  char buf[16] = {};
+  EXPECT_EQ(::read(fds[0], buf, sizeof buf), 5);
+  EXPECT_EQ(std::string(buf), "hello");
+  ::close(fds[0]), ::close(fds[1]);
+}
+
+TEST(AtomicSave, TemporariesAreNeverWrittenThroughPlantedLinks) {
+  const fs::path dir = test_util::temp_dir("atomic_links", /*fresh=*/true);
+  const std::string victim = (dir / "victim").string();
+  test_util::write_binary(victim, "precious");
+  const std::string path = (dir / "m.keras").string();
+  // Links at every name a save of this process might pick for its temporaries.
+  const std::string pid = std::to_string(::getpid());
+  for (int n = 0; n < 64; ++n)
+    for (const char* suffix : {"", ".weights.h5", ".zip"})  // this version's names and older ones
+      fs::create_symlink(victim, path + ".tmp-" + pid + "-" + std::to_string(n) + suffix);
+  fs::create_symlink(victim, path + ".tmp-" + pid);
+  fs::create_symlink(victim, dir / ("c.lsckpt.tmp-" + pid));
+  model_with_units(2).save(path);
+  io::CheckpointFile f;
+  f.tensors.push_back({"w", Tensor::full({2}, 1.f)});
+  io::write_checkpoint_file((dir / "c.lsckpt").string(), f);
+  EXPECT_EQ(test_util::read_text_file(victim), "precious");
+  EXPECT_EQ(load_model(path).count_params(), 34);
+}

@@ -1,0 +1,167 @@
+// Weight and model files whose declared sizes are lies (issue 25, items 1, 4 and 6): a 5 KB
+// .weights.h5 with a dataset of shape (2^31-1, 2^31+1), a 1 KB .keras declaring a (24576, 32768)
+// dataset, a .keras whose config.json is 65 MiB of whitespace, and JSON nested 100k levels. Each
+// is refused with an error naming the file, before the memory is allocated (the reader compares
+// the dataset's bytes with the file's real size, and the zip member's declared size with a
+// stated limit). Loading a .keras writes no temporary file beside it (inotify shows the folder
+// untouched).
+#include <gtest/gtest.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "io/hostile_files_util.h"
+#include "lockstep/io/keras_file.h"
+#include "lockstep/lockstep.h"
+#include "test_util.h"
+
+using namespace lockstep;
+using namespace lockstep::layers;
+using test_util::error_of;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string tmp(const std::string& file) {
+  return (test_util::temp_dir("keras_limits") / file).string();
+}
+
+void expect_has(const std::string& e, const std::vector<std::string>& parts) {
+  EXPECT_FALSE(e.empty()) << "no error";
+  for (const auto& p : parts) EXPECT_NE(e.find(p), std::string::npos) << "'" << p << "' in: " << e;
+}
+
+// An HDF5 weights file holding one f32 dataset "x" of shape (rows, cols) as written, then with
+// its dims patched to (big_rows, big_cols) (the data stays rows * cols floats).
+std::string lying_h5(int64_t rows, int64_t cols, uint64_t big_rows, uint64_t big_cols) {
+  const std::string path = tmp("lying_source.weights.h5");
+  io::write_h5_tensors(path, {{"x", Tensor::full(Shape{rows, cols}, 1.f)}});
+  std::string bytes = test_util::read_text_file(path);
+  EXPECT_GT(test_util::patch_u64_pair(bytes, uint64_t(rows), uint64_t(cols), big_rows, big_cols), 0)
+      << "the dataspace's dims were not found in the HDF5 file";
+  return bytes;
+}
+
+Model small_model() {
+  KTensor in = Input({4}, "x");
+  return Model(in, Dense(2, {.name = "out"})(in), "small");
+}
+
+}  // namespace
+
+TEST(KerasFileLimits, WeightsDatasetLargerThanTheFileIsRefusedBeforeAllocating) {
+  const std::string path = tmp("huge_dataset.weights.h5");
+  test_util::write_binary(path, lying_h5(7, 11, (1ull << 31) - 1, (1ull << 31) + 1));
+  ASSERT_LT(fs::file_size(path), 10000u);
+  const std::string e =
+      test_util::in_child([&] { return error_of([&] { io::read_h5_tensors(path); }); });
+  expect_has(e, {path, "dataset 'x'", "(2147483647, 2147483649)", "the whole file is"});
+}
+
+TEST(KerasFileLimits, KerasDatasetLargerThanItsMemberIsRefusedBeforeAllocating) {
+  const std::string h5 = lying_h5(13, 17, 24576, 32768);
+  const std::string path = tmp("huge_dataset.keras");
+  test_util::write_binary(
+      path, test_util::make_zip(
+                {{"config.json", "{}"}, {"metadata.json", "{}"}, {"model.weights.h5", h5}}));
+  const std::string e =
+      test_util::in_child([&] { return error_of([&] { io::read_keras_archive(path); }); });
+  expect_has(e, {path, "model.weights.h5", "(24576, 32768)", "3221225472 bytes"});
+}
+
+TEST(KerasFileLimits, OversizedConfigJsonIsRefusedByItsDeclaredSize) {
+  const std::string path = tmp("whitespace.keras");
+  std::string config(65u << 20, ' ');
+  config += "{}";
+  test_util::write_binary(path, test_util::make_zip({{"config.json", config, /*deflate=*/true},
+                                                     {"metadata.json", "{}"},
+                                                     {"model.weights.h5", ""}}));
+  ASSERT_LT(fs::file_size(path), 1u << 20);
+  expect_has(error_of([&] { io::read_keras_archive(path); }),
+             {path, "config.json", "68157442 bytes", "limit of 67108864"});
+}
+
+TEST(KerasFileLimits, ZipMemberClaimingMoreThanDeflateCanExpandIsRefused) {
+  // A stored member whose directory claims 100 MB from 10 stored bytes cannot be consistent.
+  std::string zip = test_util::make_zip(
+      {{"config.json", "{}"}, {"metadata.json", "{}"}, {"model.weights.h5", "0123456789"}});
+  const std::string path = tmp("ratio.keras");
+  // Patch the uncompressed size (10 -> 100,000,000) in both headers of the last member.
+  const std::string name = "model.weights.h5";
+  for (size_t at = zip.find(name); at != std::string::npos; at = zip.find(name, at + 1)) {
+    const size_t local = zip.rfind(std::string("PK\x03\x04", 4), at);
+    const size_t central = zip.rfind(std::string("PK\x01\x02", 4), at);
+    const size_t header = (central != std::string::npos && central > local) ? central : local;
+    const size_t size_at = header + (header == central ? 24 : 22);
+    const uint32_t big = 100000000;
+    std::memcpy(zip.data() + size_at, &big, 4);
+  }
+  test_util::write_binary(path, zip);
+  expect_has(error_of([&] { io::read_keras_archive(path); }),
+             {path, "model.weights.h5", "claims 100000000 bytes", "more than deflate"});
+}
+
+TEST(KerasFileLimits, DeeplyNestedJsonIsAnErrorNotAStackOverflow) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string e =
+      test_util::in_child([&] { return error_of([&] { model_from_json(deep); }); });
+  expect_has(e, {"model JSON", "nested more than 1000 levels"});
+  // In a .keras file's config.json: the error names the file and the member.
+  const std::string path = tmp("deep.keras");
+  test_util::write_binary(
+      path, test_util::make_zip(
+                {{"config.json", deep, true}, {"metadata.json", "{}"}, {"model.weights.h5", ""}}));
+  const std::string k = test_util::in_child([&] { return error_of([&] { load_model(path); }); });
+  expect_has(k, {path, "config.json", "nested more than 1000 levels"});
+  // Within the limit still parses: brackets inside strings do not count.
+  EXPECT_EQ(parse_json(R"({"a": "[[[[[[", "b": [[[1]]]})", "t", 4)["b"][0][0][0], 1);
+  expect_has(error_of([] { parse_json("[[[[[1]]]]]", "tiny", 4); }),
+             {"tiny", "nested more than 4"});
+}
+
+TEST(KerasFileLimits, LoadingAKerasFileWritesNothingBesideIt) {
+  const fs::path dir = test_util::temp_dir("keras_limits_ro", /*fresh=*/true);
+  const std::string path = (dir / "m.keras").string();
+  small_model().save(path);
+  const int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_GE(::inotify_add_watch(fd, dir.c_str(), IN_CREATE | IN_MOVED_TO | IN_MODIFY), 0);
+  Model m = load_model(path);
+  EXPECT_EQ(m.count_params(), 10);
+  alignas(inotify_event) char buf[4096];
+  const ssize_t n = ::read(fd, buf, sizeof buf);
+  std::string created;
+  for (ssize_t at = 0; at < n;) {
+    const auto* ev = reinterpret_cast<const inotify_event*>(buf + at);
+    if (ev->len) created += std::string(ev->name) + " ";
+    at += ssize_t(sizeof(inotify_event) + ev->len);
+  }
+  ::close(fd);
+  EXPECT_LE(n, 0) << "loading wrote beside the model: " << created;
+  int files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++files;
+  EXPECT_EQ(files, 1);
+}
+
+TEST(KerasFileLimits, ModelFilesThatAreNotRegularFilesAreRefusedWithoutWaiting) {
+  const fs::path dir = test_util::temp_dir("keras_limits_fifo", /*fresh=*/true);
+  for (const std::string name : {"m.keras", "w.weights.h5", "c.lsckpt", "model.json"}) {
+    const std::string fifo = (dir / name).string();
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    const std::string e = test_util::in_child(
+        [&] {
+          return error_of([&] {
+            if (name == "m.keras") load_model(fifo);
+            if (name == "w.weights.h5") io::read_h5_tensors(fifo);
+            if (name == "c.lsckpt") io::read_checkpoint_file(fifo);
+            if (name == "model.json") read_regular_file(fifo, 1 << 20, "model JSON");
+          });
+        },
+        10);
+    expect_has(e, {fifo});
+    EXPECT_EQ(e.find("hung"), std::string::npos) << e;
+  }
+  expect_has(error_of([] { read_regular_file("/dev/zero", 1 << 20, "image file"); }),
+             {"'/dev/zero'", "character device"});
+}

@@ -617,6 +617,37 @@ void check_key(const std::string& key, const std::string& address) {
                           std::to_string(kStoreMaxKeyBytes));
   }
 }
+// A blocking TCP socket connected to `ai` (with TCP_NODELAY), or -1 with *err set when the
+// connection fails or the deadline (at most 1 s per try) passes first.
+int connect_before(const addrinfo* ai, Clock::time_point deadline, int* err) {
+  const int fd =
+      ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+  if (fd < 0) {
+    *err = errno;
+    return -1;
+  }
+  int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
+  if (rc != 0 && errno == EINPROGRESS) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    pollfd p{fd, POLLOUT, 0};
+    const int n = ::poll(&p, 1, int(std::max<int64_t>(1, std::min<int64_t>(left.count(), 1000))));
+    int so_error = ETIMEDOUT;
+    socklen_t len = sizeof so_error;
+    if (n > 0) ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len);
+    rc = so_error == 0 ? 0 : -1;
+    errno = so_error;
+  }
+  if (rc != 0) {
+    *err = errno;
+    ::close(fd);
+    return -1;
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
 }  // namespace
 
 StoreClient::StoreClient(const std::string& host, int port, milliseconds timeout)
@@ -645,32 +676,8 @@ StoreClient::StoreClient(const std::string& host, int port, milliseconds timeout
       resolve_error = gai_strerror(rc);
     } else {
       for (addrinfo* ai = result; ai != nullptr && impl_->fd < 0; ai = ai->ai_next) {
-        const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                                ai->ai_protocol);
-        if (fd < 0) {
-          err = errno;
-          continue;
-        }
-        int rc2 = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
-        if (rc2 != 0 && errno == EINPROGRESS) {
-          const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-          pollfd p{fd, POLLOUT, 0};
-          const int n =
-              ::poll(&p, 1, int(std::max<int64_t>(1, std::min<int64_t>(left.count(), 1000))));
-          int so_error = ETIMEDOUT;
-          socklen_t len = sizeof so_error;
-          if (n > 0) ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len);
-          rc2 = so_error == 0 ? 0 : -1;
-          errno = so_error;
-        }
-        if (rc2 != 0) {
-          err = errno;
-          ::close(fd);
-          continue;
-        }
-        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-        const int one = 1;
-        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        const int fd = connect_before(ai, deadline, &err);
+        if (fd < 0) continue;
         impl_->fd = fd;
         // Prove membership of the job. A server that is starting, or full, may close the
         // connection: try again until the deadline. A refused token is final.

@@ -16,7 +16,8 @@ class Bf16Adapter final : public Kernel {
       : node_(std::make_unique<Node>(nd)) {
     auto take = [&](const TensorType& t) {
       size_t off = bytes_;
-      bytes_ += (size_t(t.shape.numel()) * 4 + kAlignment - 1) / kAlignment * kAlignment;
+      bytes_ += checked_round_up(checked_bytes(t.shape, 4, "bf16 conversion buffer"), kAlignment,
+                                 "bf16 conversion buffer");
       return off;
     };
     for (int i = 0; i < int(in_types.size()); ++i)

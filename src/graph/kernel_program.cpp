@@ -182,7 +182,9 @@ void KernelProgram::plan_arena() {
         const TensorType& t = nd.outputs[size_t(k)];
         const int first = def.source == Source::placeholder ? 0 : pos[size_t(i)];
         buf_of[{i, k}] = int(bufs.size());
-        bufs.push_back({size_t(t.shape.numel()) * dtype_size(t.dtype), first, first});
+        bufs.push_back(
+            {checked_bytes(t.shape, dtype_size(t.dtype), nd.op + " '" + nd.name + "' output"),
+             first, first});
       }
     }
   }

@@ -11,7 +11,7 @@ namespace lockstep::cpu {
 
 namespace {
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public KernelBackend {
  public:
   std::string name() const override { return "cpu"; }
   std::string doc() const override {
@@ -31,13 +31,6 @@ class CpuBackend final : public Backend {
                   std::vector<std::string>& report) const override {
     ops::fuse_for_kernels(g, outputs, report);
     if (config::env_flag("LOCKSTEP_LAYOUTS", true)) plan_layouts(g, outputs, report);
-  }
-  MemoryRules memory_rules() const override { return {}; }
-  std::unique_ptr<CompiledGraph> compile(Graph g, std::vector<Value> inputs,
-                                         std::vector<Value> outputs, const CompileOptions& options,
-                                         const StepInfo* step) const override {
-    return compile_kernel_program(std::move(g), std::move(inputs), std::move(outputs), options,
-                                  step, *this);
   }
 };
 

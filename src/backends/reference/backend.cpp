@@ -10,7 +10,7 @@ namespace lockstep {
 
 namespace {
 
-class ReferenceBackend final : public Backend {
+class ReferenceBackend final : public KernelBackend {
  public:
   std::string name() const override { return kReferenceBackend; }
   std::string doc() const override {
@@ -24,13 +24,6 @@ class ReferenceBackend final : public Backend {
   void run_passes(Graph& g, std::vector<Value>& outputs,
                   std::vector<std::string>& report) const override {
     ops::fuse_for_kernels(g, outputs, report);
-  }
-  MemoryRules memory_rules() const override { return {}; }
-  std::unique_ptr<CompiledGraph> compile(Graph g, std::vector<Value> inputs,
-                                         std::vector<Value> outputs, const CompileOptions& options,
-                                         const StepInfo* step) const override {
-    return compile_kernel_program(std::move(g), std::move(inputs), std::move(outputs), options,
-                                  step, *this);
   }
 };
 

@@ -18,4 +18,17 @@ std::unique_ptr<CompiledGraph> compile_kernel_program(Graph g, std::vector<Value
                                                       const CompileOptions& options,
                                                       const StepInfo* step, const Backend& backend);
 
+// A backend whose programs are kernel programs (reference, cpu): it says what it can run and
+// which passes it runs; memory rules and compile() are the kernel program's.
+class KernelBackend : public Backend {
+ public:
+  MemoryRules memory_rules() const override { return {}; }
+  std::unique_ptr<CompiledGraph> compile(Graph g, std::vector<Value> inputs,
+                                         std::vector<Value> outputs, const CompileOptions& options,
+                                         const StepInfo* step) const override {
+    return compile_kernel_program(std::move(g), std::move(inputs), std::move(outputs), options,
+                                  step, *this);
+  }
+};
+
 }  // namespace lockstep

@@ -68,13 +68,11 @@ class XlaCompiledGraph final : public CompiledGraph {
     int ops = 0;
     for (int i = 0; i < graph_.size(); ++i) ops += graph_.node(i).inputs.empty() ? 0 : 1;
     num_nodes_ = ops;
-    char line[256];
-    std::snprintf(line, sizeof line,
-                  "xla: whole graph lowered to StableHLO in %.3f s, compiled in %.3f s (%s); "
-                  "weights synced with the host every step",
-                  program_.lower_seconds(), program_.compile_seconds(),
-                  client_->describe().c_str());
-    report_.push_back(line);
+    char times[96];
+    std::snprintf(times, sizeof times, "lowered to StableHLO in %.3f s, compiled in %.3f s",
+                  program_.lower_seconds(), program_.compile_seconds());
+    report_.push_back("xla: whole graph " + std::string(times) + " (" + client_->describe() +
+                      "); weights synced with the host every step");
   }
 
   Tensor& input(int i) override { return inputs_[size_t(i)]; }

@@ -26,10 +26,10 @@
 #include <string>
 #include <vector>
 
+#include "cli/device_flag.h"
 #include "lockstep/core/parse.h"
 #include "lockstep/distribute/strategy.h"
 #include "lockstep/lockstep.h"
-#include "cli/device_flag.h"
 #include "reference_cnn.h"
 
 namespace ls = lockstep;
@@ -40,7 +40,7 @@ struct Args {
   uint64_t seed = 42;
   int steps_per_execution = 1;
   bool verbose_compile = false;
-  std::string strategy;  // "" = no strategy (the plain single-device loop)
+  std::string strategy;        // "" = no strategy (the plain single-device loop)
   std::string device = "cpu";  // cpu | xla:cpu | xla:PLUGIN (examples/cli/device_flag.h)
   std::string all_reduce_dtype = "float32";
   long long bytes_per_pack = -1;

@@ -195,8 +195,8 @@ inline int run_train(const std::vector<std::string>& argv) {
       "train",
       kTrainUsage,
       {"--model", "--data-dir", "--epochs", "--out", "--batch-size", "--validation-split", "--seed",
-       "--learning-rate", "--strategy", "--device", "--threads", "--checkpoint", "--tensorboard", "--csv",
-       "--report", "--price-per-hour", "--prices", "--machine"},
+       "--learning-rate", "--strategy", "--device", "--threads", "--checkpoint", "--tensorboard",
+       "--csv", "--report", "--price-per-hour", "--prices", "--machine"},
       {},
       0,
       0};

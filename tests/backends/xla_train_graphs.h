@@ -32,7 +32,8 @@ inline VariablePtr zeros(const std::string& name, const Shape& s) {
   return std::make_shared<Variable>(Variable{name, Tensor::zeros(s), false});
 }
 
-inline Value dense(Step& s, Value x, int64_t in, int64_t out, Philox& rng, const std::string& name) {
+inline Value dense(Step& s, Value x, int64_t in, int64_t out, Philox& rng,
+                   const std::string& name) {
   s.weights.push_back(variable(name + "/kernel", Shape{in, out}, rng, 0.5f));
   s.weights.push_back(variable(name + "/bias", Shape{out}, rng, 0.1f));
   Value y = s.g.add(op::matmul, {x, s.g.variable(s.weights[s.weights.size() - 2])}, {}, name);

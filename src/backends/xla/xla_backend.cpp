@@ -128,7 +128,8 @@ class XlaBackend final : public Backend {
   std::unique_ptr<CompiledGraph> compile(Graph g, std::vector<Value> inputs,
                                          std::vector<Value> outputs, const CompileOptions& options,
                                          const StepInfo* step) const override {
-    LS_CHECK(!options.eager, "backend 'xla' compiles the whole graph: run_eagerly is not "
+    LS_CHECK(!options.eager,
+             "backend 'xla' compiles the whole graph: run_eagerly is not "
              "supported, use backend 'cpu' or 'reference' to debug op by op");
     return std::make_unique<XlaCompiledGraph>(std::move(g), inputs, outputs, options, step);
   }

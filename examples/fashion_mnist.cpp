@@ -2,6 +2,7 @@
 // progress and test accuracy, and end with one JSON line of results.
 //   build/bin/fashion_mnist [--epochs N] [--batch-size N] [--threads N] [--data-dir DIR] [--seed N]
 //       [--strategy one_device|mirrored|multi_worker] [--bytes-per-pack N]
+//       [--device cpu|xla:cpu|xla:PLUGIN]   (xla: the whole step compiled by XLA via PJRT)
 //       [--dtype-policy float32|mixed_bfloat16] [--all-reduce-dtype float32|bfloat16]
 //       [--out-dir DIR] [--tensorboard LOGDIR] [--csv FILE]
 //       [--report FILE.json] [--price-per-hour X | --prices FILE.json --machine NAME]
@@ -25,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/device_flag.h"
 #include "lockstep/core/parse.h"
 #include "lockstep/distribute/strategy.h"
 #include "lockstep/lockstep.h"
@@ -38,7 +40,8 @@ struct Args {
   uint64_t seed = 42;
   int steps_per_execution = 1;
   bool verbose_compile = false;
-  std::string strategy;  // "" = no strategy (the plain single-device loop)
+  std::string strategy;        // "" = no strategy (the plain single-device loop)
+  std::string device = "cpu";  // cpu | xla:cpu | xla:PLUGIN (examples/cli/device_flag.h)
   std::string all_reduce_dtype = "float32";
   long long bytes_per_pack = -1;
   std::string out_dir = "fashion_mnist_out", tensorboard, csv;
@@ -57,6 +60,7 @@ static void usage() {
   std::fprintf(stderr,
                "usage: fashion_mnist [--epochs N] [--batch-size N] [--threads N] [--data-dir DIR] "
                "[--seed N] [--steps-per-execution N] [--verbose-compile]\n"
+               "       [--device cpu|xla:cpu|xla:PLUGIN]\n"
                "       [--strategy one_device|mirrored|multi_worker] [--bytes-per-pack N]\n"
                "       [--out-dir DIR] [--tensorboard LOGDIR] [--csv FILE]\n"
                "       [--dtype-policy float32|mixed_bfloat16] [--all-reduce-dtype "
@@ -95,6 +99,8 @@ static Args parse(int argc, char** argv) {
       a.verbose_compile = true;
     else if (k == "--strategy")
       a.strategy = next();
+    else if (k == "--device")
+      a.device = next();
     else if (k == "--bytes-per-pack")
       a.bytes_per_pack = num(0, int64_t(1) << 40);
     else if (k == "--out-dir")
@@ -202,6 +208,7 @@ int main(int argc, char** argv) {
                      .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
                      .metrics = {"accuracy"},
                      .steps_per_execution = args.steps_per_execution,
+                     .backend = ls::cli::backend_for_device(args.device),
                      .verbose_compile = args.verbose_compile});
     }
     model.summary();

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "device_flag.h"
 #include "lockstep/distribute/strategy.h"
 #include "model_files.h"
 
@@ -34,6 +35,8 @@ inline const char* kTrainUsage =
     "  --learning-rate F         Adam's rate for a model JSON (default 0.001)\n"
     "  --strategy S              one_device | mirrored (default: none, the plain loop)\n"
     "  --threads N               compute threads (default: all cores)\n"
+    "  --device D                cpu (default), or xla:cpu / xla:PLUGIN: the whole step\n"
+    "                            compiled by XLA through a PJRT plugin (backend \"xla\")\n"
     "  --checkpoint PATTERN      also a ModelCheckpoint, e.g. "
     "'ckpt/{epoch:02d}-{val_loss:.2f}.keras'\n"
     "                            (save_best_only on val_loss when there is a validation split)\n"
@@ -52,6 +55,7 @@ inline const char* kTrainUsage =
 struct TrainArgs {
   std::string model, data_dir, out, strategy, checkpoint;
   std::string tensorboard, csv, report, prices, machine;
+  std::string backend = "cpu";  // from --device (examples/cli/device_flag.h)
   double price_per_hour = 0;
   int epochs = 0, batch_size = 32, threads = 0;
   uint64_t seed = 123;
@@ -75,6 +79,7 @@ inline TrainArgs parse_train_args(const Args& a) {
   t.learning_rate = a.number("--learning-rate", 1e-3, 0.0, 1e6);
   if (a.has("--threads")) t.threads = parse_thread_count("--threads", a.get("--threads"));
   t.strategy = a.get("--strategy");
+  if (a.has("--device")) t.backend = backend_for_device(a.get("--device"));
   LS_CHECK(t.strategy.empty() || t.strategy == "one_device" || t.strategy == "mirrored",
            "train: --strategy must be one_device or mirrored, got '", t.strategy, "'");
   t.checkpoint = a.get("--checkpoint");
@@ -158,6 +163,11 @@ inline Model build_or_load(const TrainArgs& t, const distribute::Strategy& strat
   if (strategy.impl()) scope.emplace(strategy.impl());
   Model m = load_model_source(t.model, /*compile=*/true);
   if (!m.compile_config().optimizer || !m.compile_config().loss) compile_for_images(m, t);
+  if (m.compile_config().backend != t.backend) {  // --device: the same config on that backend
+    CompileConfig c = m.compile_config();
+    c.backend = t.backend;
+    m.compile(c);
+  }
   return m;
 }
 
@@ -185,8 +195,8 @@ inline int run_train(const std::vector<std::string>& argv) {
       "train",
       kTrainUsage,
       {"--model", "--data-dir", "--epochs", "--out", "--batch-size", "--validation-split", "--seed",
-       "--learning-rate", "--strategy", "--threads", "--checkpoint", "--tensorboard", "--csv",
-       "--report", "--price-per-hour", "--prices", "--machine"},
+       "--learning-rate", "--strategy", "--device", "--threads", "--checkpoint", "--tensorboard",
+       "--csv", "--report", "--price-per-hour", "--prices", "--machine"},
       {},
       0,
       0};

@@ -7,6 +7,9 @@ const std::vector<BackendInfo>& known_backends() {
   static const std::vector<BackendInfo> backends = {
       {"reference", "readable serial loops: the oracle of every test and the fallback", true},
       {"cpu", "oneDNN convolutions and matmuls, OpenMP-parallel loops for the rest", true},
+      // Not a host backend: it compiles whole graphs (src/backends/xla), so ops declare no
+      // kernels for it and it is not in host_backends() (the ops' default coverage).
+      {"xla", "the whole graph compiled by XLA through a PJRT plugin (StableHLO)", false},
   };
   return backends;
 }

@@ -2,7 +2,7 @@
 //
 //   ls::config::enable_op_determinism();   // before fit(); keras.config.enable_op_determinism
 //
-// What the mode guarantees, and what it does not (README, "Deterministic training"):
+// What the mode guarantees, and what it does not (docs/determinism.md):
 //  (a) The same program, data, seeds and thread count give bit-identical weights on every run:
 //      parallel Dataset stages (map, interleave) keep their input order even when asked not to
 //      (deterministic = false is overridden), and a shuffle, list_files or image folder without
@@ -51,39 +51,46 @@
 //      trained on twice or skipped (the fast-forward does rerun the pipeline's maps for the
 //      batches it passes).
 // The mode is off by default; LOCKSTEP_DETERMINISTIC=1 or TF_DETERMINISTIC_OPS=1 in the
-// environment turns it on at start-up. Its cost: README, "Deterministic training".
+// environment turns it on at start-up. Its cost: docs/benchmarks.md, "Deterministic training".
 #pragma once
 #include <optional>
 
 namespace lockstep::config {
 
-// The most gradient shards a run may ask for.
+/// The most gradient shards a run may ask for.
 inline constexpr int kMaxGradientShards = 1024;
 
+/// Options of enable_op_determinism (keras.config.enable_op_determinism takes none).
 struct DeterminismOptions {
-  // Gradient shards S (see (b) above); 0: as many as replicas in sync. Unset:
-  // LOCKSTEP_DETERMINISTIC_SHARDS, else 0.
+  /// Gradient shards S (see (b) above); 0: as many as replicas in sync. Unset:
+  /// LOCKSTEP_DETERMINISTIC_SHARDS, else 0.
   std::optional<int> shards;
 };
 
-void enable_op_determinism();  // = enable_op_determinism({})
+void enable_op_determinism();  ///< = enable_op_determinism({})
+/// Turns op determinism on (what it guarantees: above, and docs/determinism.md), with
+/// gradient shards `options.shards`. Call before fit(); it applies to programs compiled later.
 void enable_op_determinism(const DeterminismOptions& options);
+/// Turns op determinism off (keras.config.disable_op_determinism).
 void disable_op_determinism();
+/// Whether op determinism is on (keras.config.is_op_determinism_enabled).
 bool op_determinism_enabled();
-// The gradient shards the mode uses (0: as many as replicas in sync): the last
-// enable_op_determinism's, else LOCKSTEP_DETERMINISTIC_SHARDS (an error when it is not a number
-// in 0..kMaxGradientShards), else 0.
+/// The gradient shards the mode uses (0: as many as replicas in sync): the last
+/// enable_op_determinism's, else LOCKSTEP_DETERMINISTIC_SHARDS (an error when it is not a number
+/// in 0..kMaxGradientShards), else 0.
 int op_determinism_shards();
 
-// The algorithm of float32 3x3 stride-1 convolutions on the cpu backend (forward and both
-// backward passes). kAuto (the default): Winograd F(4x4, 3x3) where it is faster (at least 16
-// channels in and out, at least 512 output positions per batch), direct elsewhere; kWinograd:
-// Winograd wherever oneDNN takes the shape; kDirect: never Winograd. Winograd does 2.25x fewer
-// multiplies and rounds differently (about 1e-6 of a tensor's scale). Read when a program is
-// compiled: programs compiled earlier keep their kernels. LOCKSTEP_CONV_ALGORITHM=auto|winograd|
-// direct in the environment sets the start-up value (anything else is an error on first use).
+/// The algorithm of float32 3x3 stride-1 convolutions on the cpu backend (forward and both
+/// backward passes). kAuto (the default): Winograd F(4x4, 3x3) where it is faster (at least 16
+/// channels in and out, at least 512 output positions per batch), direct elsewhere; kWinograd:
+/// Winograd wherever oneDNN takes the shape; kDirect: never Winograd. Winograd does 2.25x fewer
+/// multiplies and rounds differently (about 1e-6 of a tensor's scale). Read when a program is
+/// compiled: programs compiled earlier keep their kernels. LOCKSTEP_CONV_ALGORITHM=auto|winograd|
+/// direct in the environment sets the start-up value (anything else is an error on first use).
 enum class ConvAlgorithm { kAuto, kWinograd, kDirect };
+/// Sets the convolution algorithm for programs compiled from now on (see ConvAlgorithm).
 void set_conv_algorithm(ConvAlgorithm algorithm);
+/// The convolution algorithm new programs use (kAuto unless set or LOCKSTEP_CONV_ALGORITHM).
 ConvAlgorithm conv_algorithm();
 
 }  // namespace lockstep::config

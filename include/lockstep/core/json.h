@@ -4,6 +4,7 @@
 
 namespace lockstep {
 
+/// nlohmann::json: Keras configs, file metadata, option values.
 using json = nlohmann::json;
 
 }  // namespace lockstep

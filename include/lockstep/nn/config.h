@@ -20,46 +20,49 @@
 
 namespace lockstep {
 
-// Builds a layer from its Keras config (the "config" object: name, trainable, dtype, ...).
+/// Builds a layer from its Keras config (the "config" object: name, trainable, dtype, ...).
 using LayerFactory = std::function<LayerPtr(const json& config)>;
-// Registers (or replaces) the factory for `class_name`. The built-in Keras layers are
-// registered when the library loads.
+/// Registers (or replaces) the factory for `class_name`. The built-in Keras layers are
+/// registered when the library loads.
 void register_layer(const std::string& class_name, LayerFactory factory);
-bool is_layer_registered(const std::string& class_name);
-std::vector<std::string> registered_layers();
-// {"class_name": ..., "config": {...}} -> a layer (throws for an unknown class).
+bool is_layer_registered(const std::string& class_name);  ///< a factory exists for it
+std::vector<std::string> registered_layers();  ///< every registered class name, sorted
+/// {"class_name": ..., "config": {...}} -> a layer (throws for an unknown class).
 LayerPtr layer_from_config(const json& layer);
 
-// keras `model.layers` order: Functional by depth from the inputs, ties in traversal order
-// (as keras.src.ops.function.map_graph); Sequential in list order without the InputLayer.
+/// keras `model.layers` order: Functional by depth from the inputs, ties in traversal order
+/// (as keras.src.ops.function.map_graph); Sequential in list order without the InputLayer.
 std::vector<LayerPtr> keras_layer_order(const Network& network);
-// Keras's saving layout of a network's weights (model.weights.h5 / .weights.h5): one slot per
-// layer in keras_layer_order, at "<prefix>layers/<snake_case class>[_N]" (deduplicated per
-// container); a nested model's slot holds no weights itself and its layers follow at
-// "<its path>/layers/...".
+/// Keras's saving layout of a network's weights (model.weights.h5 / .weights.h5): one slot per
+/// layer in keras_layer_order, at "<prefix>layers/<snake_case class>[_N]" (deduplicated per
+/// container); a nested model's slot holds no weights itself and its layers follow at
+/// "<its path>/layers/...".
 struct KerasWeightSlot {
-  std::string path;  // "layers/dense_1", "layers/sequential/layers/dense"
-  LayerPtr layer;
-  std::vector<VariablePtr> weights;  // stored at path + "/vars/<i>"
+  std::string path;  ///< "layers/dense_1", "layers/sequential/layers/dense"
+  LayerPtr layer;                    ///< the layer whose slot it is
+  std::vector<VariablePtr> weights;  ///< stored at path + "/vars/<i>"
 };
+/// Every layer's slot, in Keras's order (under `prefix` for a nested model).
 std::vector<KerasWeightSlot> keras_weight_slots(const Network& network,
                                                 const std::string& prefix = "");
-// Keras's naming.to_snake_case ("Conv2D" -> "conv2d", "MaxPooling2D" -> "max_pooling2d").
+/// Keras's naming.to_snake_case ("Conv2D" -> "conv2d", "MaxPooling2D" -> "max_pooling2d").
 std::string keras_snake_case(const std::string& class_name);
 
-// Model config -> Network. Accepts Functional / Model and Sequential configs, with or without
-// the outer {"class_name", "config"} wrapper.
+/// Model config -> Network. Accepts Functional / Model and Sequential configs, with or without
+/// the outer {"class_name", "config"} wrapper.
 Network network_from_config(const json& config);
-Network network_from_json(const std::string& json_text);
+Network network_from_json(const std::string& json_text);  ///< network_from_config of parsed JSON
 
-// Helper for factories: reads keys of a Keras layer config and, at finish(), fails on any key
-// it did not read, naming the layer and the key.
+/// Helper for factories: reads keys of a Keras layer config and, at finish(), fails on any key
+/// it did not read, naming the layer and the key.
 class KerasConfigReader {
  public:
+  /// A reader of `config` (a layer's "config" object) for class `class_name`.
   KerasConfigReader(std::string class_name, const json& config);
-  const std::string& name() const { return name_; }
-  bool has(const std::string& key) const;
-  const json& get(const std::string& key);
+  const std::string& name() const { return name_; }  ///< the layer's "name"
+  bool has(const std::string& key) const;  ///< the key is present
+  const json& get(const std::string& key);  ///< the value (null when absent), marked as read
+  /// The value as T, or fallback when absent or null; fails naming the key on a wrong type.
   template <class T>
   T get(const std::string& key, T fallback) {
     const json& v = get(key);
@@ -70,16 +73,17 @@ class KerasConfigReader {
       fail(key, std::string("has an unexpected value ") + v.dump());
     }
   }
-  // Ints or one int -> a list of ints.
+  /// Ints or one int -> a list of ints.
   std::vector<int64_t> ints(const std::string& key, std::vector<int64_t> fallback);
-  // Reads `key`; it must be absent, null or equal to one of `allowed`.
+  /// Reads `key`; it must be absent, null or equal to one of `allowed`.
   void expect(const std::string& key, std::vector<json> allowed);
-  // Keras initializer / regularizer objects -> Lockstep names / L2 factors.
+  /// Keras initializer / regularizer objects -> Lockstep names / L2 factors.
   std::string initializer(const std::string& key, const std::string& fallback);
-  double l2_regularizer(const std::string& key);
+  double l2_regularizer(const std::string& key);  ///< an L2 regularizer's factor (0: none)
+  /// Throws lockstep::Error naming the class, the layer and `key`, saying `why`.
   [[noreturn]] void fail(const std::string& key, const std::string& why) const;
-  void finish() const;
-  bool trainable() const { return trainable_; }
+  void finish() const;  ///< throws naming the first key nobody read
+  bool trainable() const { return trainable_; }  ///< the config's "trainable" (default true)
 
  private:
   std::string class_name_, name_;

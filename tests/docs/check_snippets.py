@@ -18,7 +18,10 @@ Every ```cpp block in the given Markdown files is either
     check_snippets.py [--cxx g++] [--expect-failure] FILE.md...
     check_snippets.py --update FILE.md...   rewrites each included block from its file
 
-Exit status 0 when every block passes. With --expect-failure (the fixture check) the status is
+It also checks that every relative link ([text](path) or [text](path#anchor)) outside code
+blocks names a file that exists and, for a Markdown file, a heading that exists.
+
+Exit status 0 when every block and link passes. With --expect-failure (the fixture check) the status is
 0 only when every block of every file fails: each compiled block with an error inside its own
 lines, each included block by differing from its file.
 """
@@ -173,6 +176,36 @@ def update(md):
     open(md, 'w', encoding='utf-8').write('\n'.join(out))
 
 
+def heading_anchors(path):
+    """GitHub's anchors of a Markdown file's headings."""
+    out = set()
+    for line in open(path, encoding='utf-8'):
+        m = re.match(r'^#+\s+(.*?)\s*$', line)
+        if m:
+            out.add(re.sub(r'[^\w\- ]', '', m.group(1).lower()).replace(' ', '-'))
+    return out
+
+
+def check_links(md):
+    rel = os.path.relpath(md, ROOT)
+    text = open(md, encoding='utf-8').read()
+    text = re.sub(r'```.*?```', lambda m: '\n' * m.group(0).count('\n'), text, flags=re.S)
+    errors = []
+    for m in re.finditer(r'\]\(([^)\s]+)\)', text):
+        link = m.group(1)
+        if re.match(r'^[a-z]+:', link):
+            continue
+        line = text.count('\n', 0, m.start()) + 1
+        path, _, anchor = link.partition('#')
+        target = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(md)), path)) \
+            if path else os.path.abspath(md)
+        if not os.path.exists(target):
+            errors.append(f'{rel}:{line}: the link {link} names a file that does not exist')
+        elif anchor and target.endswith('.md') and anchor not in heading_anchors(target):
+            errors.append(f'{rel}:{line}: the link {link} names no heading of {path or rel}')
+    return errors
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--cxx', default=os.environ.get('CXX', 'g++'))
@@ -202,9 +235,12 @@ def main():
                 for _, e in errors:
                     print('  ' + e.split('\n')[0])
             continue
-        if errors:
+        link_errors = check_links(md)
+        if errors or link_errors:
             status = 1
             for _, e in errors:
+                print(e)
+            for e in link_errors:
                 print(e)
             if out:
                 print(out)

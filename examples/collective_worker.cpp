@@ -19,6 +19,11 @@
 
 namespace ld = lockstep::distribute;
 
+static const char* kUsage =
+    "usage: collective_worker [--implementation auto|ring|halving_doubling|mpi] [--timeout-ms N]\n"
+    "       [--count N] [--repeat-seconds S]\n"
+    "  one worker of a collective check; the cluster comes from TF_CONFIG, mpirun or srun\n";
+
 int main(int argc, char** argv) {
   ld::CommunicationOptions options;
   size_t count = 1000003;
@@ -26,6 +31,7 @@ int main(int argc, char** argv) {
   try {
     for (int i = 1; i < argc; i += 2) {
       const std::string flag = argv[i];
+      if (flag == "--help" || flag == "-h") return std::fputs(kUsage, stdout), 0;
       if (i + 1 >= argc) {
         std::fprintf(stderr, "collective_worker: %s needs a value\n", flag.c_str());
         return 2;
@@ -41,10 +47,7 @@ int main(int argc, char** argv) {
       } else if (flag == "--count") {
         count = size_t(lockstep::parse_int(flag, value, 1, int64_t(1) << 31));
       } else {
-        std::fprintf(stderr,
-                     "unknown flag %s (use --implementation, --timeout-ms, --count, "
-                     "--repeat-seconds)\n",
-                     flag.c_str());
+        std::fprintf(stderr, "collective_worker: unknown flag %s\n%s", flag.c_str(), kUsage);
         return 2;
       }
     }

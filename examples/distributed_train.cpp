@@ -26,6 +26,13 @@
 namespace ls = lockstep;
 namespace dist = lockstep::distribute;
 
+static const char* kUsage =
+    "usage: distributed_train --strategy one_device|mirrored|multi_worker [--epochs N] [--batch N]\n"
+    "       [--samples N] [--sync-bn] [--dataset] [--nan-sample K] [--out FILE] [--backup-dir DIR]\n"
+    "       [--step-delay-ms N] [--units N] [--replicas-per-worker N]\n"
+    "       [--timeout-ms N] [--deterministic] [--all-reduce-dtype float32|bfloat16]\n"
+    "       [--steps-per-execution N]\n";
+
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);  // a dying peer must not kill this worker
   std::string strategy_name = "one_device", out, backup_dir;
@@ -47,7 +54,9 @@ int main(int argc, char** argv) {
         return argv[++i];
       };
       auto num = [&](int64_t lo, int64_t hi) { return int(ls::parse_int(k, next(), lo, hi)); };
-      if (k == "--strategy")
+      if (k == "--help" || k == "-h")
+        std::fputs(kUsage, stdout), std::exit(0);
+      else if (k == "--strategy")
         strategy_name = next();
       else if (k == "--epochs")
         epochs = num(0, 1000000);
@@ -80,7 +89,8 @@ int main(int argc, char** argv) {
       else if (k == "--all-reduce-dtype")
         all_reduce_dtype = ls::dtype_from_name(next());
       else
-        std::fprintf(stderr, "distributed_train: unknown argument '%s'\n", k.c_str()), std::exit(2);
+        std::fprintf(stderr, "distributed_train: unknown argument '%s'\n%s", k.c_str(), kUsage),
+            std::exit(2);
     }
   } catch (const std::exception& e) {  // a flag's value: lockstep::parse_int says which and why
     std::fprintf(stderr, "distributed_train: %s\n", e.what());

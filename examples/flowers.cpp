@@ -160,6 +160,7 @@ static std::string default_image_folder(const Args& a) {
 }
 
 // The article's model: augmentation, rescaling, three conv blocks, a dense head.
+// docs: begin model
 static ls::Model flowers_cnn(int size, int channels, int classes, uint64_t seed) {
   using namespace ls::layers;
   return ls::Sequential(
@@ -182,6 +183,7 @@ static ls::Model flowers_cnn(int size, int channels, int classes, uint64_t seed)
       },
       "flowers_cnn");
 }
+// docs: end model
 
 int main(int argc, char** argv) {
   Args args;
@@ -205,27 +207,34 @@ int main(int argc, char** argv) {
     fs::create_directories(args.out_dir);
     std::string data_dir = args.data_dir.empty() ? default_image_folder(args) : args.data_dir;
 
+    // docs: begin dataset
     auto [train, val] = ls::data::image_dataset_from_directory(
         data_dir, {.validation_split = args.validation_split,
                    .subset = "both",
                    .seed = args.seed,
                    .image_size = {args.image_size, args.image_size},
                    .batch_size = args.batch_size});
+    // docs: end dataset
     const auto& class_names = train.class_names();
     const int classes = int(class_names.size());
 
     // "Visualize the training samples".
+    // docs: begin samples
     std::string samples = (fs::path(args.out_dir) / "samples.png").string();
     if (chief) {
       ls::viz::save_sample_grid(train, samples, {.rows = 3, .cols = 3});
       std::printf("wrote %s\n", samples.c_str());
     }
+    // docs: end samples
 
     // Decoded images are cached in memory after the first epoch; shuffling happens inside
     // image_dataset_from_directory's file order and its per-epoch shuffle buffer.
+    // docs: begin pipeline
     auto train_ds = train.cache().prefetch(ls::data::AUTOTUNE);
     auto val_ds = val.cache().prefetch(ls::data::AUTOTUNE);
+    // docs: end pipeline
 
+    // docs: begin compile
     ls::Model model;
     {
       std::optional<dist::Strategy::Scope> scope;
@@ -236,12 +245,15 @@ int main(int argc, char** argv) {
                      .metrics = {"accuracy"}});
     }
     model.summary();
+    // docs: end compile
 
     auto t0 = std::chrono::steady_clock::now();
+    // docs: begin fit
     auto hist = model.fit(train_ds, {.epochs = args.epochs,
                                      .callbacks = log_callbacks(args, chief),
                                      .validation_data = val_ds,
                                      .seed = args.seed});
+    // docs: end fit
     double train_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (hist.stopped_on_nan) {
@@ -250,6 +262,7 @@ int main(int argc, char** argv) {
     }
 
     // "Testing the model": accuracy on the held-out split and a grid of predictions.
+    // docs: begin test
     auto result = model.evaluate(val_ds, {.verbose = 0});
     std::printf("validation: loss %.4f - accuracy %.4f\n", result["loss"], result["accuracy"]);
     auto it = val.iterator(0);
@@ -262,6 +275,7 @@ int main(int argc, char** argv) {
     ls::viz::save_prediction_grid(images, labels, logits, class_names, predictions,
                                   {.rows = 3, .cols = 3});
     std::printf("wrote %s\n", predictions.c_str());
+    // docs: end test
     if (args.epochs > 0) {  // the training curves (loss and accuracy, train and validation)
       std::string curves = (fs::path(args.out_dir) / "curves.png").string();
       ls::viz::save_history_plot(hist.history, curves, {.title = "Image folder CNN"});

@@ -8,6 +8,7 @@ PACKAGES=(cmake make g++ pkg-config zlib1g-dev libdnnl-dev libgtest-dev googlete
           libhdf5-dev libzip-dev
           libjemalloc2  # preloaded under PyTorch by bench/run_peer_bench.sh
           libonnx-dev libprotobuf-dev protobuf-compiler  # ONNX export, TensorBoard event files
+          python3 openssl doxygen  # the docs checks (tests/docs), make docs
           clang libclang-rt-14-dev libomp-14-dev)  # clang: the libFuzzer targets (make fuzz)
 # The XLA backend's CPU PJRT plugin and its header, in a cached venv (.venv-xla); without it
 # the build leaves the XLA backend out, so a failure here is reported, not fatal.

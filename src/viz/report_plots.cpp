@@ -166,7 +166,7 @@ void save_cost_report_plot(const std::vector<std::string>& report_files, const s
 
 int report_command(const std::vector<std::string>& args) {
   const char* usage =
-      "usage: lockstep report A.json [B.json ...] -o OUT.png\n"
+      "usage: lockstep report A.json [B.json ...] -o|--out OUT.png\n"
       "  one line per CostReport file (--report FILE.json of the examples): accuracy against\n"
       "  training seconds, and against dollars when every report has a price\n";
   std::vector<std::string> files;

@@ -4,10 +4,13 @@
 
 namespace lockstep {
 
+/// Byte alignment of every allocation: a cache line, and an AVX-512 vector.
 constexpr size_t kAlignment = 64;
+/// `bytes` of host memory aligned to kAlignment (throws lockstep::Error when out of memory).
 void* aligned_alloc_bytes(size_t bytes);
+/// Frees memory from aligned_alloc_bytes (nullptr is ignored).
 void aligned_free(void* p);
-// Bytes allocated so far through this allocator (for tests that check "no per-step allocation").
+/// Bytes allocated so far through this allocator (for tests that check "no per-step allocation").
 size_t allocation_count();
 
 }  // namespace lockstep

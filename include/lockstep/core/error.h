@@ -6,8 +6,11 @@
 
 namespace lockstep {
 
+/// The exception every Lockstep error throws: its what() says what went wrong, where (the
+/// layer, file, flag or worker) and, where it can, what to do.
 class Error : public std::runtime_error {
  public:
+  /// An error with the message `what`.
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 

@@ -7,6 +7,7 @@
 
 namespace lockstep {
 
+/// nlohmann::json: Keras configs, file metadata, option values.
 using json = nlohmann::json;
 
 // The deepest nesting of arrays and objects parse_json accepts. nlohmann's copies, comparisons

@@ -15,20 +15,20 @@
 
 namespace lockstep {
 
-// A whole decimal integer (optional leading '-' or '+', digits, nothing else) in [min, max].
-// `what` names the flag or variable in the error.
+/// A whole decimal integer (optional leading '-' or '+', digits, nothing else) in [min, max].
+/// `what` names the flag or variable in the error.
 int64_t parse_int(std::string_view what, std::string_view text, int64_t min, int64_t max);
 
-// A whole finite decimal number ("0.2", "-3", "1e-3"; no "nan", "inf", hex or trailing junk)
-// in [min, max].
+/// A whole finite decimal number ("0.2", "-3", "1e-3"; no "nan", "inf", hex or trailing junk)
+/// in [min, max].
 double parse_double(std::string_view what, std::string_view text, double min, double max);
 
-// The largest thread count a --threads flag accepts: 4 x std::thread::hardware_concurrency()
-// (at least 16). More threads than that only oversubscribe the machine (10000 threads made
-// training ~150x slower).
+/// The largest thread count a --threads flag accepts: 4 x std::thread::hardware_concurrency()
+/// (at least 16). More threads than that only oversubscribe the machine (10000 threads made
+/// training ~150x slower).
 int max_thread_count();
 
-// parse_int(what, text, 0, max_thread_count()) (0 conventionally means "the default").
+/// parse_int(what, text, 0, max_thread_count()) (0 conventionally means "the default").
 int parse_thread_count(std::string_view what, std::string_view text);
 
 }  // namespace lockstep

@@ -35,42 +35,44 @@
 
 namespace lockstep::data {
 
-// Field order follows the design sketch (C++ designated initializers must keep it):
-// labels, label_mode, class_names, color_mode, validation_split, subset, seed, image_size,
-// batch_size, shuffle, interpolation, crop_to_aspect_ratio, follow_links, then extensions.
+/// Field order follows the design sketch (C++ designated initializers must keep it):
+/// labels, label_mode, class_names, color_mode, validation_split, subset, seed, image_size,
+/// batch_size, shuffle, interpolation, crop_to_aspect_ratio, follow_links, then extensions.
 struct ImageFolderOptions {
-  std::string labels = "inferred";  // "inferred" or "none" (see label_list for explicit labels)
-  std::string label_mode = "int";   // "int" | "categorical" | "binary" | "none"
-  std::vector<std::string> class_names;        // empty: sorted subfolder names
-  std::string color_mode = "rgb";              // "grayscale" | "rgb" | "rgba"
-  double validation_split = 0.0;               // in (0, 1) together with subset
-  std::string subset;                          // "" | "training" | "validation" | "both"
-  std::optional<uint64_t> seed;                // required with validation_split and shuffle
-  std::array<int, 2> image_size = {256, 256};  // {height, width}
-  int batch_size = 32;                         // 0: unbatched
-  bool shuffle = true;
-  std::string interpolation = "bilinear";  // "bilinear" | "nearest" | "area"
-  bool crop_to_aspect_ratio = false;
-  bool follow_links = false;
-  // Explicit integer labels, one per image file of the whole tree in sorted path order
-  // (Keras's `labels=[...]`); used when non-empty (labels must then be "inferred" or "").
+  std::string labels = "inferred";  ///< "inferred" or "none" (see label_list for explicit labels)
+  std::string label_mode = "int";   ///< "int" | "categorical" | "binary" | "none"
+  std::vector<std::string> class_names;        ///< empty: sorted subfolder names
+  std::string color_mode = "rgb";              ///< "grayscale" | "rgb" | "rgba"
+  double validation_split = 0.0;               ///< in (0, 1) together with subset
+  std::string subset;                          ///< "" | "training" | "validation" | "both"
+  std::optional<uint64_t> seed;                ///< required with validation_split and shuffle
+  std::array<int, 2> image_size = {256, 256};  ///< {height, width}
+  int batch_size = 32;                         ///< 0: unbatched
+  bool shuffle = true;                     ///< shuffle the files (seeded) and each epoch
+  std::string interpolation = "bilinear";  ///< "bilinear" | "nearest" | "area"
+  bool crop_to_aspect_ratio = false;  ///< crop to image_size's aspect ratio before resizing
+  bool follow_links = false;          ///< follow symbolic links to folders
+  /// Explicit integer labels, one per image file of the whole tree in sorted path order
+  /// (Keras's `labels=[...]`); used when non-empty (labels must then be "inferred" or "").
   std::vector<int> label_list;
-  std::string on_error = "raise";  // "raise" | "skip"
-  // false: an image whose channel count differs from color_mode's is an error naming the
-  // file (instead of Keras's conversion).
+  std::string on_error = "raise";  ///< "raise" | "skip"
+  /// false: an image whose channel count differs from color_mode's is an error naming the
+  /// file (instead of Keras's conversion).
   bool convert_channels = true;
+  /// File extensions that count as images (case-insensitive).
   std::vector<std::string> allowed_extensions = {".jpg", ".jpeg", ".png", ".bmp"};
-  int num_parallel_calls = AUTOTUNE;  // decode + resize parallelism
-  bool verbose = true;                // the two "Found ..." / "Using ..." lines
+  int num_parallel_calls = AUTOTUNE;  ///< decode + resize parallelism
+  bool verbose = true;                ///< the two "Found ..." / "Using ..." lines
 };
 
-// A Dataset that also knows its classes and files (Keras's `ds.class_names`,
-// `ds.file_paths`). With subset "both" it holds the pair: `auto [train, val] = ...`
-// (get<0> is the training set, get<1> the validation set; using the result directly means
-// the training set).
+/// A Dataset that also knows its classes and files (Keras's `ds.class_names`,
+/// `ds.file_paths`). With subset "both" it holds the pair: `auto [train, val] = ...`
+/// (get<0> is the training set, get<1> the validation set; using the result directly means
+/// the training set).
 class ImageDataset : public Dataset {
  public:
-  ImageDataset() = default;
+  ImageDataset() = default;  ///< an invalid dataset
+  /// A dataset with its class names, files and labels (image_dataset_from_directory makes these).
   ImageDataset(Dataset ds, std::vector<std::string> class_names,
                std::vector<std::string> file_paths, std::vector<int> labels)
       : Dataset(std::move(ds)),
@@ -78,12 +80,14 @@ class ImageDataset : public Dataset {
         file_paths_(std::move(file_paths)),
         labels_(std::move(labels)) {}
 
+  /// The class names, in label order (Keras's `ds.class_names`).
   const std::vector<std::string>& class_names() const { return class_names_; }
-  // Files in this subset, in the order before the per-epoch shuffle buffer.
+  /// Files in this subset, in the order before the per-epoch shuffle buffer.
   const std::vector<std::string>& file_paths() const { return file_paths_; }
-  // Their labels (class indices; empty for labels "none").
+  /// Their labels (class indices; empty for labels "none").
   const std::vector<int>& labels() const { return labels_; }
 
+  /// Structured bindings: get<0>() is the training set, get<1>() the validation set.
   template <size_t I>
   ImageDataset get() const {
     static_assert(I < 2, "image_dataset_from_directory(subset=\"both\") holds two datasets");
@@ -97,9 +101,11 @@ class ImageDataset : public Dataset {
       return *validation_;
     }
   }
+  /// Attaches the validation set (what subset "both" returns with the training set).
   void set_validation(ImageDataset v) {
     validation_ = std::make_shared<ImageDataset>(std::move(v));
   }
+  /// Whether this holds a validation set too (subset "both").
   bool has_validation() const { return validation_ != nullptr; }
 
  private:
@@ -108,27 +114,35 @@ class ImageDataset : public Dataset {
   std::shared_ptr<ImageDataset> validation_;
 };
 
+/// keras.utils.image_dataset_from_directory: a dataset of batches {images f32 [B, H, W, C] in
+/// 0..255, labels} from a folder of class subfolders (behaviour: above).
 ImageDataset image_dataset_from_directory(const std::string& directory,
                                           ImageFolderOptions options = {});
 
-// The file indexing step alone (no images are decoded): the sorted-then-shuffled file list
-// and labels of the chosen subset, as used by image_dataset_from_directory.
+/// The file indexing step alone (no images are decoded): the sorted-then-shuffled file list
+/// and labels of the chosen subset, as used by image_dataset_from_directory.
 struct ImageFolderIndex {
-  std::vector<std::string> class_names;
-  std::vector<std::string> files;  // all files, after the seeded shuffle
-  std::vector<int> labels;         // per file (empty when labels are "none")
+  std::vector<std::string> class_names;  ///< sorted subfolder names (or options.class_names)
+  std::vector<std::string> files;  ///< all files, after the seeded shuffle
+  std::vector<int> labels;         ///< per file (empty when labels are "none")
 };
+/// Indexes `directory` as image_dataset_from_directory would, without decoding.
 ImageFolderIndex index_image_directory(const std::string& directory,
                                        const ImageFolderOptions& options);
 
-// Decodes + crops/resizes one file to f32 [H, W, C] as image_dataset_from_directory does.
+/// Decodes + crops/resizes one file to f32 [H, W, C] as image_dataset_from_directory does.
 Tensor load_image_for_dataset(const std::string& path, const ImageFolderOptions& options);
 
 }  // namespace lockstep::data
 
+// The std:: specialisations behind `auto [train, val] = image_dataset_from_directory(...)`
+// (ImageDataset::get documents them; Doxygen cannot place a std:: specialisation, so they are
+// left out of the API reference).
+/// @cond
 template <>
 struct std::tuple_size<lockstep::data::ImageDataset> : std::integral_constant<size_t, 2> {};
 template <size_t I>
 struct std::tuple_element<I, lockstep::data::ImageDataset> {
   using type = lockstep::data::ImageDataset;
 };
+/// @endcond

@@ -35,87 +35,97 @@
 
 namespace lockstep::distribute {
 
-constexpr size_t kStoreMaxKeyBytes = 4096;
-constexpr size_t kStoreMaxValueBytes = size_t(16) << 20;  // 16 MiB
-constexpr size_t kStoreMaxWaitKeys = 65536;               // keys in one wait()
-constexpr size_t kStoreMaxTokenBytes = 4096;
+constexpr size_t kStoreMaxKeyBytes = 4096;              ///< the longest key
+constexpr size_t kStoreMaxValueBytes = size_t(16) << 20;  ///< 16 MiB
+constexpr size_t kStoreMaxWaitKeys = 65536;               ///< keys in one wait()
+constexpr size_t kStoreMaxTokenBytes = 4096;            ///< the longest job token
 
-// The job token for a store listening on (or a client connecting to) `host`, from `env`:
-// LOCKSTEP_JOB_TOKEN, else the content of the file LOCKSTEP_JOB_SECRET_FILE names (trailing
-// whitespace removed); "" when neither is set. Throws CollectiveError when the token cannot be
-// read, or when there is none, `host` is not a loopback address and
-// LOCKSTEP_ALLOW_UNAUTHENTICATED is not 1.
+/// The job token for a store listening on (or a client connecting to) `host`, from `env`:
+/// LOCKSTEP_JOB_TOKEN, else the content of the file LOCKSTEP_JOB_SECRET_FILE names (trailing
+/// whitespace removed); "" when neither is set. Throws CollectiveError when the token cannot be
+/// read, or when there is none, `host` is not a loopback address and
+/// LOCKSTEP_ALLOW_UNAUTHENTICATED is not 1.
 std::string job_token_from_environment(const std::string& host, const Environment& env);
-std::string job_token_from_environment(const std::string& host);  // the process's environment
+std::string job_token_from_environment(const std::string& host);  ///< the process's environment
 
-// True when every address `host` resolves to is a loopback address.
+/// True when every address `host` resolves to is a loopback address.
 bool is_loopback_host(const std::string& host);
 
+/// A StoreServer's options.
 struct StoreServerOptions {
-  std::string token;  // "" = no token required (loopback or opted-out jobs)
-  int max_connections = 1024;
-  std::chrono::milliseconds handshake_timeout{5000};  // to present the token (token set only)
+  std::string token;  ///< "" = no token required (loopback or opted-out jobs)
+  int max_connections = 1024;  ///< connections served at once; more wait
+  std::chrono::milliseconds handshake_timeout{5000};  ///< to present the token (token set only)
 };
 
-// Listens on host:port (port 0 = pick a free one; see port()). Serves clients on background
-// threads until destroyed. Keeps track of which registered ranks' connections closed without
-// saying goodbye (lost_ranks), so survivors can name a dead worker.
+/// Listens on host:port (port 0 = pick a free one; see port()). Serves clients on background
+/// threads until destroyed. Keeps track of which registered ranks' connections closed without
+/// saying goodbye (lost_ranks), so survivors can name a dead worker.
 class StoreServer {
  public:
-  // The token from job_token_from_environment(host).
+  /// The token from job_token_from_environment(host).
   StoreServer(const std::string& host, int port);
+  /// With explicit options (the token among them).
   StoreServer(const std::string& host, int port, StoreServerOptions options);
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
 
-  int port() const;
-  std::string address() const;  // "host:port"
+  int port() const;  ///< the port it listens on (the one picked for port 0)
+  std::string address() const;  ///< "host:port"
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
-// One connection to a StoreServer. Not thread-safe: one thread at a time. Every call fails
-// with a PeerLostError (rank 0, the store address) when the server is unreachable or stops
-// answering within the timeout.
+/// One connection to a StoreServer. Not thread-safe: one thread at a time. Every call fails
+/// with a PeerLostError (rank 0, the store address) when the server is unreachable or stops
+/// answering within the timeout.
 class StoreClient {
  public:
-  // Retries connecting until `timeout`; throws PeerLostError naming the address otherwise, and
-  // CollectiveError at once when the server refuses the token. The token comes from
-  // job_token_from_environment(host) unless given.
+  /// Retries connecting until `timeout`; throws PeerLostError naming the address otherwise, and
+  /// CollectiveError at once when the server refuses the token. The token comes from
+  /// job_token_from_environment(host) unless given.
+  ///@{
   StoreClient(const std::string& host, int port, std::chrono::milliseconds timeout);
   StoreClient(const std::string& host, int port, std::chrono::milliseconds timeout,
               std::string token);
-  ~StoreClient();  // says goodbye (so the server does not count this rank as lost)
+  ///@}
+  ~StoreClient();  ///< says goodbye (so the server does not count this rank as lost)
   StoreClient(const StoreClient&) = delete;
   StoreClient& operator=(const StoreClient&) = delete;
 
-  std::string address() const;  // the server's "host:port"
-  std::chrono::milliseconds timeout() const;
+  std::string address() const;  ///< the server's "host:port"
+  std::chrono::milliseconds timeout() const;  ///< every call's limit
 
-  // Keys longer than kStoreMaxKeyBytes and values longer than kStoreMaxValueBytes throw
-  // CollectiveError before anything is sent.
+  /// Keys longer than kStoreMaxKeyBytes and values longer than kStoreMaxValueBytes throw
+  /// CollectiveError before anything is sent.
+  ///@{
   void set(const std::string& key, const std::vector<char>& value);
   void set(const std::string& key, const std::string& value);
-  // Waits up to the timeout for the key; throws CollectiveError naming it otherwise.
+  ///@}
+  /// Waits up to the timeout for the key; throws CollectiveError naming it otherwise.
+  ///@{
   std::vector<char> get(const std::string& key);
   std::string get_string(const std::string& key);
-  // Atomically adds delta to the integer stored at key (0 when absent); returns the new value.
+  ///@}
+  /// Atomically adds delta to the integer stored at key (0 when absent); returns the new value.
   int64_t add(const std::string& key, int64_t delta);
-  bool check(const std::string& key);  // present now?
-  // Waits until every key exists. Throws CollectiveError listing the missing keys.
+  bool check(const std::string& key);  ///< present now?
+  /// Waits until every key exists. Throws CollectiveError listing the missing keys.
+  ///@{
   void wait(const std::vector<std::string>& keys);
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
-  // Waits like wait() but returns the keys still missing instead of throwing.
+  ///@}
+  /// Waits like wait() but returns the keys still missing instead of throwing.
   std::vector<std::string> wait_missing(const std::vector<std::string>& keys,
                                         std::chrono::milliseconds timeout);
 
-  // Tells the server this connection belongs to `rank` (for lost-rank tracking).
+  /// Tells the server this connection belongs to `rank` (for lost-rank tracking).
   void register_rank(int rank);
-  // Ranks whose registered connection closed without goodbye. Waits up to `wait` for at least
-  // one to be known (a dying peer's socket closes a moment after the collective fails).
+  /// Ranks whose registered connection closed without goodbye. Waits up to `wait` for at least
+  /// one to be known (a dying peer's socket closes a moment after the collective fails).
   std::vector<int> lost_ranks(std::chrono::milliseconds wait);
 
  private:

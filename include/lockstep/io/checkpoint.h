@@ -23,26 +23,30 @@
 
 namespace lockstep::io {
 
+/// A tensor with its name in a file ("dense/kernel", "layers/dense/vars/0").
 struct NamedTensor {
-  std::string name;
-  Tensor value;
+  std::string name;  ///< its path in the file
+  Tensor value;      ///< its value
 };
 
+/// A checkpoint file's content: JSON metadata and named tensors.
 struct CheckpointFile {
-  json metadata = json::object();
-  std::vector<NamedTensor> tensors;
+  json metadata = json::object();   ///< free-form (the writer's)
+  std::vector<NamedTensor> tensors;  ///< in the file's order
 };
 
-// Low level: writes atomically / reads and verifies (magic, sizes, checksum). Errors name the
-// file and what is wrong.
+/// Low level: writes atomically / reads and verifies (magic, sizes, checksum). Errors name the
+/// file and what is wrong.
+///@{
 void write_checkpoint_file(const std::string& path, const CheckpointFile& file);
 CheckpointFile read_checkpoint_file(const std::string& path);
+///@}
 
-// Where training stands: epochs completed and steps done in the current epoch.
+/// Where training stands: epochs completed and steps done in the current epoch.
 struct TrainingProgress {
-  int epoch = 0;     // the epoch to run next (or to resume)
-  int64_t step = 0;  // steps of that epoch already done
-  json extra = json::object();
+  int epoch = 0;     ///< the epoch to run next (or to resume)
+  int64_t step = 0;  ///< steps of that epoch already done
+  json extra = json::object();  ///< anything else the writer keeps with it (seeds, ...)
 };
 
 }  // namespace lockstep::io

@@ -16,83 +16,111 @@ class Dataset;
 
 namespace lockstep::layers {
 
-// keras.Input: a symbolic input of `shape` (without the batch dimension).
+/// keras.Input: a symbolic input of `shape` (without the batch dimension).
 KTensor Input(std::vector<int64_t> shape, std::string name = "", DType dtype = DType::f32);
 
+/// Dense's options (keras.layers.Dense's keyword arguments and defaults).
 struct DenseOptions {
-  std::string activation = "linear";
-  bool use_bias = true;
-  std::string kernel_initializer = "glorot_uniform";
-  std::string bias_initializer = "zeros";
-  double kernel_regularizer_l2 = 0.0;
-  double bias_regularizer_l2 = 0.0;
-  std::string name;
+  std::string activation = "linear";                  ///< applied to the output (see Activation)
+  bool use_bias = true;                               ///< add a bias vector
+  std::string kernel_initializer = "glorot_uniform";  ///< the kernel's initializer (initializers.h)
+  std::string bias_initializer = "zeros";             ///< the bias's initializer
+  double kernel_regularizer_l2 = 0.0;                 ///< L2 penalty factor on the kernel (0: none)
+  double bias_regularizer_l2 = 0.0;                   ///< L2 penalty factor on the bias (0: none)
+  std::string name;                                   ///< "" = "dense", "dense_1", ...
 };
+/// keras.layers.Dense: activation(x @ kernel + bias); [..., in] -> [..., units]; kernel
+/// [in, units].
 LayerHandle Dense(int64_t units, DenseOptions o = {});
 
+/// The convolution layers' options (keras.layers.Conv2D's keyword arguments and defaults).
 struct ConvOptions {
-  std::vector<int64_t> strides = {1, 1};  // one value is used for both dims
-  std::string padding = "valid";          // "valid" | "same"
-  std::vector<int64_t> dilation_rate = {1, 1};
-  int64_t groups = 1;
-  std::string activation = "linear";
-  bool use_bias = true;
-  std::string kernel_initializer = "glorot_uniform";
-  std::string bias_initializer = "zeros";
-  double kernel_regularizer_l2 = 0.0;
-  double bias_regularizer_l2 = 0.0;
-  int64_t depth_multiplier = 1;  // DepthwiseConv2D / SeparableConv2D
-  std::string depthwise_initializer = "glorot_uniform";
-  std::string pointwise_initializer = "glorot_uniform";
-  std::string name;
+  std::vector<int64_t> strides = {1, 1};  ///< one value is used for both dims
+  std::string padding = "valid";          ///< "valid" | "same"
+  std::vector<int64_t> dilation_rate = {1, 1};  ///< the kernel's dilation (one value: both dims)
+  int64_t groups = 1;                 ///< grouped convolution: channels split in `groups` groups
+  std::string activation = "linear";  ///< applied to the output
+  bool use_bias = true;               ///< add a bias per filter
+  std::string kernel_initializer = "glorot_uniform";  ///< the kernel's initializer
+  std::string bias_initializer = "zeros";             ///< the bias's initializer
+  double kernel_regularizer_l2 = 0.0;  ///< L2 penalty factor on the kernel (0: none)
+  double bias_regularizer_l2 = 0.0;    ///< L2 penalty factor on the bias (0: none)
+  int64_t depth_multiplier = 1;  ///< DepthwiseConv2D / SeparableConv2D
+  std::string depthwise_initializer = "glorot_uniform";  ///< the depthwise kernel's initializer
+  std::string pointwise_initializer = "glorot_uniform";  ///< the pointwise kernel's initializer
+  std::string name;                                       ///< "" = "conv2d", "conv2d_1", ...
 };
-// kernel_size: one value (square) or {kh, kw}.
+/// keras.layers.Conv2D: NHWC [N, H, W, C] -> [N, H', W', filters]; kernel HWIO
+/// [kh, kw, C / groups, filters]. kernel_size: one value (square) or {kh, kw}.
 LayerHandle Conv2D(int64_t filters, std::vector<int64_t> kernel_size, ConvOptions o = {});
+/// Conv2D with a square k x k kernel: `Conv2D(32, 3)`.
 inline LayerHandle Conv2D(int64_t filters, int64_t k, ConvOptions o = {}) {
   return Conv2D(filters, std::vector<int64_t>{k, k}, std::move(o));
 }
+/// keras.layers.DepthwiseConv2D: one kernel per input channel (times depth_multiplier);
+/// [N, H, W, C] -> [N, H', W', C * depth_multiplier].
 LayerHandle DepthwiseConv2D(std::vector<int64_t> kernel_size, ConvOptions o = {});
+/// keras.layers.SeparableConv2D: a depthwise convolution, then a 1 x 1 convolution to `filters`.
 LayerHandle SeparableConv2D(int64_t filters, std::vector<int64_t> kernel_size, ConvOptions o = {});
 
+/// The pooling layers' options.
 struct PoolOptions {
-  std::vector<int64_t> strides = {};  // default: pool_size
-  std::string padding = "valid";
-  std::string name;
+  std::vector<int64_t> strides = {};  ///< default: pool_size
+  std::string padding = "valid";      ///< "valid" | "same"
+  std::string name;                   ///< "" = a unique default
 };
+/// keras.layers.MaxPooling2D: the maximum of each pool_size window; NHWC in and out.
 LayerHandle MaxPooling2D(std::vector<int64_t> pool_size = {2, 2}, PoolOptions o = {});
+/// keras.layers.AveragePooling2D: the mean of each window ("same" padding excludes the padding).
 LayerHandle AveragePooling2D(std::vector<int64_t> pool_size = {2, 2}, PoolOptions o = {});
+/// keras.layers.GlobalAveragePooling2D: [N, H, W, C] -> [N, C] ([N, 1, 1, C] with keepdims).
 LayerHandle GlobalAveragePooling2D(bool keepdims = false, std::string name = "");
+/// keras.layers.GlobalMaxPooling2D: [N, H, W, C] -> [N, C] ([N, 1, 1, C] with keepdims).
 LayerHandle GlobalMaxPooling2D(bool keepdims = false, std::string name = "");
 
+/// keras.layers.Flatten: [N, ...] -> [N, product of the rest].
 LayerHandle Flatten(std::string name = "");
+/// keras.layers.Reshape: [N, ...] -> [N, target_shape...] (one -1 allowed).
 LayerHandle Reshape(std::vector<int64_t> target_shape, std::string name = "");
+/// keras.layers.Dropout: in training, zeroes each value with probability `rate` and scales the
+/// rest by 1 / (1 - rate); the identity at inference. seed 0: drawn from the global seed.
 LayerHandle Dropout(double rate, uint64_t seed = 0, std::string name = "");
-// relu, relu6, sigmoid, tanh, softmax, gelu, swish (silu), leaky_relu, linear, softplus.
+/// relu, relu6, sigmoid, tanh, softmax, gelu, swish (silu), leaky_relu, linear, softplus.
 LayerHandle Activation(std::string activation, std::string name = "");
+/// keras.layers.ReLU: max(x, 0).
 LayerHandle ReLU(std::string name = "");
 
+/// BatchNormalization's options (Keras's names and defaults).
 struct BatchNormOptions {
-  int64_t axis = -1;
-  double momentum = 0.99;
-  double epsilon = 1e-3;
-  bool center = true;
-  bool scale = true;
-  bool synchronized = false;  // cross-replica statistics (distribution strategies)
-  std::string name;
+  int64_t axis = -1;        ///< the channel axis (only -1)
+  double momentum = 0.99;   ///< of the moving mean and variance
+  double epsilon = 1e-3;    ///< added to the variance
+  bool center = true;       ///< learn beta (an offset)
+  bool scale = true;        ///< learn gamma (a scale)
+  bool synchronized = false;  ///< cross-replica statistics (distribution strategies)
+  std::string name;           ///< "" = "batch_normalization", ...
 };
+/// keras.layers.BatchNormalization: normalises each channel with the batch's statistics in
+/// training and the moving ones at inference; weights gamma, beta, moving_mean, moving_variance.
 LayerHandle BatchNormalization(BatchNormOptions o = {});
+/// LayerNormalization's options (Keras's names and defaults).
 struct LayerNormOptions {
-  int64_t axis = -1;
-  double epsilon = 1e-3;
-  bool center = true;
-  bool scale = true;
-  std::string name;
+  int64_t axis = -1;      ///< the normalised axis (only -1)
+  double epsilon = 1e-3;  ///< added to the variance
+  bool center = true;     ///< learn beta
+  bool scale = true;      ///< learn gamma
+  std::string name;       ///< "" = "layer_normalization", ...
 };
+/// keras.layers.LayerNormalization: normalises each sample over its last axis.
 LayerHandle LayerNormalization(LayerNormOptions o = {});
+/// keras.layers.Rescaling: x * scale + offset (e.g. Rescaling(1.0 / 255)).
 LayerHandle Rescaling(double scale, double offset = 0.0, std::string name = "");
 
+/// keras.layers.Add: the elementwise sum of its inputs (same shapes): `Add()({a, b})`.
 LayerHandle Add(std::string name = "");
+/// keras.layers.Multiply: the elementwise product of its inputs.
 LayerHandle Multiply(std::string name = "");
+/// keras.layers.Concatenate: its inputs joined along `axis` (the others must match).
 LayerHandle Concatenate(int64_t axis = -1, std::string name = "");
 
 // ---- Image preprocessing and augmentation (src/nn/layers/preprocessing*.cpp) ----
@@ -100,70 +128,86 @@ LayerHandle Concatenate(int64_t axis = -1, std::string name = "");
 // parameters from Philox keyed by (seed, model seed, node id, replica) with the step as counter,
 // like Dropout; the same math as the lockstep/data/augment.h map functions. Inputs are NHWC;
 // uint8 inputs are cast to float32. seed 0 = Keras's seed=None.
-// A Keras "factor": one number f (read as [-f, f]; RandomContrast: [1 - f, 1 + f]) or a pair
-// {lower, upper} (RandomContrast: [1 - lower, 1 + upper]).
+
+/// A Keras "factor": one number f (read as [-f, f]; RandomContrast: [1 - f, 1 + f]) or a pair
+/// {lower, upper} (RandomContrast: [1 - lower, 1 + upper]).
 struct Factor {
+  ///@{
+  /// The range's ends (both f for one number).
   double lower = 0, upper = 0;
-  bool single = true;
+  ///@}
+  bool single = true;  ///< given as one number
+  /// One number f.
   Factor(double f = 0) : lower(f), upper(f), single(true) {}  // NOLINT
+  /// A pair (lo, hi).
   Factor(double lo, double hi) : lower(lo), upper(hi), single(false) {}
 };
+/// The geometric augmentation layers' options (Keras's names and defaults).
 struct TransformLayerOptions {
-  std::string fill_mode = "reflect";       // reflect | wrap | constant | nearest
-  std::string interpolation = "bilinear";  // bilinear | nearest
-  uint64_t seed = 0;
-  double fill_value = 0.0;
-  std::string name;
+  std::string fill_mode = "reflect";       ///< reflect | wrap | constant | nearest
+  std::string interpolation = "bilinear";  ///< bilinear | nearest
+  uint64_t seed = 0;        ///< 0: drawn from the global seed
+  double fill_value = 0.0;  ///< for fill_mode "constant"
+  std::string name;         ///< "" = a unique default
 };
-// mode: "horizontal", "vertical" or "horizontal_and_vertical".
+/// mode: "horizontal", "vertical" or "horizontal_and_vertical".
 LayerHandle RandomFlip(std::string mode = "horizontal_and_vertical", uint64_t seed = 0,
                        std::string name = "");
-// factor: fraction of 2*pi (0.1 -> up to +-36 degrees; positive = counter-clockwise).
+/// factor: fraction of 2*pi (0.1 -> up to +-36 degrees; positive = counter-clockwise).
 LayerHandle RandomRotation(Factor factor, TransformLayerOptions o = {});
-// Positive factors zoom out, negative zoom in; width_factor unset keeps the aspect ratio.
+/// Positive factors zoom out, negative zoom in; width_factor unset keeps the aspect ratio.
 LayerHandle RandomZoom(Factor height_factor, std::optional<Factor> width_factor = std::nullopt,
                        TransformLayerOptions o = {});
-// Fractions of the height / width (positive = down / right).
+/// Fractions of the height / width (positive = down / right).
 LayerHandle RandomTranslation(Factor height_factor, Factor width_factor,
                               TransformLayerOptions o = {});
+/// RandomContrast's and RandomBrightness's options.
 struct ValueRangeOptions {
-  std::vector<double> value_range = {0, 255};
-  uint64_t seed = 0;
-  std::string name;
+  std::vector<double> value_range = {0, 255};  ///< the pixels' range (results are clipped to it)
+  uint64_t seed = 0;                           ///< 0: drawn from the global seed
+  std::string name;                            ///< "" = a unique default
 };
+/// keras.layers.RandomContrast: per image and channel (x - mean) * f + mean, f from the factor.
 LayerHandle RandomContrast(Factor factor, ValueRangeOptions o = {});
-LayerHandle RandomBrightness(Factor factor, ValueRangeOptions o = {});  // factor in [-1, 1]
-// Training: a random height x width window per image; inference (or smaller inputs): centre
-// crop to the aspect ratio, then resize (Keras).
+LayerHandle RandomBrightness(Factor factor, ValueRangeOptions o = {});  ///< factor in [-1, 1]
+/// Training: a random height x width window per image; inference (or smaller inputs): centre
+/// crop to the aspect ratio, then resize (Keras).
 LayerHandle RandomCrop(int64_t height, int64_t width, uint64_t seed = 0, std::string name = "");
+/// keras.layers.CenterCrop: the centred height x width window (smaller images are resized).
 LayerHandle CenterCrop(int64_t height, int64_t width, std::string name = "");
+/// Resizing's options.
 struct ResizingOptions {
-  std::string interpolation = "bilinear";  // bilinear | nearest | area
-  bool crop_to_aspect_ratio = false;
-  std::string name;
+  std::string interpolation = "bilinear";  ///< bilinear | nearest | area
+  bool crop_to_aspect_ratio = false;  ///< crop to the target's aspect ratio first
+  std::string name;                   ///< "" = a unique default
 };
+/// keras.layers.Resizing: [N, H, W, C] -> [N, height, width, C] (tf.image.resize).
 LayerHandle Resizing(int64_t height, int64_t width, ResizingOptions o = {});
+/// Normalization's options.
 struct NormalizationOptions {
-  std::vector<int64_t> axis = {-1};    // kept axes; empty = Keras axis=None (one mean)
-  std::vector<double> mean, variance;  // fixed statistics (else adapt())
-  bool invert = false;
-  std::string name;
+  std::vector<int64_t> axis = {-1};    ///< kept axes; empty = Keras axis=None (one mean)
+  ///@{
+  /// Fixed statistics (else adapt()).
+  std::vector<double> mean, variance;
+  ///@}
+  bool invert = false;  ///< x * sqrt(variance) + mean instead (undo a normalisation)
+  std::string name;     ///< "" = "normalization", ...
 };
-// keras.layers.Normalization: (x - mean) / max(sqrt(variance), 1e-7).
+/// keras.layers.Normalization: (x - mean) / max(sqrt(variance), 1e-7).
 class NormalizationHandle : public LayerHandle {
  public:
   using LayerHandle::LayerHandle;
-  // Computes mean and variance over `data` (batch first) in one streaming pass.
+  /// Computes mean and variance over `data` (batch first) in one streaming pass.
   void adapt(const Tensor& data) const;
-  // Over a Dataset's elements (component 0 is the batch; a finite dataset, or `steps` batches).
+  /// Over a Dataset's elements (component 0 is the batch; a finite dataset, or `steps` batches).
   void adapt(const data::Dataset& dataset, int64_t steps = -1) const;
-  // Streaming adapt over any batch source: reset_state(), update_state(batch)...,
-  // finalize_state() (Chan et al. pairwise combination; biased variance as Keras).
+  /// Streaming adapt over any batch source: reset_state(), update_state(batch)...,
+  /// finalize_state() (Chan et al. pairwise combination; biased variance as Keras).
   void reset_state() const;
-  void update_state(const Tensor& batch) const;
-  void finalize_state() const;
-  // Dataset-like sources: anything iterable whose elements are batches (Tensor) or
-  // (Tensor, ...) pairs/tuples whose first item is the batch.
+  void update_state(const Tensor& batch) const;  ///< adds a batch to the running statistics
+  void finalize_state() const;  ///< sets the layer's mean and variance from them
+  /// Dataset-like sources: anything iterable whose elements are batches (Tensor) or
+  /// (Tensor, ...) pairs/tuples whose first item is the batch.
   template <class Batches>
   requires(!std::is_same_v<std::remove_cvref_t<Batches>, Tensor> &&
            !std::is_same_v<std::remove_cvref_t<Batches>,
@@ -180,11 +224,12 @@ class NormalizationHandle : public LayerHandle {
     return std::get<0>(p);
   }
 };
+/// keras.layers.Normalization (adapt() computes the statistics; NormalizationHandle).
 NormalizationHandle Normalization(NormalizationOptions o = {});
 
 }  // namespace lockstep::layers
 
 namespace lockstep {
-// Adds the named activation to the graph (shared by Dense, Conv2D and Activation).
+/// Adds the named activation to the graph (shared by Dense, Conv2D and Activation).
 Value apply_activation(Graph& g, Value x, const std::string& activation, const std::string& name);
 }  // namespace lockstep

@@ -11,71 +11,86 @@
 
 namespace lockstep {
 
-// One entry of a Sequential list: a layer, or an Input (KTensor) as the first item.
 class Network;
+/// One entry of a Sequential list: a layer, or an Input (KTensor) as the first item (implicit
+/// from each, so `Sequential({Input({4}), Dense(2)})` reads like Keras).
 struct SequentialItem {
+  /// A layer.
   SequentialItem(LayerHandle l) : layer(l.ptr()) {}                   // NOLINT
-  SequentialItem(const Network& nested);                              // NOLINT: as_layer()
+  /// A nested model (its as_layer()).
+  SequentialItem(const Network& nested);                              // NOLINT
+  /// A layer.
   SequentialItem(LayerPtr l) : layer(std::move(l)) {}                 // NOLINT
+  /// The Input (first item only).
   SequentialItem(KTensor t) : input(std::move(t)), is_input(true) {}  // NOLINT
-  LayerPtr layer;
-  KTensor input;
-  bool is_input = false;
+  LayerPtr layer;         ///< the layer (unless is_input)
+  KTensor input;          ///< the Input (when is_input)
+  bool is_input = false;  ///< this item is the Input
 };
 
+/// The structure and weights of a model: a graph of layer calls from Inputs to outputs (the
+/// functional API) or a Sequential list. Model adds training (lockstep/train/model.h).
 class Network {
  public:
-  Network() = default;
-  // Every input must come from layers::Input(); the layer calls reachable from the outputs
-  // are ordered topologically. Throws naming the network when an output depends on an Input
-  // that is not among `inputs`.
+  Network() = default;  ///< empty
+  /// Every input must come from layers::Input(); the layer calls reachable from the outputs
+  /// are ordered topologically. Throws naming the network when an output depends on an Input
+  /// that is not among `inputs`.
   Network(std::vector<KTensor> inputs, std::vector<KTensor> outputs, std::string name = "");
-  // keras.Sequential: the first item must be an Input (so shapes are known when built).
-  // (The default name becomes "sequential", "sequential_1", ... unless exact_name.)
+  /// keras.Sequential: the first item must be an Input (so shapes are known when built).
+  /// (The default name becomes "sequential", "sequential_1", ... unless exact_name.)
   static Network sequential(std::vector<SequentialItem> items, std::string name = "sequential",
                             bool exact_name = false);
 
+  /// Keras's model.summary() table (layer, output shape, parameters; totals) on `os`.
   void summary(std::ostream& os) const;
-  void summary() const;
-  std::string name() const { return name_; }
+  void summary() const;  ///< ... on stdout
+  std::string name() const { return name_; }  ///< "sequential", "functional", or the given name
+  /// The layers, in Keras's model.layers order (Sequential: the list, InputLayer first).
   const std::vector<LayerPtr>& layers() const { return layers_; }
-  LayerPtr get_layer(const std::string& name) const;
-  std::vector<VariablePtr> weights() const;  // Keras order: by layer, then weight order
-  std::vector<VariablePtr> trainable_weights() const;
-  std::vector<Tensor> get_weights() const;
+  LayerPtr get_layer(const std::string& name) const;  ///< by name; throws listing the names
+  std::vector<VariablePtr> weights() const;  ///< Keras order: by layer, then weight order
+  std::vector<VariablePtr> trainable_weights() const;  ///< weights() that are trainable
+  std::vector<Tensor> get_weights() const;  ///< copies of weights()' values (Keras order)
+  /// Sets every weight, in get_weights()' order; throws on a count or shape mismatch.
   void set_weights(const std::vector<Tensor>& values);
-  int64_t count_params() const;
-  // Keras 3's model config (Functional: layers with inbound_nodes, input_layers,
-  // output_layers; Sequential: the layer list), as keras `model.to_json()` writes it
-  // (lockstep/nn/config.h rebuilds a Network from one).
+  int64_t count_params() const;  ///< the number of weight elements
+  /// Keras 3's model config (Functional: layers with inbound_nodes, input_layers,
+  /// output_layers; Sequential: the layer list), as keras `model.to_json()` writes it
+  /// (lockstep/nn/config.h rebuilds a Network from one).
   json get_config() const;
-  bool is_sequential() const { return sequential_; }
-  // The layer calls, topological (depth-first from the outputs, inputs in order).
+  bool is_sequential() const { return sequential_; }  ///< built by Sequential
+  /// The layer calls, topological (depth-first from the outputs, inputs in order).
   const std::vector<std::shared_ptr<LayerCall>>& calls() const { return calls_; }
-  const std::vector<KTensor>& inputs() const { return inputs_; }
-  const std::vector<KTensor>& outputs() const { return outputs_; }
-  // Adds the network's computation to ctx.graph for the given input values (replay).
+  const std::vector<KTensor>& inputs() const { return inputs_; }    ///< the Inputs, in order
+  const std::vector<KTensor>& outputs() const { return outputs_; }  ///< the outputs, in order
+  /// Adds the network's computation to ctx.graph for the given input values (replay).
   std::vector<Value> call(CallContext& ctx, const std::vector<Value>& inputs) const;
 
-  // Nested models: the network as a layer of another model (Keras: calling a model on tensors
-  // or listing it in a Sequential). The layer is named after the network, its class is
-  // "Sequential" or "Functional", its weights are this network's variables (shared, not
-  // copied), and its config is the network's (lockstep/nn/config.h round-trips it). The same
-  // layer while it is alive: calling twice shares the weights.
+  /// Nested models: the network as a layer of another model (Keras: calling a model on tensors
+  /// or listing it in a Sequential). The layer is named after the network, its class is
+  /// "Sequential" or "Functional", its weights are this network's variables (shared, not
+  /// copied), and its config is the network's (lockstep/nn/config.h round-trips it). The same
+  /// layer while it is alive: calling twice shares the weights.
   LayerPtr as_layer() const;
+  /// Calls the network as a layer: `KTensor h = base(x);`.
   KTensor operator()(const KTensor& x) const { return (*as_layer())(x); }
+  /// The same with several inputs.
   KTensors operator()(const std::vector<KTensor>& xs) const { return (*as_layer())(xs); }
 
  protected:
-  std::string name_;
+  std::string name_;  ///< name()
+  ///@{
+  /// inputs() and outputs().
   std::vector<KTensor> inputs_, outputs_;
-  std::vector<std::shared_ptr<LayerCall>> calls_;  // topological order
-  std::vector<LayerPtr> layers_;
-  bool sequential_ = false;
-  mutable std::weak_ptr<Layer> as_layer_;  // weak: the layer holds a copy of this network
+  ///@}
+  std::vector<std::shared_ptr<LayerCall>> calls_;  ///< topological order
+  std::vector<LayerPtr> layers_;  ///< layers()
+  bool sequential_ = false;       ///< is_sequential()
+  mutable std::weak_ptr<Layer> as_layer_;  ///< weak: the layer holds a copy of this network
 };
 
-// The network behind a layer made by Network::as_layer() (a nested model), or nullptr.
+/// The network behind a layer made by Network::as_layer() (a nested model), or nullptr.
 const Network* nested_network(const Layer& layer);
 
 inline SequentialItem::SequentialItem(const Network& nested) : layer(nested.as_layer()) {}

@@ -49,37 +49,41 @@
 
 namespace lockstep::onnx {
 
+/// What export_model writes (`lockstep export-onnx`'s flags).
 struct ExportOptions {
-  int64_t opset = 17;           // the default ONNX domain's opset, 17..21
-  int64_t batch_size = -1;      // -1: a symbolic batch dimension named "batch"; > 0: fixed
-  bool fold_batch_norm = true;  // fold BatchNormalization into the layer before it (above)
-  std::string producer_name = "lockstep";
-  std::string doc_string;  // stored in the model proto
+  int64_t opset = 17;           ///< the default ONNX domain's opset, 17..21
+  int64_t batch_size = -1;      ///< -1: a symbolic batch dimension named "batch"; > 0: fixed
+  bool fold_batch_norm = true;  ///< fold BatchNormalization into the layer before it (above)
+  std::string producer_name = "lockstep";  ///< the model proto's producer_name
+  std::string doc_string;  ///< stored in the model proto
 };
 
-// What export wrote (tests and the CLI print it).
+/// What export wrote (tests and the CLI print it).
 struct ExportReport {
-  int64_t nodes = 0;
-  int64_t initializers = 0;
-  int64_t parameters = 0;                              // float values stored as initializers
-  int64_t transposes = 0;                              // layout Transposes inserted (see above)
-  std::vector<std::string> folded;                     // "batch_normalization into conv2d", ...
-  std::vector<std::string> removed;                    // layers that are the identity at inference
-  std::vector<std::string> input_names, output_names;  // the graph's, in the model's order
+  int64_t nodes = 0;         ///< ONNX nodes in the graph
+  int64_t initializers = 0;  ///< weight tensors stored
+  int64_t parameters = 0;                              ///< float values stored as initializers
+  int64_t transposes = 0;                              ///< layout Transposes inserted (see above)
+  std::vector<std::string> folded;                     ///< "batch_normalization into conv2d", ...
+  std::vector<std::string> removed;                    ///< layers that vanish at inference
+  ///@{
+  /// The graph's input and output names, in the model's order.
+  std::vector<std::string> input_names, output_names;
+  ///@}
 };
 
-// Serialises the model's inference graph (ModelProto bytes). Throws lockstep::Error naming
-// the layer and its class when a layer cannot be expressed, or the option that is wrong.
+/// Serialises the model's inference graph (ModelProto bytes). Throws lockstep::Error naming
+/// the layer and its class when a layer cannot be expressed, or the option that is wrong.
 std::string export_model_to_bytes(const Network& model, const ExportOptions& options = {},
                                   ExportReport* report = nullptr);
-// Writes export_model_to_bytes(model) to `path` atomically (temporary file, then rename);
-// errors name the file.
+/// Writes export_model_to_bytes(model) to `path` atomically (temporary file, then rename);
+/// errors name the file.
 ExportReport export_model(const Network& model, const std::string& path,
                           const ExportOptions& options = {});
 
-// The `lockstep export-onnx` command: args = {"m.keras", "m.onnx", [--opset N]
-// [--batch-size N] [--no-fold-batch-norm]}; --help prints the usage. Returns the exit status
-// (0 ok, 2 usage error); other errors throw lockstep::Error naming the file.
+/// The `lockstep export-onnx` command: args = {"m.keras", "m.onnx", [--opset N]
+/// [--batch-size N] [--no-fold-batch-norm]}; --help prints the usage. Returns the exit status
+/// (0 ok, 2 usage error); other errors throw lockstep::Error naming the file.
 int export_command(const std::vector<std::string>& args);
 
 }  // namespace lockstep::onnx

@@ -16,19 +16,22 @@ class Model;
 
 namespace lockstep::train {
 
-// Weights only (Keras model.save_weights / load_weights). save_weights is a no-op on a
-// non-chief worker (returns false).
+/// Weights only (Keras model.save_weights / load_weights). save_weights is a no-op on a
+/// non-chief worker (returns false).
+///@{
 bool save_weights(const Model& model, const std::string& path);
 void load_weights(Model& model, const std::string& path);
+///@}
 
-// Model weights + the compiled optimizer's variables (iterations, slots) + progress.
+/// Model weights + the compiled optimizer's variables (iterations, slots) + progress.
 class Checkpoint {
  public:
+  /// A checkpoint of `model` (which must outlive it).
   explicit Checkpoint(Model& model) : model_(model) {}
-  // Returns false (and writes nothing) on a non-chief worker.
+  /// Returns false (and writes nothing) on a non-chief worker.
   bool save(const std::string& path, const io::TrainingProgress& progress = {}) const;
-  // Loads weights and optimizer state (creating the optimizer's slots if no program has yet)
-  // and returns the progress stored in the file.
+  /// Loads weights and optimizer state (creating the optimizer's slots if no program has yet)
+  /// and returns the progress stored in the file.
   io::TrainingProgress restore(const std::string& path);
 
  private:

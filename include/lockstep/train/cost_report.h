@@ -26,38 +26,43 @@
 
 namespace lockstep {
 
+/// callbacks::CostReport's options: where to write, what to watch, what the machine costs.
 struct CostReportOptions {
-  std::string path;      // the JSON report ("" = keep it in memory only)
-  std::string png_path;  // "" = path with .json replaced by .png ("" path: no picture)
-  std::vector<double> thresholds = {0.85, 0.90, 0.91};
-  // The log to compare with the thresholds; "val_accuracy" falls back to the first validation
-  // log whose name contains "acc" (e.g. val_sparse_categorical_accuracy), then to "accuracy".
+  std::string path;      ///< the JSON report ("" = keep it in memory only)
+  std::string png_path;  ///< "" = path with .json replaced by .png ("" path: no picture)
+  std::vector<double> thresholds = {0.85, 0.90, 0.91};  ///< accuracies to time and price
+  /// The log to compare with the thresholds; "val_accuracy" falls back to the first validation
+  /// log whose name contains "acc" (e.g. val_sparse_categorical_accuracy), then to "accuracy".
   std::string monitor = "val_accuracy";
-  // When set: the monitored value of each epoch comes from this function (named `monitor`),
-  // e.g. a test-set accuracy the caller evaluates itself in an earlier callback.
+  /// When set: the monitored value of each epoch comes from this function (named `monitor`),
+  /// e.g. a test-set accuracy the caller evaluates itself in an earlier callback.
   std::function<double(int epoch, const Logs& logs)> monitor_fn;
-  // Dollars per hour of the machine; or a JSON file of named prices {"a100": 3.93, ...} and the
-  // machine's name in it (may be omitted when the file names one machine).
+  /// Dollars per hour of the machine; or a JSON file of named prices {"a100": 3.93, ...} and the
+  /// machine's name in it (may be omitted when the file names one machine).
   double price_per_hour = 0;
-  std::string prices_file;
-  std::string machine;
-  std::string label;  // the run's legend entry in charts ("" = the hardware line)
-  int verbose = 1;    // 1: print the summary at the end of training
+  std::string prices_file;  ///< a JSON table {"machine": dollars_per_hour, ...}
+  std::string machine;      ///< the machine's entry in prices_file
+  std::string label;  ///< the run's legend entry in charts ("" = the hardware line)
+  int verbose = 1;    ///< 1: print the summary at the end of training
 };
 
+/// The callback callbacks::CostReport returns; report() reads its figures.
 class CostReportCallback : public Callback {
  public:
-  virtual json report() const = 0;  // the report so far
+  virtual json report() const = 0;  ///< the report so far
 };
 
-// Reads /proc/cpuinfo's first "model name" (or "unknown").
+/// Reads /proc/cpuinfo's first "model name" (or "unknown").
 std::string cpu_model_name();
-// Peak resident memory of this process in MiB (getrusage's ru_maxrss).
+/// Peak resident memory of this process in MiB (getrusage's ru_maxrss).
 double peak_rss_mb();
-// The price of `machine` in a JSON price table file (errors name the file and the machines).
+/// The price of `machine` in a JSON price table file (errors name the file and the machines).
 double price_from_table(const std::string& prices_file, const std::string& machine);
 
 namespace callbacks {
+/// Records wall and training time, images/s, peak memory and the hardware, and the time and
+/// dollars until `monitor` first reaches each threshold; writes JSON and a PNG chart at the end
+/// (on the chief only).
 std::shared_ptr<CostReportCallback> CostReport(CostReportOptions options = {});
 }  // namespace callbacks
 

@@ -21,28 +21,35 @@
 
 namespace lockstep {
 
+/// A model from a Keras 3 model config (Sequential or Functional, as model.get_config() gives).
 Model model_from_config(const json& config);
+/// keras.models.model_from_json: a model (new weights) from Python's model.to_json().
 Model model_from_json(const std::string& json_text);
 
+/// What save_model writes beyond the architecture and weights.
 struct SaveOptions {
-  // Write compile_config and the optimizer's state when the model is compiled (Keras 3 always
-  // does); false: architecture and weights only.
+  /// Write compile_config and the optimizer's state when the model is compiled (Keras 3 always
+  /// does); false: architecture and weights only.
   bool include_optimizer = true;
-  // Extra metadata.json entries, e.g. {"class_names": [...]} (lockstep train writes them and
-  // lockstep predict reads them); keras_version, date_saved and producer are added.
+  /// Extra metadata.json entries, e.g. {"class_names": [...]} (lockstep train writes them and
+  /// lockstep predict reads them); keras_version, date_saved and producer are added.
   json metadata = json::object();
 };
+/// keras model.save(path): a Keras 3 `.keras` file (config, weights, and the optimizer's state
+/// when compiled), written atomically; only the chief writes under a multi-worker strategy.
 void save_model(const Model& model, const std::string& path, const SaveOptions& options = {});
-// keras.saving.load_model(path, compile=True): with compile, a file with a compile_config comes
-// back compiled, its optimizer's variables loaded; an optimizer, loss or option Lockstep lacks
-// is an error naming it (load with compile = false to get the model uncompiled).
+/// keras.saving.load_model(path, compile=True): with compile, a file with a compile_config comes
+/// back compiled, its optimizer's variables loaded; an optimizer, loss or option Lockstep lacks
+/// is an error naming it (load with compile = false to get the model uncompiled).
 Model load_model(const std::string& path, bool compile = true);
-// The metadata.json of a .keras file (keras_version, date_saved, and any extra entries).
+/// The metadata.json of a .keras file (keras_version, date_saved, and any extra entries).
 json load_model_metadata(const std::string& path);
 
-// True when `path` names a Keras weights file (ends in ".weights.h5" or ".h5").
+/// True when `path` names a Keras weights file (ends in ".weights.h5" or ".h5").
 bool is_keras_weights_path(const std::string& path);
+/// Writes the weights as Keras's `.weights.h5` (HDF5, Keras 3's layout).
 void save_keras_weights(const Network& model, const std::string& path);
+/// Reads a Keras `.weights.h5` into `model`; errors name the file and the mismatching weight.
 void load_keras_weights(Network& model, const std::string& path);
 
 }  // namespace lockstep

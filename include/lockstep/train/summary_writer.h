@@ -20,39 +20,41 @@
 
 namespace lockstep::tensorboard {
 
+/// One TensorBoard event file (tf.summary.create_file_writer): scalars, histograms, text and
+/// the Keras model graph, each at a step.
 class SummaryWriter {
  public:
-  // Creates `dir` (and parents) and a new event file in it; errors name the folder.
+  /// Creates `dir` (and parents) and a new event file in it; errors name the folder.
   explicit SummaryWriter(const std::string& dir);
   ~SummaryWriter();
   SummaryWriter(const SummaryWriter&) = delete;
   SummaryWriter& operator=(const SummaryWriter&) = delete;
 
-  // A scalar (Summary.Value.simple_value: TensorBoard's Scalars dashboard).
+  /// A scalar (Summary.Value.simple_value: TensorBoard's Scalars dashboard).
   void scalar(const std::string& tag, double value, int64_t step);
-  // A histogram of `values` in `buckets` equal-width buckets from min to max (HistogramProto,
-  // as tf.summary.histogram's 30 buckets; TensorBoard's Histograms and Distributions).
+  /// A histogram of `values` in `buckets` equal-width buckets from min to max (HistogramProto,
+  /// as tf.summary.histogram's 30 buckets; TensorBoard's Histograms and Distributions).
   void histogram(const std::string& tag, const std::vector<float>& values, int64_t step,
                  int buckets = 30);
-  // Markdown text (the text plugin; a string tensor).
+  /// Markdown text (the text plugin; a string tensor).
   void text(const std::string& tag, const std::string& markdown, int64_t step);
-  // A Keras model config as JSON (the "graph_keras_model" plugin: TensorBoard's Graphs
-  // dashboard draws the layer graph; Keras writes it under the tag "keras").
+  /// A Keras model config as JSON (the "graph_keras_model" plugin: TensorBoard's Graphs
+  /// dashboard draws the layer graph; Keras writes it under the tag "keras").
   void keras_model(const std::string& tag, const std::string& model_json, int64_t step);
-  void flush();
-  const std::string& path() const;
+  void flush();  ///< writes buffered records to the file
+  const std::string& path() const;  ///< the event file's path
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
-// CRC-32C (Castagnoli, iSCSI; reflected polynomial 0x82F63B78), continuing from `crc`:
-// crc32c("123456789") = 0xE3069283.
+/// CRC-32C (Castagnoli, iSCSI; reflected polynomial 0x82F63B78), continuing from `crc`:
+/// crc32c("123456789") = 0xE3069283.
 uint32_t crc32c(const void* data, size_t size, uint32_t crc = 0);
-// TFRecord's masked CRC: ((crc >> 15) | (crc << 17)) + 0xA282EAD8.
+/// TFRecord's masked CRC: ((crc >> 15) | (crc << 17)) + 0xA282EAD8.
 uint32_t masked_crc32c(const void* data, size_t size);
-// One TFRecord around `payload` (length, masked CRC of the length, payload, masked CRC).
+/// One TFRecord around `payload` (length, masked CRC of the length, payload, masked CRC).
 std::string tfrecord(const std::string& payload);
 
 }  // namespace lockstep::tensorboard

@@ -24,50 +24,58 @@
 
 namespace lockstep::viz {
 
+/// The grid of a sample or prediction picture.
 struct GridOptions {
-  int rows = 3;
-  int cols = 3;
-  int min_cell = 128;  // scale images up (integer factor, nearest) to at least this many px
-  int text_scale = 0;  // font pixel size; 0: 1 for cells < 200 px wide, else 2
-  int padding = 6;     // between cells and around the grid
+  int rows = 3;  ///< images per column
+  int cols = 3;  ///< images per row
+  int min_cell = 128;  ///< scale images up (integer factor, nearest) to at least this many px
+  int text_scale = 0;  ///< font pixel size; 0: 1 for cells < 200 px wide, else 2
+  int padding = 6;     ///< between cells and around the grid
 };
 
-// Renders to a uint8 [H, W, 3] image (what the save_ functions encode as PNG).
+/// Renders to a uint8 [H, W, 3] image (what the save_ functions encode as PNG).
 Tensor render_sample_grid(const Tensor& images, const Tensor& labels,
                           const std::vector<std::string>& class_names, GridOptions options = {});
-// Captions "pred (true)"; right predictions green, wrong ones red with a red frame. With
-// `predictions` as scores [N, C] (probabilities, or logits: softmax is applied when a row is
-// not a distribution) the caption also shows the predicted class's probability.
+/// Captions "pred (true)"; right predictions green, wrong ones red with a red frame. With
+/// `predictions` as scores [N, C] (probabilities, or logits: softmax is applied when a row is
+/// not a distribution) the caption also shows the predicted class's probability.
 Tensor render_prediction_grid(const Tensor& images, const Tensor& true_labels,
                               const Tensor& predictions,
                               const std::vector<std::string>& class_names,
                               GridOptions options = {});
 
+/// render_sample_grid, written as a PNG: images [N, H, W, C] (uint8, or float32 in 0..255) with
+/// their labels (int32 [N] or one-hot) as captions.
 void save_sample_grid(const Tensor& images, const Tensor& labels,
                       const std::vector<std::string>& class_names, const std::string& path,
                       GridOptions options = {});
+/// render_prediction_grid, written as a PNG.
 void save_prediction_grid(const Tensor& images, const Tensor& true_labels,
                           const Tensor& predictions, const std::vector<std::string>& class_names,
                           const std::string& path, GridOptions options = {});
 
-// Dataset overloads: take the first rows*cols elements of a dataset whose elements are
-// {images, labels} (batched or not), epoch 0.
+/// Dataset overloads: take the first rows*cols elements of a dataset whose elements are
+/// {images, labels} (batched or not), epoch 0.
+///@{
 void save_sample_grid(const data::Dataset& dataset, const std::vector<std::string>& class_names,
                       const std::string& path, GridOptions options = {});
+/// With the class names the dataset carries (image_dataset_from_directory's).
 void save_sample_grid(const data::ImageDataset& dataset, const std::string& path,
                       GridOptions options = {});
-// predict(images [B, H, W, C]) -> scores [B, C] or class indices [B], e.g.
-// [&](const Tensor& x) { return model.predict(x); }.
+///@}
+/// predict(images [B, H, W, C]) -> scores [B, C] or class indices [B], e.g.
+/// [&](const Tensor& x) { return model.predict(x); }.
 using PredictFn = std::function<Tensor(const Tensor&)>;
+/// The first rows*cols elements of `dataset`, captioned with predict's classes.
 void save_prediction_grid(const PredictFn& predict, const data::Dataset& dataset,
                           const std::vector<std::string>& class_names, const std::string& path,
                           GridOptions options = {});
 
-// With the class names an image_dataset_from_directory result carries.
+/// With the class names an image_dataset_from_directory result carries.
 void save_prediction_grid(const PredictFn& predict, const data::ImageDataset& dataset,
                           const std::string& path, GridOptions options = {});
-// The design sketch's form: save_prediction_grid(model, val, "predictions.png"), for anything
-// with predict(images) -> scores (a Model; a template so viz does not link against nn).
+/// The design sketch's form: save_prediction_grid(model, val, "predictions.png"), for anything
+/// with predict(images) -> scores (a Model; a template so viz does not link against nn).
 template <class M>
 requires requires(M& m, const Tensor& x) {
   { m.predict(x) } -> std::convertible_to<Tensor>;
@@ -78,13 +86,13 @@ void save_prediction_grid(M& model, const data::ImageDataset& dataset, const std
                        path, options);
 }
 
-// The first n elements of a {images, labels} dataset (batched or not) stacked as
-// {images [n, ...], labels [n, ...]}; fewer if the dataset is shorter.
+/// The first n elements of a {images, labels} dataset (batched or not) stacked as
+/// {images [n, ...], labels [n, ...]}; fewer if the dataset is shorter.
 std::pair<Tensor, Tensor> take_examples(const data::Dataset& dataset, int64_t n);
 
-// Draws text into a uint8 [H, W, 3] image at (x, y) (top-left) with the 5x7 font.
+/// Draws text into a uint8 [H, W, 3] image at (x, y) (top-left) with the 5x7 font.
 void draw_text(Tensor& canvas, int x, int y, const std::string& text, const uint8_t rgb[3],
                int scale = 1);
-int text_width(const std::string& text, int scale = 1);  // pixels
+int text_width(const std::string& text, int scale = 1);  ///< pixels
 
 }  // namespace lockstep::viz

@@ -17,40 +17,49 @@
 
 namespace lockstep::viz {
 
-// name -> one value per epoch (History::history's type).
+/// name -> one value per epoch (History::history's type).
 using SeriesMap = std::map<std::string, std::vector<double>>;
 
+/// How render_history_plot draws: one panel per metric, training and validation lines.
 struct HistoryPlotOptions {
-  std::string title = "Training history";
-  int panel_width = 440;  // pixels per panel, axes and labels included
-  int panel_height = 320;
-  int columns = 0;  // panels per row; 0: up to 3
+  std::string title = "Training history";  ///< above the panels
+  int panel_width = 440;  ///< pixels per panel, axes and labels included
+  int panel_height = 320;  ///< pixels per panel
+  int columns = 0;  ///< panels per row; 0: up to 3
+  /// Logs not plotted.
   std::vector<std::string> exclude = {"input_wait_seconds", "input_wait_fraction"};
-  std::string validation_label = "validation";  // the val_ line's legend entry (e.g. "test")
+  std::string validation_label = "validation";  ///< the val_ line's legend entry (e.g. "test")
 };
 
-// Line colours (RGB).
-inline constexpr uint8_t kTrainColor[3] = {31, 119, 180};       // matplotlib's C0
-inline constexpr uint8_t kValidationColor[3] = {255, 127, 14};  // matplotlib's C1
+/// Line colours (RGB).
+inline constexpr uint8_t kTrainColor[3] = {31, 119, 180};       ///< matplotlib's C0
+inline constexpr uint8_t kValidationColor[3] = {255, 127, 14};  ///< matplotlib's C1
 
-// One panel's plot area and scales: pixel(epoch_index, value) is where that point is drawn.
+/// One panel's plot area and scales: pixel(epoch_index, value) is where that point is drawn.
 struct HistoryPanel {
-  std::string name;
-  int left = 0, top = 0, right = 0, bottom = 0;  // the plot area, inclusive pixels
+  std::string name;  ///< the metric ("loss", "accuracy")
+  ///@{
+  /// The plot area, inclusive pixels.
+  int left = 0, top = 0, right = 0, bottom = 0;
+  ///@}
+  ///@{
+  /// The value axis' range.
   double y_min = 0, y_max = 1;
-  int epochs = 0;
-  bool has_validation = false;
-  std::pair<int, int> pixel(int epoch_index, double value) const;  // (x, y)
+  ///@}
+  int epochs = 0;               ///< points per line
+  bool has_validation = false;  ///< a val_ line is drawn too
+  std::pair<int, int> pixel(int epoch_index, double value) const;  ///< (x, y)
 };
 
+/// render_history_plot's result: the picture and where each panel is.
 struct HistoryPlot {
-  Tensor image;  // uint8 [H, W, 3]
-  std::vector<HistoryPanel> panels;
+  Tensor image;  ///< uint8 [H, W, 3]
+  std::vector<HistoryPanel> panels;  ///< in drawing order
 };
 
-// Throws when `history` has no series to plot or the series differ in length (naming them).
+/// Throws when `history` has no series to plot or the series differ in length (naming them).
 HistoryPlot render_history_plot(const SeriesMap& history, const HistoryPlotOptions& options = {});
-// Renders and writes a PNG atomically (temporary file, then rename); errors name the path.
+/// Renders and writes a PNG atomically (temporary file, then rename); errors name the path.
 void save_history_plot(const SeriesMap& history, const std::string& path,
                        const HistoryPlotOptions& options = {});
 

@@ -65,11 +65,12 @@ int main(int argc, char** argv) {
 
   // docs: begin dicts
   model.compile({.optimizer = ls::optimizers::Adam(1e-3),
-                 .loss_by_output = {{"digit", ls::losses::SparseCategoricalCrossentropy(
-                                                  {.from_logits = true})},
-                                    {"size", ls::losses::get("mse")}},
-                 .loss_weight_by_output = {{"size", 0.2}},
-                 .metrics_by_output = {{"digit", {"accuracy"}}}});
+                 .losses = {{"digit", ls::losses::SparseCategoricalCrossentropy(
+                                          {.from_logits = true})},
+                            {"size", ls::losses::get("mse")}},
+                 .loss_weights = {{"size", 0.2}},
+                 .output_metrics = ls::PerOutput<std::vector<std::string>>::by_name(
+                     {{"digit", {"accuracy"}}})});
   model.fit(ls::TensorDict{{"image", train.image}, {"meta", train.meta}},
             ls::TensorDict{{"digit", train.digit}, {"size", train.size}},
             {.batch_size = 64, .epochs = epochs, .verbose = 0});

@@ -27,8 +27,10 @@ namespace ls = lockstep;
 namespace dist = lockstep::distribute;
 
 static const char* kUsage =
-    "usage: distributed_train --strategy one_device|mirrored|multi_worker [--epochs N] [--batch N]\n"
-    "       [--samples N] [--sync-bn] [--dataset] [--nan-sample K] [--out FILE] [--backup-dir DIR]\n"
+    "usage: distributed_train --strategy one_device|mirrored|multi_worker [--epochs N] [--batch "
+    "N]\n"
+    "       [--samples N] [--sync-bn] [--dataset] [--nan-sample K] [--out FILE] [--backup-dir "
+    "DIR]\n"
     "       [--step-delay-ms N] [--units N] [--replicas-per-worker N]\n"
     "       [--timeout-ms N] [--deterministic] [--all-reduce-dtype float32|bfloat16]\n"
     "       [--steps-per-execution N]\n";

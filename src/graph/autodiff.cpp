@@ -1,5 +1,5 @@
 // Reverse-mode autodiff: walk nodes backwards from the loss, call each op's gradient builder,
-// accumulate gradients with "add".
+// accumulate gradients with op::add.
 #include "lockstep/graph/autodiff.h"
 
 #include <map>

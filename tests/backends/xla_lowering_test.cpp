@@ -63,7 +63,8 @@ Built build(const OpCase& c, bool bf16) {
     if (c.inputs[i].dtype != DType::f32)
       ins.push_back(b.inputs.back());
     else if (bf16)
-      ins.push_back(b.g.add(op::cast, {b.inputs.back()}, Attrs{{"dtype", std::string("bfloat16")}}));
+      ins.push_back(
+          b.g.add(op::cast, {b.inputs.back()}, Attrs{{"dtype", std::string("bfloat16")}}));
     else
       ins.push_back(b.g.add(op::identity, {b.inputs.back()}));
   }

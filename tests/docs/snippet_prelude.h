@@ -18,9 +18,9 @@ namespace dist = lockstep::distribute;
 using namespace lockstep::layers;
 
 namespace docs_context {
-extern ls::Model model;                                 // a compiled model
+extern ls::Model model;                                    // a compiled model
 extern ls::Tensor x, y, x_train, y_train, x_test, y_test;  // arrays: inputs and labels
-extern ls::data::ImageDataset train, val;               // image_dataset_from_directory's
-extern ls::data::Dataset dataset;                       // any batched {x, y} pipeline
+extern ls::data::ImageDataset train, val;                  // image_dataset_from_directory's
+extern ls::data::Dataset dataset;                          // any batched {x, y} pipeline
 }  // namespace docs_context
 using namespace docs_context;

@@ -79,8 +79,8 @@ constexpr DType dtype_of<uint8_t>() {
 enum class DeviceType : uint8_t { cpu, cuda };
 /// A device: its type and index, e.g. cpu:0 (a group of cores, see MirroredStrategy) or cuda:1.
 struct Device {
-  DeviceType type = DeviceType::cpu;  ///< cpu or cuda
-  int index = 0;                      ///< K in "cpu:K"
+  DeviceType type = DeviceType::cpu;               ///< cpu or cuda
+  int index = 0;                                   ///< K in "cpu:K"
   bool operator==(const Device&) const = default;  ///< same type and index
   std::string str() const;                         ///< "cpu:0", "cuda:1"
   static Device cpu() { return {}; }               ///< cpu:0

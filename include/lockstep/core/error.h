@@ -24,8 +24,8 @@ std::string concat(Args&&... args) {
 }  // namespace detail
 
 // LS_CHECK(cond, parts...): throw lockstep::Error with the concatenated message when cond fails.
-#define LS_CHECK(cond, ...)                                            \
-  do {                                                                 \
+#define LS_CHECK(cond, ...)                                                        \
+  do {                                                                             \
     if (!(cond)) throw ::lockstep::Error(::lockstep::detail::concat(__VA_ARGS__)); \
   } while (0)
 

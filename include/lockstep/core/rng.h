@@ -18,11 +18,11 @@ class Philox {
  public:
   /// The stream `stream` (default 0) of generator `seed`.
   explicit Philox(uint64_t seed, uint64_t stream = 0) : key_(seed), stream_(stream) {}
-  uint32_t next_u32();  ///< the next uniform 32-bit word
-  float uniform();                  ///< [0, 1)
+  uint32_t next_u32();                ///< the next uniform 32-bit word
+  float uniform();                    ///< [0, 1)
   float uniform(float lo, float hi);  ///< [lo, hi)
-  float normal();                   ///< standard normal (Box-Muller)
-  float truncated_normal();         ///< normal, redrawn outside 2 stddev (Keras)
+  float normal();                     ///< standard normal (Box-Muller)
+  float truncated_normal();           ///< normal, redrawn outside 2 stddev (Keras)
   /// The next uniform 64-bit word (two 32-bit words, high first).
   uint64_t next_u64() { return (uint64_t(next_u32()) << 32) | next_u32(); }
 

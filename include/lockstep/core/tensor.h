@@ -39,37 +39,38 @@ class Tensor {
   static Tensor borrow(void* data, const Shape& shape, DType dtype);
 
   bool defined() const { return storage_ != nullptr; }  ///< has storage
-  const Shape& shape() const { return shape_; }          ///< the dimensions
-  const Shape& strides() const { return strides_; }      ///< per dimension, in elements
-  DType dtype() const { return dtype_; }                 ///< the element type
+  const Shape& shape() const { return shape_; }         ///< the dimensions
+  const Shape& strides() const { return strides_; }     ///< per dimension, in elements
+  DType dtype() const { return dtype_; }                ///< the element type
   /// Where the data lives (cpu:0 for an undefined tensor).
   Device device() const { return storage_ ? storage_->device : Device{}; }
-  int rank() const { return shape_.rank(); }             ///< the number of dimensions
-  int64_t dim(int i) const { return shape_[i]; }         ///< dimension i (negative: from the end)
-  int64_t numel() const { return shape_.numel(); }       ///< the number of elements
+  int rank() const { return shape_.rank(); }        ///< the number of dimensions
+  int64_t dim(int i) const { return shape_[i]; }    ///< dimension i (negative: from the end)
+  int64_t numel() const { return shape_.numel(); }  ///< the number of elements
   size_t nbytes() const { return size_t(numel()) * dtype_size(dtype_); }  ///< numel * element size
   bool is_contiguous() const;  ///< row-major with no gaps (a strided view may not be)
 
   /// The first element's address, untyped.
   void* raw() const { return static_cast<char*>(storage_->data) + offset_; }
   /// The first element's address as T (float, int32_t, bf16, ...); throws unless T is the dtype.
-  template <typename T> T* data() const {
+  template <typename T>
+  T* data() const {
     LS_CHECK(dtype_ == dtype_of<T>(), "tensor has dtype ", dtype_name(dtype_),
              ", accessed as another type");
     return static_cast<T*>(raw());
   }
 
   /// Views sharing storage.
-  Tensor reshape(const Shape& shape) const;  ///< contiguous only; one -1 allowed
+  Tensor reshape(const Shape& shape) const;        ///< contiguous only; one -1 allowed
   Tensor slice(int64_t begin, int64_t end) const;  ///< along dim 0
   Tensor transpose(int a, int b) const;            ///< strided view
   Tensor contiguous() const;                       ///< copy if not contiguous
-  Tensor clone() const;  ///< a contiguous copy with its own storage
-  void copy_from(const Tensor& src);  ///< same shape and dtype; contiguous src and dst
+  Tensor clone() const;                            ///< a contiguous copy with its own storage
+  void copy_from(const Tensor& src);               ///< same shape and dtype; contiguous src and dst
   void fill(float v);  ///< sets every element to v (converted to the dtype)
 
   std::vector<float> to_vector() const;  ///< f32 (or i32/u8/i64 converted) in row-major order
-  float item() const;  ///< the only element of a one-element tensor, as float
+  float item() const;                    ///< the only element of a one-element tensor, as float
 
  private:
   std::shared_ptr<Storage> storage_;

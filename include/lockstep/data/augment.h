@@ -45,7 +45,7 @@ struct Factor {
   ///@}
   bool single = true;  ///< given as one number
   /// One number f.
-  Factor(double f = 0) : lower(f), upper(f), single(true) {}  // NOLINT
+  Factor(double f = 0) : lower(f), upper(f), single(true) {}             // NOLINT
   Factor(double lo, double hi) : lower(lo), upper(hi), single(false) {}  ///< a pair (lo, hi)
   /// [-f, f] for one number, [lower, upper] for a pair.
   std::pair<double, double> symmetric() const {

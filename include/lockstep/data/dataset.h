@@ -83,7 +83,7 @@ struct Element {
   /// From a vector of components.
   explicit Element(std::vector<Component> components) : parts(std::move(components)) {}
 
-  size_t size() const { return parts.size(); }  ///< the number of components
+  size_t size() const { return parts.size(); }             ///< the number of components
   Component& operator[](size_t i) { return parts.at(i); }  ///< component i (bounds-checked)
   /// Component i (bounds-checked).
   const Component& operator[](size_t i) const { return parts.at(i); }
@@ -107,16 +107,16 @@ enum class ComponentKind : uint8_t { tensor, string, strings };
 /// (e.g. the batch dimension of batch() without drop_remainder). For strings: shape is (),
 /// for Strings: (batch).
 struct ComponentSpec {
-  ComponentKind kind = ComponentKind::tensor;  ///< tensor, string or strings
-  DType dtype = DType::f32;                    ///< a tensor's dtype
-  Shape shape;                                 ///< its shape (-1: unknown)
+  ComponentKind kind = ComponentKind::tensor;             ///< tensor, string or strings
+  DType dtype = DType::f32;                               ///< a tensor's dtype
+  Shape shape;                                            ///< its shape (-1: unknown)
   bool operator==(const ComponentSpec&) const = default;  ///< same kind, dtype and shape
   std::string str() const;  ///< "float32(None, 28, 28, 1)", "string()", "strings(32,)"
 };
 
 /// Static type of an element: one ComponentSpec per component (tf.data's element_spec).
 struct ElementSpec {
-  std::vector<ComponentSpec> components;  ///< in order
+  std::vector<ComponentSpec> components;                ///< in order
   bool operator==(const ElementSpec&) const = default;  ///< the same components
   std::string str() const;  ///< "(float32(None, 28, 28, 1), int32(None,))"
 };
@@ -208,9 +208,9 @@ struct BatchOptions {
 
 /// Dataset::interleave's options (tf.data's names and defaults).
 struct InterleaveOptions {
-  int cycle_length = AUTOTUNE;  ///< input elements open at once; AUTOTUNE = CPU budget
-  int block_length = 1;         ///< consecutive elements taken from each before moving on
-  int num_parallel_calls = 0;   ///< 0: sequential; N or AUTOTUNE: fetch blocks on the pool
+  int cycle_length = AUTOTUNE;        ///< input elements open at once; AUTOTUNE = CPU budget
+  int block_length = 1;               ///< consecutive elements taken from each before moving on
+  int num_parallel_calls = 0;         ///< 0: sequential; N or AUTOTUNE: fetch blocks on the pool
   std::optional<bool> deterministic;  ///< unset: Options::deterministic
   std::string name = "interleave";    ///< keys file caches, like MapOptions::name
 };
@@ -223,7 +223,7 @@ struct ListFilesOptions {
 
 /// Dataset::from_generator's options.
 struct GeneratorOptions {
-  std::string name = "generator";  ///< keys file caches, like MapOptions::name
+  std::string name = "generator";          ///< keys file caches, like MapOptions::name
   std::optional<ElementSpec> output_spec;  ///< lets element_spec() know the elements
 };
 
@@ -257,7 +257,7 @@ class Iterator {
   /// The range-for position: the current element.
   class Cursor {
    public:
-    const Element& operator*() const { return *current_; }   ///< the current element
+    const Element& operator*() const { return *current_; }    ///< the current element
     const Element* operator->() const { return &*current_; }  ///< the current element
     /// Moves to the next element.
     Cursor& operator++() {
@@ -400,7 +400,7 @@ class Dataset {
   std::string description() const;
   const Options& options() const { return options_; }  ///< the pipeline options
 
-  Dataset() = default;  ///< an empty, invalid dataset; any use throws
+  Dataset() = default;                             ///< an empty, invalid dataset; any use throws
   bool valid() const { return node_ != nullptr; }  ///< not default-constructed
 
  private:

@@ -48,8 +48,8 @@ struct ImageFolderOptions {
   std::optional<uint64_t> seed;                ///< required with validation_split and shuffle
   std::array<int, 2> image_size = {256, 256};  ///< {height, width}
   int batch_size = 32;                         ///< 0: unbatched
-  bool shuffle = true;                     ///< shuffle the files (seeded) and each epoch
-  std::string interpolation = "bilinear";  ///< "bilinear" | "nearest" | "area"
+  bool shuffle = true;                         ///< shuffle the files (seeded) and each epoch
+  std::string interpolation = "bilinear";      ///< "bilinear" | "nearest" | "area"
   bool crop_to_aspect_ratio = false;  ///< crop to image_size's aspect ratio before resizing
   bool follow_links = false;          ///< follow symbolic links to folders
   /// Explicit integer labels, one per image file of the whole tree in sorted path order
@@ -123,8 +123,8 @@ ImageDataset image_dataset_from_directory(const std::string& directory,
 /// and labels of the chosen subset, as used by image_dataset_from_directory.
 struct ImageFolderIndex {
   std::vector<std::string> class_names;  ///< sorted subfolder names (or options.class_names)
-  std::vector<std::string> files;  ///< all files, after the seeded shuffle
-  std::vector<int> labels;         ///< per file (empty when labels are "none")
+  std::vector<std::string> files;        ///< all files, after the seeded shuffle
+  std::vector<int> labels;               ///< per file (empty when labels are "none")
 };
 /// Indexes `directory` as image_dataset_from_directory would, without decoding.
 ImageFolderIndex index_image_directory(const std::string& directory,

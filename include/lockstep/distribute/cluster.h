@@ -14,8 +14,8 @@ Environment process_environment();
 
 /// Splits "host:port" (IPv6 as "[::1]:port"); throws lockstep::Error naming `what` otherwise.
 struct HostPort {
-  std::string host;  ///< a name or address (IPv6 without brackets)
-  int port = 0;      ///< 1..65535
+  std::string host;         ///< a name or address (IPv6 without brackets)
+  int port = 0;             ///< 1..65535
   std::string str() const;  ///< "host:port" ("[v6]:port")
 };
 /// Parses "host:port" or "[v6]:port"; `what` names the address in errors ("TF_CONFIG worker 1").
@@ -63,10 +63,10 @@ class ClusterResolver {
   /// One worker, rank 0.
   static ClusterResolver local();
 
-  Kind kind() const { return kind_; }  ///< where the cluster came from
-  const char* kind_name() const;  ///< "local", "TF_CONFIG", "MPI", "Slurm"
-  int num_workers() const { return num_workers_; }  ///< workers in the cluster
-  int task_index() const { return task_index_; }    ///< this worker's index (its rank)
+  Kind kind() const { return kind_; }                 ///< where the cluster came from
+  const char* kind_name() const;                      ///< "local", "TF_CONFIG", "MPI", "Slurm"
+  int num_workers() const { return num_workers_; }    ///< workers in the cluster
+  int task_index() const { return task_index_; }      ///< this worker's index (its rank)
   bool is_chief() const { return task_index_ == 0; }  ///< worker 0
   /// Worker 0's "host:port": where the rendezvous store listens. Empty for local().
   const std::string& chief_address() const { return chief_address_; }

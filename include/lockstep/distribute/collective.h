@@ -66,7 +66,7 @@ class PeerLostError : public CollectiveError {
   /// The error `what` about worker `rank` at `address`.
   PeerLostError(const std::string& what, int rank, std::string address)
       : CollectiveError(what), rank_(rank), address_(std::move(address)) {}
-  int rank() const { return rank_; }  ///< the lost worker (-1: unknown)
+  int rank() const { return rank_; }                       ///< the lost worker (-1: unknown)
   const std::string& address() const { return address_; }  ///< its "host:port", or "thread"
 
  private:

@@ -35,10 +35,10 @@
 
 namespace lockstep::distribute {
 
-constexpr size_t kStoreMaxKeyBytes = 4096;              ///< the longest key
+constexpr size_t kStoreMaxKeyBytes = 4096;                ///< the longest key
 constexpr size_t kStoreMaxValueBytes = size_t(16) << 20;  ///< 16 MiB
 constexpr size_t kStoreMaxWaitKeys = 65536;               ///< keys in one wait()
-constexpr size_t kStoreMaxTokenBytes = 4096;            ///< the longest job token
+constexpr size_t kStoreMaxTokenBytes = 4096;              ///< the longest job token
 
 /// The job token for a store listening on (or a client connecting to) `host`, from `env`:
 /// LOCKSTEP_JOB_TOKEN, else the content of the file LOCKSTEP_JOB_SECRET_FILE names (trailing
@@ -53,7 +53,7 @@ bool is_loopback_host(const std::string& host);
 
 /// A StoreServer's options.
 struct StoreServerOptions {
-  std::string token;  ///< "" = no token required (loopback or opted-out jobs)
+  std::string token;           ///< "" = no token required (loopback or opted-out jobs)
   int max_connections = 1024;  ///< connections served at once; more wait
   std::chrono::milliseconds handshake_timeout{5000};  ///< to present the token (token set only)
 };
@@ -71,7 +71,7 @@ class StoreServer {
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
 
-  int port() const;  ///< the port it listens on (the one picked for port 0)
+  int port() const;             ///< the port it listens on (the one picked for port 0)
   std::string address() const;  ///< "host:port"
 
  private:
@@ -96,7 +96,7 @@ class StoreClient {
   StoreClient(const StoreClient&) = delete;
   StoreClient& operator=(const StoreClient&) = delete;
 
-  std::string address() const;  ///< the server's "host:port"
+  std::string address() const;                ///< the server's "host:port"
   std::chrono::milliseconds timeout() const;  ///< every call's limit
 
   /// Keys longer than kStoreMaxKeyBytes and values longer than kStoreMaxValueBytes throw

@@ -45,8 +45,8 @@ enum class ReduceOp { SUM, MEAN };
 
 /// What distribute_datasets_from_function hands the user's function (tf.distribute.InputContext).
 struct InputContext {
-  int num_input_pipelines = 1;  ///< = number of workers
-  int input_pipeline_id = 0;    ///< = this worker's index
+  int num_input_pipelines = 1;   ///< = number of workers
+  int input_pipeline_id = 0;     ///< = this worker's index
   int num_replicas_in_sync = 1;  ///< replicas on all workers
   /// Global batch / replicas; throws when it does not divide.
   int64_t get_per_replica_batch_size(int64_t global_batch_size) const;
@@ -143,7 +143,7 @@ class Strategy {
   /// `auto scope = strategy.scope();` is Keras's `with strategy.scope():`.
   [[nodiscard]] Scope scope() const { return Scope(impl_); }
 
-  std::string name() const;  ///< "OneDeviceStrategy", "MirroredStrategy", ...
+  std::string name() const;          ///< "OneDeviceStrategy", "MirroredStrategy", ...
   int num_replicas_in_sync() const;  ///< replicas on all workers (the global batch's split)
   int num_local_replicas() const;    ///< replicas in this process
   int num_workers() const;           ///< processes (1 unless multi-worker)

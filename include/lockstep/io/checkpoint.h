@@ -31,7 +31,7 @@ struct NamedTensor {
 
 /// A checkpoint file's content: JSON metadata and named tensors.
 struct CheckpointFile {
-  json metadata = json::object();   ///< free-form (the writer's)
+  json metadata = json::object();    ///< free-form (the writer's)
   std::vector<NamedTensor> tensors;  ///< in the file's order
 };
 
@@ -44,8 +44,8 @@ CheckpointFile read_checkpoint_file(const std::string& path);
 
 /// Where training stands: epochs completed and steps done in the current epoch.
 struct TrainingProgress {
-  int epoch = 0;     ///< the epoch to run next (or to resume)
-  int64_t step = 0;  ///< steps of that epoch already done
+  int epoch = 0;                ///< the epoch to run next (or to resume)
+  int64_t step = 0;             ///< steps of that epoch already done
   json extra = json::object();  ///< anything else the writer keeps with it (seeds, ...)
 };
 

@@ -15,9 +15,9 @@ namespace lockstep {
 
 /// Handed to Layer::call: the graph being built and how.
 struct CallContext {
-  Graph& graph;           ///< the graph the layer adds its ops to
-  bool training = false;  ///< the training program (dropout and augmentation act)
-  uint64_t seed = 0;      ///< the step's seed for random ops
+  Graph& graph;               ///< the graph the layer adds its ops to
+  bool training = false;      ///< the training program (dropout and augmentation act)
+  uint64_t seed = 0;          ///< the step's seed for random ops
   std::vector<Value> losses;  ///< extra losses (regularizers) added by layers in this call
   /// Set when the step runs replicated under a strategy (training only): the id of the
   /// strategy's cross-replica group and this local replica's index. Layers that need
@@ -102,9 +102,9 @@ class Layer : public std::enable_shared_from_this<Layer> {
   /// The same for several inputs (Add, Concatenate, ...).
   KTensors operator()(const std::vector<KTensor>& xs);
 
-  const std::string& name() const { return name_; }  ///< unique in its model: "dense_1"
+  const std::string& name() const { return name_; }   ///< unique in its model: "dense_1"
   void set_name(const std::string& n) { name_ = n; }  ///< renames it
-  bool built() const { return built_; }  ///< build() has run
+  bool built() const { return built_; }               ///< build() has run
   bool trainable = true;  ///< false: its weights are frozen (not updated by fit)
 
   /// Keras weight order: the order weights were added (e.g. kernel, bias; gamma, beta,
@@ -112,7 +112,7 @@ class Layer : public std::enable_shared_from_this<Layer> {
   const std::vector<VariablePtr>& weights() const { return weights_; }
   std::vector<VariablePtr> trainable_weights() const;      ///< weights() fit updates
   std::vector<VariablePtr> non_trainable_weights() const;  ///< the others (moving statistics)
-  int64_t count_params() const;  ///< the number of weight elements
+  int64_t count_params() const;                            ///< the number of weight elements
 
   /// Used by Model::compile to replay; also by summary().
   void ensure_built(const std::vector<Shape>& input_shapes);

@@ -35,20 +35,20 @@ LayerHandle Dense(int64_t units, DenseOptions o = {});
 
 /// The convolution layers' options (keras.layers.Conv2D's keyword arguments and defaults).
 struct ConvOptions {
-  std::vector<int64_t> strides = {1, 1};  ///< one value is used for both dims
-  std::string padding = "valid";          ///< "valid" | "same"
+  std::vector<int64_t> strides = {1, 1};        ///< one value is used for both dims
+  std::string padding = "valid";                ///< "valid" | "same"
   std::vector<int64_t> dilation_rate = {1, 1};  ///< the kernel's dilation (one value: both dims)
   int64_t groups = 1;                 ///< grouped convolution: channels split in `groups` groups
   std::string activation = "linear";  ///< applied to the output
   bool use_bias = true;               ///< add a bias per filter
   std::string kernel_initializer = "glorot_uniform";  ///< the kernel's initializer
   std::string bias_initializer = "zeros";             ///< the bias's initializer
-  double kernel_regularizer_l2 = 0.0;  ///< L2 penalty factor on the kernel (0: none)
-  double bias_regularizer_l2 = 0.0;    ///< L2 penalty factor on the bias (0: none)
-  int64_t depth_multiplier = 1;  ///< DepthwiseConv2D / SeparableConv2D
+  double kernel_regularizer_l2 = 0.0;                 ///< L2 penalty factor on the kernel (0: none)
+  double bias_regularizer_l2 = 0.0;                   ///< L2 penalty factor on the bias (0: none)
+  int64_t depth_multiplier = 1;                       ///< DepthwiseConv2D / SeparableConv2D
   std::string depthwise_initializer = "glorot_uniform";  ///< the depthwise kernel's initializer
   std::string pointwise_initializer = "glorot_uniform";  ///< the pointwise kernel's initializer
-  std::string name;                                       ///< "" = "conv2d", "conv2d_1", ...
+  std::string name;                                      ///< "" = "conv2d", "conv2d_1", ...
 };
 /// keras.layers.Conv2D: NHWC [N, H, W, C] -> [N, H', W', filters]; kernel HWIO
 /// [kh, kw, C / groups, filters]. kernel_size: one value (square) or {kh, kw}.
@@ -92,11 +92,11 @@ LayerHandle ReLU(std::string name = "");
 
 /// BatchNormalization's options (Keras's names and defaults).
 struct BatchNormOptions {
-  int64_t axis = -1;        ///< the channel axis (only -1)
-  double momentum = 0.99;   ///< of the moving mean and variance
-  double epsilon = 1e-3;    ///< added to the variance
-  bool center = true;       ///< learn beta (an offset)
-  bool scale = true;        ///< learn gamma (a scale)
+  int64_t axis = -1;          ///< the channel axis (only -1)
+  double momentum = 0.99;     ///< of the moving mean and variance
+  double epsilon = 1e-3;      ///< added to the variance
+  bool center = true;         ///< learn beta (an offset)
+  bool scale = true;          ///< learn gamma (a scale)
   bool synchronized = false;  ///< cross-replica statistics (distribution strategies)
   std::string name;           ///< "" = "batch_normalization", ...
 };
@@ -146,9 +146,9 @@ struct Factor {
 struct TransformLayerOptions {
   std::string fill_mode = "reflect";       ///< reflect | wrap | constant | nearest
   std::string interpolation = "bilinear";  ///< bilinear | nearest
-  uint64_t seed = 0;        ///< 0: drawn from the global seed
-  double fill_value = 0.0;  ///< for fill_mode "constant"
-  std::string name;         ///< "" = a unique default
+  uint64_t seed = 0;                       ///< 0: drawn from the global seed
+  double fill_value = 0.0;                 ///< for fill_mode "constant"
+  std::string name;                        ///< "" = a unique default
 };
 /// mode: "horizontal", "vertical" or "horizontal_and_vertical".
 LayerHandle RandomFlip(std::string mode = "horizontal_and_vertical", uint64_t seed = 0,
@@ -178,14 +178,14 @@ LayerHandle CenterCrop(int64_t height, int64_t width, std::string name = "");
 /// Resizing's options.
 struct ResizingOptions {
   std::string interpolation = "bilinear";  ///< bilinear | nearest | area
-  bool crop_to_aspect_ratio = false;  ///< crop to the target's aspect ratio first
-  std::string name;                   ///< "" = a unique default
+  bool crop_to_aspect_ratio = false;       ///< crop to the target's aspect ratio first
+  std::string name;                        ///< "" = a unique default
 };
 /// keras.layers.Resizing: [N, H, W, C] -> [N, height, width, C] (tf.image.resize).
 LayerHandle Resizing(int64_t height, int64_t width, ResizingOptions o = {});
 /// Normalization's options.
 struct NormalizationOptions {
-  std::vector<int64_t> axis = {-1};    ///< kept axes; empty = Keras axis=None (one mean)
+  std::vector<int64_t> axis = {-1};  ///< kept axes; empty = Keras axis=None (one mean)
   ///@{
   /// Fixed statistics (else adapt()).
   std::vector<double> mean, variance;
@@ -205,7 +205,7 @@ class NormalizationHandle : public LayerHandle {
   /// finalize_state() (Chan et al. pairwise combination; biased variance as Keras).
   void reset_state() const;
   void update_state(const Tensor& batch) const;  ///< adds a batch to the running statistics
-  void finalize_state() const;  ///< sets the layer's mean and variance from them
+  void finalize_state() const;                   ///< sets the layer's mean and variance from them
   /// Dataset-like sources: anything iterable whose elements are batches (Tensor) or
   /// (Tensor, ...) pairs/tuples whose first item is the batch.
   template <class Batches>

@@ -16,7 +16,7 @@ struct DTypePolicy {
   std::string name = "float32";  ///< "float32", "mixed_bfloat16", "mixed_float16"
   DType compute = DType::f32;    ///< the layers' arithmetic
   DType variable = DType::f32;   ///< the weights' storage
-  bool mixed() const { return compute != variable; }  ///< a mixed policy
+  bool mixed() const { return compute != variable; }    ///< a mixed policy
   bool operator==(const DTypePolicy&) const = default;  ///< same name and dtypes
 };
 

@@ -16,11 +16,11 @@ class Network;
 /// from each, so `Sequential({Input({4}), Dense(2)})` reads like Keras).
 struct SequentialItem {
   /// A layer.
-  SequentialItem(LayerHandle l) : layer(l.ptr()) {}                   // NOLINT
+  SequentialItem(LayerHandle l) : layer(l.ptr()) {}  // NOLINT
   /// A nested model (its as_layer()).
-  SequentialItem(const Network& nested);                              // NOLINT
+  SequentialItem(const Network& nested);  // NOLINT
   /// A layer.
-  SequentialItem(LayerPtr l) : layer(std::move(l)) {}                 // NOLINT
+  SequentialItem(LayerPtr l) : layer(std::move(l)) {}  // NOLINT
   /// The Input (first item only).
   SequentialItem(KTensor t) : input(std::move(t)), is_input(true) {}  // NOLINT
   LayerPtr layer;         ///< the layer (unless is_input)
@@ -44,12 +44,12 @@ class Network {
 
   /// Keras's model.summary() table (layer, output shape, parameters; totals) on `os`.
   void summary(std::ostream& os) const;
-  void summary() const;  ///< ... on stdout
+  void summary() const;                       ///< ... on stdout
   std::string name() const { return name_; }  ///< "sequential", "functional", or the given name
   /// The layers, in Keras's model.layers order (Sequential: the list, InputLayer first).
   const std::vector<LayerPtr>& layers() const { return layers_; }
-  LayerPtr get_layer(const std::string& name) const;  ///< by name; throws listing the names
-  std::vector<VariablePtr> weights() const;  ///< Keras order: by layer, then weight order
+  LayerPtr get_layer(const std::string& name) const;   ///< by name; throws listing the names
+  std::vector<VariablePtr> weights() const;            ///< Keras order: by layer, then weight order
   std::vector<VariablePtr> trainable_weights() const;  ///< weights() that are trainable
   std::vector<Tensor> get_weights() const;  ///< copies of weights()' values (Keras order)
   /// Sets every weight, in get_weights()' order; throws on a count or shape mismatch.
@@ -85,9 +85,9 @@ class Network {
   std::vector<KTensor> inputs_, outputs_;
   ///@}
   std::vector<std::shared_ptr<LayerCall>> calls_;  ///< topological order
-  std::vector<LayerPtr> layers_;  ///< layers()
-  bool sequential_ = false;       ///< is_sequential()
-  mutable std::weak_ptr<Layer> as_layer_;  ///< weak: the layer holds a copy of this network
+  std::vector<LayerPtr> layers_;                   ///< layers()
+  bool sequential_ = false;                        ///< is_sequential()
+  mutable std::weak_ptr<Layer> as_layer_;          ///< weak: the layer holds a copy of this network
 };
 
 /// The network behind a layer made by Network::as_layer() (a nested model), or nullptr.

@@ -55,17 +55,17 @@ struct ExportOptions {
   int64_t batch_size = -1;      ///< -1: a symbolic batch dimension named "batch"; > 0: fixed
   bool fold_batch_norm = true;  ///< fold BatchNormalization into the layer before it (above)
   std::string producer_name = "lockstep";  ///< the model proto's producer_name
-  std::string doc_string;  ///< stored in the model proto
+  std::string doc_string;                  ///< stored in the model proto
 };
 
 /// What export wrote (tests and the CLI print it).
 struct ExportReport {
-  int64_t nodes = 0;         ///< ONNX nodes in the graph
-  int64_t initializers = 0;  ///< weight tensors stored
-  int64_t parameters = 0;                              ///< float values stored as initializers
-  int64_t transposes = 0;                              ///< layout Transposes inserted (see above)
-  std::vector<std::string> folded;                     ///< "batch_normalization into conv2d", ...
-  std::vector<std::string> removed;                    ///< layers that vanish at inference
+  int64_t nodes = 0;                 ///< ONNX nodes in the graph
+  int64_t initializers = 0;          ///< weight tensors stored
+  int64_t parameters = 0;            ///< float values stored as initializers
+  int64_t transposes = 0;            ///< layout Transposes inserted (see above)
+  std::vector<std::string> folded;   ///< "batch_normalization into conv2d", ...
+  std::vector<std::string> removed;  ///< layers that vanish at inference
   ///@{
   /// The graph's input and output names, in the model's order.
   std::vector<std::string> input_names, output_names;

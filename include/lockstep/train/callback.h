@@ -21,8 +21,8 @@ class Callback {
  public:
   virtual ~Callback() = default;
   void set_model(Model* m) { model = m; }  ///< fit/evaluate/predict set it before the first hook
-  virtual void on_train_begin(const Logs&) {}  ///< fit starts
-  virtual void on_train_end(const Logs&) {}    ///< fit ends (the last epoch's logs)
+  virtual void on_train_begin(const Logs&) {}             ///< fit starts
+  virtual void on_train_end(const Logs&) {}               ///< fit ends (the last epoch's logs)
   virtual void on_epoch_begin(int epoch, const Logs&) {}  ///< an epoch starts
   /// An epoch ends: its logs (training and validation; set model->stop_training to stop).
   virtual void on_epoch_end(int epoch, const Logs&) {}
@@ -37,7 +37,7 @@ class Callback {
   virtual void on_test_batch_end(int batch, const Logs&) {}    ///< ... and ends (running metrics)
   /// predict(): Keras's on_predict_* hooks (the batch logs are empty).
   virtual void on_predict_begin(const Logs&) {}
-  virtual void on_predict_end(const Logs&) {}  ///< predict() ends
+  virtual void on_predict_end(const Logs&) {}                     ///< predict() ends
   virtual void on_predict_batch_begin(int batch, const Logs&) {}  ///< a predict step starts
   virtual void on_predict_batch_end(int batch, const Logs&) {}    ///< ... and ends
   /// Entries this callback adds to an epoch's logs (Keras callbacks write into the logs dict:
@@ -53,13 +53,13 @@ using CallbackPtr = std::shared_ptr<Callback>;
 struct History {
   /// Each log's value per epoch: history["loss"][e], history["val_accuracy"][e] (Keras's).
   std::map<std::string, std::vector<double>> history;
-  std::vector<int> epoch;  ///< the epochs run (0-based; from initial_epoch)
-  double compile_seconds = 0;  ///< time compiling programs during this fit
+  std::vector<int> epoch;        ///< the epochs run (0-based; from initial_epoch)
+  double compile_seconds = 0;    ///< time compiling programs during this fit
   double train_seconds = 0;      ///< time in fit's epochs (excludes compile)
   double images_per_second = 0;  ///< training samples / train_seconds
   int64_t samples = 0;           ///< training samples this process's replicas stepped on
-  bool stopped_on_nan = false;  ///< training stopped because the loss became NaN or inf
-  std::string stop_reason;      ///< why (epoch, step, replicas), when stopped_on_nan
+  bool stopped_on_nan = false;   ///< training stopped because the loss became NaN or inf
+  std::string stop_reason;       ///< why (epoch, step, replicas), when stopped_on_nan
   /// Time the training steps waited for their input (fetching the next batch and copying it
   /// into the step's buffers), in total and as a fraction of train_seconds. Also in the epoch
   /// logs as "input_wait_seconds" / "input_wait_fraction".
@@ -83,9 +83,9 @@ struct History {
 class EarlyStoppingCallback : public Callback {
  public:
   virtual int stopped_epoch() const = 0;  ///< 0 when training was not stopped
-  virtual int best_epoch() const = 0;  ///< the epoch with the best monitored value
-  virtual double best() const = 0;     ///< that value
-  virtual int wait() const = 0;        ///< epochs since the last improvement
+  virtual int best_epoch() const = 0;     ///< the epoch with the best monitored value
+  virtual double best() const = 0;        ///< that value
+  virtual int wait() const = 0;           ///< epochs since the last improvement
 };
 
 /// keras.callbacks.ModelCheckpoint's options (Keras's names and defaults).
@@ -124,9 +124,9 @@ struct TensorBoardOptions {
 /// keras.callbacks.EarlyStopping's options (Keras's names and defaults).
 struct EarlyStoppingOptions {
   std::string monitor = "val_loss";  ///< the log watched
-  double min_delta = 0.0;  ///< a change smaller than |min_delta| is no improvement
-  int patience = 0;        ///< epochs without improvement before stopping
-  int verbose = 0;         ///< 1: "Epoch N: early stopping" and the restore line
+  double min_delta = 0.0;            ///< a change smaller than |min_delta| is no improvement
+  int patience = 0;                  ///< epochs without improvement before stopping
+  int verbose = 0;                   ///< 1: "Epoch N: early stopping" and the restore line
   /// "min", "max", or "auto": max for accuracy, auc, precision, recall (and f1/fbeta), else min.
   std::string mode = "auto";
   /// An improvement resets the patience count only when it also beats the baseline, so training

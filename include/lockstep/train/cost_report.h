@@ -42,8 +42,8 @@ struct CostReportOptions {
   double price_per_hour = 0;
   std::string prices_file;  ///< a JSON table {"machine": dollars_per_hour, ...}
   std::string machine;      ///< the machine's entry in prices_file
-  std::string label;  ///< the run's legend entry in charts ("" = the hardware line)
-  int verbose = 1;    ///< 1: print the summary at the end of training
+  std::string label;        ///< the run's legend entry in charts ("" = the hardware line)
+  int verbose = 1;          ///< 1: print the summary at the end of training
 };
 
 /// The callback callbacks::CostReport returns; report() reads its figures.

@@ -27,7 +27,7 @@ class Metric {
   /// default refuses (a metric that has no weighted form names itself).
   virtual void update_weighted(Graph& g, Value y_true, Value y_pred, Value sample_weight);
   virtual float result() const;  ///< total / count
-  virtual void reset();  ///< zeroes the state (fit does at each epoch's start)
+  virtual void reset();          ///< zeroes the state (fit does at each epoch's start)
   /// The state variables (summed across replicas and workers).
   const std::vector<VariablePtr>& variables() const { return vars_; }
 

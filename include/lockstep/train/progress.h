@@ -15,9 +15,9 @@ class ProgressBar {
  public:
   /// target: steps in the epoch (0 = unknown). verbose: 0 silent, 1 bar, 2 one line per epoch.
   ProgressBar(int target, int verbose, FILE* out = stdout);
-  void update(int step, const Logs& logs);    ///< after `step` steps (1-based)
-  void finish(const Logs& logs);              ///< end of epoch: final line with time per step
-  static bool is_tty(FILE* f);  ///< whether f is a terminal (the bar redraws in place)
+  void update(int step, const Logs& logs);  ///< after `step` steps (1-based)
+  void finish(const Logs& logs);            ///< end of epoch: final line with time per step
+  static bool is_tty(FILE* f);              ///< whether f is a terminal (the bar redraws in place)
 
  private:
   std::string format_logs(const Logs& logs) const;

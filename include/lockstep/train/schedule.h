@@ -14,7 +14,7 @@ class LearningRateSchedule {
  public:
   virtual ~LearningRateSchedule() = default;
   virtual double operator()(int64_t step) const = 0;  ///< the rate at `step` (from 0)
-  virtual Attrs attrs() const = 0;  ///< {"kind": ..., params}
+  virtual Attrs attrs() const = 0;                    ///< {"kind": ..., params}
 };
 /// A shared schedule (OptimizerOptions::schedule).
 using SchedulePtr = std::shared_ptr<LearningRateSchedule>;

@@ -41,7 +41,7 @@ class SummaryWriter {
   /// A Keras model config as JSON (the "graph_keras_model" plugin: TensorBoard's Graphs
   /// dashboard draws the layer graph; Keras writes it under the tag "keras").
   void keras_model(const std::string& tag, const std::string& model_json, int64_t step);
-  void flush();  ///< writes buffered records to the file
+  void flush();                     ///< writes buffered records to the file
   const std::string& path() const;  ///< the event file's path
 
  private:

@@ -26,8 +26,8 @@ namespace lockstep::viz {
 
 /// The grid of a sample or prediction picture.
 struct GridOptions {
-  int rows = 3;  ///< images per column
-  int cols = 3;  ///< images per row
+  int rows = 3;        ///< images per column
+  int cols = 3;        ///< images per row
   int min_cell = 128;  ///< scale images up (integer factor, nearest) to at least this many px
   int text_scale = 0;  ///< font pixel size; 0: 1 for cells < 200 px wide, else 2
   int padding = 6;     ///< between cells and around the grid

@@ -23,9 +23,9 @@ using SeriesMap = std::map<std::string, std::vector<double>>;
 /// How render_history_plot draws: one panel per metric, training and validation lines.
 struct HistoryPlotOptions {
   std::string title = "Training history";  ///< above the panels
-  int panel_width = 440;  ///< pixels per panel, axes and labels included
-  int panel_height = 320;  ///< pixels per panel
-  int columns = 0;  ///< panels per row; 0: up to 3
+  int panel_width = 440;                   ///< pixels per panel, axes and labels included
+  int panel_height = 320;                  ///< pixels per panel
+  int columns = 0;                         ///< panels per row; 0: up to 3
   /// Logs not plotted.
   std::vector<std::string> exclude = {"input_wait_seconds", "input_wait_fraction"};
   std::string validation_label = "validation";  ///< the val_ line's legend entry (e.g. "test")
@@ -46,14 +46,14 @@ struct HistoryPanel {
   /// The value axis' range.
   double y_min = 0, y_max = 1;
   ///@}
-  int epochs = 0;               ///< points per line
-  bool has_validation = false;  ///< a val_ line is drawn too
+  int epochs = 0;                                                  ///< points per line
+  bool has_validation = false;                                     ///< a val_ line is drawn too
   std::pair<int, int> pixel(int epoch_index, double value) const;  ///< (x, y)
 };
 
 /// render_history_plot's result: the picture and where each panel is.
 struct HistoryPlot {
-  Tensor image;  ///< uint8 [H, W, 3]
+  Tensor image;                      ///< uint8 [H, W, 3]
   std::vector<HistoryPanel> panels;  ///< in drawing order
 };
 

@@ -108,7 +108,8 @@ void register_binaries() {
                     .onnx = op.onnx});
   const std::pair<OpId, OpId> minmax[] = {{op::maximum, op::maximum_grad},
                                           {op::minimum, op::minimum_grad}};
-  for (auto [fwd, grad_op] : minmax) {
+  for (const auto& pair : minmax) {
+    const OpId fwd = pair.first, grad_op = pair.second;  // (clang: no capture of bindings)
     const std::string op = fwd;
     add_op(kGroup, {.name = fwd,
                     .signature = "(a, b) -> y",

@@ -101,7 +101,8 @@ const std::vector<AttrDecl> kAxisAttr = {{"axis", i64, -1, "the axis to normalis
 void register_reductions() {
   const std::array<std::array<OpId, 2>, 2> sum_mean = {
       {{op::reduce_sum, op::reduce_sum_grad}, {op::reduce_mean, op::reduce_mean_grad}}};
-  for (auto [fwd, grad_op] : sum_mean) {
+  for (const auto& pair : sum_mean) {
+    const OpId fwd = pair[0], grad_op = pair[1];  // (clang: no capture of bindings)
     const std::string op = fwd, kind = op.substr(7);
     add_op(kGroup, {.name = fwd,
                     .signature = "(x) -> y",

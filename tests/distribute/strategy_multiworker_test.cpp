@@ -2,10 +2,13 @@
 // weights of 1 worker x B; killing a worker mid-epoch makes the other fail fast naming it;
 // rerunning with BackupAndRestore finishes with the uninterrupted result. Workers are the
 // examples/distributed_train binary, started with TF_CONFIG.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,8 +38,37 @@ struct Proc {
   std::string log;
 };
 
+// Whether 127.0.0.1:port can be bound right now.
+bool port_is_free(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// Two consecutive free ports (worker 0's store and worker 1), asked of the OS rather than
+// derived from the pid: tests running side by side under ctest -j must not collide.
 int free_port() {
-  static int next = 23000 + int(::getpid() % 2000) * 4;
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = 0;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      port = ntohs(a.sin_port);
+    if (fd >= 0) ::close(fd);
+    if (port > 0 && port < 65535 && port_is_free(port) && port_is_free(port + 1)) return port;
+  }
+  static int next = 23000 + int(::getpid() % 2000) * 4;  // the old fallback
   return next += 2;
 }
 

@@ -57,38 +57,49 @@
 
 namespace lockstep::config {
 
-// The most gradient shards a run may ask for.
+/// The most gradient shards a run may ask for.
 inline constexpr int kMaxGradientShards = 1024;
 
+/// Options of enable_op_determinism (the default, {}, takes the shard count from the
+/// environment).
 struct DeterminismOptions {
-  // Gradient shards S (see (b) above); 0: as many as replicas in sync. Unset:
-  // LOCKSTEP_DETERMINISTIC_SHARDS, else 0.
+  /// Gradient shards S (see (b) above); 0: as many as replicas in sync. Unset:
+  /// LOCKSTEP_DETERMINISTIC_SHARDS, else 0.
   std::optional<int> shards;
 };
 
-void enable_op_determinism();  // = enable_op_determinism({})
+void enable_op_determinism();  ///< = enable_op_determinism({})
+/// Turns the deterministic mode on for the whole process (keras.config.enable_op_determinism),
+/// before compile/fit: see (a)-(c) above. An error when options.shards is outside
+/// 0..kMaxGradientShards.
 void enable_op_determinism(const DeterminismOptions& options);
+/// Turns the mode off again (the default); programs compiled under it keep their behaviour.
 void disable_op_determinism();
-// A boolean environment switch, read one way everywhere: unset or empty gives `fallback`;
-// 1/true/on/yes (any case) true; 0/false/off/no false; anything else is an error naming the
-// variable and the accepted values.
+/// A boolean environment switch, read one way everywhere: unset or empty gives `fallback`;
+/// 1/true/on/yes (any case) true; 0/false/off/no false; anything else is an error naming the
+/// variable and the accepted values.
 bool env_flag(const char* name, bool fallback = false);
 
+/// Whether the mode is on: enable_op_determinism was called, or LOCKSTEP_DETERMINISTIC /
+/// TF_DETERMINISTIC_OPS was set at start-up (and disable_op_determinism has not been called).
 bool op_determinism_enabled();
-// The gradient shards the mode uses (0: as many as replicas in sync): the last
-// enable_op_determinism's, else LOCKSTEP_DETERMINISTIC_SHARDS (an error when it is not a number
-// in 0..kMaxGradientShards), else 0.
+/// The gradient shards the mode uses (0: as many as replicas in sync): the last
+/// enable_op_determinism's, else LOCKSTEP_DETERMINISTIC_SHARDS (an error when it is not a number
+/// in 0..kMaxGradientShards), else 0.
 int op_determinism_shards();
 
-// The algorithm of float32 3x3 stride-1 convolutions on the cpu backend (forward and both
-// backward passes). kAuto (the default): Winograd F(4x4, 3x3) where it is faster (at least 16
-// channels in and out, at least 512 output positions per batch), direct elsewhere; kWinograd:
-// Winograd wherever oneDNN takes the shape; kDirect: never Winograd. Winograd does 2.25x fewer
-// multiplies and rounds differently (about 1e-6 of a tensor's scale). Read when a program is
-// compiled: programs compiled earlier keep their kernels. LOCKSTEP_CONV_ALGORITHM=auto|winograd|
-// direct in the environment sets the start-up value (anything else is an error on first use).
+/// The algorithm of float32 3x3 stride-1 convolutions on the cpu backend (forward and both
+/// backward passes). kAuto (the default): Winograd F(4x4, 3x3) where it is faster (at least 16
+/// channels in and out, at least 512 output positions per batch), direct elsewhere; kWinograd:
+/// Winograd wherever oneDNN takes the shape; kDirect: never Winograd. Winograd does 2.25x fewer
+/// multiplies and rounds differently (about 1e-6 of a tensor's scale). Read when a program is
+/// compiled: programs compiled earlier keep their kernels. LOCKSTEP_CONV_ALGORITHM=auto|winograd|
+/// direct in the environment sets the start-up value (anything else is an error on first use).
 enum class ConvAlgorithm { kAuto, kWinograd, kDirect };
+/// Sets the algorithm for programs compiled from now on (overrides LOCKSTEP_CONV_ALGORITHM).
 void set_conv_algorithm(ConvAlgorithm algorithm);
+/// The algorithm in force: the last set_conv_algorithm's, else LOCKSTEP_CONV_ALGORITHM's
+/// (an error when it is not auto, winograd or direct), else kAuto.
 ConvAlgorithm conv_algorithm();
 
 }  // namespace lockstep::config

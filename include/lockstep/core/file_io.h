@@ -24,26 +24,33 @@
 
 namespace lockstep {
 
-// `what` names the file's role in errors ("model file", "image file", "ONNX export").
+/// The whole contents of the regular file at `path` (see above: no FIFO, device or folder, and
+/// an error when it is larger than `max_bytes`). `what` names the file's role in errors ("model
+/// file", "image file", "ONNX export").
 std::string read_regular_file(const std::string& path, uint64_t max_bytes, const std::string& what);
 
-// Fails (naming `what`, the path and the kind of file) unless `path` is a regular file (links
-// followed), opening it without blocking so that a FIFO cannot hang the check.
+/// Fails (naming `what`, the path and the kind of file) unless `path` is a regular file (links
+/// followed), opening it without blocking so that a FIFO cannot hang the check.
 void check_regular_file(const std::string& path, const std::string& what);
 
+/// Replaces (or creates) the file at `path` with `bytes` bytes from `data`, atomically (see
+/// above: a failure leaves the previous file byte-identical); `what` names the file's role in
+/// errors. Throws lockstep::Error naming the path and the system's reason.
 void write_file_atomic(const std::string& path, const void* data, size_t bytes,
                        const std::string& what);
+/// write_file_atomic of a string's bytes.
 inline void write_file_atomic(const std::string& path, std::string_view bytes,
                               const std::string& what) {
   write_file_atomic(path, bytes.data(), bytes.size(), what);
 }
+/// write_file_atomic of a byte vector.
 inline void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes,
                               const std::string& what) {
   write_file_atomic(path, bytes.data(), bytes.size(), what);
 }
 
-// The kind of file at `path` in words ("a FIFO", "a character device", "a folder"), following
-// links; "missing" when it does not exist.
+/// The kind of file at `path` in words ("a FIFO", "a character device", "a folder"), following
+/// links; "missing" when it does not exist.
 std::string file_kind(const std::string& path);
 
 }  // namespace lockstep

@@ -5,7 +5,7 @@
 
 namespace lockstep {
 
-// The items with `separator` between them: join({"a", "b"}) == "a, b"; "" for none.
+/// The items with `separator` between them: join({"a", "b"}) == "a, b"; "" for none.
 std::string join(const std::vector<std::string>& items, const std::string& separator = ", ");
 
 }  // namespace lockstep

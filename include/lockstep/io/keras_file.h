@@ -24,21 +24,25 @@
 
 namespace lockstep::io {
 
-// Writes `tensors` (f32/f64/i32/i64/u8 ...) at their names; `groups` are created even when
-// empty (Keras writes a "vars" group for every layer). Atomic and checked (see above).
+/// Writes `tensors` (f32/f64/i32/i64/u8 ...) at their names; `groups` are created even when
+/// empty (Keras writes a "vars" group for every layer). Atomic and checked (see above).
 void write_h5_tensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                       const std::vector<std::string>& groups = {});
-// Every dataset in the file, named by its path without the leading '/', in HDF5's order
-// (names sorted; "vars/10" after "vars/9" is NOT guaranteed: callers order by index).
+/// Every dataset in the file, named by its path without the leading '/', in HDF5's order
+/// (names sorted; "vars/10" after "vars/9" is NOT guaranteed: callers order by index).
 std::vector<NamedTensor> read_h5_tensors(const std::string& path);
 
+/// The three parts of a Keras 3 `.keras` file, in memory.
 struct KerasArchive {
-  json config = json::object();
-  json metadata = json::object();
-  std::vector<NamedTensor> weights;  // model.weights.h5
-  std::vector<std::string> groups;   // written even when empty
+  json config = json::object();      ///< config.json: the model's Keras config (class_name, config)
+  json metadata = json::object();    ///< metadata.json: keras_version, date_saved, ...
+  std::vector<NamedTensor> weights;  ///< model.weights.h5
+  std::vector<std::string> groups;   ///< written even when empty
 };
+/// Writes `archive` as a `.keras` zip at `path` (atomic and checked, see above).
 void write_keras_archive(const std::string& path, const KerasArchive& archive);
+/// Reads a `.keras` zip: its config.json, metadata.json and the tensors of model.weights.h5.
+/// Errors name the file and the member; sizes are checked before anything is allocated.
 KerasArchive read_keras_archive(const std::string& path);
 
 }  // namespace lockstep::io

@@ -21,60 +21,67 @@ namespace lockstep {
 struct CompileOptions;
 struct StepInfo;
 
-// A graph compiled by a backend: the buffers of its inputs and outputs, and one step.
+/// A graph compiled by a backend: the buffers of its inputs and outputs, and one step.
 class CompiledGraph {
  public:
   virtual ~CompiledGraph() = default;
+  /// The buffer of graph input `i` (in compile()'s `inputs` order), written before run().
   virtual Tensor& input(int i) = 0;
-  virtual int num_inputs() const = 0;
+  virtual int num_inputs() const = 0;  ///< How many inputs compile() was given.
+  /// The buffer of output `i` (compile()'s `outputs` order), valid after run() until the next.
   virtual const Tensor& output(int i) const = 0;
-  virtual int num_outputs() const = 0;
-  // A host tensor of input i's shape and dtype into input(i); output(i) into a host tensor
-  // (allocated when undefined).
+  virtual int num_outputs() const = 0;  ///< How many outputs compile() was given.
+  /// A host tensor of input i's shape and dtype into input(i); output(i) into a host tensor
+  /// (allocated when undefined).
   virtual void copy_input_from_host(int i, const Tensor& host) = 0;
+  /// Copies output(i) into `host` (see copy_input_from_host).
   virtual void copy_output_to_host(int i, Tensor& host) const = 0;
-  // One step, reading the step counter and seeds from the StepInfo given to compile().
+  /// One step, reading the step counter and seeds from the StepInfo given to compile().
   virtual void run() = 0;
-  virtual size_t arena_bytes() const = 0;                      // device memory of the intermediates
-  virtual size_t unplanned_bytes() const = 0;                  // their sum without reuse
-  virtual int num_scheduled() const = 0;                       // nodes that run
-  virtual const Graph& graph() const = 0;                      // the graph after every pass
-  virtual const std::vector<std::string>& report() const = 0;  // one line per pass result
+  virtual size_t arena_bytes() const = 0;      ///< device memory of the intermediates
+  virtual size_t unplanned_bytes() const = 0;  ///< their sum without reuse
+  virtual int num_scheduled() const = 0;       ///< nodes that run
+  virtual const Graph& graph() const = 0;      ///< the graph after every pass
+  virtual const std::vector<std::string>& report() const = 0;  ///< one line per pass result
 };
 
-// How a backend's buffers must be laid out.
+/// How a backend's buffers must be laid out.
 struct MemoryRules {
-  size_t alignment = kAlignment;  // of every buffer in the arena, and of the workspace
+  size_t alignment = kAlignment;  ///< of every buffer in the arena, and of the workspace
 };
 
+/// A way to run graphs (reference, cpu, xla): implement it and register_backend() an instance to
+/// add one. Executable calls run_passes, then compile, once per program.
 class Backend {
  public:
   virtual ~Backend() = default;
-  // Its name in CompileOptions::backend ("cpu"), and one line for errors and docs.
+  /// Its name in CompileOptions::backend ("cpu").
   virtual std::string name() const = 0;
+  /// One line for errors and docs ("readable serial loops: the oracle of every test ...").
   virtual std::string doc() const = 0;
-  // Whether it runs node `n` (with input types `in`) itself; when not, *why says why (a
-  // kernel backend then falls back to the reference kernel, or refuses in strict mode).
+  /// Whether it runs node `n` (with input types `in`) itself; when not, *why says why (a
+  /// kernel backend then falls back to the reference kernel, or refuses in strict mode).
   virtual bool can_run(const Node& n, const std::vector<TensorType>& in,
                        std::string* why) const = 0;
-  // Its own graph passes (fusions its kernels take, memory layouts), run after the generic
-  // ones; appends a line per rewrite to `report`. Not run for eager programs.
+  /// Its own graph passes (fusions its kernels take, memory layouts), run after the generic
+  /// ones; appends a line per rewrite to `report`. Not run for eager programs.
   virtual void run_passes(Graph& g, std::vector<Value>& outputs,
                           std::vector<std::string>& report) const = 0;
+  /// The alignment its buffers need (Executable plans the arena with it).
   virtual MemoryRules memory_rules() const = 0;
-  // Builds the program for `g` (after the passes). `step` outlives the program and holds the
-  // step counter, seed and replica its random ops read.
+  /// Builds the program for `g` (after the passes). `step` outlives the program and holds the
+  /// step counter, seed and replica its random ops read.
   virtual std::unique_ptr<CompiledGraph> compile(Graph g, std::vector<Value> inputs,
                                                  std::vector<Value> outputs,
                                                  const CompileOptions& options,
                                                  const StepInfo* step) const = 0;
 };
 
-// Registers a backend under backend->name() (at load time, from the backend's module).
+/// Registers a backend under backend->name() (at load time, from the backend's module).
 void register_backend(std::shared_ptr<const Backend> backend);
-// The registered backend `name`; an error lists the registered ones.
+/// The registered backend `name`; an error lists the registered ones.
 const Backend& find_backend(const std::string& name);
-// The names of the registered backends, sorted.
+/// The names of the registered backends, sorted.
 std::vector<std::string> registered_backends();
 
 }  // namespace lockstep

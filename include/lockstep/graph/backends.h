@@ -7,24 +7,26 @@
 
 namespace lockstep {
 
+/// One backend Lockstep knows, whether or not its module is loaded (see registered_backends()).
 struct BackendInfo {
-  std::string name;
-  std::string doc;   // one line for errors and docs/ops.md
-  bool host = true;  // its kernels read and write host memory
+  std::string name;  ///< as in CompileOptions::backend: "reference", "cpu", "xla"
+  std::string doc;   ///< one line for errors and docs/ops.md
+  bool host = true;  ///< its kernels read and write host memory
 };
 
-// Every backend, the reference first.
+/// Every backend, the reference first.
 const std::vector<BackendInfo>& known_backends();
 
-// The backend every other host backend falls back to, op by op, when it has no kernel.
+/// The backend every other host backend falls back to, op by op, when it has no kernel.
 inline const char* const kReferenceBackend = "reference";
 
+/// Whether `name` is in known_backends().
 bool is_known_backend(const std::string& name);
 
-// The names of the host backends ({"reference", "cpu"}): what an op declares by default.
+/// The names of the host backends ({"reference", "cpu"}): what an op declares by default.
 std::vector<std::string> host_backends();
 
-// "\"reference\", \"cpu\"", for error messages that list the valid choices.
+/// "\"reference\", \"cpu\"", for error messages that list the valid choices.
 std::string known_backend_names();
 
 }  // namespace lockstep

@@ -9,15 +9,19 @@
 
 namespace lockstep {
 
-// The name of a declared op. Converts to std::string (Graph::add, OpRegistry::op) and
-// compares with one (node.op == op::relu).
+/// The name of a declared op. Converts to std::string (Graph::add, OpRegistry::op) and
+/// compares with one (node.op == op::relu).
 struct OpId {
-  const char* name;
-  operator std::string() const { return name; }
-  constexpr std::string_view view() const { return name; }
+  const char* name;                                         ///< "relu": the op's registered name
+  operator std::string() const { return name; }             ///< The name as a std::string.
+  constexpr std::string_view view() const { return name; }  ///< The name, without a copy.
+  /// A string (a node's op) equals the id with the same name.
   friend bool operator==(const std::string& a, OpId b) { return a == b.name; }
+  /// Two ids are equal when their names are.
   friend bool operator==(OpId a, OpId b) { return std::string_view(a.name) == b.name; }
+  /// "prefix " + op::relu, for messages.
   friend std::string operator+(const std::string& a, OpId b) { return a + b.name; }
+  /// op::relu + " suffix", for messages.
   friend std::string operator+(OpId a, const std::string& b) { return a.name + b; }
 };
 
@@ -51,7 +55,7 @@ LOCKSTEP_OPS(LOCKSTEP_OP_ID)
 #undef LOCKSTEP_OP_ID
 }  // namespace op
 
-// Every declared id, in the order of LOCKSTEP_OPS (sorted by name).
+/// Every declared id, in the order of LOCKSTEP_OPS (sorted by name).
 inline constexpr OpId kAllOpIds[] = {
 #define LOCKSTEP_OP_ID(name) op::name,
     LOCKSTEP_OPS(LOCKSTEP_OP_ID)

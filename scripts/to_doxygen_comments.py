@@ -3,9 +3,9 @@
 
     python3 scripts/to_doxygen_comments.py include/lockstep/<module>/*.h
 
-The one-off migration that issue 24 ran over the public headers (graph/, ops/ and
-train/model.h were left for after their rewrite): it resolves the warnings of `make docs` for
-every declaration that already had a comment; the rest need writing. Check the result with
+The one-off migration that issue 24 ran over every public header: it resolves the warnings of
+`make docs` for every declaration that already had a comment; the rest need writing. A
+"// ---- section ----" heading right above a declaration becomes /// too: turn it back. Check the result with
 `make docs` and a comment-stripped diff (g++ -fpreprocessed -dD -E -P FILE).
 
 A run of full-line // comments at namespace or class scope directly followed by a declaration

@@ -14,11 +14,19 @@ namespace ls = lockstep;
 namespace dist = ls::distribute;
 using namespace ls::layers;
 
+static const char kUsage[] =
+    "usage: data_parallel [one_device|mirrored|multi_worker] [--epochs N] [--backup DIR]\n"
+    "Trains a small CNN on Fashion-MNIST under a tf.distribute-style strategy (default\n"
+    "mirrored); multi_worker reads the cluster from TF_CONFIG, mpirun or srun.\n"
+    "  --epochs N    epochs to train (default 2)\n"
+    "  --backup DIR  BackupAndRestore's folder: a restarted run resumes there (default backup)\n";
+
 int main(int argc, char** argv) {
   std::string name = "mirrored", backup = "backup";
   int epochs = 2;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--help" || a == "-h") return std::fputs(kUsage, stdout), 0;
     if (a == "--epochs" && i + 1 < argc) epochs = std::atoi(argv[++i]);
     else if (a == "--backup" && i + 1 < argc) backup = argv[++i];
     else name = a;

@@ -34,6 +34,12 @@ Data make_data(int64_t n, uint64_t seed) {
 // docs: end data
 
 int main(int argc, char** argv) {
+  if (argc > 1 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::puts("usage: two_outputs [--epochs N]\n"
+              "Trains a two-input, two-output model (docs/models.md) on generated data.\n"
+              "  --epochs N  epochs to train (default 3)");
+    return 0;
+  }
   const int epochs = argc > 2 && std::string(argv[1]) == "--epochs" ? std::atoi(argv[2]) : 3;
   ls::set_random_seed(1);
   Data train = make_data(512, 1), test = make_data(128, 2);

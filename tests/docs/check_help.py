@@ -3,8 +3,9 @@
 
     check_help.py --build-dir BUILD [--guide docs/cli.md]
 
-For `lockstep` (its commands), each `lockstep <command>` and each example program, three sets
-of flags are compared:
+For `lockstep` (its commands), each `lockstep <command>` and each example program (every
+program in examples/ and docs/examples/ that takes a flag must be in PROGRAMS), three sets of
+flags are compared:
   * the flags the program accepts, read from its source's flag table: the string literals that
     are a whole flag ("--epochs") in the region of the source that parses them (a CommandSpec,
     a list of known options, or `== "--flag"` comparisons);
@@ -54,6 +55,10 @@ PROGRAMS = {
                           r'^int main\(', r'^\}', 'compared'),
     'collective_worker': (['collective_worker'], 'examples/collective_worker.cpp',
                           r'^int main\(', r'^\}', 'compared'),
+    'data_parallel': (['data_parallel'], 'docs/examples/data_parallel.cpp', r'^int main\(',
+                      r'^\}', 'compared'),
+    'two_outputs': (['two_outputs'], 'docs/examples/two_outputs.cpp', r'^int main\(', r'^\}',
+                    'compared'),
 }
 
 
@@ -125,6 +130,21 @@ def commands_in_source():
     return set(re.findall(r'^\s*\{"([a-z-]+)",', text, re.M))
 
 
+def uncovered_programs():
+    """The example programs (examples/*.cpp, docs/examples/*.cpp) that take a flag but that
+    PROGRAMS does not check: every one that does must be there."""
+    covered = {argv[0] for argv, *_ in PROGRAMS.values()}
+    missing = []
+    for folder in ('examples', os.path.join('docs', 'examples')):
+        for name in sorted(os.listdir(os.path.join(ROOT, folder))):
+            if not name.endswith('.cpp'):
+                continue
+            text = open(os.path.join(ROOT, folder, name), encoding='utf-8').read()
+            if WHOLE_FLAG_LITERAL.search(text) and name[:-4] not in covered:
+                missing.append(os.path.join(folder, name))
+    return missing
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--build-dir', required=True)
@@ -150,6 +170,10 @@ def main():
         if f'lockstep {cmd}' not in PROGRAMS:
             problems.append(f'lockstep {cmd}: a command this test does not know; add it to '
                             'PROGRAMS in tests/docs/check_help.py')
+
+    for path in uncovered_programs():
+        problems.append(f'{path}: a program that takes flags, but tests/docs/check_help.py does '
+                        'not check it: add it to PROGRAMS (and its --help and cli.md section)')
 
     for program, (argv, path, start, end, how) in PROGRAMS.items():
         accepted = source_flags(path, start, end, how)

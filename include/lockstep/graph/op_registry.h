@@ -140,6 +140,17 @@ struct OnnxLowering {
   bool empty() const { return op.empty() && recipe.empty() && none.empty(); }
 };
 
+// The StableHLO form of an op (OpDef::xla). Lowered by default: the xla backend registers a
+// lowering keyed by the op's id (src/backends/xla/lowering_*.cpp, register_lowering). `none`
+// says why an op has none (a host-only collective, say); the xla backend names that reason when a
+// graph holds the op. The xla module is optional, so the declaration holds only the reason: the
+// xla build's XlaLowering.EveryOpIsLoweredOrSaysWhyNot holds the two to each other (an op
+// without a lowering must give a reason, an op with a reason must have no lowering).
+struct XlaLowering {
+  std::string none;
+  bool lowered() const { return none.empty(); }
+};
+
 using ShapeFn = std::function<std::vector<TensorType>(const Node&, const std::vector<TensorType>&)>;
 using GradFn =
     std::function<std::vector<Value>(GradBuilder&, const Node&, const std::vector<Value>& dy)>;
@@ -191,6 +202,8 @@ struct OpDef {
   std::vector<std::string> keras_activations;
   // How the ONNX exporter writes it (OnnxLowering), or why there is no ONNX form.
   OnnxLowering onnx;
+  // Whether the xla backend lowers it to StableHLO, or why not (XlaLowering).
+  XlaLowering xla;
   Source source = Source::none;
 
   const AttrDecl* attr(const std::string& name) const;  // nullptr when undeclared

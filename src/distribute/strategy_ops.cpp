@@ -137,6 +137,9 @@ const AttrDecl kBucket{"bucket", i64, NoDefault::required, "the gradient bucket'
 const AttrDecl kNonfinite{"nonfinite_flag", boolean, false,
                           "the last input is the loss; count the replicas where it is not finite"};
 const char* kGroup = "distribute";
+const char* kXlaHostCollective =
+    "the host strategies' bucketed all-reduce between replica executables (a communication "
+    "thread); on xla the replicas' gradient mean is one all_reduce inside the compiled step";
 
 }  // namespace
 
@@ -153,7 +156,8 @@ LOCKSTEP_REGISTER(strategy_ops) {
                    {"schedule_early", boolean, false, "schedule right after the last producer"}},
          .infer = start_infer,
          .group = kGroup,
-         .onnx = {.none = "a collective between replicas: not part of an exported model"}});
+         .onnx = {.none = "a collective between replicas: not part of an exported model"},
+         .xla = {.none = kXlaHostCollective}});
   R.add({.name = op::all_reduce_wait,
          .signature = "(packed) -> (g_1', ..., g_k'[, bad_replicas])",
          .doc = "Waits for the bucket's reduction and unpacks the summed gradients.",
@@ -165,7 +169,8 @@ LOCKSTEP_REGISTER(strategy_ops) {
                    {"shapes", i64_list, NoDefault::required, "the gradients' dims, concatenated"}},
          .infer = wait_infer,
          .group = kGroup,
-         .onnx = {.none = "a collective between replicas: not part of an exported model"}});
+         .onnx = {.none = "a collective between replicas: not part of an exported model"},
+         .xla = {.none = kXlaHostCollective}});
   R.add({.name = op::cross_replica_sum,
          .signature = "(x) -> sum over replicas",
          .doc = "Sums x over every replica, blocking (synchronized BatchNormalization).",

@@ -78,6 +78,17 @@ Types crop_grad_infer(const Node& n, const Types& in) {
 }
 
 constexpr const char* kGroup = "image";
+// Why an image op has no StableHLO lowering (OpDef::xla.none). Models usually augment in the
+// input pipeline (Dataset::map, on the host), which never reaches the xla backend.
+constexpr const char* kXlaRandom =
+    "draws its per-image parameters in the kernel (Philox keyed by node, replica and image); not "
+    "lowered: augment in the input pipeline (Dataset::map) or train on the cpu backend";
+constexpr const char* kXlaGather =
+    "samples each image at its own offsets or coordinates (a gather; its gradient a scatter); not "
+    "lowered: augment in the input pipeline (Dataset::map) or train on the cpu backend";
+constexpr const char* kXlaResize =
+    "tf.image.resize's interpolation taps are not lowered: resize in the input pipeline "
+    "(Dataset::map) or on the cpu backend";
 const AttrDecl kSeed{"seed", i64, 0, "part of the random key (with node id, replica, model seed)"};
 const AttrDecl kValueRange{"value_range", f64_list, required,
                            "[low, high] of the pixel values; results are clipped to it"};
@@ -122,7 +133,8 @@ std::vector<OpDef> flip_ops() {
              return Values{dy, Value{n.id, 1}};
            },
            1),
-       .onnx = {.none = kOnnxAugmentation}},
+       .onnx = {.none = kOnnxAugmentation},
+       .xla = {.none = kXlaRandom}},
       {.name = op::image_flip,
        .signature = "(x, flags[N, 2]) -> y",
        .doc =
@@ -183,7 +195,8 @@ std::vector<OpDef> affine_ops() {
              return Values{dy, Value{n.id, 1}};
            },
            1),
-       .onnx = {.none = kOnnxAugmentation}},
+       .onnx = {.none = kOnnxAugmentation},
+       .xla = {.none = kXlaRandom}},
       {.name = op::image_affine_transform,
        .signature = "(x, transforms[N, 8]) -> y",
        .doc = "Projective transform per image: output (x, y) samples the input at ((a0 x + a1 y + "
@@ -197,7 +210,8 @@ std::vector<OpDef> affine_ops() {
              return Types{in[0]};
            },
        .grad = image_grad(op::image_affine_transform_grad, transform_grad, 2),
-       .onnx = {.none = kOnnxImageAdjust}},
+       .onnx = {.none = kOnnxImageAdjust},
+       .xla = {.none = kXlaGather}},
       {.name = op::image_affine_transform_grad,
        .signature = "(dy, transforms) -> dx",
        .doc = "Adjoint of image_affine_transform: scatters the interpolation weights (the fill "
@@ -216,7 +230,8 @@ std::vector<OpDef> affine_ops() {
              a.set("fill_value", AttrValue(0.0));
              return Values{b.add(op::image_affine_transform, {dy[0], n.inputs[1]}, a), Value{}};
            },
-       .onnx = {.none = kOnnxGradient}},
+       .onnx = {.none = kOnnxGradient},
+       .xla = {.none = kXlaGather}},
   };
 }
 
@@ -266,7 +281,8 @@ std::vector<OpDef> color_ops(const ColorAdjust& c) {
              return Values{dy, n.inputs[0], Value{n.id, 1}};
            },
            1),
-       .onnx = {.none = kOnnxAugmentation}},
+       .onnx = {.none = kOnnxAugmentation},
+       .xla = {.none = kXlaRandom}},
       {.name = adjust,
        .signature = "(x, " + c.params + "[N]) -> y",
        .doc = c.adjust_doc,
@@ -348,7 +364,8 @@ std::vector<OpDef> crop_ops() {
              return Values{
                  b.add(op::image_crop_grad, {dy[0], Value{n.id, 1}}, crop_grad_attrs(b, n))};
            },
-       .onnx = {.none = kOnnxAugmentation}},
+       .onnx = {.none = kOnnxAugmentation},
+       .xla = {.none = kXlaRandom}},
       {.name = op::image_crop,
        .signature = "(x, offsets[N, 2]) -> y",
        .doc = "The height x width crop of image i at offsets[i].",
@@ -360,7 +377,8 @@ std::vector<OpDef> crop_ops() {
              return Values{b.add(op::image_crop_grad, {dy[0], n.inputs[1]}, crop_grad_attrs(b, n)),
                            Value{}};
            },
-       .onnx = {.none = kOnnxImageAdjust}},
+       .onnx = {.none = kOnnxImageAdjust},
+       .xla = {.none = kXlaGather}},
       {.name = op::image_crop_grad,
        .signature = "(dy, offsets) -> dx",
        .doc = "Gradient of image_crop: dy padded back into zeros of the input's size.",
@@ -374,7 +392,8 @@ std::vector<OpDef> crop_ops() {
                                  Attrs{{"height", d[1]}, {"width", d[2]}}),
                            Value{}};
            },
-       .onnx = {.none = kOnnxGradient}},
+       .onnx = {.none = kOnnxGradient},
+       .xla = {.none = kXlaGather}},
   };
 }
 
@@ -405,7 +424,8 @@ std::vector<OpDef> resize_ops() {
              return Values{Value{}};
            },
        .rows = RowRule::per_row,
-       .onnx = {.op = "Resize"}},
+       .onnx = {.op = "Resize"},
+       .xla = {.none = kXlaResize}},
   };
 }
 

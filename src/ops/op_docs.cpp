@@ -186,6 +186,7 @@ void render_facts(std::ostringstream& os, const OpDef& def) {
   if (!def.onnx.op.empty()) os << "; ONNX `" << def.onnx.op << "`";
   if (!def.onnx.recipe.empty()) os << "; ONNX recipe `" << def.onnx.recipe << "`";
   if (!def.onnx.none.empty()) os << "; no ONNX form: " << def.onnx.none;
+  if (!def.xla.lowered()) os << "; no StableHLO lowering: " << def.xla.none;
   os << ".\n";
 }
 

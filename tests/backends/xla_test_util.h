@@ -3,6 +3,7 @@
 // The tests build only with the LOCKSTEP_XLA compile definition (CMake found pjrt_c_api.h) and
 // skip with the reason when the plugin cannot be loaded.
 #pragma once
+#include <cstdlib>
 #ifdef LOCKSTEP_XLA
 #include <gtest/gtest.h>
 
@@ -31,7 +32,10 @@ inline const SharedClient& shared_client() {
     return s;
 #endif
     try {
-      s.client = xla::PjrtClient::create({.plugin = "cpu", .cpu_device_count = 2});
+      // LOCKSTEP_XLA_TEST_PLUGIN: the op tests on another plugin ("cuda": bench/device_check.sh).
+      const char* plugin = std::getenv("LOCKSTEP_XLA_TEST_PLUGIN");
+      s.client = xla::PjrtClient::create(
+          {.plugin = plugin && *plugin ? plugin : "cpu", .cpu_device_count = 2});
     } catch (const Error& e) {
       s.why_not = e.what();
     }

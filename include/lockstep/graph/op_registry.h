@@ -149,6 +149,17 @@ struct OnnxLowering {
   bool empty() const { return op.empty() && recipe.empty() && none.empty(); }
 };
 
+/// The StableHLO form of an op (OpDef::xla). Lowered by default: the xla backend registers a
+/// lowering keyed by the op's id (src/backends/xla/lowering_*.cpp, register_lowering). `none`
+/// says why an op has none (a host-only collective, say); the xla backend names that reason when
+/// a graph holds the op. The xla module is optional, so the declaration holds only the reason: the
+/// xla build's XlaLowering.EveryOpIsLoweredOrSaysWhyNot holds the two to each other (an op
+/// without a lowering must give a reason, an op with a reason must have no lowering).
+struct XlaLowering {
+  std::string none;  ///< why the op has no StableHLO form; empty: it is lowered
+  bool lowered() const { return none.empty(); }  ///< true when `none` is empty
+};
+
 /// An op's shape function: the node and its input types -> its output types (OpDef::infer).
 using ShapeFn = std::function<std::vector<TensorType>(const Node&, const std::vector<TensorType>&)>;
 /// An op's gradient: given the forward node and the gradients `dy` of its outputs, adds nodes
@@ -206,6 +217,8 @@ struct OpDef {
   std::vector<std::string> keras_activations;
   /// How the ONNX exporter writes it (OnnxLowering), or why there is no ONNX form.
   OnnxLowering onnx;
+  /// Whether the xla backend lowers it to StableHLO, or why not (XlaLowering).
+  XlaLowering xla;
   Source source = Source::none;  ///< placeholder / variable read / a real computation
 
   const AttrDecl* attr(const std::string& name) const;  ///< nullptr when undeclared

@@ -70,9 +70,14 @@ void add_arguments(const Graph& g, const std::vector<Value>& inputs, const std::
 // Emits one node through its lowering; float outputs rounded to the node's declared dtypes.
 void lower_node(LoweringContext& cx, const Node& n) {
   const LowerFn* fn = find_lowering(n.op);
-  LS_CHECK(fn, "xla: ", node_text(n),
-           " has no StableHLO lowering, so this program cannot run on the xla backend (run it "
-           "on \"cpu\", or add the op's lowering in src/backends/xla/lowering_*.cpp)");
+  if (!fn) {
+    const OpRegistry& r = OpRegistry::get();
+    const std::string why = r.has(n.op) ? r.op(n.op).xla.none : "";
+    LS_FAIL("xla: ", node_text(n), " has no StableHLO lowering",
+            why.empty() ? "" : " (" + why + ")",
+            ", so this program cannot run on the xla backend (run it on \"cpu\", or add the "
+            "op's lowering in src/backends/xla/lowering_*.cpp)");
+  }
   for (const char* key : {"layout", "src_layout", "dst_layout"})
     LS_CHECK(!n.attrs.has(key) || n.attrs.s(key) == "nhwc", "xla: ", node_text(n), " has ", key,
              "=", n.attrs.s(key),

@@ -17,6 +17,17 @@ Values fill_like(LoweringContext& cx, const Node& n, double v) {
   return {cx.full({ElemType::f32, cx.in_type(n, 0).shape.vec()}, v)};
 }
 
+// The sum of x over every replica (synchronized batch norm's statistics, and their gradient):
+// one all_reduce inside the program. Replicas hold equal shares of the batch here, so the
+// gradient form's sample weighting (src/distribute/strategy_ops.cpp) leaves a plain sum too.
+Values cross_replica_sum(LoweringContext& cx, const Node& n) {
+  HloValue x = cx.in(n, 0);
+  if (cx.num_replicas <= 1) return {x};
+  std::vector<int64_t> all;
+  for (int r = 0; r < cx.num_replicas; ++r) all.push_back(r);
+  return {cx.b.all_reduce(x, {all}, Reducer::add)};
+}
+
 Values reshape(LoweringContext& cx, const Node& n) {
   return {cx.b.reshape(cx.raw(n, 0), n.outputs[0].shape.vec())};
 }
@@ -84,8 +95,9 @@ LOCKSTEP_REGISTER(xla_structure_lowerings) {
                     [](LoweringContext& cx, const Node& n) { return fill_like(cx, n, 1.0); });
   register_lowering(op::zeros_like,
                     [](LoweringContext& cx, const Node& n) { return fill_like(cx, n, 0.0); });
-  for (const char* op : {"identity", "stop_gradient"})
-    register_lowering(op, [](LoweringContext& cx, const Node& n) { return Values{cx.raw(n, 0)}; });
+  for (OpId id : {op::identity, op::stop_gradient})
+    register_lowering(id, [](LoweringContext& cx, const Node& n) { return Values{cx.raw(n, 0)}; });
+  register_lowering(op::cross_replica_sum, cross_replica_sum);
   register_lowering(op::reshape, reshape);
   register_lowering(op::cast, cast);
   register_lowering(op::concat, concat);

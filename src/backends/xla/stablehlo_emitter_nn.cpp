@@ -1,6 +1,8 @@
 // The StableHLO emitter's contractions, reductions, windowed ops, batch normalisation and
 // collectives (see stablehlo_emitter.h).
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "backends/xla/stablehlo_emitter.h"
 #include "lockstep/core/error.h"
@@ -8,6 +10,23 @@
 namespace lockstep::xla {
 
 namespace {
+
+// ", precision_config = [...]" for the float32 dots and convolutions when
+// LOCKSTEP_XLA_F32_PRECISION is "high" or "highest" (else the plugin's default, which on
+// NVIDIA GPUs may compute float32 products in TF32): bench/device_check.sh runs the op table on
+// a GPU with "highest", so it compares float32 with float32.
+std::string precision_attr(ElemType elem) {
+  static const std::string level = [] {
+    const char* v = std::getenv("LOCKSTEP_XLA_F32_PRECISION");
+    if (!v || !*v || !std::strcmp(v, "default")) return std::string();
+    LS_CHECK(!std::strcmp(v, "high") || !std::strcmp(v, "highest"),
+             "LOCKSTEP_XLA_F32_PRECISION must be default, high or highest, got '", v, "'");
+    return std::string(!std::strcmp(v, "high") ? "HIGH" : "HIGHEST");
+  }();
+  if (level.empty() || elem != ElemType::f32) return "";
+  const std::string p = "#stablehlo<precision " + level + ">";
+  return ", precision_config = [" + p + ", " + p + "]";
+}
 
 std::string list_text(const std::vector<int64_t>& v) {
   std::string s = "[";
@@ -88,7 +107,8 @@ HloValue StablehloBuilder::dot_general(const HloValue& a, const HloValue& b,
   field("rhs_batching_dimensions", batch_b);
   field("lhs_contracting_dimensions", contract_a);
   field("rhs_contracting_dimensions", contract_b);
-  return op("stablehlo.dot_general", {a, b}, {t}, dn + fields + ">")[0];
+  return op("stablehlo.dot_general", {a, b}, {t},
+            dn + fields + ">" + precision_attr(a.type.elem))[0];
 }
 
 HloValue StablehloBuilder::convolution(const HloValue& input, const HloValue& kernel,
@@ -123,7 +143,8 @@ HloValue StablehloBuilder::convolution(const HloValue& input, const HloValue& ke
       ", lhs_dilation = " + i64_array(lhs_dil) + ", rhs_dilation = " + i64_array(rhs_dil) +
       ", dimension_numbers = " + dims.str() +
       ", feature_group_count = " + std::to_string(w.feature_group_count) +
-      " : i64, batch_group_count = " + std::to_string(w.batch_group_count) + " : i64";
+      " : i64, batch_group_count = " + std::to_string(w.batch_group_count) + " : i64" +
+      precision_attr(input.type.elem);
   return op("stablehlo.convolution", {input, kernel}, {t}, attrs)[0];
 }
 

@@ -3,10 +3,12 @@
 // multi-worker example, and the equivalence / fault tests run it as worker processes.
 //   distributed_train --strategy one_device|mirrored|multi_worker [--epochs N] [--batch N]
 //       [--samples N] [--sync-bn] [--dataset] [--nan-sample K] [--out FILE] [--backup-dir DIR]
-//       [--step-delay-ms N] [--units N] [--replicas-per-worker N]
-//       [--timeout-ms N] [--deterministic] [--all-reduce-dtype float32|bfloat16]
-//       [--steps-per-execution N]
-// multi_worker reads the cluster from TF_CONFIG, or the MPI / Slurm environment.
+//       [--backup-freq epoch|N] [--step-delay-ms N] [--wait-for-signal-at K] [--units N]
+//       [--replicas-per-worker N] [--timeout-ms N] [--deterministic]
+//       [--all-reduce-dtype float32|bfloat16] [--steps-per-execution N]
+// multi_worker reads the cluster from TF_CONFIG, or the MPI / Slurm environment. SIGTERM or
+// SIGINT stops training after the running step, writes the --backup-dir backup and exits with
+// status 75 (lockstep/train/preemption.h); a rerun resumes.
 #include <signal.h>
 
 #include <chrono>
@@ -22,6 +24,7 @@
 #include "lockstep/io/checkpoint.h"
 #include "lockstep/lockstep.h"
 #include "lockstep/train/checkpoint.h"
+#include "lockstep/train/preemption.h"
 
 namespace ls = lockstep;
 namespace dist = lockstep::distribute;
@@ -31,13 +34,16 @@ static const char* kUsage =
     "N]\n"
     "       [--samples N] [--sync-bn] [--dataset] [--nan-sample K] [--out FILE] [--backup-dir "
     "DIR]\n"
-    "       [--step-delay-ms N] [--units N] [--replicas-per-worker N]\n"
-    "       [--timeout-ms N] [--deterministic] [--all-reduce-dtype float32|bfloat16]\n"
-    "       [--steps-per-execution N]\n";
+    "       [--backup-freq epoch|N] [--step-delay-ms N] [--wait-for-signal-at K] [--units N]\n"
+    "       [--replicas-per-worker N] [--timeout-ms N] [--deterministic]\n"
+    "       [--all-reduce-dtype float32|bfloat16] [--steps-per-execution N]\n"
+    "SIGTERM/SIGINT: stops after the running step, writes the backup, exits with status 75.\n";
 
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);  // a dying peer must not kill this worker
-  std::string strategy_name = "one_device", out, backup_dir;
+  ls::install_preemption_handler();
+  std::string strategy_name = "one_device", out, backup_dir, backup_freq = "1";
+  int wait_for_signal_at = 0;  // after this step (counted over the run from 1): wait for one
   int epochs = 2, batch = 16, samples = 96, delay_ms = 0, timeout_ms = 10000;
   int units = 16;               // the hidden Dense layer's width (the mismatch tests vary it)
   int replicas_per_worker = 1;  // multi_worker: local replicas per worker
@@ -76,6 +82,10 @@ int main(int argc, char** argv) {
         out = next();
       else if (k == "--backup-dir")
         backup_dir = next();
+      else if (k == "--backup-freq")
+        backup_freq = next();
+      else if (k == "--wait-for-signal-at")
+        wait_for_signal_at = num(0, INT32_MAX);
       else if (k == "--step-delay-ms")
         delay_ms = num(0, 24 * 3600 * 1000);
       else if (k == "--units")
@@ -148,7 +158,19 @@ int main(int argc, char** argv) {
                      .steps_per_execution = steps_per_execution});
     }
     std::vector<ls::CallbackPtr> cbs;
-    if (!backup_dir.empty()) cbs.push_back(ls::callbacks::BackupAndRestore(backup_dir, int64_t(1)));
+    std::variant<std::string, int64_t> save_freq = backup_freq;  // "epoch", or every N steps
+    if (backup_freq != "epoch")
+      save_freq = ls::parse_int("--backup-freq", backup_freq, 1, INT32_MAX);
+    if (!backup_dir.empty()) cbs.push_back(ls::callbacks::BackupAndRestore(backup_dir, save_freq));
+    int steps_run = 0;
+    if (wait_for_signal_at > 0)  // the preemption test: a signal mid-epoch, at a known step
+      cbs.push_back(ls::callbacks::LambdaCallback({}, [&](int, const ls::Logs&) {
+        if (++steps_run != wait_for_signal_at) return;
+        std::fprintf(stderr, "waiting for a signal after step %d\n", steps_run);
+        std::fflush(stderr);
+        for (int i = 0; i < 120000 && ls::preemption_signal() == 0; ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }));
     if (delay_ms > 0)
       cbs.push_back(ls::callbacks::LambdaCallback({}, [&](int, const ls::Logs&) {
         std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
@@ -178,6 +200,10 @@ int main(int argc, char** argv) {
           hist.history["accuracy"].empty() ? 0.0 : hist.history["accuracy"].back(), eval["loss"],
           eval["accuracy"], strategy.num_replicas_in_sync(), strategy.num_workers());
     return 0;
+  } catch (const ls::TrainingPreempted& e) {
+    std::fprintf(stderr, "distributed_train: %s (exit status %d)\n", e.what(),
+                 ls::kPreemptedExitCode);
+    return ls::kPreemptedExitCode;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "distributed_train: error: %s\n", e.what());
     return 1;

@@ -190,6 +190,10 @@ int main(int argc, char** argv) {
     if (cmd != c.name) continue;
     try {
       return c.run(args);
+    } catch (const ls::TrainingPreempted& e) {  // SIGTERM/SIGINT with --backup-dir: resumable
+      std::fprintf(stderr, "lockstep %s: %s (exit status %d)\n", cmd.c_str(), e.what(),
+                   ls::kPreemptedExitCode);
+      return ls::kPreemptedExitCode;
     } catch (const std::exception& e) {  // lockstep::Error, and anything else: never terminate
       std::fprintf(stderr, "lockstep %s: error: %s\n", cmd.c_str(), e.what());
       return 1;

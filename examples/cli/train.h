@@ -9,6 +9,7 @@
 
 #include "device_flag.h"
 #include "lockstep/distribute/strategy.h"
+#include "lockstep/train/preemption.h"
 #include "model_files.h"
 
 namespace lockstep::cli {
@@ -37,6 +38,9 @@ inline const char* kTrainUsage =
     "  --threads N               compute threads (default: all cores)\n"
     "  --device D                cpu (default), or xla:cpu / xla:PLUGIN: the whole step\n"
     "                            compiled by XLA through a PJRT plugin (backend \"xla\")\n"
+    "  --backup-dir DIR          BackupAndRestore into DIR at every epoch end; SIGTERM or SIGINT\n"
+    "                            stops after the running step, writes the backup there and exits\n"
+    "                            with status 75; the same command again resumes from it\n"
     "  --checkpoint PATTERN      also a ModelCheckpoint, e.g. "
     "'ckpt/{epoch:02d}-{val_loss:.2f}.keras'\n"
     "                            (save_best_only on val_loss when there is a validation split)\n"
@@ -53,7 +57,7 @@ inline const char* kTrainUsage =
     "curves.png in OUT.keras's folder.\n";
 
 struct TrainArgs {
-  std::string model, data_dir, out, strategy, checkpoint;
+  std::string model, data_dir, out, strategy, checkpoint, backup_dir;
   std::string tensorboard, csv, report, prices, machine;
   std::string backend = "cpu";  // from --device (examples/cli/device_flag.h)
   double price_per_hour = 0;
@@ -83,6 +87,7 @@ inline TrainArgs parse_train_args(const Args& a) {
   LS_CHECK(t.strategy.empty() || t.strategy == "one_device" || t.strategy == "mirrored",
            "train: --strategy must be one_device or mirrored, got '", t.strategy, "'");
   t.checkpoint = a.get("--checkpoint");
+  t.backup_dir = a.get("--backup-dir");
   t.tensorboard = a.get("--tensorboard");
   t.csv = a.get("--csv");
   t.report = a.get("--report");
@@ -195,14 +200,15 @@ inline int run_train(const std::vector<std::string>& argv) {
       "train",
       kTrainUsage,
       {"--model", "--data-dir", "--epochs", "--out", "--batch-size", "--validation-split", "--seed",
-       "--learning-rate", "--strategy", "--device", "--threads", "--checkpoint", "--tensorboard",
-       "--csv", "--report", "--price-per-hour", "--prices", "--machine"},
+       "--learning-rate", "--strategy", "--device", "--threads", "--checkpoint", "--backup-dir",
+       "--tensorboard", "--csv", "--report", "--price-per-hour", "--prices", "--machine"},
       {},
       0,
       0};
   Args a = parse_args(spec, argv);
   if (a.help) return std::fputs(kTrainUsage, stdout), 0;
   const TrainArgs t = parse_train_args(a);
+  if (!t.backup_dir.empty()) install_preemption_handler();  // lockstep/train/preemption.h
   if (t.threads > 0) set_num_threads(t.threads);
   set_random_seed(t.seed);
   distribute::Strategy strategy = distribute::strategy_from_name(t.strategy);
@@ -223,6 +229,7 @@ inline int run_train(const std::vector<std::string>& argv) {
   if (!t.checkpoint.empty())
     fit.callbacks.push_back(callbacks::ModelCheckpoint(
         t.checkpoint, {.monitor = val.valid() ? "val_loss" : "loss", .save_best_only = true}));
+  if (!t.backup_dir.empty()) fit.callbacks.push_back(callbacks::BackupAndRestore(t.backup_dir));
   History h = m.fit(train.cache().prefetch(data::AUTOTUNE), fit);
   LS_CHECK(!h.stopped_on_nan, "train: ", h.stop_reason);
   if (strategy.impl() && !strategy.is_chief()) return 0;  // the chief saves and reports

@@ -452,8 +452,21 @@ void check_unique_layer_names(const json& layers, const std::string& model) {
   }
 }
 
+// Layers in one model config, nested models' included: each is an object built and kept, so a
+// small file could otherwise ask for millions. Keras's largest applications have about 1,000.
+constexpr size_t kMaxLayers = 10000;
+thread_local size_t t_layers_seen = 0;  // in the config being read (model_from_config resets it)
+
+void count_layers(const json& layers, const std::string& model) {
+  t_layers_seen += layers.size();
+  LS_CHECK(t_layers_seen <= kMaxLayers, "model '", model, "': the config has more than ",
+           kMaxLayers, " layers (", t_layers_seen,
+           " so far, nested models' included; the limit, kMaxLayers)");
+}
+
 Network functional_from_config(const json& c) {
   std::string name = c.value("name", std::string("functional"));
+  count_layers(c.at("layers"), name);
   check_unique_layer_names(c.at("layers"), name);
   NodeOutputs outs;
   std::vector<std::pair<LayerPtr, const json*>> pending;  // layer, its inbound nodes
@@ -522,6 +535,7 @@ Network sequential_from_config(const json& c) {
   std::string name = c.value("name", std::string("sequential"));
   std::vector<SequentialItem> items;
   const json& ls = c.at("layers");
+  count_layers(ls, name);
   check_unique_layer_names(ls, name);
   size_t first = 0;
   if (!ls.empty() && ls[0].value("class_name", "") == "InputLayer") {
@@ -553,6 +567,7 @@ Network model_from_config(const std::string& wrapper_class, const json& config) 
   } depth;
   LS_CHECK(t_model_nesting <= kMaxModelNesting, "model config: models nested more than ",
            kMaxModelNesting, " levels deep (the limit, kMaxModelNesting)");
+  if (t_model_nesting == 1) t_layers_seen = 0;  // a new config
   const json* c = &config;
   std::string cls = wrapper_class.empty() ? config.value("class_name", "") : wrapper_class;
   if (wrapper_class.empty() && c->contains("config") && (*c)["config"].is_object() &&

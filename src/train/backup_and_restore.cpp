@@ -51,6 +51,14 @@ class BackupAndRestoreCb : public Callback {
     if (model) save(epoch + 1, 0);
   }
 
+  // A preemption signal (lockstep/train/preemption.h): the position after the last step.
+  std::string on_train_preempted(int epoch, int64_t steps_done) override {
+    if (!model) return "";
+    save(epoch, steps_done);
+    return detail::concat("BackupAndRestore wrote ", path(), " (epoch ", epoch + 1, ", step ",
+                          steps_done, ")");
+  }
+
   void on_train_end(const Logs&) override {
     if (!delete_ || !model) return;
     if (model->strategy() && !model->strategy()->is_chief()) return;  // the chief deletes

@@ -212,7 +212,10 @@ History Model::fit_arrays(const std::vector<Tensor>& xs_in, const std::vector<Te
   LS_CHECK(cfg.batch_size >= 1, "fit: batch_size must be >= 1, got ", cfg.batch_size);
   // Before any check a worker could fail alone: the same fingerprint makes the same checks
   // pass or fail on every worker, so none is left waiting for another.
-  agree_before_fit(*this, cfg, {"arrays", std::to_string(cfg.batch_size), ""});
+  const bool have_rows = !xs_in.empty() && xs_in[0].defined() && xs_in[0].rank() >= 1;
+  agree_before_fit(*this, cfg,
+                   {"arrays", std::to_string(cfg.batch_size), "",
+                    have_rows ? std::to_string(xs_in[0].dim(0)) : std::string()});
   LS_CHECK(cfg.validation_split >= 0 && cfg.validation_split < 1,
            "fit: validation_split must be in [0, 1), got ", cfg.validation_split);
   std::vector<Tensor> ys = check_model_arrays(*this, xs_in, &ys_in, "fit");

@@ -4,12 +4,15 @@
 // together; the gradient all-reduce is inside the programs.
 #include "train/fit_loop.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "distribute/internal/strategy_runtime.h"
 #include "lockstep/core/config.h"
+#include "lockstep/train/preemption.h"
 
 namespace lockstep {
 
@@ -231,6 +234,7 @@ Logs FitLoop::run_steps(int epoch, int64_t first_step, int64_t steps, ProgressBa
     logs = read_metrics(model_, replication(), "", workers_ == 1);
     if (!model_.stop_training) bar.update(int(next_step), logs);
     for (auto& cb : config_.callbacks) cb->on_train_batch_end(int(next_step - 1), logs);
+    stop_if_preempted(epoch, next_step);
     step = next_step;
   }
   return logs;
@@ -457,6 +461,32 @@ bool FitLoop::stop_on_nonfinite_loss(int epoch, int64_t step) {
   std::fprintf(stderr, "\nfit: %s\n", history_.stop_reason.c_str());
   model_.stop_training = true;
   return true;
+}
+
+// Every worker makes the same check (the fingerprint holds whether the handler is installed),
+// so all stop after the same step when any one was signalled.
+void FitLoop::stop_if_preempted(int epoch, int64_t steps_done) {
+  if (!preemption_handler_installed()) return;
+  const int signal = preemption_signal();
+  double signalled = signal != 0 ? 1.0 : 0.0;
+  if (workers_ > 1) strategy_->allreduce_workers(&signalled, 1);
+  if (signalled == 0) return;
+  std::string saved;
+  for (auto& cb : config_.callbacks) {
+    const std::string what = cb->on_train_preempted(epoch, steps_done);
+    if (!what.empty()) saved += (saved.empty() ? "" : "; ") + what;
+  }
+  clear_preemption_signal();
+  if (config_.verbose) std::printf("\n"), std::fflush(stdout);  // (after the progress bar)
+  const std::string by =
+      signal != 0 ? preemption_signal_name(signal) : "a preemption signal to another worker";
+  throw TrainingPreempted(
+      detail::concat("fit: stopped by ", by, " after step ", steps_done, " of epoch ", epoch + 1,
+                     "; ",
+                     saved.empty() ? "nothing was saved (add a BackupAndRestore callback to "
+                                     "resume from here)"
+                                   : saved + ": run the same command again to resume"),
+      signal != 0 ? signal : SIGTERM);
 }
 
 // ---- epoch logging ------------------------------------------------------------------------

@@ -7,7 +7,8 @@
 //                      tail batch too small to split dropped, the share staged in each local
 //                      replica's program; then the replicas run the staged steps together, back
 //                      to back inside their programs;
-//   stop handling    — a NaN/inf loss (any replica of any worker) or Model::stop_training;
+//   stop handling    — a NaN/inf loss (any replica of any worker), Model::stop_training, or a
+//                      preemption signal (lockstep/train/preemption.h);
 //   epoch logging    — metrics, the progress bar, validation, History and the callbacks.
 // Also the helpers the evaluate and predict loops (evaluate_predict.cpp) share with it.
 #pragma once
@@ -100,6 +101,9 @@ class FitLoop {
 
   // Stop handling: true (and the History says why) when the step's loss was NaN or inf.
   bool stop_on_nonfinite_loss(int epoch, int64_t step);
+  // After an execution: a SIGTERM or SIGINT (lockstep/train/preemption.h) on any worker runs
+  // the callbacks' on_train_preempted and throws TrainingPreempted.
+  void stop_if_preempted(int epoch, int64_t steps_done);
 
   // Epoch logging.
   void average_replica_statistics();

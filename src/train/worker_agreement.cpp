@@ -6,6 +6,7 @@
 #include "distribute/internal/strategy_runtime.h"
 #include "lockstep/core/config.h"
 #include "lockstep/core/error.h"
+#include "lockstep/train/preemption.h"
 
 #ifndef LOCKSTEP_VERSION
 #define LOCKSTEP_VERSION "unknown"
@@ -75,7 +76,13 @@ void add_fit_fields(const FitConfig& config, const FitData& data, Fingerprint& o
   out.emplace_back("epochs", std::to_string(config.epochs));
   out.emplace_back("initial_epoch", std::to_string(config.initial_epoch));
   out.emplace_back("steps_per_epoch", std::to_string(config.steps_per_epoch));
+  // Installed on one worker only, its between-step check would be a collective the others
+  // never join.
+  out.emplace_back("preemption_handler", preemption_handler_installed() ? "true" : "false");
   if (data.kind == "arrays") {  // every worker must walk the same permutation
+    // The same arrays: 96 and 95 samples make the same 6 batches of 16, and the shorter
+    // worker's last share would be one row short.
+    if (!data.samples.empty()) out.emplace_back("samples", data.samples);
     out.emplace_back("shuffle", config.shuffle ? "true" : "false");
     out.emplace_back("seed", std::to_string(config.seed));
   }
@@ -132,7 +139,7 @@ void check_fingerprints_agree(const std::vector<Fingerprint>& per_worker) {
       throw Error("fit: workers disagree on " + field + ": worker 0 has " + value_of(chief) +
                   ", worker " + std::to_string(worker) + " has " + value_of(other) +
                   " (every worker must build the same model, compile it the same way and call "
-                  "fit with the same global batch and options)");
+                  "fit with the same data, global batch and options)");
     }
 }
 

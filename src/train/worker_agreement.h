@@ -24,6 +24,7 @@ struct FitData {
   std::string kind;          // "arrays", "dataset" or "distributed_dataset"
   std::string global_batch;  // "64", or "unknown"
   std::string element_spec;  // datasets: ElementSpec::str()
+  std::string samples;       // arrays: their row count ("" when not known)
 };
 
 Fingerprint fit_fingerprint(const Model& model, const FitConfig& config, const FitData& data);

@@ -373,6 +373,13 @@ TEST_F(MultiWorker, DifferentBatchSizesFailEveryWorkerNamingTheField) {
       flags, "workers disagree on global_batch_size: worker 0 has 64, worker 1 has 66");
 }
 
+// 96 and 95 samples in batches of 16: six steps an epoch on both, so the step count agreed,
+// and worker 1 trained on 94 samples where worker 0 trained on 96 (issue 25).
+TEST_F(MultiWorker, DifferentSampleCountsFailEveryWorkerNamingBothCounts) {
+  const std::vector<std::string> flags[2] = {{"--samples", "96"}, {"--samples", "95"}};
+  expect_both_fail_naming(flags, "workers disagree on samples: worker 0 has 96, worker 1 has 95");
+}
+
 TEST_F(MultiWorker, DifferentReplicaCountsFailEveryWorkerNamingTheField) {
   const std::vector<std::string> flags[2] = {{"--replicas-per-worker", "2", "--batch", "6"},
                                              {"--replicas-per-worker", "1", "--batch", "6"}};

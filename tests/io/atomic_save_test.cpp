@@ -4,13 +4,20 @@
 // and no temporary may be left in the folder. Covers .keras, .weights.h5, checkpoints, ONNX
 // export and the shared helper (CostReport, history plots, `convert ... out.json`). Targets that
 // are not regular files (a FIFO, a character device) are refused and left as they were; a
-// temporary is never written through a link planted at its name.
+// temporary is never written through a link planted at its name. And a real full disk: a small
+// tmpfs, filled, where the test can mount one.
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "io/hostile_files_util.h"
 #include "lockstep/io/checkpoint.h"
@@ -155,4 +162,55 @@ TEST(AtomicSave, TemporariesAreNeverWrittenThroughPlantedLinks) {
   io::write_checkpoint_file((dir / "c.lsckpt").string(), f);
   EXPECT_EQ(test_util::read_text_file(victim), "precious");
   EXPECT_EQ(load_model(path).count_params(), 34);
+}
+
+// A full disk for real: a tmpfs mounted small (in a private mount namespace of a forked child,
+// so nothing outside sees it) and filled up to the last few KB. Each kind of save that runs out
+// of space fails naming the file, the previous file stays byte-identical and no temporary is
+// left. Skipped where the process cannot mount one (not root, or no CAP_SYS_ADMIN).
+TEST(AtomicSave, SavesOnAFullTmpfsKeepThePreviousFiles) {
+  const fs::path dir = test_util::temp_dir("atomic_tmpfs", /*fresh=*/true);
+  const std::string verdict = test_util::in_child(
+      [&]() -> std::string {
+        if (::unshare(CLONE_NEWNS) != 0)
+          return std::string("SKIP: cannot make a mount namespace: ") + std::strerror(errno);
+        if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+            ::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=1m") != 0)
+          return std::string("SKIP: cannot mount a tmpfs: ") + std::strerror(errno);
+        using Save = std::function<void(const std::string&, int)>;
+        const std::vector<std::pair<std::string, Save>> saves = {
+            {"m.keras", [](const std::string& p, int u) { model_with_units(u).save(p); }},
+            {"w.weights.h5",
+             [](const std::string& p, int u) { model_with_units(u).save_weights(p); }},
+            {"c.lsckpt", [](const std::string& p, int u) { model_with_units(u).save_weights(p); }},
+            {"r.json", [](const std::string& p, int u) {
+               write_file_atomic(p, std::string(size_t(u) * 64, ' '), "report");
+             }}};
+        for (const auto& [name, save] : saves) save((dir / name).string(), 4);
+        std::vector<std::string> before, names{"filler"};
+        for (const auto& [name, save] : saves)
+          before.push_back(test_util::read_text_file((dir / name).string())), names.push_back(name);
+        std::sort(names.begin(), names.end());
+        // The filler takes all but 16 KB; each new file needs about 256 KB.
+        struct statvfs fs_info;
+        if (::statvfs(dir.c_str(), &fs_info) != 0) return std::string("statvfs failed");
+        const size_t free_bytes = size_t(fs_info.f_bavail) * fs_info.f_frsize;
+        if (free_bytes < 16384) return "the tmpfs is already full: " + std::to_string(free_bytes);
+        std::ofstream((dir / "filler").string(), std::ios::binary)
+            << std::string(free_bytes - 16384, 'x');
+        std::string failures;
+        for (size_t i = 0; i < saves.size(); ++i) {
+          const std::string path = (dir / saves[i].first).string();
+          const std::string e = error_of([&] { saves[i].second(path, 4000); });
+          if (e.find(path) == std::string::npos)
+            failures += saves[i].first + ": " + (e.empty() ? "saved on a full disk" : e) + "\n";
+          if (test_util::read_text_file(path) != before[i])
+            failures += saves[i].first + ": the previous file changed\n";
+        }
+        if (files_in(dir) != names) failures += "a temporary was left in the tmpfs\n";
+        return failures;
+      },
+      60);
+  if (verdict.rfind("SKIP: ", 0) == 0) GTEST_SKIP() << verdict.substr(6);
+  EXPECT_EQ(verdict, "");
 }

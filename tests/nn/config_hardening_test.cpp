@@ -124,3 +124,30 @@ TEST(ConfigHardening, ActivationObjectWithoutANameIsAnError) {
     expect_has(error_of([&] { model_from_json(dense(bad)); }),
                {"Dense 'd'", "activation", "\"name\""});
 }
+
+// A Sequential config of `dense` Dense layers (named d0, d1, ...), `inner` (a model's config)
+// after the InputLayer when given.
+static std::string many_layers(const std::string& name, int dense, const std::string& inner = "") {
+  std::string s = R"({"class_name": "Sequential", "config": {"name": ")" + name +
+                  R"(", "layers": [{"class_name": "InputLayer", "config": {"batch_shape": [null, 1],
+                  "name": "in_)" +
+                  name + R"("}})";
+  if (!inner.empty()) s += ", " + inner;
+  for (int i = 0; i < dense; ++i)
+    s += R"(, {"class_name": "Dense", "config": {"units": 1, "name": ")" + name + "_d" +
+         std::to_string(i) + R"("}})";
+  return s + "]}}";
+}
+
+// Every layer of a config is an object built and kept: a small file could ask for millions.
+// Past kMaxLayers (10,000, nested models' layers included) the config is refused before any
+// layer is built, naming the model and the limit.
+TEST(ConfigHardening, LayerCountHasAStatedLimit) {
+  EXPECT_EQ(model_from_json(many_layers("small", 3)).count_params(), 6);
+  expect_has(error_of([] { model_from_json(many_layers("flat", 10000)); }),
+             {"model 'flat'", "more than 10000 layers", "kMaxLayers"});
+  // Each model under the limit, the whole over it: the nested one is refused.
+  expect_has(
+      error_of([] { model_from_json(many_layers("outer", 5000, many_layers("inner", 6000))); }),
+      {"model 'inner'", "more than 10000 layers", "nested models' included"});
+}

@@ -74,3 +74,24 @@ TEST(WorkerAgreement, ModelFingerprintNamesLayerSettings) {
   EXPECT_NO_THROW(check_fingerprints_agree(
       {fit_fingerprint(a, config, data), fit_fingerprint(make(8), config, data)}));
 }
+
+// Arrays of 96 and 95 samples make the same 6 batches of 16 (the step-count check passes), and
+// the shorter worker trained on one row less per epoch: the fingerprint holds the row count.
+TEST(WorkerAgreement, ArraysOfDifferentLengthsNameBothSampleCounts) {
+  using namespace layers;
+  Model m = Sequential({Input({4}), Dense(2)});
+  m.compile({.optimizer = optimizers::SGD(0.1), .loss = losses::MeanSquaredError()});
+  FitConfig config;
+  const FitData w0{"arrays", "16", "", "96"}, w1{"arrays", "16", "", "95"};
+  try {
+    check_fingerprints_agree({fit_fingerprint(m, config, w0), fit_fingerprint(m, config, w1)});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("workers disagree on samples: worker 0 has 96, worker 1 has 95"),
+        std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(
+      check_fingerprints_agree({fit_fingerprint(m, config, w0), fit_fingerprint(m, config, w0)}));
+}

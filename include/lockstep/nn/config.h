@@ -54,8 +54,9 @@ std::string keras_snake_case(const std::string& class_name);
 /// Model config -> Network. Accepts Functional / Model and Sequential configs, with or without
 /// the outer {"class_name", "config"} wrapper. Refused with an error naming the model: layer names
 /// used twice (as Keras refuses them), [layer, node, tensor] references whose indices are
-/// negative, not integers or out of range, and models nested more than 100 levels deep
-/// (kMaxModelNesting). network_from_json parses with parse_json (at most kMaxJsonDepth levels).
+/// negative, not integers or out of range, models nested more than 100 levels deep
+/// (kMaxModelNesting), and more than 10,000 layers in all, nested models' included (kMaxLayers).
+/// network_from_json parses with parse_json (at most kMaxJsonDepth levels).
 Network network_from_config(const json& config);
 /// network_from_config of JSON text (Keras's `model.to_json()`, a .keras file's config.json).
 Network network_from_json(const std::string& json_text);

@@ -1,6 +1,7 @@
 // Callbacks (Keras hooks) and History. Logs are name -> value maps ("loss", "accuracy",
 // "val_loss", ...).
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -44,6 +45,11 @@ class Callback {
   /// ReduceLROnPlateau and LearningRateScheduler add "learning_rate"). fit() asks every callback
   /// before the History records the epoch and before any on_epoch_end.
   virtual void add_epoch_logs(int epoch, Logs& logs) {}
+  /// fit() was asked to stop by SIGTERM or SIGINT (lockstep/train/preemption.h) after
+  /// `steps_done` steps of `epoch`, and throws TrainingPreempted once every callback has run
+  /// this hook. Returns what it saved for a restart ("" when nothing): BackupAndRestore writes
+  /// its backup here, at that step.
+  virtual std::string on_train_preempted(int epoch, int64_t steps_done) { return ""; }
   Model* model = nullptr;  ///< the model this callback serves (Keras's self.model)
 };
 /// A shared callback (what the factories return and FitConfig::callbacks holds).
@@ -171,6 +177,9 @@ CallbackPtr TerminateOnNaN();
 /// dropout stream), so an interrupted and resumed run ends with the same weights as an
 /// uninterrupted one. The backup is deleted when fit() completes (delete_checkpoint). Under a
 /// multi-worker strategy only the chief writes; every worker reads (backup_dir must be shared).
+/// With install_preemption_handler() (lockstep/train/preemption.h), a SIGTERM or SIGINT also
+/// writes the backup after the step that is running, mid-epoch, before fit throws
+/// TrainingPreempted.
 CallbackPtr BackupAndRestore(const std::string& backup_dir,
                              std::variant<std::string, int64_t> save_freq = std::string("epoch"),
                              bool delete_checkpoint = true);

@@ -34,6 +34,16 @@ std::vector<Value> gradients(Graph& g, Value loss, const std::vector<Value>& wrt
     if (!needed[i]) continue;
     for (Value v : g.node(i).inputs) needed[v.node] = 1;
   }
+  // ... and that depend on a `wrt` value: no gradient flows into the rest (the layers in front
+  // of the first trained weight, e.g. a frozen backbone under a new head), so none is built.
+  std::vector<char> depends(last + 1, 0);
+  for (Value w : wrt)
+    if (w.node <= last) depends[w.node] = 1;
+  for (int i = 0; i <= last; ++i) {
+    if (depends[i] || !needed[i]) continue;
+    for (Value v : g.node(i).inputs) depends[i] |= depends[v.node];
+  }
+  for (int i = 0; i <= last; ++i) needed[i] &= depends[i];
   std::map<std::pair<int, int>, Value> grad;
   GradBuilder b(g);
   grad[{loss.node, loss.index}] = g.add(op::ones_like, {loss});

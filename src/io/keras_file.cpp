@@ -13,6 +13,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "io/h5_util.h"
 #include "lockstep/core/file_io.h"
 
 namespace lockstep::io {
@@ -26,6 +27,10 @@ constexpr uint64_t kMaxKerasJsonBytes = 64ull << 20;
 constexpr uint64_t kMaxDeflateRatio = 1032;
 constexpr uint64_t kRatioSlackBytes = 1ull << 20;
 
+}  // namespace
+
+namespace h5 {
+
 // HDF5 prints its whole error stack to stderr on every failed call unless told not to; each
 // failure here becomes one lockstep::Error in our words instead. (Per thread in thread-safe
 // builds, so every entry point calls it.)
@@ -37,19 +42,6 @@ std::string memory_file_name(const char* what) {
   return std::string("lockstep-memory-") + what + "-" + std::to_string(::getpid()) + "-" +
          std::to_string(counter++) + ".h5";
 }
-
-// Closes an HDF5 handle on scope exit.
-struct H5Handle {
-  hid_t id = -1;
-  herr_t (*close)(hid_t) = nullptr;
-  H5Handle(hid_t i, herr_t (*c)(hid_t)) : id(i), close(c) {}
-  ~H5Handle() {
-    if (id >= 0 && close) close(id);
-  }
-  H5Handle(const H5Handle&) = delete;
-  H5Handle& operator=(const H5Handle&) = delete;
-  operator hid_t() const { return id; }  // NOLINT
-};
 
 hid_t h5_type(DType t) {
   switch (t) {
@@ -109,14 +101,6 @@ DType dtype_of_h5(hid_t type, const std::string& file_path, const std::string& n
           " bytes) that Lockstep does not read (float32, int32, int64, uint8)");
 }
 
-struct VisitState {
-  std::string file_path;
-  std::vector<NamedTensor>* out;
-  std::string error;
-  uint64_t file_bytes = 0;        // the HDF5 file's size
-  uint64_t unfiltered_bytes = 0;  // data of unfiltered datasets so far (must fit in the file)
-};
-
 // The dataset's shape, checked: rank, int64 dims, and bytes that the file can actually hold
 // (an uncompressed dataset's data lies in the file; a compressed one expands at most
 // kMaxDeflateRatio times its stored size), all before anything is allocated.
@@ -151,19 +135,60 @@ Shape checked_dataset_shape(hid_t ds, DType dt, const char* name, VisitState* st
   return shape;
 }
 
+Tensor read_dataset(hid_t loc, const char* name, VisitState* st) {
+  H5Handle ds(H5Dopen2(loc, name, H5P_DEFAULT), H5Dclose);
+  LS_CHECK(ds.id >= 0, "'", st->file_path, "': cannot open dataset '", name, "'");
+  H5Handle type(H5Dget_type(ds), H5Tclose);
+  DType dt = dtype_of_h5(type, st->file_path, name);
+  const Shape shape = checked_dataset_shape(ds, dt, name, st);
+  Tensor t = Tensor::zeros(shape, dt);
+  LS_CHECK(H5Dread(ds, h5_type(dt), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()) >= 0, "'",
+           st->file_path, "': cannot read dataset '", name, "' (the file is damaged)");
+  return t;
+}
+
+std::string file_image(const std::string& path, const std::function<void(hid_t file)>& fill) {
+  H5Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  LS_CHECK(fapl.id >= 0 && H5Pset_fapl_core(fapl, 1 << 20, 0) >= 0, "'", path,
+           "': cannot set up an in-memory HDF5 file");
+  hid_t id = H5Fcreate(memory_file_name("write").c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl);
+  LS_CHECK(id >= 0, "'", path, "': cannot create the HDF5 file (in memory)");
+  H5Handle file(id, H5Fclose);
+  fill(file);
+  LS_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL) >= 0, "'", path, "': HDF5 flush failed");
+  const ssize_t n = H5Fget_file_image(file, nullptr, 0);
+  LS_CHECK(n > 0, "'", path, "': HDF5 cannot produce the file's bytes");
+  std::string image(size_t(n), '\0');
+  LS_CHECK(H5Fget_file_image(file, image.data(), image.size()) == n, "'", path,
+           "': HDF5 cannot produce the file's bytes");
+  file.id = -1;
+  LS_CHECK(H5Fclose(id) >= 0, "'", path, "': HDF5 close failed");
+  return image;
+}
+
+hid_t open_read_only(const std::string& path, uint64_t* bytes) {
+  silence_hdf5();
+  check_regular_file(path, "weights file");  // a FIFO would hang HDF5's open
+  struct stat st {};
+  LS_CHECK(::stat(path.c_str(), &st) == 0, "weights file '", path, "': cannot stat it");
+  LS_CHECK(H5Fis_hdf5(path.c_str()) > 0, "'", path, "' is not an HDF5 file");
+  hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  LS_CHECK(file >= 0, "cannot open HDF5 file '", path, "' (it is damaged)");
+  *bytes = uint64_t(st.st_size);
+  return file;
+}
+
+}  // namespace h5
+
+namespace {
+
+using namespace h5;
+
 herr_t visit_object(hid_t root, const char* name, const H5O_info_t* info, void* data) {
   auto* st = static_cast<VisitState*>(data);
   if (info->type != H5O_TYPE_DATASET) return 0;
   try {
-    H5Handle ds(H5Dopen2(root, name, H5P_DEFAULT), H5Dclose);
-    LS_CHECK(ds.id >= 0, "'", st->file_path, "': cannot open dataset '", name, "'");
-    H5Handle type(H5Dget_type(ds), H5Tclose);
-    DType dt = dtype_of_h5(type, st->file_path, name);
-    const Shape shape = checked_dataset_shape(ds, dt, name, st);
-    Tensor t = Tensor::zeros(shape, dt);
-    LS_CHECK(H5Dread(ds, h5_type(dt), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()) >= 0, "'",
-             st->file_path, "': cannot read dataset '", name, "' (the file is damaged)");
-    st->out->push_back({name, t});
+    st->out->push_back({name, read_dataset(root, name, st)});
   } catch (const std::exception& e) {
     st->error = e.what();
     return -1;
@@ -204,23 +229,10 @@ std::vector<NamedTensor> read_h5_image(const std::string& image, const std::stri
 // The HDF5 file image of `tensors`, built in memory (HDF5's core driver, no backing store).
 std::string h5_image(const std::vector<NamedTensor>& tensors,
                      const std::vector<std::string>& groups, const std::string& path) {
-  H5Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  LS_CHECK(fapl.id >= 0 && H5Pset_fapl_core(fapl, 1 << 20, 0) >= 0, "'", path,
-           "': cannot set up an in-memory HDF5 file");
-  hid_t id = H5Fcreate(memory_file_name("write").c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl);
-  LS_CHECK(id >= 0, "'", path, "': cannot create the HDF5 file (in memory)");
-  H5Handle file(id, H5Fclose);
-  for (auto& g : groups) make_groups(file, g, path);
-  for (auto& t : tensors) write_dataset(file, t, path);
-  LS_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL) >= 0, "'", path, "': HDF5 flush failed");
-  const ssize_t n = H5Fget_file_image(file, nullptr, 0);
-  LS_CHECK(n > 0, "'", path, "': HDF5 cannot produce the file's bytes");
-  std::string image(size_t(n), '\0');
-  LS_CHECK(H5Fget_file_image(file, image.data(), image.size()) == n, "'", path,
-           "': HDF5 cannot produce the file's bytes");
-  file.id = -1;
-  LS_CHECK(H5Fclose(id) >= 0, "'", path, "': HDF5 close failed");
-  return image;
+  return file_image(path, [&](hid_t file) {
+    for (auto& g : groups) make_groups(file, g, path);
+    for (auto& t : tensors) write_dataset(file, t, path);
+  });
 }
 
 // One member of an open zip archive as bytes.
@@ -310,6 +322,8 @@ std::string zip_image(const std::string& path,
 
 }  // namespace
 
+using namespace h5;
+
 void write_h5_tensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                       const std::vector<std::string>& groups) {
   silence_hdf5();
@@ -317,14 +331,9 @@ void write_h5_tensors(const std::string& path, const std::vector<NamedTensor>& t
 }
 
 std::vector<NamedTensor> read_h5_tensors(const std::string& path) {
-  silence_hdf5();
-  check_regular_file(path, "weights file");  // a FIFO would hang HDF5's open
-  struct stat st {};
-  LS_CHECK(::stat(path.c_str(), &st) == 0, "weights file '", path, "': cannot stat it");
-  LS_CHECK(H5Fis_hdf5(path.c_str()) > 0, "'", path, "' is not an HDF5 file");
-  H5Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  LS_CHECK(file.id >= 0, "cannot open HDF5 file '", path, "' (it is damaged)");
-  return read_open_h5(file, path, uint64_t(st.st_size));
+  uint64_t bytes = 0;
+  H5Handle file(open_read_only(path, &bytes), H5Fclose);
+  return read_open_h5(file, path, bytes);
 }
 
 void write_keras_archive(const std::string& path, const KerasArchive& archive) {

@@ -97,18 +97,63 @@ std::vector<VariablePtr> Network::weights() const {
   return w;
 }
 
-std::vector<VariablePtr> Network::trainable_weights() const {
-  std::vector<VariablePtr> w;
-  for (auto& l : layers_) {
-    // A nested model's own layers decide (one of them may be frozen); a frozen nested model
-    // freezes them all.
-    const Network* nested = nested_network(*l);
-    for (auto& v : nested
-                       ? (l->trainable ? nested->trainable_weights() : std::vector<VariablePtr>{})
-                       : l->trainable_weights())
-      w.push_back(v);
+namespace {
+
+// The weights of `net` sorted three ways: trained, non-trainable but updated by training
+// (moving statistics of trainable layers), and frozen (a frozen layer's, or any layer's inside
+// a frozen nested model). `frozen`: an enclosing nested model is frozen.
+struct WeightKinds {
+  std::vector<VariablePtr> trained, updated, frozen;
+};
+
+void sort_weights(const Network& net, bool frozen, WeightKinds& out) {
+  for (auto& l : net.layers()) {
+    const bool layer_frozen = frozen || !l->trainable;
+    if (const Network* nested = nested_network(*l)) {
+      sort_weights(*nested, layer_frozen, out);
+      continue;
+    }
+    for (auto& v : l->weights())
+      (layer_frozen ? out.frozen : v->trainable ? out.trained : out.updated).push_back(v);
   }
-  return w;
+}
+
+WeightKinds weight_kinds(const Network& net) {
+  WeightKinds k;
+  sort_weights(net, false, k);
+  return k;
+}
+
+}  // namespace
+
+std::vector<VariablePtr> Network::trainable_weights() const { return weight_kinds(*this).trained; }
+
+std::vector<VariablePtr> Network::updated_non_trainable_weights() const {
+  return weight_kinds(*this).updated;
+}
+
+std::vector<VariablePtr> Network::non_trainable_weights() const {
+  WeightKinds k = weight_kinds(*this);
+  std::set<const Variable*> other;
+  for (auto& v : k.updated) other.insert(v.get());
+  for (auto& v : k.frozen) other.insert(v.get());
+  std::vector<VariablePtr> out;  // in weights() order
+  for (auto& v : weights())
+    if (other.count(v.get())) out.push_back(v);
+  return out;
+}
+
+// Every layer of `net` and of its nested models (shared layers: the network itself is const).
+static void set_layers_trainable(const Network& net, bool value) {
+  for (auto& l : net.layers()) {
+    l->trainable = value;
+    if (const Network* nested = nested_network(*l)) set_layers_trainable(*nested, value);
+  }
+}
+
+void Network::set_trainable(bool value) {
+  if (auto self = as_layer_.lock()) self->trainable = value;
+  set_layers_trainable(*this, value);
 }
 
 std::vector<Tensor> Network::get_weights() const {
@@ -170,6 +215,13 @@ class NetworkLayer : public Layer {
       LS_CHECK(same, class_name(), " '", name(), "': input ", i, " has shape ", got.str(),
                " but the nested model takes ", want.str());
     }
+    // A frozen nested model freezes its layers (Keras sets trainable on every sublayer).
+    struct Restore {
+      CallContext& c;
+      bool frozen;
+      ~Restore() { c.frozen = frozen; }
+    } restore{ctx, ctx.frozen};
+    ctx.frozen = ctx.frozen || !trainable;
     return net_.call(ctx, inputs);
   }
   const Network& network() const { return net_; }

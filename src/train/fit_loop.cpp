@@ -494,10 +494,8 @@ void FitLoop::stop_if_preempted(int epoch, int64_t steps_done) {
 // Per-replica statistics (BatchNormalization's moving mean and variance) agree again.
 void FitLoop::average_replica_statistics() {
   if (!replication() || local_replicas_ * workers_ * shards_per_replica_ == 1) return;
-  std::vector<VariablePtr> non_trainable;
-  for (auto& v : model_.weights())
-    if (!v->trainable) non_trainable.push_back(v);
-  replication()->average(non_trainable);
+  // Frozen layers' weights are left out: no replica changes them, so nothing goes on the wire.
+  replication()->average(model_.updated_non_trainable_weights());
 }
 
 // logs holds the last step's metrics (this worker's); the epoch's logs are global.

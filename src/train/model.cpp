@@ -72,9 +72,10 @@ void Model::save_weights(const std::string& path) const {
   }
   train::save_weights(*this, path);
 }
-void Model::load_weights(const std::string& path) {
-  if (is_keras_weights_path(path)) return load_keras_weights(*this, path);
+LoadWeightsReport Model::load_weights(const std::string& path, const LoadWeightsOptions& options) {
+  if (is_keras_weights_path(path)) return load_keras_weights(*this, path, options);
   train::load_weights(*this, path);
+  return {};
 }
 void Model::save(const std::string& path) const {
   if (!strategy_ || strategy_->is_chief()) save_model(*this, path);

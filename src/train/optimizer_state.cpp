@@ -3,6 +3,7 @@
 // schedule), then the slots: Adam / AdamW per variable (momentum, velocity), SGD momentum per
 // variable, RMSprop every velocity then every momentum.
 #include <map>
+#include <set>
 
 #include "lockstep/nn/config.h"
 #include "train/compile_config.h"
@@ -37,10 +38,13 @@ std::vector<VariablePtr> keras_ordered_variables(const Model& model, const std::
   std::map<std::string, VariablePtr> by_name;
   const auto all = opt->variables();
   for (size_t i = 1; i < all.size(); ++i) by_name[all[i]->name] = all[i];
+  // Keras builds the optimizer on model.trainable_variables: frozen layers' weights have no slots.
+  std::set<const Variable*> trained;
+  for (auto& w : model.trainable_weights()) trained.insert(w.get());
   std::vector<VariablePtr> trainable;
   for (auto& layer : keras_layer_order(model))
     for (auto& w : layer->weights())
-      if (w->trainable) trainable.push_back(w);
+      if (trained.count(w.get())) trainable.push_back(w);
   std::vector<VariablePtr> out{opt->iterations()};
   if (!opt->has_schedule()) out.push_back(opt->learning_rate_variable());
   for (auto& block : keras_slot_blocks(opt->name())) {

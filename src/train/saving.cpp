@@ -3,6 +3,7 @@
 #include "lockstep/train/saving.h"
 
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <map>
 
@@ -29,34 +30,59 @@ void weights_to_tensors(const Network& net, std::vector<io::NamedTensor>& tensor
   }
 }
 
-void tensors_to_weights(Network& net, const std::vector<io::NamedTensor>& tensors,
-                        const std::string& file) {
+// The slot's tensors in the file, or why they do not fit its layer ("" when they do).
+std::string slot_mismatch(const KerasWeightSlot& s,
+                          const std::map<std::string, const Tensor*>& by_name,
+                          const std::string& file) {
+  const auto& w = s.weights;
+  size_t in_file = 0;
+  const std::string prefix = s.path + "/vars/";
+  for (auto it = by_name.lower_bound(prefix);
+       it != by_name.end() && it->first.rfind(prefix, 0) == 0; ++it)
+    ++in_file;
+  const std::string layer = s.layer->class_name() + " '" + s.layer->name() + "'";
+  if (in_file != w.size())
+    return "'" + file + "': " + layer + " has " + std::to_string(w.size()) +
+           " weights but the file's '" + s.path + "/vars' holds " + std::to_string(in_file) +
+           " (a different architecture?)";
+  for (size_t i = 0; i < w.size(); ++i) {
+    auto it = by_name.find(prefix + std::to_string(i));
+    if (it == by_name.end()) return "'" + file + "': " + prefix + std::to_string(i) + " is missing";
+    const Tensor& src = *it->second;
+    if (src.shape() != w[i]->value.shape() || src.dtype() != w[i]->value.dtype())
+      return "'" + file + "': " + prefix + std::to_string(i) + " is " + dtype_name(src.dtype()) +
+             src.shape().str() + " but " + layer + " weight '" + w[i]->name + "' is " +
+             dtype_name(w[i]->value.dtype()) + w[i]->value.shape().str();
+  }
+  return "";
+}
+
+LoadWeightsReport tensors_to_weights(Network& net, const std::vector<io::NamedTensor>& tensors,
+                                     const std::string& file, bool skip_mismatch = false,
+                                     const std::string& hint = "") {
   std::map<std::string, const Tensor*> by_name;
   for (auto& t : tensors) by_name[t.name] = &t.value;
-  for (auto& s : weight_slots(net)) {
-    const auto& w = s.weights;
-    size_t in_file = 0;
-    std::string prefix = s.path + "/vars/";
-    for (auto it = by_name.lower_bound(prefix);
-         it != by_name.end() && it->first.rfind(prefix, 0) == 0; ++it)
-      ++in_file;
-    LS_CHECK(in_file == w.size(), "'", file, "': ", s.layer->class_name(), " '", s.layer->name(),
-             "' has ", w.size(), " weights but the file's '", s.path, "/vars' holds ", in_file,
-             " (a different architecture?)");
-    for (size_t i = 0; i < w.size(); ++i) {
-      const Tensor& src = *by_name.at(prefix + std::to_string(i));
-      LS_CHECK(src.shape() == w[i]->value.shape() && src.dtype() == w[i]->value.dtype(), "'", file,
-               "': ", prefix, i, " is ", dtype_name(src.dtype()), src.shape().str(), " but ",
-               s.layer->class_name(), " '", s.layer->name(), "' weight '", w[i]->name, "' is ",
-               dtype_name(w[i]->value.dtype()), w[i]->value.shape().str());
+  LoadWeightsReport report;
+  std::vector<const KerasWeightSlot*> load;
+  const auto slots = weight_slots(net);
+  for (auto& s : slots) {
+    const std::string why = slot_mismatch(s, by_name, file);
+    if (why.empty()) {
+      load.push_back(&s);
+      if (!s.weights.empty()) report.loaded.push_back(s.layer->name());
+      continue;
     }
+    LS_CHECK(skip_mismatch, why, hint);
+    std::fprintf(stderr, "load_weights: skipping %s\n", why.c_str());
+    report.skipped.push_back(s.layer->name() + ": " + why);
   }
   // All checked: now copy (in place, so compiled programs keep their views).
-  for (auto& s : weight_slots(net)) {
-    const auto& w = s.weights;
+  for (auto* s : load) {
+    const auto& w = s->weights;
     for (size_t i = 0; i < w.size(); ++i)
-      w[i]->value.copy_from(*by_name.at(s.path + "/vars/" + std::to_string(i)));
+      w[i]->value.copy_from(*by_name.at(s->path + "/vars/" + std::to_string(i)));
   }
+  return report;
 }
 
 std::string now_string() {
@@ -76,17 +102,23 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 Model model_from_config(const json& config) { return Model(network_from_config(config)); }
 Model model_from_json(const std::string& json_text) { return Model(network_from_json(json_text)); }
 
-bool is_keras_weights_path(const std::string& path) { return ends_with(path, ".h5"); }
+bool is_keras_weights_path(const std::string& path) {
+  return ends_with(path, ".h5") || ends_with(path, ".hdf5");
+}
 
 void save_keras_weights(const Network& model, const std::string& path) {
+  if (!ends_with(path, ".weights.h5")) return save_legacy_weights(model, path);
   std::vector<io::NamedTensor> tensors;
   std::vector<std::string> groups;
   weights_to_tensors(model, tensors, groups);
   io::write_h5_tensors(path, tensors, groups);
 }
 
-void load_keras_weights(Network& model, const std::string& path) {
-  tensors_to_weights(model, io::read_h5_tensors(path), path);
+LoadWeightsReport load_keras_weights(Network& model, const std::string& path,
+                                     const LoadWeightsOptions& options) {
+  if (io::is_legacy_h5(path)) return load_legacy_weights(model, path, options);
+  return tensors_to_weights(model, io::read_h5_tensors(path), path, options.skip_mismatch,
+                            " (load_weights(path, {.skip_mismatch = true}) leaves it as it is)");
 }
 
 void save_model(const Model& model, const std::string& path, const SaveOptions& options) {

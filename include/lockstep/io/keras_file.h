@@ -32,6 +32,30 @@ void write_h5_tensors(const std::string& path, const std::vector<NamedTensor>& t
 /// (names sorted; "vars/10" after "vars/9" is NOT guaranteed: callers order by index).
 std::vector<NamedTensor> read_h5_tensors(const std::string& path);
 
+/// Keras 2's HDF5 weights layout, which the published keras.applications weight files use (and
+/// Keras 2's model.save_weights("x.h5"), Keras 3's legacy model.save("x.h5") under
+/// model_weights/): the root group's attribute `layer_names` lists the layers; each layer's group
+/// lists its datasets in the attribute `weight_names` ("conv1/kernel:0", paths relative to the
+/// group). Attributes over 64 KB come in chunks (layer_names0, layer_names1, ...), as Keras
+/// writes them; strings may be fixed or variable length.
+/// One layer's group of a legacy .h5 file.
+struct LegacyLayerWeights {
+  std::string layer;                 ///< the layer's name (its group)
+  std::vector<NamedTensor> weights;  ///< in weight_names order, named as listed there
+};
+/// A whole legacy .h5 weights file (read_legacy_h5 / write_legacy_h5).
+struct LegacyWeightsFile {
+  std::vector<LegacyLayerWeights> layers;  ///< in layer_names order
+  std::string keras_version, backend;      ///< the file's attributes ("" when absent)
+};
+/// Whether `path` is an HDF5 file in the legacy layout (layer_names at the root or under
+/// model_weights/); false for Keras 3's .weights.h5 layout. Errors only when it is not HDF5.
+bool is_legacy_h5(const std::string& path);
+/// Reads the legacy layout; errors name the file, the group and the attribute or dataset.
+LegacyWeightsFile read_legacy_h5(const std::string& path);
+/// Writes the legacy layout (layer groups sorted by name, as Keras does); atomic.
+void write_legacy_h5(const std::string& path, const LegacyWeightsFile& file);
+
 /// The three parts of a Keras 3 `.keras` file, in memory.
 struct KerasArchive {
   json config = json::object();      ///< config.json: the model's Keras config (class_name, config)

@@ -27,6 +27,9 @@ struct CallContext {
   int64_t replica_group = -1;
   int replica = 0;
   ///@}
+  /// Inside a frozen nested model (a Network layer with trainable = false): Keras freezes
+  /// every layer of a frozen model, so BatchNormalization runs in inference mode there too.
+  bool frozen = false;
   /// The calling layer's compute dtype, and whether its variables are read in it (Keras's
   /// AutoCastVariable): Layer::invoke sets both around call().
   ///@{
@@ -105,7 +108,12 @@ class Layer : public std::enable_shared_from_this<Layer> {
   const std::string& name() const { return name_; }   ///< unique in its model: "dense_1"
   void set_name(const std::string& n) { name_ = n; }  ///< renames it
   bool built() const { return built_; }               ///< build() has run
-  bool trainable = true;  ///< false: its weights are frozen (not updated by fit)
+  /// false: the layer is frozen (keras `layer.trainable = False`): fit neither differentiates
+  /// nor updates its weights (nor all-reduces them under a strategy), a frozen
+  /// BatchNormalization normalises with its moving statistics and leaves them as they are, and
+  /// a frozen nested model freezes all of its layers. Takes effect at the next compile() (as in
+  /// Keras: change it, then compile again).
+  bool trainable = true;
 
   /// Keras weight order: the order weights were added (e.g. kernel, bias; gamma, beta,
   /// moving_mean, moving_variance).

@@ -48,9 +48,21 @@ class Network {
   std::string name() const { return name_; }  ///< "sequential", "functional", or the given name
   /// The layers, in Keras's model.layers order (Sequential: the list, InputLayer first).
   const std::vector<LayerPtr>& layers() const { return layers_; }
-  LayerPtr get_layer(const std::string& name) const;   ///< by name; throws listing the names
-  std::vector<VariablePtr> weights() const;            ///< Keras order: by layer, then weight order
-  std::vector<VariablePtr> trainable_weights() const;  ///< weights() that are trainable
+  LayerPtr get_layer(const std::string& name) const;  ///< by name; throws listing the names
+  std::vector<VariablePtr> weights() const;           ///< Keras order: by layer, then weight order
+  /// weights() that fit trains: the trainable weights of trainable layers (a frozen nested model
+  /// freezes all of its layers; in a trainable one, each of its layers decides).
+  std::vector<VariablePtr> trainable_weights() const;
+  /// The other weights() (keras model.non_trainable_weights): frozen layers' weights and the
+  /// layers' own non-trainable ones (BatchNormalization's moving statistics).
+  std::vector<VariablePtr> non_trainable_weights() const;
+  /// The non-trainable weights that training updates: those of trainable layers
+  /// (BatchNormalization's moving statistics; a frozen BatchNormalization's stay put).
+  std::vector<VariablePtr> updated_non_trainable_weights() const;
+  /// keras `model.trainable = value`: sets `trainable` on every layer, the layers of nested
+  /// models included, and on the network's own layer (as_layer()) when one exists. Then
+  /// unfreeze the top layers one by one (`layers()[i]->trainable = true`) and compile again.
+  void set_trainable(bool value);
   std::vector<Tensor> get_weights() const;  ///< copies of weights()' values (Keras order)
   /// Sets every weight, in get_weights()' order; throws on a count or shape mismatch.
   void set_weights(const std::vector<Tensor>& values);

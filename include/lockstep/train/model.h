@@ -194,6 +194,26 @@ struct BatchWeights {
   std::map<std::string, Tensor> sample_weight_by_output;
 };
 
+/// keras model.load_weights(path, skip_mismatch=..., by_name=...).
+struct LoadWeightsOptions {
+  /// Leave a layer as it is, with a warning on stderr, when the file's weights for it differ in
+  /// number or shape, instead of failing (Keras's skip_mismatch; here a layer is loaded whole
+  /// or not at all).
+  bool skip_mismatch = false;
+  /// Legacy .h5 files: match the file's layer groups to the model's layers (model.layers, a
+  /// nested model as one layer) by name, as Keras's by_name=True: model layers the file lacks
+  /// keep their weights (a new head on a pretrained backbone), file layers the model lacks are
+  /// ignored; at least one layer must match. false: layer by layer in order among the layers
+  /// with weights, which must then agree in number (Keras 3's default for .h5).
+  bool by_name = true;
+};
+/// What load_weights did (layer names).
+struct LoadWeightsReport {
+  std::vector<std::string> loaded;       ///< layers whose weights were set
+  std::vector<std::string> skipped;      ///< layers left as they were (skip_mismatch), and why
+  std::vector<std::string> not_in_file;  ///< layers with weights the file has none for (by_name)
+};
+
 class ModelRuntime;  ///< compiled state: programs, replication, fit progress (src/train)
 
 /// keras.Model: a Network (its layers and graph) that can be compiled, trained, evaluated, used
@@ -282,10 +302,13 @@ class Model : public Network {
   /// Checkpoints (lockstep/io/checkpoint.h): weights only, or weights + optimizer state +
   /// progress. Strategy-agnostic: one copy of the weights, loadable under any replica count.
   /// "*.h5" (e.g. "x.weights.h5"): Keras's .weights.h5 layout (lockstep/train/saving.h).
+  /// Keras files load with keras's skip_mismatch and by_name (lockstep/train/saving.h): the
+  /// legacy .h5 layout of keras.applications' published weights too.
   void save_weights(const std::string& path) const;
-  /// Loads what save_weights wrote (or Keras's .weights.h5 for "*.h5") into this model, whose
-  /// layers must match; an error names the first weight that does not.
-  void load_weights(const std::string& path);
+  /// Loads what save_weights wrote, Keras's .weights.h5, or a legacy Keras 2 .h5 (read by layer
+  /// name by default) into this model; an error names the first layer whose weights do not match
+  /// (both shapes) unless options.skip_mismatch. Returns what was loaded and skipped.
+  LoadWeightsReport load_weights(const std::string& path, const LoadWeightsOptions& options = {});
   /// keras model.save: a Keras 3 .keras file with the compile config and the optimizer's state
   /// (lockstep/train/saving.h).
   void save(const std::string& path) const;

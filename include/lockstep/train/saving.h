@@ -15,6 +15,7 @@
 // Keras's own compiled files load the same way.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "lockstep/nn/config.h"
 #include "lockstep/train/model.h"
@@ -45,11 +46,25 @@ Model load_model(const std::string& path, bool compile = true);
 /// The metadata.json of a .keras file (keras_version, date_saved, and any extra entries).
 json load_model_metadata(const std::string& path);
 
-/// True when `path` names a Keras weights file (ends in ".weights.h5" or ".h5").
+/// True when `path` names a Keras weights file (ends in ".h5" or ".hdf5").
 bool is_keras_weights_path(const std::string& path);
-/// Writes the weights as Keras's `.weights.h5` (HDF5, Keras 3's layout).
+/// Writes the weights as Keras's `.weights.h5` (HDF5, Keras 3's layout); a path ending in ".h5"
+/// or ".hdf5" but not ".weights.h5" gets Keras 2's legacy layout (save_legacy_weights), which
+/// Keras 3 reads with model.load_weights("x.h5").
 void save_keras_weights(const Network& model, const std::string& path);
-/// Reads a Keras `.weights.h5` into `model`; errors name the file and the mismatching weight.
-void load_keras_weights(Network& model, const std::string& path);
+
+// LoadWeightsOptions and LoadWeightsReport: lockstep/train/model.h.
+/// Reads a Keras weights file into `model`: Keras 3's `.weights.h5` layout, or Keras 2's legacy
+/// layout (lockstep/io/keras_file.h), told apart by content. A missing, extra or wrong-shape
+/// weight is an error naming the file, the layer, and both shapes, unless skip_mismatch.
+/// Nothing changes when it fails.
+LoadWeightsReport load_keras_weights(Network& model, const std::string& path,
+                                     const LoadWeightsOptions& options = {});
+/// Writes Keras 2's legacy layout: layer_names = model.layers, one group per layer with its
+/// weights in Keras's legacy order (trainable first), named "<layer>/<weight>".
+void save_legacy_weights(const Network& model, const std::string& path);
+/// Reads the legacy layout (load_keras_weights picks it by itself).
+LoadWeightsReport load_legacy_weights(Network& model, const std::string& path,
+                                      const LoadWeightsOptions& options = {});
 
 }  // namespace lockstep

@@ -52,8 +52,9 @@ class BatchNormLayer : public Layer {
     Value gamma = gamma_ ? ctx.read(gamma_) : layer_util::constant_vector(g, C_, 1.f);
     Value beta = beta_ ? ctx.read(beta_) : layer_util::constant_vector(g, C_, 0.f);
     Attrs eps{{"epsilon", o_.epsilon}};
-    // Inference, or layer frozen (Keras: a non-trainable BN runs in inference mode).
-    if (!ctx.training || !trainable) {
+    // Inference, or layer frozen, itself or by a frozen nested model around it (Keras: a
+    // non-trainable BN runs in inference mode).
+    if (!ctx.training || !trainable || ctx.frozen) {
       return {g.add(op::batch_norm_infer,
                     {x, gamma, beta, ctx.read(moving_mean_), ctx.read(moving_var_)}, eps, name())};
     }

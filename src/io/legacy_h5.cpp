@@ -1,0 +1,187 @@
+// Keras 2's legacy HDF5 weights layout (the published keras.applications files): layer groups
+// listed by the attribute `layer_names`, each listing its datasets in `weight_names`. Read and
+// written through HDF5's C library (io/h5_util.h); lockstep/train/saving.h maps Models onto it.
+#include <algorithm>
+#include <cstring>
+
+#include "io/h5_util.h"
+#include "lockstep/core/file_io.h"
+#include "lockstep/io/keras_file.h"
+
+namespace lockstep::io {
+namespace {
+
+using namespace h5;
+
+// Keras splits an attribute into chunks past HDF5's 64 KB object-header limit.
+constexpr size_t kAttributeChunkBytes = 64000;
+// No list attribute of a weights file comes near this (ResNet152: ~500 names).
+constexpr hssize_t kMaxNames = 1 << 20;
+
+bool has_attribute(hid_t loc, const std::string& name) { return H5Aexists(loc, name.c_str()) > 0; }
+
+// Attribute `name` of `loc` as strings (fixed or variable length; an empty list of any type).
+std::vector<std::string> read_strings(hid_t loc, const std::string& name,
+                                      const std::string& where) {
+  H5Handle attr(H5Aopen(loc, name.c_str(), H5P_DEFAULT), H5Aclose);
+  LS_CHECK(attr.id >= 0, where, ": cannot open the attribute '", name, "'");
+  H5Handle type(H5Aget_type(attr), H5Tclose);
+  H5Handle space(H5Aget_space(attr), H5Sclose);
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  LS_CHECK(n >= 0 && n <= kMaxNames, where, ": attribute '", name, "' has ", n,
+           " entries (the file is damaged)");
+  if (n == 0) return {};  // Keras writes an empty list as an empty float array
+  LS_CHECK(H5Tget_class(type) == H5T_STRING, where, ": attribute '", name,
+           "' is not a list of strings (not a Keras weights file?)");
+  std::vector<std::string> out;
+  if (H5Tis_variable_str(type) > 0) {
+    std::vector<char*> ptrs(static_cast<size_t>(n), nullptr);
+    H5Handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(mem, H5T_VARIABLE);
+    H5Tset_cset(mem, H5Tget_cset(type));
+    LS_CHECK(H5Aread(attr, mem, ptrs.data()) >= 0, where, ": cannot read the attribute '", name,
+             "'");
+    for (char* p : ptrs) out.push_back(p ? p : "");
+    H5Dvlen_reclaim(mem, space, H5P_DEFAULT, ptrs.data());
+    return out;
+  }
+  const size_t len = H5Tget_size(type);
+  LS_CHECK(len > 0 && len * size_t(n) <= (64u << 20), where, ": attribute '", name,
+           "' is too large (the file is damaged)");
+  std::string buf(len * size_t(n), '\0');
+  LS_CHECK(H5Aread(attr, type, buf.data()) >= 0, where, ": cannot read the attribute '", name, "'");
+  for (hssize_t i = 0; i < n; ++i) {
+    std::string s = buf.substr(size_t(i) * len, len);
+    s.erase(std::find(s.begin(), s.end(), '\0'), s.end());  // null-padded (numpy's 'S')
+    while (!s.empty() && s.back() == ' ') s.pop_back();     // or space-padded
+    out.push_back(s);
+  }
+  return out;
+}
+
+// A list attribute, whole or in Keras's chunks (name0, name1, ...); [] when absent.
+std::vector<std::string> read_list(hid_t loc, const std::string& name, const std::string& where) {
+  if (has_attribute(loc, name)) return read_strings(loc, name, where);
+  std::vector<std::string> out;
+  for (int k = 0; has_attribute(loc, name + std::to_string(k)); ++k)
+    for (auto& s : read_strings(loc, name + std::to_string(k), where)) out.push_back(s);
+  return out;
+}
+
+bool has_list(hid_t loc, const std::string& name) {
+  return has_attribute(loc, name) || has_attribute(loc, name + "0");
+}
+
+// The group holding layer_names: the root (save_weights) or model_weights/ (a whole-model
+// save), as Keras's load_weights looks for it; -1 when neither has it.
+hid_t layers_group(hid_t file) {
+  if (has_list(file, "layer_names")) return H5Gopen2(file, "/", H5P_DEFAULT);
+  if (H5Lexists(file, "model_weights", H5P_DEFAULT) <= 0) return -1;
+  hid_t g = H5Gopen2(file, "model_weights", H5P_DEFAULT);
+  if (g >= 0 && has_list(g, "layer_names")) return g;
+  if (g >= 0) H5Gclose(g);
+  return -1;
+}
+
+// Writes `values` as a fixed-length, null-padded string attribute (numpy's 'S', as h5py stores
+// Keras's lists); an empty list as an empty float array, as Keras does.
+void write_strings(hid_t loc, const std::string& name, const std::vector<std::string>& values,
+                   const std::string& path, bool scalar = false) {
+  const hsize_t n = values.size();
+  size_t len = 1;
+  for (auto& v : values) len = std::max(len, v.size());
+  H5Handle type(n ? H5Tcopy(H5T_C_S1) : H5Tcopy(H5T_NATIVE_DOUBLE), H5Tclose);
+  if (n) H5Tset_size(type, len), H5Tset_strpad(type, H5T_STR_NULLPAD);
+  H5Handle space(scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &n, nullptr), H5Sclose);
+  H5Handle attr(H5Acreate2(loc, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  LS_CHECK(attr.id >= 0, "'", path, "': cannot create the attribute '", name, "'");
+  if (!n) return;
+  std::string buf(len * n, '\0');
+  for (size_t i = 0; i < n; ++i) std::memcpy(&buf[i * len], values[i].data(), values[i].size());
+  LS_CHECK(H5Awrite(attr, type, buf.data()) >= 0, "'", path, "': cannot write the attribute '",
+           name, "'");
+}
+
+// A list attribute, in chunks when it would pass the object-header limit (Keras's rule).
+void write_list(hid_t loc, const std::string& name, const std::vector<std::string>& values,
+                const std::string& path) {
+  size_t len = 1;
+  for (auto& v : values) len = std::max(len, v.size());
+  const size_t per_chunk = std::max<size_t>(1, kAttributeChunkBytes / len);
+  if (values.size() <= per_chunk) return write_strings(loc, name, values, path);
+  for (size_t at = 0, k = 0; at < values.size(); at += per_chunk, ++k) {
+    std::vector<std::string> chunk(values.begin() + long(at),
+                                   values.begin() + long(std::min(values.size(), at + per_chunk)));
+    write_strings(loc, name + std::to_string(k), chunk, path);
+  }
+}
+
+LegacyLayerWeights read_layer(hid_t root, const std::string& layer, VisitState* st) {
+  const std::string where = "'" + st->file_path + "': layer group '" + layer + "'";
+  LS_CHECK(H5Lexists(root, layer.c_str(), H5P_DEFAULT) > 0, where,
+           " is listed in layer_names but missing (the file is damaged)");
+  H5Handle g(H5Gopen2(root, layer.c_str(), H5P_DEFAULT), H5Gclose);
+  LS_CHECK(g.id >= 0, where, ": cannot open it");
+  LegacyLayerWeights out{layer, {}};
+  for (auto& w : read_list(g, "weight_names", where)) {
+    try {
+      out.weights.push_back({w, read_dataset(g, w.c_str(), st)});
+    } catch (const Error& e) {
+      LS_FAIL(where, ": weight '", w, "' (listed in weight_names): ", e.what());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+bool is_legacy_h5(const std::string& path) {
+  uint64_t bytes = 0;
+  H5Handle file(open_read_only(path, &bytes), H5Fclose);
+  H5Handle root(layers_group(file), H5Gclose);
+  return root.id >= 0;
+}
+
+LegacyWeightsFile read_legacy_h5(const std::string& path) {
+  uint64_t bytes = 0;
+  H5Handle file(open_read_only(path, &bytes), H5Fclose);
+  H5Handle root(layers_group(file), H5Gclose);
+  LS_CHECK(root.id >= 0, "'", path,
+           "': not in Keras's legacy .h5 layout (no layer_names attribute at the root or under "
+           "model_weights/)");
+  const std::string where = "'" + path + "'";
+  LegacyWeightsFile out;
+  if (has_attribute(root, "keras_version"))
+    out.keras_version = read_strings(root, "keras_version", where).at(0);
+  if (has_attribute(root, "backend")) out.backend = read_strings(root, "backend", where).at(0);
+  std::vector<NamedTensor> sink;
+  VisitState st{path, &sink, "", bytes, 0};
+  for (auto& layer : read_list(root, "layer_names", where))
+    out.layers.push_back(read_layer(root, layer, &st));
+  return out;
+}
+
+void write_legacy_h5(const std::string& path, const LegacyWeightsFile& f) {
+  silence_hdf5();
+  std::vector<std::string> names;
+  for (auto& l : f.layers) names.push_back(l.layer);
+  std::vector<const LegacyLayerWeights*> sorted;  // Keras: groups in name order
+  for (auto& l : f.layers) sorted.push_back(&l);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->layer < b->layer; });
+  const std::string image = file_image(path, [&](hid_t file) {
+    write_list(file, "layer_names", names, path);
+    write_strings(file, "backend", {f.backend}, path, true);
+    write_strings(file, "keras_version", {f.keras_version}, path, true);
+    for (auto* l : sorted) {
+      make_groups(file, l->layer, path);
+      H5Handle g(H5Gopen2(file, l->layer.c_str(), H5P_DEFAULT), H5Gclose);
+      std::vector<std::string> weight_names;
+      for (auto& w : l->weights) weight_names.push_back(w.name);
+      write_list(g, "weight_names", weight_names, path);
+      for (auto& w : l->weights) write_dataset(file, {l->layer + "/" + w.name, w.value}, path);
+    }
+  });
+  write_file_atomic(path, image, "weights file");
+}
+
+}  // namespace lockstep::io

@@ -52,6 +52,10 @@ struct Args {
   std::string report, prices, machine;
   double price_per_hour = 0;
   std::string dtype_policy = "float32";
+  // Transfer learning: --weights FILE (a Keras .weights.h5 or legacy .h5, loaded by layer name),
+  // --fine-tune-at LAYER (name or index in model.layers) and --fine-tune-epochs N.
+  std::string weights, fine_tune_at;
+  int fine_tune_epochs = 0;
 };
 
 static void usage() {
@@ -62,6 +66,7 @@ static void usage() {
       "[--per-class N] [--strategy one_device|mirrored|multi_worker]\n"
       "       [--tensorboard LOGDIR] [--csv FILE] [--dtype-policy float32|mixed_bfloat16]\n"
       "       [--report FILE.json] [--price-per-hour X]\n"
+      "       [--weights FILE] [--fine-tune-at LAYER --fine-tune-epochs N]\n"
       "       [--prices FILE.json --machine NAME]\n");
 }
 
@@ -115,19 +120,28 @@ static Args parse(int argc, char** argv) {
       a.prices = v;
     else if (k == "--machine")
       a.machine = v;
+    else if (k == "--weights")
+      a.weights = v;
+    else if (k == "--fine-tune-at")
+      a.fine_tune_at = v;
+    else if (k == "--fine-tune-epochs")
+      a.fine_tune_epochs = int(num(0, 1000000));
     else if (k == "--dtype-policy")
       a.dtype_policy = v;
     else
       fail("unknown argument '" + k + "'");
   }
+  if (a.fine_tune_at.empty() != (a.fine_tune_epochs == 0))
+    fail("--fine-tune-at and --fine-tune-epochs go together");
   return a;
 }
 
 // The logging callbacks the flags ask for (the chief's: other workers write nothing).
-static std::vector<ls::CallbackPtr> log_callbacks(const Args& a, bool chief) {
+// append: the fine-tuning phase's (the CSV log goes on after the first phase's rows).
+static std::vector<ls::CallbackPtr> log_callbacks(const Args& a, bool chief, bool append = false) {
   std::vector<ls::CallbackPtr> cbs;
   if (!a.tensorboard.empty()) cbs.push_back(ls::callbacks::TensorBoard({.log_dir = a.tensorboard}));
-  if (!a.csv.empty() && chief) cbs.push_back(ls::callbacks::CSVLogger(a.csv));
+  if (!a.csv.empty() && chief) cbs.push_back(ls::callbacks::CSVLogger(a.csv, ",", append));
   if (!a.report.empty())  // writes on the chief only
     cbs.push_back(ls::callbacks::CostReport({.path = a.report,
                                              .price_per_hour = a.price_per_hour,
@@ -185,6 +199,56 @@ static ls::Model flowers_cnn(int size, int channels, int classes, uint64_t seed)
 }
 // docs: end model
 
+// --fine-tune-at LAYER: its index in model.layers(), by name or as a number.
+static size_t layer_index(const ls::Model& m, const std::string& layer) {
+  const auto& layers = m.layers();
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (layers[i]->name() == layer) return i;
+  try {
+    return size_t(ls::parse_int("--fine-tune-at", layer, 0, int64_t(layers.size()) - 1));
+  } catch (const std::exception&) {
+    LS_FAIL("--fine-tune-at '", layer, "': no layer of that name, nor an index in 0..",
+            layers.size() - 1, " (`lockstep summary` lists the layers)");
+  }
+}
+
+// Layers [0, from) frozen, the rest trainable (compile again for it to take effect).
+static void freeze_before(ls::Model& m, size_t from) {
+  for (size_t i = 0; i < m.layers().size(); ++i) m.layers()[i]->trainable = i >= from;
+}
+
+// The classifier head: the last layer with weights.
+static size_t head_index(const ls::Model& m) {
+  size_t head = 0;
+  for (size_t i = 0; i < m.layers().size(); ++i)
+    if (!m.layers()[i]->weights().empty()) head = i;
+  return head;
+}
+
+// The fine-tuning phase's compile: the first phase's, at `learning_rate`.
+static void compile(ls::Model& m, double learning_rate) {
+  m.compile({.optimizer = ls::optimizers::Adam(learning_rate),
+             .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
+             .metrics = {"accuracy"}});
+}
+
+// --weights: a Keras weights file by layer name (the layers it lacks keep their initialisation).
+static void load_pretrained(ls::Model& m, const std::string& path) {
+  auto r = m.load_weights(path);
+  std::printf("weights: %zu layers from %s", r.loaded.size(), path.c_str());
+  if (!r.not_in_file.empty())
+    std::printf(" (%zu not in the file keep their random initialisation, e.g. '%s')",
+                r.not_in_file.size(), r.not_in_file[0].c_str());
+  std::printf("\n");
+}
+
+// Appends the fine-tuning phase's epochs to the first phase's history (one set of curves).
+static void append_history(ls::History& all, const ls::History& more) {
+  for (auto& [k, v] : more.history) all.history[k].insert(all.history[k].end(), v.begin(), v.end());
+  all.epoch.insert(all.epoch.end(), more.epoch.begin(), more.epoch.end());
+  all.train_seconds += more.train_seconds;
+}
+
 int main(int argc, char** argv) {
   Args args;
   try {
@@ -240,12 +304,17 @@ int main(int argc, char** argv) {
       std::optional<dist::Strategy::Scope> scope;
       if (strategy.impl()) scope.emplace(strategy.impl());
       model = flowers_cnn(args.image_size, 3, classes, args.seed);
+      if (!args.weights.empty()) load_pretrained(model, args.weights);
+      if (args.fine_tune_epochs > 0) freeze_before(model, head_index(model));  // train the head
       model.compile({.optimizer = ls::optimizers::Adam(1e-3),
                      .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
                      .metrics = {"accuracy"}});
     }
     model.summary();
     // docs: end compile
+    // --fine-tune-at, checked before the first phase trains.
+    const size_t fine_tune_from =
+        args.fine_tune_epochs > 0 ? layer_index(model, args.fine_tune_at) : 0;
 
     auto t0 = std::chrono::steady_clock::now();
     // docs: begin fit
@@ -254,6 +323,24 @@ int main(int argc, char** argv) {
                                      .validation_data = val_ds,
                                      .seed = args.seed});
     // docs: end fit
+    if (args.fine_tune_epochs > 0 && !hist.stopped_on_nan) {  // then fine-tune, 10x slower
+      const size_t at = fine_tune_from;
+      std::printf("fine-tuning from layer %zu ('%s') for %d epochs\n", at,
+                  model.layers()[at]->name().c_str(), args.fine_tune_epochs);
+      freeze_before(model, at);
+      {
+        std::optional<dist::Strategy::Scope> scope;
+        if (strategy.impl()) scope.emplace(strategy.impl());
+        compile(model, 1e-4);
+      }
+      auto more = model.fit(train_ds, {.epochs = args.epochs + args.fine_tune_epochs,
+                                       .callbacks = log_callbacks(args, chief, true),
+                                       .validation_data = val_ds,
+                                       .initial_epoch = args.epochs,
+                                       .seed = args.seed});
+      append_history(hist, more);
+      hist.stopped_on_nan = more.stopped_on_nan, hist.stop_reason = more.stop_reason;
+    }
     double train_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (hist.stopped_on_nan) {
@@ -276,7 +363,8 @@ int main(int argc, char** argv) {
                                   {.rows = 3, .cols = 3});
     std::printf("wrote %s\n", predictions.c_str());
     // docs: end test
-    if (args.epochs > 0) {  // the training curves (loss and accuracy, train and validation)
+    // The training curves (loss and accuracy, train and validation), both phases.
+    if (args.epochs + args.fine_tune_epochs > 0) {
       std::string curves = (fs::path(args.out_dir) / "curves.png").string();
       ls::viz::save_history_plot(hist.history, curves, {.title = "Image folder CNN"});
       std::printf("wrote %s\n", curves.c_str());
@@ -291,9 +379,9 @@ int main(int argc, char** argv) {
         "{\"test_accuracy\": %.4f, \"epochs\": %d, \"train_images_per_sec\": %.1f, "
         "\"compile_seconds\": %.3f, \"peak_rss_mb\": %.1f, \"input_wait_fraction\": %.4f, "
         "\"train_seconds\": %.1f, \"classes\": %d%s}\n",
-        result["accuracy"], args.epochs, hist.images_per_second * hist.workers,
-        hist.compile_seconds, peak_rss_mb(), hist.input_wait_fraction, train_seconds, classes,
-        replicas.c_str());
+        result["accuracy"], args.epochs + args.fine_tune_epochs,
+        hist.images_per_second * hist.workers, hist.compile_seconds, peak_rss_mb(),
+        hist.input_wait_fraction, train_seconds, classes, replicas.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "flowers: error: %s\n", e.what());

@@ -21,6 +21,14 @@ print(f"accuracy {r['test_accuracy']:.3f}, input wait {100 * r['input_wait_fract
 sys.exit(0 if r["test_accuracy"] > 0.3 and r["classes"] == 10 else 1)
 PY
 
+# Transfer mode on the exported folder: the head alone for an epoch (everything else frozen),
+# then fine-tuning from the second convolution for one more; both phases in the JSON line's
+# epochs and the curves.
+last=$("$bin" --data-dir "$out/fashion_mnist_images" --out-dir "$out/tl" --epochs 1 --image-size 32 \
+  --batch-size 32 --fine-tune-at conv2d_1 --fine-tune-epochs 1 | tee /dev/stderr | tail -n 1)
+[[ "$last" == *'"epochs": 2,'* ]] || { echo "transfer mode did not run both phases"; exit 1; }
+[ -s "$out/tl/curves.png" ] || { echo "transfer mode did not write curves.png"; exit 1; }
+
 # --strategy multi_worker: two workers on loopback (TF_CONFIG) share the exported folder; fit
 # shards its files, only the chief writes pictures and prints the JSON line (with workers: 2).
 if [ -n "$(ldd "$bin" | grep -i gloo)" ]; then

@@ -98,7 +98,8 @@ inline const char* kConvertUsage =
     "\n"
     "Converts between model files, by extension:\n"
     "  .keras        Keras 3 model file: config, weights, and the optimizer when compiled\n"
-    "  .weights.h5   Keras weights file (any .h5): weights only, no config\n"
+    "  .weights.h5   Keras 3 weights file: weights only, no config\n"
+    "  .h5, .hdf5    Keras 2's legacy weights layout (keras.applications' files), by layer name\n"
     "  .json         Keras model JSON (model.to_json()): config only, no weights (OUT only)\n"
     "  other         Lockstep checkpoint (e.g. .lsckpt): weights only, no config\n"
     "\n"
@@ -139,7 +140,10 @@ inline int run_convert(const std::vector<std::string>& argv) {
     std::printf(
         "wrote %s (weights only: a %s has no model config%s; load it with --model or "
         "into the same architecture)\n",
-        out.c_str(), ends_with(out, ".h5") ? "Keras .weights.h5 file" : "Lockstep checkpoint",
+        out.c_str(),
+        ends_with(out, ".weights.h5") ? "Keras .weights.h5 file"
+        : ends_with(out, ".h5")       ? "Keras legacy .h5 file"
+                                      : "Lockstep checkpoint",
         m.compile_config().optimizer ? " and no optimizer state" : "");
   }
   return 0;

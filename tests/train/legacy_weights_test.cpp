@@ -4,7 +4,8 @@
 // or in order; Keras 2 names ("conv/kernel:0") in any order within a group; a missing, extra
 // or wrong-shape weight is an error naming the file, the layer and both shapes, and nothing
 // changes, unless skip_mismatch, which leaves just that layer as it was. Keras 3's .weights.h5
-// takes skip_mismatch too. Real Keras files: tests/interop/keras_weights_interop_test.cpp.
+// takes skip_mismatch too; long layer lists go in attribute chunks. Real Keras files:
+// tests/interop/keras_weights_interop_test.cpp.
 #include <gtest/gtest.h>
 
 #include "lockstep/io/keras_file.h"
@@ -190,4 +191,24 @@ TEST(LegacyWeights, KerasThreeWeightsFileTakesSkipMismatch) {
   EXPECT_EQ(max_abs_diff(wide.get_layer("block1_conv")->weights()[0]->value,
                          a.get_layer("block1_conv")->weights()[0]->value),
             0.0f);
+}
+
+TEST(LegacyWeights, LongLayerListsAreSplitIntoAttributeChunksAsKerasDoes) {
+  // 40 names of 1,700 bytes: over HDF5's 64 KB object-header limit in one attribute, so the
+  // writer splits layer_names into layer_names0, layer_names1 (Keras's rule) and the reader
+  // joins them.
+  reset_layer_names();
+  std::vector<SequentialItem> items{Input({2})};
+  for (int i = 0; i < 40; ++i)
+    items.push_back(Dense(2, {.name = std::string(1700, 'a' + i % 26) + std::to_string(i)}));
+  Model a = Sequential(items, "long_names");
+  randomize(a, 70);
+  const std::string path = tmp("long_names.h5");
+  a.save_weights(path);
+  ASSERT_TRUE(io::is_legacy_h5(path));
+  EXPECT_EQ(io::read_legacy_h5(path).layers.size(), 40u);
+  const auto saved = a.get_weights();
+  for (auto& w : a.weights()) w->value.copy_from(Tensor::zeros(w->value.shape()));
+  EXPECT_EQ(a.load_weights(path).loaded.size(), 40u);
+  EXPECT_TRUE(same(saved, a.get_weights()));
 }

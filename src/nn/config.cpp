@@ -273,7 +273,11 @@ std::map<LayerCall*, int> node_indices(const Network& net) {
 }
 
 json history(const KTensor& t, const std::map<LayerCall*, int>& idx) {
-  return json::array({t.call->layer->name(), idx.at(t.call.get()), t.index});
+  auto it = idx.find(t.call.get());
+  LS_CHECK(it != idx.end(), "get_config: the output of layer '", t.call->layer->name(),
+           "' is not connected to the model's outputs, so Keras's config cannot refer to it (an ",
+           "input the outputs do not use? remove it from the model's inputs)");
+  return json::array({t.call->layer->name(), it->second, t.index});
 }
 
 json keras_tensor(const KTensor& t, const std::map<LayerCall*, int>& idx) {
@@ -404,8 +408,9 @@ KTensor input_from_config(const json& cfg) {
 void collect_args(const json& a, std::vector<json>& out) {
   if (a.is_object() && a.value("class_name", "") == "__keras_tensor__") {
     out.push_back(a.at("config").at("keras_history"));  // at(): a missing key throws (fuzz)
-  } else if (a.is_array() && a.size() == 3 && a[0].is_string() && a[1].is_number()) {
-    out.push_back(a);  // legacy [name, node, index, kwargs?]
+  } else if (a.is_array() && (a.size() == 3 || (a.size() == 4 && a[3].is_object())) &&
+             a[0].is_string() && a[1].is_number()) {
+    out.push_back(a);  // legacy [name, node, index, kwargs?] (Keras 2 writes the kwargs {})
   } else if (a.is_array()) {
     for (auto& x : a) collect_args(x, out);
   }

@@ -24,6 +24,7 @@
 
 #include "lockstep/io/checkpoint.h"
 #include "lockstep/lockstep.h"
+#include "lockstep/train/preemption.h"
 
 extern char** environ;
 using namespace lockstep;
@@ -356,6 +357,50 @@ TEST_F(MultiWorker, KilledWorkerIsNamedAndBackupResumes) {
                      io::read_checkpoint_file(path("r0.lsckpt"))),
             2e-5f);
   EXPECT_FALSE(fs::exists(backup + "/checkpoint.lsckpt"));
+}
+
+// Graceful preemption across workers (lockstep/train/preemption.h): SIGTERM to worker 0 alone,
+// mid-epoch; the workers agree after every step, so both stop after the same step with exit
+// status 75 (worker 1 says another worker was signalled), the chief writes the backup, and the
+// rerun ends with the uninterrupted pair's weights.
+TEST_F(MultiWorker, SigtermToOneWorkerStopsBothAfterTheSameStepAndTheRerunResumes) {
+  ASSERT_NO_FATAL_FAILURE(run_pair({"--deterministic"}));
+  fs::rename(path("w0.lsckpt"), path("uninterrupted.lsckpt"));
+  const std::string backup = path("backup");
+  std::vector<std::string> args = {"--strategy",   "multi_worker", "--deterministic",
+                                   "--backup-dir", backup,         "--backup-freq",
+                                   "epoch",        "--out",        path("w0.lsckpt")};
+  int port = free_port();
+  std::vector<std::string> signalled = args;
+  signalled.insert(signalled.end(), {"--wait-for-signal-at", "8"});  // epoch 2, step 2
+  Proc w0 = spawn(signalled, tf_config(port, 0), path("p0.log"));
+  Proc w1 = spawn(args, tf_config(port, 1), path("p1.log"));
+  bool waiting = false;
+  for (int i = 0; i < 6000 && !waiting; ++i) {  // a generous deadline, polled
+    waiting = read_file(w0.log).find("waiting for a signal after step 8") != std::string::npos;
+    if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(waiting) << read_file(w0.log) << read_file(w1.log);
+  kill(w0.pid, SIGTERM);
+  const int rc0 = wait_for(w0, 60), rc1 = wait_for(w1, 60);
+  const std::string log0 = read_file(w0.log), log1 = read_file(w1.log);
+  EXPECT_EQ(rc0, kPreemptedExitCode) << log0;
+  EXPECT_EQ(rc1, kPreemptedExitCode) << log1;
+  EXPECT_NE(log0.find("stopped by SIGTERM after step 2 of epoch 2"), std::string::npos) << log0;
+  EXPECT_NE(log1.find("stopped by a preemption signal to another worker after step 2 of epoch 2"),
+            std::string::npos)
+      << log1;
+  ASSERT_TRUE(fs::exists(backup + "/checkpoint.lsckpt"));
+  port = free_port();
+  Proc r0 = spawn(args, tf_config(port, 0), path("q0.log"));
+  Proc r1 = spawn(args, tf_config(port, 1), path("q1.log"));
+  ASSERT_EQ(wait_for(r0, 120), 0) << read_file(path("q0.log"));
+  ASSERT_EQ(wait_for(r1, 120), 0) << read_file(path("q1.log"));
+  EXPECT_NE(read_file(path("q0.log")).find("at epoch 2, step 2"), std::string::npos)
+      << read_file(path("q0.log"));
+  EXPECT_EQ(max_diff(io::read_checkpoint_file(path("uninterrupted.lsckpt")),
+                     io::read_checkpoint_file(path("w0.lsckpt"))),
+            0.f);
 }
 
 // Workers that disagree (issue 12): a different model crashed one worker in Gloo (SIGABRT), a

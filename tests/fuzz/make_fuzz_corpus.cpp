@@ -4,6 +4,7 @@
 //   cmake --preset fuzz && cmake --build build-fuzz && build-fuzz/bin/make_fuzz_corpus
 //   tests/fuzz/corpus
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -162,6 +163,49 @@ void keras(const fs::path& root) {
   fs::remove(tmp);
 }
 
+// keras_node_indices: the bytes of a valid two-input model (see keras_node_indices_fuzz.cpp for
+// how they are read), then the same with the output's node index -1 (table entry 8) and its
+// tensor index 2^32 - 1 (entry 10), the inputs of issue 25's crashes.
+void node_indices(const fs::path& root) {
+  const std::vector<uint8_t> valid = {1, 0, 0, 0, 1, 0, 1, 1, 0, 0, 1, 1, 1, 1, 2,
+                                      0, 0, 1, 3, 0, 0, 1, 0, 1, 4, 0, 0, 1, 0, 1,
+                                      0, 0, 0, 1, 1, 0, 0, 1, 0, 5, 0, 0, 1, 1};
+  write(root / "keras_node_indices/two_inputs.bin", valid);
+  std::vector<uint8_t> bad = valid;
+  bad[bad.size() - 4] = 8;  // output ["out", -1, 0]
+  write(root / "keras_node_indices/node_index_negative.bin", bad);
+  bad = valid;
+  bad[bad.size() - 3] = 10;  // output ["out", 0, 4294967295]
+  write(root / "keras_node_indices/tensor_index_2_32.bin", bad);
+}
+
+// keras_weights: the fuzz target's model's weights, and two files whose one dataset declares
+// (2^31 - 1, 2^31 + 1) and (24576, 32768) floats over 3 x 5 of them (issue 25, items 1 and 4).
+void weights(const fs::path& root) {
+  using namespace layers;
+  Network net = Network::sequential(
+      {Input({4, 4, 1}), Conv2D(2, 3), BatchNormalization(), Flatten(), Dense(3)}, "small", true);
+  std::vector<io::NamedTensor> tensors;
+  for (auto& slot : keras_weight_slots(net))
+    for (size_t i = 0; i < slot.weights.size(); ++i)
+      tensors.push_back({slot.path + "/vars/" + std::to_string(i), slot.weights[i]->value});
+  const fs::path tmp = fs::temp_directory_path() / "lockstep_fuzz_seed.weights.h5";
+  io::write_h5_tensors(tmp.string(), tensors, {"layers"});
+  write(root / "keras_weights/small.weights.h5", data::read_file_bytes(tmp.string()));
+  io::write_h5_tensors(tmp.string(), {{"x", Tensor::full(Shape{3, 5}, 1.f)}});
+  const std::vector<uint8_t> source = data::read_file_bytes(tmp.string());
+  auto patched = [&](uint64_t rows, uint64_t cols) {  // the dataspace's dims (3, 5), replaced
+    std::vector<uint8_t> bytes = source;
+    const uint64_t from[2] = {3, 5}, to[2] = {rows, cols};
+    for (size_t at = 0; at + 16 <= bytes.size(); ++at)
+      if (std::memcmp(&bytes[at], from, 16) == 0) std::memcpy(&bytes[at], to, 16);
+    return bytes;
+  };
+  write(root / "keras_weights/huge_dims.weights.h5", patched((1ull << 31) - 1, (1ull << 31) + 1));
+  write(root / "keras_weights/3_gb_dims.weights.h5", patched(24576, 32768));
+  fs::remove(tmp);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -176,5 +220,7 @@ int main(int argc, char** argv) {
   clusters(root);
   store_requests(root);
   keras(root);
+  node_indices(root);
+  weights(root);
   return 0;
 }

@@ -30,8 +30,17 @@ run_one() {
   fi
   local dirs=("$corpus" "$src/corpus/${name%_fuzz}")
   [ -d "$src/regressions/${name%_fuzz}" ] && dirs+=("$src/regressions/${name%_fuzz}")
-  TMPDIR=$corpus/.. "$build/bin/$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$artifacts/" "${dirs[@]}" >"$build/fuzz-$name.log" 2>&1
+  # keras_weights: HDF5's metadata cache (H5C_protect) asks malloc for sizes read from the file
+  # (1e18 bytes); malloc refuses them and HDF5 returns an error, as in production. Let such
+  # requests fail instead of counting them as findings; the RSS limit still bounds real use.
+  local extra=() asan=$ASAN_OPTIONS
+  if [ "$name" = keras_weights_fuzz ]; then
+    extra=(-malloc_limit_mb=1000000000)
+    asan=${asan/allocator_may_return_null=0/allocator_may_return_null=1}
+  fi
+  TMPDIR=$corpus/.. ASAN_OPTIONS=$asan "$build/bin/$name" -max_total_time="$seconds" -timeout=10 \
+    -rss_limit_mb=2048 "${extra[@]}" -print_final_stats=1 -artifact_prefix="$artifacts/" \
+    "${dirs[@]}" >"$build/fuzz-$name.log" 2>&1
   echo $? >"$build/fuzz-$name.status"
 }
 export -f run_one

@@ -151,3 +151,32 @@ TEST(ConfigHardening, LayerCountHasAStatedLimit) {
       error_of([] { model_from_json(many_layers("outer", 5000, many_layers("inner", 6000))); }),
       {"model 'inner'", "more than 10000 layers", "nested models' included"});
 }
+
+// Found by the keras_node_indices fuzz target: Keras 2's reference form [name, node, tensor,
+// {kwargs}] was skipped (an Add given two such references was called with one input), and an
+// input the outputs do not use made get_config throw std::out_of_range (map::at).
+TEST(ConfigHardening, KerasTwoReferencesWithKwargsAndUnusedInputs) {
+  auto config = [](const std::string& add_node, const std::string& outputs) {
+    return R"({"class_name": "Functional", "config": {"name": "f", "layers": [
+      {"class_name": "InputLayer", "name": "x", "config": {"batch_shape": [null, 4], "name": "x"},
+       "inbound_nodes": []},
+      {"class_name": "InputLayer", "name": "y", "config": {"batch_shape": [null, 4], "name": "y"},
+       "inbound_nodes": []},
+      {"class_name": "Dense", "name": "a", "config": {"name": "a", "units": 4},
+       "inbound_nodes": [[["x", 0, 0, {}]]]},
+      {"class_name": "Add", "name": "add", "config": {"name": "add"},
+       "inbound_nodes": [)" +
+           add_node + R"(]}],
+      "input_layers": [["x", 0, 0], ["y", 0, 0]], "output_layers": )" +
+           outputs + "}}";
+  };
+  Network both =
+      network_from_json(config(R"([["a", 0, 0, {}], ["y", 0, 0, {}]])", R"([["add", 0, 0]])"));
+  ASSERT_EQ(both.count_params(), 20);
+  const json saved = both.get_config();
+  EXPECT_EQ(saved["config"]["layers"][3]["inbound_nodes"][0]["args"][0].size(), 2u) << saved.dump();
+  // "y" unused: a clear error from get_config, not std::out_of_range.
+  Network unused =
+      network_from_json(config(R"([["a", 0, 0, {}], ["a", 0, 0, {}]])", R"([["add", 0, 0]])"));
+  expect_has(error_of([&] { unused.get_config(); }), {"layer 'y'", "not connected"});
+}

@@ -230,6 +230,21 @@ TEST_F(LockstepCli, MirroredStrategyTrains) {
   EXPECT_TRUE(fs::exists(p("mirrored.keras")));
 }
 
+// --backup-dir: a BackupAndRestore (and the SIGTERM/SIGINT handler, exit status 75; the signal
+// itself is tested on distributed_train in tests/train/preemption_test.cpp). A run that
+// completes deletes its backup; --help documents the exit status.
+TEST_F(LockstepCli, TrainWithABackupDirCompletesAndDeletesTheBackup) {
+  CliRun t = run("train --model " + p("config.json") + " --data-dir " + images.string() +
+                 " --epochs 2 --batch-size 8 --threads 2 --backup-dir " + p("backup") + " --out " +
+                 p("backed_up.keras"));
+  ASSERT_EQ(t.rc, 0) << t.out;
+  EXPECT_TRUE(fs::exists(p("backed_up.keras")));
+  EXPECT_FALSE(fs::exists(p("backup/checkpoint.lsckpt")));
+  CliRun help = run("train --help");
+  EXPECT_NE(help.out.find("exits\n                            with status 75"), std::string::npos)
+      << help.out;
+}
+
 TEST_F(LockstepCli, BadArgumentsGiveClearErrors) {
   struct Case {
     std::string args, want;

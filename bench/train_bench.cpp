@@ -6,7 +6,7 @@
 //                         [--dtype-policy float32|mixed_bfloat16] [--threads N]
 //                         [--batch-size B] [--train-steps S] [--warmup W]
 //                         [--infer-batch-size B] [--infer-batches N] [--data-dir DIR]
-//                         [--steps-per-execution N]
+//                         [--steps-per-execution N] [--device cpu|xla:cpu|xla:PLUGIN]
 // Defaults: cnn: batch 128, 200 steps, 20 warm-up, Adam(1e-3); resnet: batch 64, 30 steps, 5
 // warm-up, SGD(0.01, momentum 0.9). --mode infer: batch 1000 (cnn) / 256 (resnet), 10 batches
 // after 2 warm-up batches. --mode both (the default, as before): train, then inference at the
@@ -26,6 +26,7 @@
 #include <random>
 #include <string>
 
+#include "../examples/cli/device_flag.h"
 #include "../examples/reference_cnn.h"
 #include "bench_resnet.h"
 
@@ -35,7 +36,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Args {
-  std::string model = "cnn", mode = "both", policy = "float32", data_dir;
+  std::string model = "cnn", mode = "both", policy = "float32", data_dir, device = "cpu";
   int threads = 2, batch = 0, steps = -1, warmup = -1, infer_batch = 0, infer_batches = 0;
   int steps_per_execution = 1;
 };
@@ -47,7 +48,7 @@ struct Args {
                "                   [--dtype-policy float32|mixed_bfloat16] [--threads N]\n"
                "                   [--batch-size B] [--train-steps S] [--warmup W]\n"
                "                   [--infer-batch-size B] [--infer-batches N] [--data-dir DIR]\n"
-               "                   [--steps-per-execution N]\n",
+               "                   [--steps-per-execution N] [--device cpu|xla:cpu|xla:PLUGIN]\n",
                what.c_str());
   std::exit(2);
 }
@@ -88,6 +89,8 @@ Args parse(int argc, char** argv) {
       a.infer_batches = positive_int(k, v, 1);
     else if (k == "--steps-per-execution")
       a.steps_per_execution = positive_int(k, v, 1);
+    else if (k == "--device")  // examples/cli/device_flag.h
+      a.device = v;
     else
       usage_error("unknown argument " + k);
   }
@@ -134,11 +137,13 @@ int main(int argc, char** argv) {
     if (cnn)
       model.compile({.optimizer = ls::optimizers::Adam(1e-3),
                      .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
-                     .steps_per_execution = a.steps_per_execution});
+                     .steps_per_execution = a.steps_per_execution,
+                     .backend = ls::cli::backend_for_device(a.device)});
     else
       model.compile({.optimizer = ls::optimizers::SGD(0.01, 0.9),
                      .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
-                     .steps_per_execution = a.steps_per_execution});
+                     .steps_per_execution = a.steps_per_execution,
+                     .backend = ls::cli::backend_for_device(a.device)});
 
     // Data: the train part covers warm-up + timed steps (one pass, no repeats); inference reads
     // infer_batches batches (wrapping over what there is).
@@ -208,9 +213,9 @@ int main(int argc, char** argv) {
                   a.infer_batch);
     std::printf(
         ", \"params\": %lld, \"compile_seconds\": %.3f, \"peak_rss_mb\": %.1f, "
-        "\"steps_per_execution\": %d}\n",
+        "\"steps_per_execution\": %d, \"device\": \"%s\"}\n",
         static_cast<long long>(model.count_params()), model.compile_seconds(),
-        ru.ru_maxrss / 1024.0, a.steps_per_execution);
+        ru.ru_maxrss / 1024.0, a.steps_per_execution, a.device.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_bench: error: %s\n", e.what());

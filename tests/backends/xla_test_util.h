@@ -33,9 +33,12 @@ inline const SharedClient& shared_client() {
 #endif
     try {
       // LOCKSTEP_XLA_TEST_PLUGIN: the op tests on another plugin ("cuda": bench/device_check.sh).
-      const char* plugin = std::getenv("LOCKSTEP_XLA_TEST_PLUGIN");
-      s.client = xla::PjrtClient::create(
-          {.plugin = plugin && *plugin ? plugin : "cpu", .cpu_device_count = 2});
+      // Only the CPU plugin takes the device-count option (the GPU plugin rejects options it
+      // does not know).
+      const char* env = std::getenv("LOCKSTEP_XLA_TEST_PLUGIN");
+      const std::string plugin = env && *env ? env : "cpu";
+      s.client =
+          xla::PjrtClient::create({.plugin = plugin, .cpu_device_count = plugin == "cpu" ? 2 : 0});
     } catch (const Error& e) {
       s.why_not = e.what();
     }

@@ -15,7 +15,7 @@ struct TensorType {
   DType dtype = DType::f32;  ///< element type (default float32)
   Shape shape;               ///< dimensions; may hold -1 until specialise_batch
   bool operator==(const TensorType&) const = default;  ///< Same dtype and shape.
-  std::string str() const;  ///< "f32(None, 10)": dtype name then Shape::str().
+  std::string str() const;  ///< "float32(None, 10)": dtype name, then Shape::str().
 };
 
 /// A persistent tensor that outlives steps: weights, optimizer slots, metric accumulators.
@@ -73,7 +73,8 @@ class Graph {
   /// Re-runs shape inference with every input's dim 0 set to `batch` (specialise a symbolic
   /// batch to a concrete one). Returns the specialised copy.
   Graph specialise_batch(int64_t batch) const;
-  /// The graph as text, one node a line: "%3 = matmul(%1:0, %2:0) {...} -> f32(32, 10)".
+  /// The graph as text, one node a line, its name after '#':
+  /// "%3 = matmul(%1:0, %2:0) {...} -> float32(32, 10)  # dense".
   std::string dump() const;
 
  private:

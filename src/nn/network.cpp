@@ -91,6 +91,11 @@ LayerPtr Network::get_layer(const std::string& name) const {
 }
 
 std::vector<VariablePtr> Network::weights() const {
+  if (residence_) residence_->host_changed();
+  return collect_weights();
+}
+
+std::vector<VariablePtr> Network::collect_weights() const {
   std::vector<VariablePtr> w;
   for (auto& l : layers_)
     for (auto& v : l->weights()) w.push_back(v);
@@ -98,6 +103,7 @@ std::vector<VariablePtr> Network::weights() const {
 }
 
 std::vector<VariablePtr> Network::trainable_weights() const {
+  if (residence_) residence_->host_changed();
   std::vector<VariablePtr> w;
   for (auto& l : layers_) {
     // A nested model's own layers decide (one of them may be frozen); a frozen nested model
@@ -112,13 +118,14 @@ std::vector<VariablePtr> Network::trainable_weights() const {
 }
 
 std::vector<Tensor> Network::get_weights() const {
+  if (residence_) residence_->to_host();
   std::vector<Tensor> out;
-  for (auto& v : weights()) out.push_back(v->value.clone());
+  for (auto& v : collect_weights()) out.push_back(v->value.clone());
   return out;
 }
 
 void Network::set_weights(const std::vector<Tensor>& values) {
-  auto w = weights();
+  auto w = weights();  // (the device copies are stale from here)
   LS_CHECK(values.size() == w.size(), "set_weights: model '", name_, "' has ", w.size(),
            " weights, got ", values.size());
   for (size_t i = 0; i < w.size(); ++i) {

@@ -65,6 +65,7 @@ class Network {
   void set_device_residence(std::shared_ptr<DeviceResidence> residence) {
     residence_ = std::move(residence);
   }
+  /// The residence set_device_residence() gave (nullptr: none).
   const std::shared_ptr<DeviceResidence>& device_residence() const { return residence_; }
   int64_t count_params() const;  ///< the number of weight elements
   /// Keras 3's model config (Functional: layers with inbound_nodes, input_layers,

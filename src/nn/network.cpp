@@ -91,6 +91,11 @@ LayerPtr Network::get_layer(const std::string& name) const {
 }
 
 std::vector<VariablePtr> Network::weights() const {
+  if (residence_) residence_->host_changed();
+  return collect_weights();
+}
+
+std::vector<VariablePtr> Network::collect_weights() const {
   std::vector<VariablePtr> w;
   for (auto& l : layers_)
     for (auto& v : l->weights()) w.push_back(v);
@@ -126,9 +131,13 @@ WeightKinds weight_kinds(const Network& net) {
 
 }  // namespace
 
-std::vector<VariablePtr> Network::trainable_weights() const { return weight_kinds(*this).trained; }
+std::vector<VariablePtr> Network::trainable_weights() const {
+  if (residence_) residence_->host_changed();  // the caller gets the variables themselves
+  return weight_kinds(*this).trained;
+}
 
 std::vector<VariablePtr> Network::updated_non_trainable_weights() const {
+  if (residence_) residence_->host_changed();
   return weight_kinds(*this).updated;
 }
 
@@ -157,13 +166,14 @@ void Network::set_trainable(bool value) {
 }
 
 std::vector<Tensor> Network::get_weights() const {
+  if (residence_) residence_->to_host();
   std::vector<Tensor> out;
-  for (auto& v : weights()) out.push_back(v->value.clone());
+  for (auto& v : collect_weights()) out.push_back(v->value.clone());
   return out;
 }
 
 void Network::set_weights(const std::vector<Tensor>& values) {
-  auto w = weights();
+  auto w = weights();  // (the device copies are stale from here)
   LS_CHECK(values.size() == w.size(), "set_weights: model '", name_, "' has ", w.size(),
            " weights, got ", values.size());
   for (size_t i = 0; i < w.size(); ++i) {

@@ -26,6 +26,9 @@ struct ResolvedCompile {
   // The log key of each of all_metrics(), as Keras names them ("loss", "<output>_loss",
   // "[<output>_]<metric>", "weighted_<metric>" for a weighted metric whose name is taken).
   std::vector<std::string> metric_log_names;
+  // The model's device residence (ModelRuntime's): its programs keep the weights and optimizer
+  // slots on a device between steps where the backend can (null: none).
+  std::shared_ptr<DeviceResidence> residence;
   // The loss tracker, the output loss trackers, metrics, weighted_metrics (Model::metrics()).
   std::vector<MetricPtr> all_metrics() const;
 };

@@ -74,7 +74,8 @@ Logs Model::evaluate_loop(Source& source, int verbose, const std::vector<Callbac
   const int local_replicas = local_replicas_of(*runtime_);
   distribute::StrategyImpl* strategy = strategy_of(*runtime_);
   if (strategy && !strategy->is_chief()) verbose = 0;
-  if (Replication* r = runtime_->replication()) r->sync_from_primary();
+  if (Replication* r = runtime_->replication())
+    runtime_->residence()->to_host(), r->sync_from_primary();
   reset_metrics(*this, runtime_->replication());
   for (auto& cb : callbacks) cb->set_model(this), cb->on_test_begin({});
   source.begin_epoch(0);
@@ -142,7 +143,8 @@ std::vector<Tensor> Model::predict_arrays(const std::vector<Tensor>& xs,
   check_model_arrays(*this, xs, nullptr, "predict");
   LS_CHECK(batch_size >= 1, "predict: batch_size must be >= 1, got ", batch_size);
   for (auto& cb : config.callbacks) cb->set_model(this), cb->on_predict_begin({});
-  if (Replication* r = runtime_->replication()) r->sync_from_primary();
+  if (Replication* r = runtime_->replication())
+    runtime_->residence()->to_host(), r->sync_from_primary();
   const int64_t n = xs[0].dim(0);
   TensorSource source(xs, {}, batch_size, false, 0, 0);
   std::vector<Tensor> out(outputs_.size());
@@ -163,7 +165,8 @@ std::vector<Tensor> Model::predict_arrays(const std::vector<Tensor>& xs,
 std::vector<Tensor> Model::predict_dataset(const data::Dataset& dataset,
                                            const PredictConfig& config) {
   for (auto& cb : config.callbacks) cb->set_model(this), cb->on_predict_begin({});
-  if (Replication* r = runtime_->replication()) r->sync_from_primary();
+  if (Replication* r = runtime_->replication())
+    runtime_->residence()->to_host(), r->sync_from_primary();
   DatasetSource source(*this, dataset, false, false, "predict(Dataset)");
   // Per output, in row order: replicas hand their parts in order.
   std::vector<std::vector<Tensor>> parts(outputs_.size());

@@ -332,8 +332,7 @@ void FitLoop::stage_batch(const WorkerBatch& batch, int64_t step) {
     // (the last step's program when it fits: no lookup by name on every step)
     Program* last = replica_programs_[size_t(replica)];
     if (!last || last->batch() != end - begin || last->weight_columns() != source_.weighted())
-      replica_programs_[size_t(replica)] =
-          &runtime_.program(model_, "train", end - begin, replica, source_.weighted());
+      replica_programs_[size_t(replica)] = &train_program(end - begin, replica);
     // Op determinism: random ops keyed by the example's row in the global batch (arrays: the
     // worker's rows start at first_row; a Dataset's batch is the worker's own).
     const int64_t worker_first_row =
@@ -366,6 +365,22 @@ void FitLoop::stage_batch(const WorkerBatch& batch, int64_t step) {
     if (run->steps == 0) run->first_slots[size_t(replica)] = slot;
   }
   ++run->steps;
+}
+
+// The train program for `rows` rows on `replica`, compiled on first use. A compile for a
+// whole-graph target (xla) is the slow first step of a fit (XLA's, as the first epoch on a TPU
+// is): the default progress output says how long it took.
+Program& FitLoop::train_program(int64_t rows, int replica) {
+  const int compiled_before = runtime_.programs_compiled();
+  Program& program = runtime_.program(model_, "train", rows, replica, source_.weighted());
+  const std::string target = program.executable().target();
+  if (runtime_.programs_compiled() > compiled_before && replica == 0 && config_.verbose &&
+      !target.empty()) {
+    std::printf("compiled the train step (batch %lld) for %s in %.1f s\n", (long long)rows,
+                target.c_str(), program.compile_seconds());
+    std::fflush(stdout);
+  }
+  return program;
 }
 
 // The program's next free staging slot in this execution.
@@ -425,6 +440,7 @@ void FitLoop::run_shards(const Run& run, int replica, uint64_t step_id) {
 // every local replica from replica 0's.
 void FitLoop::sync_replicas_from_chief() {
   if (!replication()) return;
+  runtime_.residence()->host_changed();  // (the chief's broadcast writes the host values)
   if (workers_ > 1) {
     std::vector<VariablePtr> variables = model_.weights();
     if (const OptimizerPtr& optimizer = runtime_.resolved().config.optimizer)
@@ -495,6 +511,7 @@ void FitLoop::stop_if_preempted(int epoch, int64_t steps_done) {
 void FitLoop::average_replica_statistics() {
   if (!replication() || local_replicas_ * workers_ * shards_per_replica_ == 1) return;
   // Frozen layers' weights are left out: no replica changes them, so nothing goes on the wire.
+  runtime_.residence()->host_changed();
   replication()->average(model_.updated_non_trainable_weights());
 }
 
@@ -542,10 +559,14 @@ void FitLoop::record_epoch(int epoch, Logs& logs, double epoch_seconds) {
   history_.history["input_wait_seconds"].push_back(input_wait_seconds_);
   history_.history["input_wait_fraction"].push_back(logs["input_wait_fraction"]);
   history_.epoch.push_back(epoch);
+  // Epoch-end callbacks may read or write the weights by any route (a layer's variables):
+  // weights a device backend holds come to the host here, and go up again before the next step.
+  if (!config_.callbacks.empty()) runtime_.residence()->host_changed();
   for (auto& cb : config_.callbacks) cb->on_epoch_end(epoch, logs);
 }
 
 History FitLoop::end_training() {
+  runtime_.residence()->to_host();  // fit leaves the trained values in the host variables
   for (auto& cb : config_.callbacks) cb->on_train_end({});
   history_.compile_seconds = runtime_.compile_seconds();
   history_.samples = samples_;

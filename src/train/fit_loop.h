@@ -96,6 +96,7 @@ class FitLoop {
   void warn_dropped_batch(int64_t rows);
   void stage_batch(const WorkerBatch& batch, int64_t step);
   int take_slot(Program* program);
+  Program& train_program(int64_t rows, int replica);
   int run_replicas(const Run& run);  // returns the steps run (fewer: stopped on a NaN loss)
   void sync_replicas_from_chief();
 

@@ -63,9 +63,13 @@ void Model::compile(CompileConfig config) {
   ResolvedCompile resolved = resolve_compile(config, name_, output_names());
   if (auto current = distribute::Strategy::current()) strategy_ = current;  // compiled in a scope
   runtime_->compile(std::move(resolved), strategy_);
+  set_device_residence(runtime_->residence());
 }
 
+// Saving reads the host values (weights and optimizer state), loading writes them: the device
+// copies a backend keeps between steps come back first, or are stale after.
 void Model::save_weights(const std::string& path) const {
+  runtime_->residence()->to_host();
   if (is_keras_weights_path(path)) {
     if (!strategy_ || strategy_->is_chief()) save_keras_weights(*this, path);
     return;
@@ -73,11 +77,13 @@ void Model::save_weights(const std::string& path) const {
   train::save_weights(*this, path);
 }
 LoadWeightsReport Model::load_weights(const std::string& path, const LoadWeightsOptions& options) {
+  runtime_->residence()->host_changed();
   if (is_keras_weights_path(path)) return load_keras_weights(*this, path, options);
   train::load_weights(*this, path);
   return {};
 }
 void Model::save(const std::string& path) const {
+  runtime_->residence()->to_host();
   if (!strategy_ || strategy_->is_chief()) save_model(*this, path);
 }
 

@@ -11,8 +11,9 @@ ModelRuntime::~ModelRuntime() = default;
 
 void ModelRuntime::compile(ResolvedCompile resolved,
                            std::shared_ptr<distribute::StrategyImpl> strategy) {
+  programs_.clear();  // (their device weights come back to the host first)
   resolved_ = std::move(resolved);
-  programs_.clear();
+  resolved_.residence = residence_;
   strategy_ = std::move(strategy);
   replication_ = strategy_ ? std::make_unique<Replication>(strategy_) : nullptr;
   compiled_ = true;

@@ -41,6 +41,10 @@ class ModelRuntime {
   // count are dropped.
   void set_shards_per_replica(int k);
 
+  // Where the model's weights and optimizer slots are newest (lockstep/graph/device_residence.h):
+  // shared by every program this runtime compiles, for the life of the model.
+  const std::shared_ptr<DeviceResidence>& residence() const { return residence_; }
+
   Model::FitProgress& fit_progress() { return fit_progress_; }
   // Model::set_resume_point's epoch (-1: none) and step.
   void set_resume_point(int epoch, int64_t step) { resume_epoch_ = epoch, resume_step_ = step; }
@@ -50,6 +54,7 @@ class ModelRuntime {
  private:
   ResolvedCompile resolved_;
   bool compiled_ = false;
+  std::shared_ptr<DeviceResidence> residence_ = std::make_shared<DeviceResidence>();
   std::shared_ptr<distribute::StrategyImpl> strategy_;
   std::map<std::tuple<std::string, int64_t, int, int>, std::unique_ptr<Program>> programs_;
   double compile_seconds_ = 0;

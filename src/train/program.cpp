@@ -59,6 +59,9 @@ int Program::run_steps(int first_slot, int n, uint64_t first_step) {
            " staged slots (first_slot < 0 runs the one step written into the inputs)");
   // (evaluate goes on after a NaN loss, as with one step per execution)
   const bool check_loss = kind_ == Kind::train && !partial_;  // (a shard's: the last shard's)
+  if (unrolled_ && first_slot >= 0 && n % unrolled_steps_ == 0)
+    return run_unrolled(first_slot, n, first_step);
+  ran_unrolled_ = false;
   for (int k = 0; k < n; ++k) {
     set_step(first_step + uint64_t(k));
     if (tile_ && first_slot >= 0) {  // a tiled predict step: from its slot into its outputs
@@ -79,6 +82,25 @@ int Program::run_steps(int first_slot, int n, uint64_t first_step) {
       for (int o = 0; o < outputs_; ++o)
         exe_->copy_output_to_host(o, staged_outs_[size_t(first_slot + k)][size_t(o)]);
     if (check_loss && nonfinite_replicas() > 0) return k + 1;
+  }
+  return n;
+}
+
+// Each unrolled_steps_ staged steps in one call of the unrolled program: the steps' inputs side
+// by side, the variables carried from step to step on the device. A NaN or inf loss is seen
+// after the call (its last step's), as Keras sees it after an execution.
+int Program::run_unrolled(int first_slot, int n, uint64_t first_step) {
+  const int per_step = exe_->num_inputs();
+  for (int done = 0; done < n; done += unrolled_steps_) {
+    for (int k = 0; k < unrolled_steps_; ++k) {
+      const std::vector<Tensor>& slot = staged_[size_t(first_slot + done + k)];
+      for (int j = 0; j < per_step; ++j)
+        unrolled_->copy_input_from_host(k * per_step + j, slot[size_t(j)]);
+    }
+    unrolled_->set_step(first_step + uint64_t(done));
+    unrolled_->run();
+    ran_unrolled_ = true;
+    if (!partial_ && nonfinite_replicas() > 0) return done + unrolled_steps_;
   }
   return n;
 }
@@ -214,11 +236,13 @@ Program::Built Program::build(const Network& model, const ResolvedCompile& resol
 }
 
 std::unique_ptr<Executable> Program::compile(const CompileConfig& cfg, Built& b,
-                                             Replication* replication, int replica) {
+                                             Replication* replication, int replica, int steps) {
   CompileOptions opts;
+  opts.steps = steps;
   opts.backend = cfg.backend;
   opts.eager = cfg.run_eagerly;
   opts.seed = random_seed();
+  if (!cfg.run_eagerly) opts.residence = residence_;
   if (replication)
     opts.replica =
         uint32_t(replication->strategy().worker_index * replication->local_replicas() + replica);
@@ -276,6 +300,7 @@ Program::Program(const Network& model, const ResolvedCompile& resolved, Kind kin
   targets_ = kind == Kind::predict ? 0 : outputs_;
   partial_ = kind == Kind::train && replication && replica >= replication->local_replicas();
   Built full = build(model, resolved, batch, replication, replica);
+  hold_on_device(model, resolved);
   // Predict in row tiles (train/predict_tiles.h) when the rows are independent both at this
   // batch and at the tile's (two batch sizes: no shape can match both by coincidence).
   int64_t widest = 0;
@@ -300,6 +325,12 @@ Program::Program(const Network& model, const ResolvedCompile& resolved, Kind kin
     }
   }
   if (!exe_) exe_ = compile(cfg, full, replication, replica);
+  // (not replicated: a host-side gradient all-reduce needs the host between steps)
+  if (kind == Kind::train && cfg.steps_per_execution > 1 && !cfg.run_eagerly && !replication &&
+      find_backend(cfg.backend).runs_steps_per_call()) {
+    unrolled_steps_ = cfg.steps_per_execution;
+    unrolled_ = compile(cfg, full, replication, replica, unrolled_steps_);
+  }
   if (cfg.verbose_compile) {
     std::fprintf(stderr, "[compile] %s program, batch %lld, replica %d: %.3f s\n",
                  kind == Kind::train  ? "train"
@@ -310,6 +341,23 @@ Program::Program(const Network& model, const ResolvedCompile& resolved, Kind kin
       std::fprintf(stderr, "[compile]   in tiles of %lld rows (widest activation %lld bytes/row)\n",
                    (long long)tile_, (long long)widest);
     for (auto& line : exe_->report()) std::fprintf(stderr, "[compile]   %s\n", line.c_str());
+  }
+}
+
+// The variables a device backend may keep between steps: the network's weights and the
+// optimizer's slots (after build(), which creates them). Not the iteration count, the learning
+// rate or the metric state: the host loop reads and writes those between steps.
+void Program::hold_on_device(const Network& network, const ResolvedCompile& resolved) {
+  residence_ = resolved.residence;
+  if (!residence_) return;
+  residence_->add(network.weights());
+  if (const OptimizerPtr& optimizer = resolved.config.optimizer) {
+    std::vector<VariablePtr> state = optimizer->variables();
+    const Variable* iterations = optimizer->iterations().get();
+    const Variable* rate = optimizer->learning_rate_variable().get();
+    std::erase_if(state,
+                  [&](const VariablePtr& v) { return v.get() == iterations || v.get() == rate; });
+    residence_->add(state);
   }
 }
 

@@ -98,6 +98,7 @@ class Program {
   }
   void set_first_row(int64_t row) {  // see StepInfo::first_row
     exe_->set_first_row(row);
+    if (unrolled_) unrolled_->set_first_row(row);
     if (tail_) tail_->set_first_row(row);
   }
   // Multi-step execution (CompileConfig::steps_per_execution): the fit loop stages the batches
@@ -123,22 +124,25 @@ class Program {
   // copies each staged step's outputs out, as the next step overwrites them).
   const Tensor& staged_prediction(int slot, int o) const;
   uint64_t step() const { return exe_->step(); }  // the next run()'s step id
-  float loss() const { return exe_->output(0).item(); }
+  float loss() const { return out(0).item(); }
   // After a train step: how many replicas of the whole job had a NaN or inf loss (replicated
   // programs learn it from the gradient all-reduce; otherwise this replica's loss decides).
   int nonfinite_replicas() const {
-    return has_nonfinite_ ? int(exe_->output(1 + outputs_).item())
-                          : (std::isfinite(loss()) ? 0 : 1);
+    return has_nonfinite_ ? int(out(1 + outputs_).item()) : (std::isfinite(loss()) ? 0 : 1);
   }
   // Model output i's predictions (outputs() of them).
   int outputs() const { return outputs_; }
   const Tensor& predictions(int i = 0) const {
     if (tile_) return full_out_[size_t(i)];
-    return exe_->output(kind_ == Kind::predict ? i : 1 + i);
+    return out(kind_ == Kind::predict ? i : 1 + i);
   }
   double compile_seconds() const {
-    return exe_->compile_seconds() + (tail_ ? tail_->compile_seconds() : 0.0);
+    return exe_->compile_seconds() + (tail_ ? tail_->compile_seconds() : 0.0) +
+           (unrolled_ ? unrolled_->compile_seconds() : 0.0);
   }
+  // steps_per_execution = N on a backend that runs several steps per call (xla): run_steps runs
+  // each N staged steps as one call of the step unrolled N times (0: none).
+  int unrolled_steps() const { return unrolled_steps_; }
   // A predict program that runs its batch in tiles of this many rows (train/predict_tiles.h;
   // executable() is then the tile's program), else 0.
   int64_t tile_rows() const { return tile_; }
@@ -153,8 +157,15 @@ class Program {
   Built build(const Network& network, const ResolvedCompile& resolved, int64_t batch,
               Replication* replication, int replica);
   std::unique_ptr<Executable> compile(const CompileConfig& config, Built& built,
-                                      Replication* replication, int replica);
+                                      Replication* replication, int replica, int steps = 1);
+  int run_unrolled(int first_slot, int n, uint64_t first_step);
+  // Step output i of the last run (the unrolled program's last step when that ran).
+  const Tensor& out(int i) const {
+    return ran_unrolled_ ? unrolled_->output((unrolled_steps_ - 1) * exe_->num_outputs() + i)
+                         : exe_->output(i);
+  }
   void run_tiles(const std::vector<Tensor>& in, std::vector<Tensor>& out);
+  void hold_on_device(const Network& network, const ResolvedCompile& resolved);
   std::vector<Value> add_loss_and_updates(const Network& network, const ResolvedCompile& resolved,
                                           Graph& g, const std::vector<Value>& preds,
                                           std::vector<Value>& inputs,
@@ -169,6 +180,10 @@ class Program {
   bool has_nonfinite_ = false;
   int inputs_ = 1, targets_ = 0, outputs_ = 1;
   std::unique_ptr<Executable> exe_;
+  std::shared_ptr<DeviceResidence> residence_;  // compile() passes it to the backend
+  std::unique_ptr<Executable> unrolled_;        // unrolled_steps() steps per run
+  int unrolled_steps_ = 0;
+  bool ran_unrolled_ = false;
   // Predict in tiles: exe_ runs tile_ rows, tail_ the batch's last batch % tile_ rows; the
   // step's inputs and predictions are full_in_ / full_out_ (batch rows).
   int64_t tile_ = 0;

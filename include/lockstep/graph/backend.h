@@ -43,6 +43,8 @@ class CompiledGraph {
   virtual int num_scheduled() const = 0;       ///< nodes that run
   virtual const Graph& graph() const = 0;      ///< the graph after every pass
   virtual const std::vector<std::string>& report() const = 0;  ///< one line per pass result
+  /// Where a whole-graph backend runs the step ("xla:cpu"); empty for kernel backends.
+  virtual std::string target() const { return {}; }
 };
 
 /// How a backend's buffers must be laid out.
@@ -69,6 +71,8 @@ class Backend {
                           std::vector<std::string>& report) const = 0;
   /// The alignment its buffers need (Executable plans the arena with it).
   virtual MemoryRules memory_rules() const = 0;
+  /// Whether compile() takes CompileOptions::steps > 1 (several steps in one program).
+  virtual bool runs_steps_per_call() const { return false; }
   /// Builds the program for `g` (after the passes). `step` outlives the program and holds the
   /// step counter, seed and replica its random ops read.
   virtual std::unique_ptr<CompiledGraph> compile(Graph g, std::vector<Value> inputs,

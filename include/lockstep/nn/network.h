@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/graph/device_residence.h"
 #include "lockstep/nn/layer.h"
 
 namespace lockstep {
@@ -49,7 +50,10 @@ class Network {
   /// The layers, in Keras's model.layers order (Sequential: the list, InputLayer first).
   const std::vector<LayerPtr>& layers() const { return layers_; }
   LayerPtr get_layer(const std::string& name) const;  ///< by name; throws listing the names
-  std::vector<VariablePtr> weights() const;           ///< Keras order: by layer, then weight order
+  /// Keras order: by layer, then weight order. The weights and trainable_weights() hand out the
+  /// variables themselves: when a device holds newer values (a model trained on backend "xla")
+  /// they come to the host first, and the device copies count as stale (the caller may write).
+  std::vector<VariablePtr> weights() const;
   /// weights() that fit trains: the trainable weights of trainable layers (a frozen nested model
   /// freezes all of its layers; in a trainable one, each of its layers decides).
   std::vector<VariablePtr> trainable_weights() const;
@@ -66,6 +70,15 @@ class Network {
   std::vector<Tensor> get_weights() const;  ///< copies of weights()' values (Keras order)
   /// Sets every weight, in get_weights()' order; throws on a count or shape mismatch.
   void set_weights(const std::vector<Tensor>& values);
+  /// Where the weights' newest values live when a backend keeps them on a device (set by
+  /// Model::compile; lockstep/graph/device_residence.h). Reads and writes through this
+  /// network's methods keep host and device in step; code holding a layer's variables from
+  /// before a fit step calls device_residence()->to_host() or ->host_changed() itself.
+  void set_device_residence(std::shared_ptr<DeviceResidence> residence) {
+    residence_ = std::move(residence);
+  }
+  /// The residence set_device_residence() gave (nullptr: none).
+  const std::shared_ptr<DeviceResidence>& device_residence() const { return residence_; }
   int64_t count_params() const;  ///< the number of weight elements
   /// Keras 3's model config (Functional: layers with inbound_nodes, input_layers,
   /// output_layers; Sequential: the layer list), as keras `model.to_json()` writes it
@@ -100,6 +113,10 @@ class Network {
   std::vector<LayerPtr> layers_;                   ///< layers()
   bool sequential_ = false;                        ///< is_sequential()
   mutable std::weak_ptr<Layer> as_layer_;          ///< weak: the layer holds a copy of this network
+  std::shared_ptr<DeviceResidence> residence_;     ///< device_residence()
+
+ private:
+  std::vector<VariablePtr> collect_weights() const;  // weights() without the device sync
 };
 
 /// The network behind a layer made by Network::as_layer() (a nested model), or nullptr.

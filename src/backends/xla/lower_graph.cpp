@@ -40,16 +40,19 @@ std::string location_of(const Node& n) {
   return n.op + (n.name.empty() ? "" : " '" + n.name + "'") + " #" + std::to_string(n.id);
 }
 
-// Arguments: the inputs, then each variable the needed nodes read.
+// Arguments: the inputs (of every step), the step counter, then each variable the needed nodes
+// read.
 void add_arguments(const Graph& g, const std::vector<Value>& inputs, const std::vector<char>& need,
-                   LoweredGraph& out, std::vector<const Node*>& variable_nodes) {
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const Node& n = g.node(inputs[i].node);
-    LS_CHECK(n.op == op::input, "xla: lower_graph input ", i, " is ", node_text(n),
-             ", not an input placeholder");
-    HloType t = known_type(g.type(inputs[i]), "input '" + n.name + "'");
-    out.arguments.push_back({LoweredArgument::Kind::input, int(i), nullptr, t});
-  }
+                   int steps, LoweredGraph& out, std::vector<const Node*>& variable_nodes) {
+  for (int k = 0; k < steps; ++k)
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Node& n = g.node(inputs[i].node);
+      LS_CHECK(n.op == op::input, "xla: lower_graph input ", i, " is ", node_text(n),
+               ", not an input placeholder");
+      HloType t = known_type(g.type(inputs[i]), "input '" + n.name + "'");
+      out.arguments.push_back(
+          {LoweredArgument::Kind::input, int(size_t(k) * inputs.size() + i), nullptr, t});
+    }
   for (const Node& n : g.nodes())
     if (need[size_t(n.id)] && n.op == op::dropout) {
       out.arguments.push_back({LoweredArgument::Kind::step, -1, nullptr, {ElemType::i64, {}}});
@@ -101,6 +104,30 @@ void lower_node(LoweringContext& cx, const Node& n) {
   }
 }
 
+// One step's nodes, on `step_inputs` (its input arguments); appends its outputs to `results`.
+void lower_step(LoweringContext& cx, const Graph& g, const std::vector<char>& need,
+                const std::vector<Value>& inputs, const std::vector<Value>& outputs,
+                const HloValue* step_inputs, int step, LoweredGraph& out,
+                std::vector<HloValue>& results) {
+  cx.values.clear();  // (the variables carry over, in cx.variable_values)
+  for (size_t i = 0; i < inputs.size(); ++i) cx.values[{inputs[i].node, 0}] = step_inputs[i];
+  for (const Node& n : g.nodes()) {
+    if (!need[size_t(n.id)] || n.op == op::input) continue;
+    if (n.op == op::variable) {
+      cx.values[{n.id, 0}] = cx.variable_values.at(n.variable.get());
+      continue;
+    }
+    lower_node(cx, n);
+  }
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    auto it = cx.values.find({outputs[k].node, outputs[k].index});
+    LS_CHECK(it != cx.values.end(), "xla: output ", k, " was not lowered");
+    results.push_back(it->second);
+    out.results.push_back({LoweredResult::Kind::output, int(size_t(step) * outputs.size() + k),
+                           nullptr, -1, it->second.type});
+  }
+}
+
 }  // namespace
 
 std::vector<bool> LoweredGraph::donate() const {
@@ -112,6 +139,7 @@ std::vector<bool> LoweredGraph::donate() const {
 
 LoweredGraph lower_graph(const Graph& g, const std::vector<Value>& inputs,
                          const std::vector<Value>& outputs, const LoweringOptions& options) {
+  LS_CHECK(options.steps >= 1, "xla: lower_graph needs steps >= 1, got ", options.steps);
   LoweredGraph out;
   out.num_replicas = options.num_replicas;
   const std::vector<char> need = needed_nodes(g, outputs);
@@ -124,30 +152,22 @@ LoweredGraph lower_graph(const Graph& g, const std::vector<Value>& inputs,
   cx.seed = options.seed;
   cx.replica = options.replica;
   std::vector<const Node*> variable_nodes;
-  add_arguments(g, inputs, need, out, variable_nodes);
+  add_arguments(g, inputs, need, options.steps, out, variable_nodes);
   std::vector<HloValue> args;
   for (const LoweredArgument& a : out.arguments) args.push_back(b.argument(a.type));
-  for (size_t i = 0; i < inputs.size(); ++i) cx.values[{inputs[i].node, 0}] = args[i];
-  size_t first_variable = inputs.size();
+  size_t first_variable = size_t(options.steps) * inputs.size();
+  HloValue step_counter;
   if (first_variable < out.arguments.size() &&
       out.arguments[first_variable].kind == LoweredArgument::Kind::step)
-    cx.step = args[first_variable++];
+    step_counter = args[first_variable++];
   for (size_t k = 0; k < variable_nodes.size(); ++k)
     cx.variable_values[variable_nodes[k]->variable.get()] = args[first_variable + k];
-  for (const Node& n : g.nodes()) {
-    if (!need[size_t(n.id)] || n.op == op::input) continue;
-    if (n.op == op::variable) {
-      cx.values[{n.id, 0}] = cx.variable_values.at(n.variable.get());
-      continue;
-    }
-    lower_node(cx, n);
-  }
   std::vector<HloValue> results;
-  for (size_t k = 0; k < outputs.size(); ++k) {
-    auto it = cx.values.find({outputs[k].node, outputs[k].index});
-    LS_CHECK(it != cx.values.end(), "xla: output ", k, " was not lowered");
-    results.push_back(it->second);
-    out.results.push_back({LoweredResult::Kind::output, int(k), nullptr, -1, it->second.type});
+  for (int k = 0; k < options.steps; ++k) {
+    if (!step_counter.name.empty())
+      cx.step = k == 0 ? step_counter : b.add(step_counter, b.scalar(ElemType::i64, double(k)));
+    lower_step(cx, g, need, inputs, outputs, args.data() + size_t(k) * inputs.size(), k, out,
+               results);
   }
   for (const Variable* var : cx.updated) {
     int arg = -1;

@@ -8,6 +8,14 @@
 // run it with that argument donated (LoweredGraph::donate()) and the update happens in place on the
 // device, with no copy of the weights per step.
 //
+// steps_per_execution (LoweringOptions::steps = N > 1): the step unrolled N times in one module,
+// each step on its own inputs, the variables threaded from one step into the next (on the
+// device, in one call: the weights never leave it between the N steps). The arguments are then
+// step 0's inputs, step 1's, ..., the step counter (step k uses counter + k), the variables;
+// the results every step's outputs in step order, then the updated variables. Unrolled rather
+// than a stablehlo.while over stacked batches: the same long-stable ops as one step, and each
+// step's outputs (the loss of every step) come back; the cost is a compile N times larger.
+//
 // Only nodes that the outputs or an update need are emitted. Pure nodes see each variable's
 // value from before the step and updates of one variable chain in node order, as in the
 // Executable (side effects run after every pure node). An op without a lowering is an error
@@ -26,7 +34,8 @@ struct LoweredArgument {
   // Executable::step(); present only when the program has one.
   enum class Kind { input, variable, step };
   Kind kind = Kind::input;
-  int input = -1;        // kind input: the index into lower_graph's `inputs`
+  // kind input: the index into lower_graph's `inputs`; + step * inputs.size() for step > 0
+  int input = -1;
   VariablePtr variable;  // kind variable
   HloType type;
 };
@@ -34,7 +43,8 @@ struct LoweredArgument {
 struct LoweredResult {
   enum class Kind { output, variable };
   Kind kind = Kind::output;
-  int output = -1;       // kind output: the index into lower_graph's `outputs`
+  // kind output: the index into lower_graph's `outputs`; + step * outputs.size() for step > 0
+  int output = -1;
   VariablePtr variable;  // kind variable: the variable's new value
   int argument = -1;     // kind variable: the argument it aliases (donate that one)
   HloType type;
@@ -60,6 +70,8 @@ struct LoweringOptions {
   // as the reference kernel for the same seed, replica and step).
   uint64_t seed = 0;
   uint32_t replica = 0;
+  // Steps per call (steps_per_execution): the step unrolled this many times (see above).
+  int steps = 1;
 };
 
 // Lowers the part of `graph` that computes `outputs` and its variable updates. `inputs` are

@@ -7,12 +7,13 @@
 // The program's edges are host tensors: input(i) is a staging tensor the caller writes, run()
 // uploads the inputs, executes, and downloads the outputs into output(i).
 //
-// Weights: correctness first. Every run uploads every variable from its host tensor
-// (Variable::value) and writes the updated ones back after the step, so host code that reads or
-// writes variables between steps (metrics' reset_states, get_weights/set_weights, save,
-// callbacks) sees the same values as with the kernel backends. This per-step weight sync is the
-// simple first step: XlaProgram already keeps the variables on the device between runs (donated
-// and updated in place), so a later change syncs only where the host needs them.
+// Weights: with CompileOptions::residence (a Model's programs), the variables it holds (weights,
+// optimizer slots) stay in device buffers between steps, donated and updated in place; they come
+// to the host only when the residence asks (a host read: get_weights, save, a callback, another
+// program of the model) and go up again only after a host write. Every other variable (metric
+// accumulators, the iteration count, the learning rate: small, and read or written by the host
+// loop between steps) is uploaded before each step and, when updated, downloaded after it.
+// Without a residence every variable is synced like those.
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -60,11 +61,18 @@ class XlaCompiledGraph final : public CompiledGraph {
         step_(step),
         client_(client_for(plugin_spec())),
         program_(client_, graph_, inputs, outputs,
-                 LoweringOptions{.seed = options.seed, .replica = options.replica}) {
-    for (Value v : inputs)
-      inputs_.push_back(Tensor::zeros(graph_.type(v).shape, graph_.type(v).dtype));
-    for (Value v : outputs)
-      outputs_.push_back(Tensor::zeros(graph_.type(v).shape, graph_.type(v).dtype));
+                 LoweringOptions{
+                     .seed = options.seed, .replica = options.replica, .steps = options.steps}) {
+    for (int k = 0; k < options.steps; ++k) {  // (step k's inputs and outputs: see CompileOptions)
+      for (Value v : inputs)
+        inputs_.push_back(Tensor::zeros(graph_.type(v).shape, graph_.type(v).dtype));
+      for (Value v : outputs)
+        outputs_.push_back(Tensor::zeros(graph_.type(v).shape, graph_.type(v).dtype));
+    }
+    if (options.residence) {
+      program_.set_held([&](const Variable* v) { return options.residence->holds(v); });
+      if (program_.holds_any()) residence_ = options.residence;
+    }
     int ops = 0;
     for (int i = 0; i < graph_.size(); ++i) ops += graph_.node(i).inputs.empty() ? 0 : 1;
     num_nodes_ = ops;
@@ -72,7 +80,9 @@ class XlaCompiledGraph final : public CompiledGraph {
     std::snprintf(times, sizeof times, "lowered to StableHLO in %.3f s, compiled in %.3f s",
                   program_.lower_seconds(), program_.compile_seconds());
     report_.push_back("xla: whole graph " + std::string(times) + " (" + client_->describe() +
-                      "); weights synced with the host every step");
+                      "); " +
+                      (residence_ ? "weights stay on the device between steps"
+                                  : "variables synced with the host every step"));
   }
 
   Tensor& input(int i) override { return inputs_[size_t(i)]; }
@@ -86,13 +96,27 @@ class XlaCompiledGraph final : public CompiledGraph {
     host.copy_from(outputs_[size_t(i)]);
   }
 
+  ~XlaCompiledGraph() override {
+    if (!residence_) return;
+    try {
+      residence_->forget(this);  // newer weights than the host's come back first
+    } catch (const Error& e) {
+      std::fprintf(stderr, "xla: could not copy the weights back to the host: %s\n", e.what());
+    }
+  }
+
   void run() override {
+    using Which = XlaProgram::Which;
     if (step_) program_.set_step(step_->step);
-    program_.reload_variables();  // the host values, as they are now (see the file comment)
+    if (residence_ && residence_->before_run(this)) program_.upload_variables(Which::held);
+    program_.upload_variables(Which::others);  // as the host has them now
     std::vector<Tensor> results = program_.run(inputs_);
     for (size_t i = 0; i < results.size(); ++i) outputs_[i].copy_from(results[i]);
-    program_.sync_variables_to_host();
+    program_.download_variables(Which::others);
+    if (residence_ && program_.updates_held())
+      residence_->after_run(this, [this] { program_.download_variables(Which::held); });
   }
+  std::string target() const override { return "xla:" + client_->platform(); }
 
   size_t arena_bytes() const override { return 0; }  // the plugin plans the device memory
   size_t unplanned_bytes() const override { return 0; }
@@ -105,6 +129,7 @@ class XlaCompiledGraph final : public CompiledGraph {
   const StepInfo* step_;
   std::shared_ptr<PjrtClient> client_;
   XlaProgram program_;
+  std::shared_ptr<DeviceResidence> residence_;  // set when the program holds some variable
   std::vector<Tensor> inputs_, outputs_;
   int num_nodes_ = 0;
   std::vector<std::string> report_;
@@ -125,6 +150,7 @@ class XlaBackend final : public Backend {
   // None: XLA fuses and lays out the whole module itself.
   void run_passes(Graph&, std::vector<Value>&, std::vector<std::string>&) const override {}
   MemoryRules memory_rules() const override { return {}; }
+  bool runs_steps_per_call() const override { return true; }  // unrolled: lower_graph.h
   std::unique_ptr<CompiledGraph> compile(Graph g, std::vector<Value> inputs,
                                          std::vector<Value> outputs, const CompileOptions& options,
                                          const StepInfo* step) const override {

@@ -34,19 +34,60 @@ XlaProgram::XlaProgram(std::shared_ptr<PjrtClient> client, const Graph& graph,
   for (auto& v : variables_) v.resize(lowered_.arguments.size());
 }
 
+XlaProgram::Transfers& XlaProgram::transfers() {
+  static Transfers counts;
+  return counts;
+}
+
+void XlaProgram::upload(size_t a) {
+  const LoweredArgument& arg = lowered_.arguments[a];
+  const Tensor& v = arg.variable->value;
+  LS_CHECK(v.defined() && elem_of(v.dtype()) == arg.type.elem && v.shape().vec() == arg.type.dims,
+           "XlaProgram: variable '", arg.variable->name, "' is ",
+           v.defined() ? std::string(dtype_name(v.dtype())) + v.shape().str() : "undefined",
+           ", the program was compiled for ", arg.type.str());
+  for (int r = 0; r < num_replicas(); ++r)
+    variables_[size_t(r)][a] = client_->to_device(v, exe_.device_of_replica(r));
+  (held_.empty() || !held_[a] ? transfers().other_uploads : transfers().held_uploads) += 1;
+}
+
 void XlaProgram::load_variables() {
+  for (size_t a = 0; a < lowered_.arguments.size(); ++a)
+    if (lowered_.arguments[a].kind == LoweredArgument::Kind::variable) upload(a);
+  variables_loaded_ = true;
+}
+
+void XlaProgram::set_held(const std::function<bool(const Variable*)>& held) {
+  held_.assign(lowered_.arguments.size(), false);
+  holds_any_ = updates_held_ = false;
   for (size_t a = 0; a < lowered_.arguments.size(); ++a) {
     const LoweredArgument& arg = lowered_.arguments[a];
-    if (arg.kind != LoweredArgument::Kind::variable) continue;
-    const Tensor& v = arg.variable->value;
-    LS_CHECK(v.defined() && elem_of(v.dtype()) == arg.type.elem && v.shape().vec() == arg.type.dims,
-             "XlaProgram: variable '", arg.variable->name, "' is ",
-             v.defined() ? std::string(dtype_name(v.dtype())) + v.shape().str() : "undefined",
-             ", the program was compiled for ", arg.type.str());
-    for (int r = 0; r < num_replicas(); ++r)
-      variables_[size_t(r)][a] = client_->to_device(v, exe_.device_of_replica(r));
+    held_[a] = arg.kind == LoweredArgument::Kind::variable && held(arg.variable.get());
+    holds_any_ = holds_any_ || held_[a];
+  }
+  for (const LoweredResult& res : lowered_.results)
+    if (res.kind == LoweredResult::Kind::variable && held_[size_t(res.argument)])
+      updates_held_ = true;
+}
+
+void XlaProgram::upload_variables(Which which) {
+  for (size_t a = 0; a < lowered_.arguments.size(); ++a) {
+    if (lowered_.arguments[a].kind != LoweredArgument::Kind::variable) continue;
+    const bool held = !held_.empty() && held_[a];
+    if (held == (which == Which::held)) upload(a);
   }
   variables_loaded_ = true;
+}
+
+void XlaProgram::download_variables(Which which) {
+  for (const LoweredResult& res : lowered_.results) {
+    if (res.kind != LoweredResult::Kind::variable) continue;
+    const bool held = !held_.empty() && held_[size_t(res.argument)];
+    if (held != (which == Which::held)) continue;
+    Tensor& v = res.variable->value;
+    client_->to_host(variables_[0][size_t(res.argument)], v.raw(), v.nbytes());
+    (held ? transfers().held_downloads : transfers().other_downloads) += 1;
+  }
 }
 
 std::vector<Tensor> XlaProgram::run(const std::vector<Tensor>& inputs) {
@@ -80,6 +121,7 @@ std::vector<std::vector<Tensor>> XlaProgram::run_replicas(
     }
   ++runs_;
   ++step_;
+  transfers().runs += 1;
   return outputs;
 }
 

@@ -12,6 +12,8 @@
 // optimizer step is in place with no copy of the weights. Only the inputs go in and only the
 // outputs come out.
 #pragma once
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -41,6 +43,28 @@ class XlaProgram {
   // The host values changed (load_weights, set_weights): upload them again at the next run.
   void reload_variables() { variables_loaded_ = false; }
 
+  // Finer transfers, for a caller that keeps some variables on the device across runs (the xla
+  // backend under a DeviceResidence, lockstep/graph/device_residence.h): `held` says which
+  // variables those are; a transfer moves the held ones or the others.
+  enum class Which { held, others };
+  void set_held(const std::function<bool(const Variable*)>& held);
+  bool holds_any() const { return holds_any_; }
+  bool updates_held() const { return updates_held_; }  // some result is a held variable
+  // Host -> device: the variables of `which` (every replica); afterwards no run reloads them.
+  void upload_variables(Which which);
+  // Device -> host: the variables of `which` that the program updates (replica 0's).
+  void download_variables(Which which);
+
+  // Variable buffers moved between host and device by every program of the process so far:
+  // held (weights, optimizer slots) and the others (metric state, the iteration count, the
+  // learning rate). Tests check that a step moves no held variable.
+  struct Transfers {
+    std::atomic<int64_t> held_uploads{0}, held_downloads{0};
+    std::atomic<int64_t> other_uploads{0}, other_downloads{0};
+    std::atomic<int64_t> runs{0};  // executions (one per run or run_replicas call)
+  };
+  static Transfers& transfers();
+
   // The step counter the random ops are keyed by (as Executable::step(); advances per run).
   uint64_t step() const { return step_; }
   void set_step(uint64_t step) { step_ = step; }
@@ -60,8 +84,11 @@ class XlaProgram {
   std::shared_ptr<PjrtClient> client_;
   LoweredGraph lowered_;
   PjrtExecutable exe_;
+  void upload(size_t argument);
   std::vector<std::vector<PjrtBuffer>> variables_;  // [replica][argument]; empty for inputs
   bool variables_loaded_ = false;
+  std::vector<bool> held_;  // [argument]: a variable the caller keeps on the device
+  bool holds_any_ = false, updates_held_ = false;
   double lower_seconds_ = 0, compile_seconds_ = 0;
   int64_t runs_ = 0;
   uint64_t step_ = 0;

@@ -18,6 +18,7 @@
 #include "lockstep/nn/layers.h"
 #include "lockstep/nn/mixed_precision.h"
 #include "lockstep/onnx/export.h"
+#include "lockstep/train/applications.h"
 #include "lockstep/train/callback.h"
 #include "lockstep/train/cost_report.h"
 #include "lockstep/train/loss.h"

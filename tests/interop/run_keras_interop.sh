@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ctest "keras_interop" (label interop): sets up the cached Keras venv (tests/interop/
-# setup_venv.sh), then runs the KerasInterop gtest, which drives tests/interop/keras_interop.py.
+# setup_venv.sh), then runs the KerasInterop gtest, which drives tests/interop/keras_interop.py
+# (or the gtests FILTER names: ctest "applications_interop" runs ApplicationsInterop.*).
 # Exits 77 (ctest: skipped) with the reason when the venv cannot be made.
-#   run_keras_interop.sh <lockstep_tests binary>
+#   run_keras_interop.sh <lockstep_tests binary> [FILTER]
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TESTS=${1:?usage: run_keras_interop.sh <lockstep_tests binary>}
@@ -11,4 +12,4 @@ if ! PY=$("$HERE/setup_venv.sh"); then
   exit 77
 fi
 export LOCKSTEP_INTEROP_PYTHON=$PY
-exec "$TESTS" --gtest_filter='KerasInterop.*'
+exec "$TESTS" --gtest_filter="${2:-KerasInterop.*}"

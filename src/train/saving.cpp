@@ -29,6 +29,24 @@ void weights_to_tensors(const Network& net, std::vector<io::NamedTensor>& tensor
   }
 }
 
+// Equal dtypes, or two integer ones: Keras on JAX stores its int64 counters (Normalization's
+// count) as int32.
+bool same_dtype_kind(const Tensor& a, const Tensor& b) {
+  auto integer = [](DType t) { return t == DType::i32 || t == DType::i64; };
+  return a.dtype() == b.dtype() || (integer(a.dtype()) && integer(b.dtype()));
+}
+
+void copy_weight(Tensor& dst, const Tensor& src) {
+  if (dst.dtype() == src.dtype()) return dst.copy_from(src);
+  for (int64_t i = 0; i < dst.numel(); ++i) {  // i32 <-> i64
+    const int64_t v = src.dtype() == DType::i32 ? src.data<int32_t>()[i] : src.data<int64_t>()[i];
+    if (dst.dtype() == DType::i32)
+      dst.data<int32_t>()[i] = int32_t(v);
+    else
+      dst.data<int64_t>()[i] = v;
+  }
+}
+
 void tensors_to_weights(Network& net, const std::vector<io::NamedTensor>& tensors,
                         const std::string& file) {
   std::map<std::string, const Tensor*> by_name;
@@ -45,7 +63,7 @@ void tensors_to_weights(Network& net, const std::vector<io::NamedTensor>& tensor
              " (a different architecture?)");
     for (size_t i = 0; i < w.size(); ++i) {
       const Tensor& src = *by_name.at(prefix + std::to_string(i));
-      LS_CHECK(src.shape() == w[i]->value.shape() && src.dtype() == w[i]->value.dtype(), "'", file,
+      LS_CHECK(src.shape() == w[i]->value.shape() && same_dtype_kind(src, w[i]->value), "'", file,
                "': ", prefix, i, " is ", dtype_name(src.dtype()), src.shape().str(), " but ",
                s.layer->class_name(), " '", s.layer->name(), "' weight '", w[i]->name, "' is ",
                dtype_name(w[i]->value.dtype()), w[i]->value.shape().str());
@@ -55,7 +73,7 @@ void tensors_to_weights(Network& net, const std::vector<io::NamedTensor>& tensor
   for (auto& s : weight_slots(net)) {
     const auto& w = s.weights;
     for (size_t i = 0; i < w.size(); ++i)
-      w[i]->value.copy_from(*by_name.at(s.path + "/vars/" + std::to_string(i)));
+      copy_weight(w[i]->value, *by_name.at(s.path + "/vars/" + std::to_string(i)));
   }
 }
 

@@ -22,7 +22,7 @@ constexpr BlockArgs kBlocks[] = {
 constexpr double kSeRatio = 0.25;
 
 KTensor bn_act(KTensor x, const std::string& bn, const std::string& act) {
-  x = BatchNormalization({.name = bn})(x);
+  x = BatchNormalization({.axis = 3, .name = bn})(x);
   return act.empty() ? x : Activation("swish", act)(x);
 }
 

@@ -13,22 +13,22 @@ KTensor bn(KTensor x, const std::string& name) {
   return BatchNormalization({.axis = 3, .epsilon = kEpsilon, .name = name})(x);
 }
 
-// Keras's residual_block_v1. The layers are called in the order Keras's Functional lists them
-// (by depth: the shortcut's convolution and batch norm interleave with the third ones).
+// Keras's residual_block_v1.
 KTensor residual_block(KTensor x, int64_t filters, int64_t stride, bool conv_shortcut,
                        const std::string& name) {
   KTensor shortcut = x;
-  KTensor y = Conv2D(filters, 1, {.strides = {stride, stride}, .name = name + "_1_conv"})(x);
-  y = Activation("relu", name + "_1_relu")(bn(y, name + "_1_bn"));
-  y = Conv2D(filters, 3, {.padding = "same", .name = name + "_2_conv"})(y);
-  y = Activation("relu", name + "_2_relu")(bn(y, name + "_2_bn"));
-  if (conv_shortcut)
+  if (conv_shortcut) {
     shortcut = Conv2D(4 * filters, 1, {.strides = {stride, stride}, .name = name + "_0_conv"})(x);
-  y = Conv2D(4 * filters, 1, {.name = name + "_3_conv"})(y);
-  if (conv_shortcut) shortcut = bn(shortcut, name + "_0_bn");
-  y = bn(y, name + "_3_bn");
-  y = Add(name + "_add")({shortcut, y});
-  return Activation("relu", name + "_out")(y);
+    shortcut = bn(shortcut, name + "_0_bn");
+  }
+  x = Conv2D(filters, 1, {.strides = {stride, stride}, .name = name + "_1_conv"})(x);
+  x = Activation("relu", name + "_1_relu")(bn(x, name + "_1_bn"));
+  x = Conv2D(filters, 3, {.padding = "same", .name = name + "_2_conv"})(x);
+  x = Activation("relu", name + "_2_relu")(bn(x, name + "_2_bn"));
+  x = Conv2D(4 * filters, 1, {.name = name + "_3_conv"})(x);
+  x = bn(x, name + "_3_bn");
+  x = Add(name + "_add")({shortcut, x});
+  return Activation("relu", name + "_out")(x);
 }
 
 // Keras's stack_residual_blocks_v1.

@@ -24,9 +24,30 @@ inline void write_text_atomic(const std::string& path, const std::string& text) 
   write_file_atomic(path, text, "output file");
 }
 
-// A model from a .keras file (compiled when it holds a compile_config and `compile`), or from
-// a Keras model JSON (Python's model.to_json(); uncompiled, freshly initialised).
+// "applications.NAME" or "applications.NAME:SIZE": a keras.applications backbone
+// (lockstep/train/applications.h) with a SIZE x SIZE x 3 input (default 224).
+inline bool is_application(const std::string& spec) { return spec.rfind("applications.", 0) == 0; }
+
+// The backbone `spec` names, with `classes` outputs (random initial weights, Keras's
+// weights=None).
+inline Model build_application(const std::string& spec, int64_t classes) {
+  std::string name = spec.substr(std::string("applications.").size());
+  int64_t size = 224;
+  if (size_t colon = name.find(':'); colon != std::string::npos) {
+    const std::string s = name.substr(colon + 1);
+    name = name.substr(0, colon);
+    LS_CHECK(!s.empty() && s.find_first_not_of("0123456789") == std::string::npos && s.size() < 6,
+             "'", spec, "': the size after ':' must be a number of pixels, e.g. ", name, ":96");
+    size = std::stoll(s);
+  }
+  return applications::by_name(name, {.input_shape = {size, size, 3}, .classes = classes});
+}
+
+// A model from a .keras file (compiled when it holds a compile_config and `compile`), from
+// a Keras model JSON (Python's model.to_json(); uncompiled, freshly initialised), or a
+// keras.applications backbone ("applications.MobileNetV2[:SIZE]", 1000 classes).
 inline Model load_model_source(const std::string& path, bool compile) {
+  if (is_application(path)) return build_application(path, 1000);
   if (ends_with(path, ".keras")) return load_model(path, compile);
   if (ends_with(path, ".json")) {
     try {
@@ -50,8 +71,10 @@ inline bool is_weights_file(const std::string& path) {
 inline const char* kSummaryUsage =
     "usage: lockstep summary MODEL\n"
     "\n"
-    "Prints the layers, output shapes and parameter counts of MODEL (a .keras file, or a Keras\n"
-    "model JSON as Python's model.to_json() writes it), then what the file says beyond the\n"
+    "Prints the layers, output shapes and parameter counts of MODEL (a .keras file, a Keras\n"
+    "model JSON as Python's model.to_json() writes it, or a keras.applications backbone:\n"
+    "applications.MobileNetV2, applications.ResNet50 or applications.EfficientNetB0, with\n"
+    "':SIZE' for a SIZE x SIZE input instead of 224), then what the file says beyond the\n"
     "architecture: the optimizer, loss and metrics it was compiled with, the optimizer's step\n"
     "count, and the class names `lockstep train` stored.\n";
 

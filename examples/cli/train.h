@@ -19,14 +19,17 @@ inline const char* kTrainUsage =
     "\n"
     "Trains MODEL on the images under DIR (one subfolder per class, as\n"
     "image_dataset_from_directory reads them) and saves the result, with the class names in its\n"
-    "metadata, to OUT.keras. MODEL is a Keras model JSON (Python's model.to_json()), compiled\n"
+    "metadata, to OUT.keras. MODEL is a keras.applications backbone (applications.MobileNetV2,\n"
+    "applications.ResNet50 or applications.EfficientNetB0, ':SIZE' for a SIZE x SIZE input\n"
+    "instead of 224; random initial weights, one output per class of DIR) or a Keras model\n"
+    "JSON (Python's model.to_json()), either compiled\n"
     "here with Adam(--learning-rate) and SparseCategoricalCrossentropy (from_logits unless the\n"
     "last layer applies a softmax) and the accuracy metric, or a .keras file, which keeps its\n"
     "own compile config and optimizer state when it has them (training resumes). Images are\n"
     "resized to the model's input height and width; its channels pick grayscale / rgb / rgba.\n"
     "\n"
     "options:\n"
-    "  --model MODEL             config.json or m.keras (required)\n"
+    "  --model MODEL             config.json, m.keras or applications.NAME[:SIZE] (required)\n"
     "  --data-dir DIR            image folder (required)\n"
     "  --epochs N                epochs to train (required)\n"
     "  --out OUT.keras           where to save the trained model (required)\n"
@@ -163,10 +166,20 @@ inline std::pair<data::ImageDataset, data::ImageDataset> image_datasets(const Tr
   return {train, val};
 }
 
+// The number of class subfolders of an image folder (an application's classifier units).
+inline int64_t folder_classes(const std::string& dir) {
+  LS_CHECK(std::filesystem::is_directory(dir), "train: --data-dir '", dir, "' is not a folder");
+  int64_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) n += e.is_directory();
+  LS_CHECK(n > 0, "train: --data-dir '", dir, "' has no class subfolders");
+  return n;
+}
+
 inline Model build_or_load(const TrainArgs& t, const distribute::Strategy& strategy) {
   std::optional<distribute::Strategy::Scope> scope;
   if (strategy.impl()) scope.emplace(strategy.impl());
-  Model m = load_model_source(t.model, /*compile=*/true);
+  Model m = is_application(t.model) ? build_application(t.model, folder_classes(t.data_dir))
+                                    : load_model_source(t.model, /*compile=*/true);
   if (!m.compile_config().optimizer || !m.compile_config().loss) compile_for_images(m, t);
   if (m.compile_config().backend != t.backend) {  // --device: the same config on that backend
     CompileConfig c = m.compile_config();

@@ -140,6 +140,25 @@ void KerasConfigReader::expect(const std::string& key, std::vector<json> allowed
   fail(key, "is " + v.dump() + ", which Lockstep cannot represent");
 }
 
+// keras.initializers.VarianceScaling's config as "variance_scaling:<scale>:<mode>:<dist>".
+static std::string variance_scaling(const KerasConfigReader& r, const std::string& key,
+                                    const json& c) {
+  for (auto& [k, val] : c.items())
+    if (k != "scale" && k != "mode" && k != "distribution" && !val.is_null())
+      r.fail(key, "has VarianceScaling option '" + k + "' = " + val.dump() +
+                      ", which Lockstep's initializers do not take");
+  char scale[64];
+  std::snprintf(scale, sizeof scale, "%.17g", c.value("scale", 1.0));
+  std::string n = std::string("variance_scaling:") + scale + ":" + c.value("mode", "fan_in") + ":" +
+                  c.value("distribution", "truncated_normal");
+  try {
+    check_initializer(n);
+  } catch (const Error& e) {
+    r.fail(key, std::string("is not a VarianceScaling Lockstep can build: ") + e.what());
+  }
+  return n;
+}
+
 std::string KerasConfigReader::initializer(const std::string& key, const std::string& fb) {
   const json& v = get(key);
   if (v.is_null()) return fb;
@@ -147,6 +166,7 @@ std::string KerasConfigReader::initializer(const std::string& key, const std::st
   std::string cls = v.value("class_name", "");
   json c = v.value("config", json::object());
   if (cls == "Constant") return "constant:" + std::to_string(c.value("value", 0.0));
+  if (cls == "VarianceScaling") return variance_scaling(*this, key, c);
   for (auto& [k, val] : c.items()) {
     bool keras_default = val.is_null() || (k == "mean" && val == 0.0) ||
                          (k == "stddev" && val == 0.05) || (k == "minval" && val == -0.05) ||

@@ -10,7 +10,9 @@ namespace lockstep {
 
 static const char* kValidNames =
     "glorot_uniform, glorot_normal, he_normal, he_uniform, lecun_normal, lecun_uniform, "
-    "zeros, ones, random_normal, random_uniform, truncated_normal, constant:<value>";
+    "zeros, ones, random_normal, random_uniform, truncated_normal, constant:<value>, "
+    "variance_scaling, variance_scaling:<scale>:<fan_in|fan_out|fan_avg>:"
+    "<truncated_normal|untruncated_normal|uniform>";
 
 void compute_fans(const Shape& s, double* fan_in, double* fan_out) {
   if (s.rank() == 0) {
@@ -57,8 +59,38 @@ std::string canonical(const std::string& name) {
   return s;
 }
 
+// "variance_scaling:<scale>:<mode>:<distribution>" (keras.initializers.VarianceScaling's
+// arguments; distribution truncated_normal, untruncated_normal or uniform).
+bool parse_variance_scaling(const std::string& n, Spec* out) {
+  std::vector<std::string> parts;
+  for (size_t b = 0, e; b <= n.size(); b = e + 1) {
+    e = n.find(':', b);
+    if (e == std::string::npos) e = n.size();
+    parts.push_back(n.substr(b, e - b));
+  }
+  if (parts.size() != 4) return false;
+  char* end = nullptr;
+  out->kind = Spec::kVarianceScaling;
+  out->scale = std::strtod(parts[1].c_str(), &end);
+  if (parts[1].empty() || *end != '\0' || !(out->scale > 0)) return false;
+  out->mode = parts[2];
+  if (out->mode != "fan_in" && out->mode != "fan_out" && out->mode != "fan_avg") return false;
+  const std::string& d = parts[3];
+  if (d == "truncated_normal" || d == "normal") {
+    out->dist = Dist::kTruncatedNormal;
+  } else if (d == "untruncated_normal") {
+    out->dist = Dist::kNormal;
+  } else if (d == "uniform") {
+    out->dist = Dist::kUniform;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 bool parse(const std::string& raw, Spec* out) {
   Spec sp;
+  if (raw.rfind("variance_scaling:", 0) == 0) return parse_variance_scaling(raw, out);
   std::string n = raw.rfind("constant:", 0) == 0 ? raw : canonical(raw);
   auto vs = [&](double scale, const char* mode, Dist d) {
     sp.kind = Spec::kVarianceScaling;
@@ -72,6 +104,7 @@ bool parse(const std::string& raw, Spec* out) {
   else if (n == "he_uniform") vs(2.0, "fan_in", Dist::kUniform);
   else if (n == "lecun_normal") vs(1.0, "fan_in", Dist::kTruncatedNormal);
   else if (n == "lecun_uniform") vs(1.0, "fan_in", Dist::kUniform);
+  else if (n == "variance_scaling") vs(1.0, "fan_in", Dist::kTruncatedNormal);
   else if (n == "zeros") sp.a = 0;
   else if (n == "ones") sp.a = 1;
   else if (n == "random_normal") { sp.kind = Spec::kRandom; sp.dist = Dist::kNormal; sp.a = 0; sp.b = 0.05; }
@@ -129,6 +162,9 @@ void initialize(Tensor& t, const std::string& initializer, uint64_t seed) {
   if (sp.dist == Dist::kUniform) {
     float limit = float(std::sqrt(3.0 * scale));
     for (int64_t i = 0; i < n; ++i) p[i] = rng.uniform(-limit, limit);
+  } else if (sp.dist == Dist::kNormal) {
+    const double stddev = std::sqrt(scale);
+    for (int64_t i = 0; i < n; ++i) p[i] = float(stddev * rng.normal());
   } else {
     // Std of a unit normal truncated at +-2 is 0.8796...; Keras divides it out.
     double stddev = std::sqrt(scale) / 0.87962566103423978;

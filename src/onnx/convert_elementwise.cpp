@@ -14,12 +14,30 @@ std::vector<OnnxValue> activation(ConvertCall& c) {
   return {y};
 }
 
+// ReLU: Relu, Clip(0, max_value), LeakyRelu, or Clip(x, 0, max) - slope * Relu(-x).
 std::vector<OnnxValue> relu(ConvertCall& c) {
   const json& cfg = c.config;
-  const bool plain = cfg.value("max_value", json(nullptr)).is_null() &&
-                     cfg.value("negative_slope", 0.0) == 0.0 && cfg.value("threshold", 0.0) == 0.0;
-  if (!plain) unsupported(c, "only max_value=None, negative_slope=0, threshold=0 are exported");
-  return {apply_activation(c.b, c.inputs.at(0), "relu", c.name())};
+  const json max_value = cfg.value("max_value", json(nullptr));
+  const float slope = float(cfg.value("negative_slope", 0.0));
+  if (cfg.value("threshold", 0.0) != 0.0) unsupported(c, "only threshold=0 is exported");
+  OnnxValue x = c.inputs.at(0);
+  if (max_value.is_null() && slope == 0.f) return {apply_activation(c.b, x, "relu", c.name())};
+  if (max_value.is_null()) {
+    pb::NodeProto& n = c.b.node("LeakyRelu", {x.name}, c.name());
+    set_attr(n, "alpha", slope);
+    return {c.output(n.output(0), x.layout)};
+  }
+  std::string y =
+      c.b.add("Clip",
+              {x.name, c.b.constant(c.name() + "/zero", {0.f}, {}),
+               c.b.constant(c.name() + "/max_value", {float(max_value.get<double>())}, {})},
+              c.name());
+  if (slope != 0.f) {
+    std::string neg = c.b.add("Relu", {c.b.add("Neg", {x.name}, c.name())}, c.name());
+    neg = c.b.add("Mul", {neg, c.b.constant(c.name() + "/slope", {slope}, {})}, c.name());
+    y = c.b.add("Sub", {y, neg}, c.name());
+  }
+  return {c.output(y, x.layout)};
 }
 
 std::vector<OnnxValue> rescaling(ConvertCall& c) {

@@ -1,4 +1,5 @@
-// Pooling (MaxPool, AveragePool, GlobalAverage/MaxPool), reshaping (Flatten, Reshape) and
+// Pooling (MaxPool, AveragePool, GlobalAverage/MaxPool), reshaping (Flatten, Reshape,
+// ZeroPadding2D as Pad) and
 // merging (Add, Multiply, Concatenate) layers.
 #include "onnx/onnx_graph.h"
 
@@ -77,9 +78,21 @@ std::vector<OnnxValue> concatenate(ConvertCall& c) {
   return {c.output(n.output(0), layout)};
 }
 
+// ZeroPadding2D: Pad with constant zeros on H and W (in whichever layout x is).
+std::vector<OnnxValue> zero_padding2d(ConvertCall& c) {
+  OnnxValue x = c.inputs.at(0);
+  const json& p = c.config.at("padding");
+  const int64_t t = p[0][0], b = p[0][1], l = p[1][0], r = p[1][1];
+  std::vector<int64_t> pads = x.channels_first() ? std::vector<int64_t>{0, 0, t, l, 0, 0, b, r}
+                                                 : std::vector<int64_t>{0, t, l, 0, 0, b, r, 0};
+  std::string y = c.b.add("Pad", {x.name, c.b.constant_i64(c.name() + "/pads", pads)}, c.name());
+  return {c.output(y, x.layout)};
+}
+
 }  // namespace
 
 void add_structure_converters(ConverterTable& t) {
+  t["ZeroPadding2D"] = zero_padding2d;
   t["MaxPooling2D"] = pool2d;
   t["AveragePooling2D"] = pool2d;
   t["GlobalAveragePooling2D"] = global_pool2d;

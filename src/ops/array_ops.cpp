@@ -1,4 +1,4 @@
-// Array op declarations: cast, concat, slice (+ slice_grad) and dropout.
+// Array op declarations: cast, concat, slice (+ slice_grad), pad and dropout.
 #include "ops/internal/op_util.h"
 
 namespace lockstep::ops {
@@ -153,6 +153,44 @@ void register_copies() {
                   .onnx = {.none = kOnnxGradient}});
 }
 
+// pad: zeros added `before` and `after` each axis (ZeroPadding2D); its gradient is the slice
+// of dy that x came from.
+void register_pad() {
+  add_op(kGroup,
+         {.name = op::pad,
+          .signature = "(x) -> y",
+          .doc = "x with before[i] zeros ahead of and after[i] zeros behind it on axis i.",
+          .attrs = {{"before", i64_list, required, "zeros ahead of x on each axis"},
+                    {"after", i64_list, required, "zeros behind x on each axis"}},
+          .infer =
+              [](const Node& n, const Types& in) {
+                expect_inputs(in, 1);
+                const auto &b = attr_ints(n, "before"), &a = attr_ints(n, "after");
+                const Shape& x = in[0].shape;
+                LS_CHECK(int(b.size()) == x.rank() && int(a.size()) == x.rank(),
+                         "before and after need ", x.rank(), " entries for input ", x.str());
+                Shape out;
+                for (int i = 0; i < x.rank(); ++i) {
+                  LS_CHECK(b[i] >= 0 && a[i] >= 0, "negative padding on axis ", i);
+                  out.push_back(x[i] < 0 ? -1 : x[i] + b[i] + a[i]);
+                }
+                return Types{{in[0].dtype, out}};
+              },
+          .grad =
+              [](GradBuilder& b, const Node& n, const Values& dy) {
+                const Shape& x = b.type(n.inputs[0]).shape;
+                std::vector<int64_t> size(x.vec());
+                for (auto& s : size) s = s < 0 ? -1 : s;
+                return Values{b.add(op::slice, {dy[0]},
+                                    Attrs{{"begin", attr_ints(n, "before")}, {"size", size}})};
+              },
+          .reference_only = kCopyReason,
+          .bf16 = true,
+          .rows = RowRule::by_attrs,
+          .keeps_rows = keeps_rows_pad,
+          .onnx = {.op = "Pad"}});
+}
+
 void register_dropout() {
   add_op(kGroup, {.name = op::dropout,
                   .signature = "(x) -> (y, mask)",
@@ -180,6 +218,7 @@ void register_dropout() {
 
 LOCKSTEP_REGISTER(array_ops) {
   register_copies();
+  register_pad();
   register_dropout();
 }
 

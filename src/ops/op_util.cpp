@@ -77,6 +77,11 @@ bool keeps_rows_slice(const Node& n, const std::vector<TensorType>&, const std::
   return !begin.empty() && begin[0] == 0;
 }
 
+bool keeps_rows_pad(const Node& n, const std::vector<TensorType>&, const std::vector<bool>& rows) {
+  const auto &before = attr_ints(n, "before"), &after = attr_ints(n, "after");
+  return rows[0] && !before.empty() && before[0] == 0 && after[0] == 0;
+}
+
 bool keeps_rows_matmul(const Node& n, const std::vector<TensorType>& in,
                        const std::vector<bool>& rows) {
   const int ra = in[0].shape.rank(), rb = in[1].shape.rank();

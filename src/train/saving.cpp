@@ -30,6 +30,24 @@ void weights_to_tensors(const Network& net, std::vector<io::NamedTensor>& tensor
   }
 }
 
+// Equal dtypes, or two integer ones: Keras on JAX stores its int64 counters (Normalization's
+// count) as int32.
+bool same_dtype_kind(const Tensor& a, const Tensor& b) {
+  auto integer = [](DType t) { return t == DType::i32 || t == DType::i64; };
+  return a.dtype() == b.dtype() || (integer(a.dtype()) && integer(b.dtype()));
+}
+
+void copy_weight(Tensor& dst, const Tensor& src) {
+  if (dst.dtype() == src.dtype()) return dst.copy_from(src);
+  for (int64_t i = 0; i < dst.numel(); ++i) {  // i32 <-> i64
+    const int64_t v = src.dtype() == DType::i32 ? src.data<int32_t>()[i] : src.data<int64_t>()[i];
+    if (dst.dtype() == DType::i32)
+      dst.data<int32_t>()[i] = int32_t(v);
+    else
+      dst.data<int64_t>()[i] = v;
+  }
+}
+
 // The slot's tensors in the file, or why they do not fit its layer ("" when they do).
 std::string slot_mismatch(const KerasWeightSlot& s,
                           const std::map<std::string, const Tensor*>& by_name,
@@ -49,7 +67,7 @@ std::string slot_mismatch(const KerasWeightSlot& s,
     auto it = by_name.find(prefix + std::to_string(i));
     if (it == by_name.end()) return "'" + file + "': " + prefix + std::to_string(i) + " is missing";
     const Tensor& src = *it->second;
-    if (src.shape() != w[i]->value.shape() || src.dtype() != w[i]->value.dtype())
+    if (src.shape() != w[i]->value.shape() || !same_dtype_kind(src, w[i]->value))
       return "'" + file + "': " + prefix + std::to_string(i) + " is " + dtype_name(src.dtype()) +
              src.shape().str() + " but " + layer + " weight '" + w[i]->name + "' is " +
              dtype_name(w[i]->value.dtype()) + w[i]->value.shape().str();
@@ -80,7 +98,7 @@ LoadWeightsReport tensors_to_weights(Network& net, const std::vector<io::NamedTe
   for (auto* s : load) {
     const auto& w = s->weights;
     for (size_t i = 0; i < w.size(); ++i)
-      w[i]->value.copy_from(*by_name.at(s->path + "/vars/" + std::to_string(i)));
+      copy_weight(w[i]->value, *by_name.at(s->path + "/vars/" + std::to_string(i)));
   }
   return report;
 }

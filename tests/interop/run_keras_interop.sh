@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ctest "keras_interop" (label interop): sets up the cached Keras venv (tests/interop/
-# setup_venv.sh), then runs the KerasInterop gtest, which drives tests/interop/keras_interop.py.
+# setup_venv.sh), then runs the KerasInterop gtest, which drives tests/interop/keras_interop.py
+# (or the gtests FILTER names: ctest "applications_interop" runs ApplicationsInterop.*).
 # Exits 77 (ctest: skipped) with the reason when the venv cannot be made.
 #   run_keras_interop.sh <lockstep_tests binary> [gtest filter, default KerasInterop.*]
 set -uo pipefail

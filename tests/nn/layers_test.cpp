@@ -294,8 +294,13 @@ TEST_F(LayerTest, ErrorsNameTheLayer) {
   EXPECT_NE(e.find("unknown initializer 'glorot'"), std::string::npos) << e;
   e = error_of([&] { L::Conv2D(4, 3, {.padding = "full"}); });
   EXPECT_NE(e.find("padding must be"), std::string::npos) << e;
-  e = error_of([&] { L::BatchNormalization({.axis = 1}); });
-  EXPECT_NE(e.find("only axis=-1"), std::string::npos) << e;
+  e = error_of([&] { L::BatchNormalization({.axis = 0}); });
+  EXPECT_NE(e.find("only the last axis"), std::string::npos) << e;
+  e = error_of([&] { L::BatchNormalization({.axis = 1})(a); });  // rank 3: the last axis is 2
+  EXPECT_NE(e.find("only the last axis (channels_last) is supported, got axis=1"),
+            std::string::npos)
+      << e;
+  EXPECT_NO_THROW(L::BatchNormalization({.axis = 2})(a));
   e = error_of([&] { L::Reshape({5, 3}, "rs")(a); });
   EXPECT_NE(e.find("Reshape 'rs'"), std::string::npos) << e;
   KTensor small = L::Input({2, 2, 1});

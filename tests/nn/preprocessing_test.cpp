@@ -153,8 +153,11 @@ TEST(Preprocessing, NormalizationAdaptComputesMeanAndVariance) {
   Tensor x = Tensor::from_vector({N, 2, 3}, v);
   auto norm = L::Normalization();
   norm.adapt(x);
-  ASSERT_EQ(norm->weights().size(), 2u);
+  ASSERT_EQ(norm->weights().size(), 3u);  // mean, variance and Keras's int64 count
   EXPECT_EQ(norm->weights()[0]->name, norm->name() + "/mean");
+  EXPECT_EQ(norm->weights()[2]->name, norm->name() + "/count");
+  EXPECT_EQ(norm->weights()[2]->value.dtype(), DType::i64);
+  EXPECT_EQ(norm->weights()[2]->value.data<int64_t>()[0], 2 * N);
   auto mean = norm->weights()[0]->value.to_vector(), var = norm->weights()[1]->value.to_vector();
   for (int k = 0; k < 3; ++k) {
     double m = 0, s = 0;

@@ -151,7 +151,8 @@ TEST(OnnxExport, BatchNormFoldsIntoConvAndDenseElseStaysAnInferenceNode) {
 }
 
 TEST(OnnxExport, EveryTestModelPassesTheCheckerAndShapeInference) {
-  for (auto make : {onnx_test::resnet_block, onnx_test::branchy, onnx_test::preprocessing_stack}) {
+  for (auto make : {onnx_test::resnet_block, onnx_test::branchy, onnx_test::preprocessing_stack,
+                    onnx_test::inverted_residual}) {
     Model m = make();
     SCOPED_TRACE(m.name());
     lsx::ExportReport report;

@@ -103,6 +103,30 @@ inline Model branchy() {
   return Model({x}, {y}, "branchy");
 }
 
+// A MobileNetV2 / EfficientNet block: ZeroPadding2D then a stride-2 "valid" depthwise
+// convolution, ReLU(max_value=6), a clipped leaky ReLU, squeeze-and-excitation (Reshape +
+// Multiply), Dropout with a noise_shape (removed) and a residual Add.
+inline Model inverted_residual() {
+  using namespace layers;
+  KTensor x = Input({9, 10, 4}, "pixels");
+  KTensor e = Conv2D(8, 1, {.use_bias = false, .name = "expand"})(x);
+  e = ReLU({.max_value = 6.0, .name = "expand_relu6"})(BatchNormalization({.name = "expand_bn"})(e));
+  e = ZeroPadding2D({0, 1, 1, 1}, "pad")(e);
+  KTensor d = DepthwiseConv2D({3, 3}, {.strides = {2, 2}, .use_bias = false, .name = "dw"})(e);
+  d = ReLU({.max_value = 1.5, .negative_slope = 0.1, .name = "clipped_leaky"})(d);
+  KTensor se = GlobalAveragePooling2D(false, "se_squeeze")(d);
+  se = Reshape({1, 1, 8}, "se_reshape")(se);
+  se = Conv2D(8, 1, {.activation = "sigmoid", .name = "se_expand"})(se);
+  d = Multiply("se_excite")({d, se});
+  KTensor p = Conv2D(4, 1, {.use_bias = false, .name = "project"})(d);
+  p = Dropout(0.2, {.noise_shape = {-1, 1, 1, 1}, .name = "drop"})(p);
+  KTensor skip = ZeroPadding2D({0, 0, 1, 1}, "skip_pad")(x);
+  skip = AveragePooling2D({3, 3}, {.strides = {2, 2}, .name = "skip_pool"})(skip);
+  KTensor y = Add("add")({p, skip});
+  y = ReLU({.negative_slope = 0.3, .name = "leaky"})(y);
+  return Model({x}, {Dense(3, {.name = "out"})(Flatten("flatten")(y))}, "inverted_residual");
+}
+
 inline Model preprocessing_stack() {
   using namespace layers;
   return Sequential({Input({20, 24, 3}, "photo"), RandomFlip("horizontal", 7), RandomRotation(0.1),

@@ -1,4 +1,5 @@
-// Op-table cases for reductions, broadcast_to, bias_add, softmax, cast, concat, slice, dropout.
+// Op-table cases for reductions, broadcast_to, bias_add, softmax, cast, concat, slice, pad,
+// dropout.
 #include "ops/op_harness.h"
 
 namespace lockstep::testing {
@@ -163,6 +164,15 @@ LS_OP_CASES(array_ops) {
                      .attrs = Attrs{{"begin", I{1, 2}}, {"size", I{2, -1}}},
                      .inputs = {in({2, 3}), in({4, 5})},
                      .check_grad = false});
+  // pad (ZeroPadding2D): the gradient is dy's slice.
+  c.push_back(OpCase{.name = "pad_nhwc",
+                     .op = "pad",
+                     .attrs = Attrs{{"before", I{0, 1, 0, 0}}, {"after", I{0, 2, 1, 0}}},
+                     .inputs = {in({2, 3, 2, 3})}});
+  c.push_back(OpCase{.name = "pad_2d_batch_axis",
+                     .op = "pad",
+                     .attrs = Attrs{{"before", I{1, 0}}, {"after", I{0, 3}}},
+                     .inputs = {in({2, 3})}});
   // Dropout: cpu and reference draw the same mask; the gradient is checked in loss_ops_test
   // (each FD run advances the step, and with it the mask).
   c.push_back(OpCase{.name = "dropout",

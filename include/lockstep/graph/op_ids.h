@@ -39,7 +39,7 @@ struct OpId {
   X(image_random_crop) X(image_random_flip) X(image_resize) X(in_top_k) X(input) X(layer_norm) \
   X(layer_norm_grad) X(leaky_relu) X(leaky_relu_grad) X(log) X(log_softmax) X(log_softmax_grad) \
   X(lr_schedule) X(matmul) X(max_pool2d) X(max_pool2d_grad) X(maximum) X(maximum_grad) X(minimum) \
-  X(minimum_grad) X(mul) X(neg) X(ones_like) X(reduce_max) X(reduce_max_grad) X(reduce_mean) \
+  X(minimum_grad) X(mul) X(neg) X(ones_like) X(pad) X(reduce_max) X(reduce_max_grad) X(reduce_mean) \
   X(reduce_mean_grad) X(reduce_sum) X(reduce_sum_grad) X(relu) X(relu6) X(relu6_grad) \
   X(relu_grad) X(reshape) X(rmsprop_update) X(scale_shift) X(sgd_update) X(sigmoid) \
   X(sigmoid_cross_entropy) X(sigmoid_cross_entropy_grad) X(sigmoid_grad) X(slice) X(slice_grad) \

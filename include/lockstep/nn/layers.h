@@ -82,13 +82,38 @@ LayerHandle GlobalMaxPooling2D(bool keepdims = false, std::string name = "");
 LayerHandle Flatten(std::string name = "");
 /// keras.layers.Reshape: [N, ...] -> [N, target_shape...] (one -1 allowed).
 LayerHandle Reshape(std::vector<int64_t> target_shape, std::string name = "");
+/// keras.layers.ZeroPadding2D: zeros around each image, NHWC [N, H, W, C] ->
+/// [N, top + H + bottom, left + W + right, C]. padding: {p} (all sides), {h, w} (symmetric) or
+/// {top, bottom, left, right} (Keras's ((top, bottom), (left, right))).
+LayerHandle ZeroPadding2D(std::vector<int64_t> padding = {1, 1}, std::string name = "");
+/// Dropout's options (Keras's names and defaults).
+struct DropoutOptions {
+  uint64_t seed = 0;  ///< 0: drawn from the global seed
+  /// The mask's shape, one entry per input axis: -1 (Keras None) = the input's size, 1 = one
+  /// draw shared along that axis ({-1, 1, 1, 1}: drop whole examples, EfficientNet's drop
+  /// connect). Empty: the input's shape.
+  std::vector<int64_t> noise_shape;
+  std::string name;  ///< "" = "dropout", ...
+};
 /// keras.layers.Dropout: in training, zeroes each value with probability `rate` and scales the
 /// rest by 1 / (1 - rate); the identity at inference. seed 0: drawn from the global seed.
 LayerHandle Dropout(double rate, uint64_t seed = 0, std::string name = "");
+/// Dropout with a noise_shape (a mask broadcast over the axes where it is 1).
+LayerHandle Dropout(double rate, DropoutOptions o);
 /// relu, relu6, sigmoid, tanh, softmax, gelu, swish (silu), leaky_relu, linear, softplus.
 LayerHandle Activation(std::string activation, std::string name = "");
 /// keras.layers.ReLU: max(x, 0).
 LayerHandle ReLU(std::string name = "");
+/// ReLU's options (Keras's names and defaults).
+struct ReLUOptions {
+  std::optional<double> max_value;  ///< clip the output at this value (6: relu6); none: no clip
+  double negative_slope = 0.0;      ///< the slope below zero (leaky)
+  double threshold = 0.0;           ///< only 0 (Keras's thresholded form is not built)
+  std::string name;                 ///< "" = "re_lu", ...
+};
+/// keras.layers.ReLU(max_value, negative_slope): min(max(x, 0), max_value) + negative_slope *
+/// min(x, 0). MobileNetV2's ReLU(6.0) is `ReLU({.max_value = 6})`.
+LayerHandle ReLU(ReLUOptions o);
 
 /// BatchNormalization's options (Keras's names and defaults).
 struct BatchNormOptions {

@@ -1,4 +1,4 @@
-// Reference kernels for cast, concat, slice (+ slice_grad) and dropout.
+// Reference kernels for cast, concat, slice (+ slice_grad), pad and dropout.
 #include <cstring>
 
 #include "ops/internal/kernel_math.h"
@@ -110,6 +110,20 @@ std::unique_ptr<Kernel> slice_grad(const Node& n, const Types& in) {
   });
 }
 
+// x written into zeros at `before`: the slice map of the output's shape.
+std::unique_ptr<Kernel> pad(const Node& n, const Types& in) {
+  Node view = n;
+  view.attrs.set("begin", attr_ints(n, "before"));
+  return make_kernel([map = SliceMap(view, n.outputs[0].shape, in[0].shape)](const KernelArgs& a) {
+    size_t es = dtype_size(a.in(0).dtype());
+    const char* x = static_cast<const char*>(a.in(0).raw());
+    char* y = static_cast<char*>(a.out(0).raw());
+    std::memset(y, 0, a.out(0).nbytes());
+    for (int64_t i = 0, e = a.in(0).numel(); i < e; ++i)
+      std::memcpy(y + map(i) * es, x + i * es, es);
+  });
+}
+
 std::unique_ptr<Kernel> dropout(const Node& n, const Types&) {
   const float rate = float(attr_f(n, "rate")), scale = float(1.0 / (1.0 - attr_f(n, "rate")));
   const uint64_t node = ew::node_key(n);
@@ -138,6 +152,7 @@ LOCKSTEP_REGISTER(reference_array_kernels) {
   R.add_kernel(op::concat, kRef, concat);
   R.add_kernel(op::slice, kRef, slice);
   R.add_kernel(op::slice_grad, kRef, slice_grad);
+  R.add_kernel(op::pad, kRef, pad, /*takes_bf16=*/true);
   R.add_kernel(op::dropout, kRef, dropout);
 }
 

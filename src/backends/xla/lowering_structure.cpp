@@ -71,6 +71,12 @@ Values slice_grad(LoweringContext& cx, const Node& n) {
   return {cx.b.pad(dy, cx.b.scalar(dy.type.elem, 0.0), start, high)};
 }
 
+Values pad(LoweringContext& cx, const Node& n) {
+  HloValue x = cx.raw(n, 0);
+  return {
+      cx.b.pad(x, cx.b.scalar(x.type.elem, 0.0), attr_ints(n, "before"), attr_ints(n, "after"))};
+}
+
 Values broadcast_to(LoweringContext& cx, const Node& n) {
   return {cx.broadcast_numpy(cx.raw(n, 0), attr_ints(n, "shape"))};
 }
@@ -103,6 +109,7 @@ LOCKSTEP_REGISTER(xla_structure_lowerings) {
   register_lowering(op::concat, concat);
   register_lowering(op::slice, slice);
   register_lowering(op::slice_grad, slice_grad);
+  register_lowering(op::pad, pad);
   register_lowering(op::broadcast_to, broadcast_to);
   register_lowering(op::assign, assign);
   register_lowering(op::assign_add, assign_add);

@@ -1,4 +1,5 @@
-// Activations: apply_activation (shared by Dense/Conv), Activation, ReLU and Rescaling layers.
+// Activations: apply_activation (shared by Dense/Conv), Activation, ReLU (with max_value and
+// negative_slope) and Rescaling layers.
 #include "lockstep/graph/op_registry.h"
 #include "nn/layers/layer_util.h"
 
@@ -41,16 +42,47 @@ class ActivationLayer : public Layer {
   std::string act_;
 };
 
+// keras.layers.ReLU(max_value, negative_slope, threshold=0): relu6 for max_value 6, leaky_relu
+// for a slope alone, else min(relu(x), max_value) - slope * relu(-x) (Keras's formula).
 class ReLULayer : public Layer {
  public:
-  using Layer::Layer;
+  ReLULayer(layers::ReLUOptions o, std::string name) : Layer(std::move(name)), o_(std::move(o)) {
+    LS_CHECK(!o_.max_value || *o_.max_value >= 0, "ReLU '", this->name(),
+             "': max_value must be >= 0, got ", *o_.max_value);
+    LS_CHECK(o_.negative_slope >= 0, "ReLU '", this->name(), "': negative_slope must be >= 0, got ",
+             o_.negative_slope);
+    LS_CHECK(o_.threshold == 0.0, "ReLU '", this->name(), "': threshold ", o_.threshold,
+             " is not supported (only 0); use max_value and negative_slope");
+  }
   std::string class_name() const override { return "ReLU"; }
   json layer_config() const override {
-    return {{"max_value", nullptr}, {"negative_slope", 0.0}, {"threshold", 0.0}};
+    return {{"max_value", o_.max_value ? json(*o_.max_value) : json(nullptr)},
+            {"negative_slope", o_.negative_slope},
+            {"threshold", o_.threshold}};
   }
   std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
-    return {ctx.graph.add(op::relu, {in.at(0)}, {}, name())};
+    Graph& g = ctx.graph;
+    Value x = in.at(0);
+    const double slope = o_.negative_slope;
+    if (!o_.max_value && slope == 0.0) return {g.add(op::relu, {x}, {}, name())};
+    if (!o_.max_value) return {g.add(op::leaky_relu, {x}, Attrs{{"alpha", slope}}, name())};
+    const bool six = *o_.max_value == 6.0;
+    Value y = g.add(six ? op::relu6 : op::relu, {x}, {}, slope == 0.0 && six ? name() : "");
+    if (!six)
+      y = g.add(op::minimum, {y, scalar_like(g, x, *o_.max_value)}, {}, slope == 0.0 ? name() : "");
+    if (slope == 0.0) return {y};
+    Value neg = g.add(op::relu, {g.add(op::neg, {x})});
+    neg = g.add(op::scale_shift, {neg}, Attrs{{"scale", -slope}, {"shift", 0.0}});
+    return {g.add(op::add, {y, neg}, {}, name())};
   }
+
+ private:
+  static Value scalar_like(Graph& g, Value x, double v) {
+    Value s = g.scalar(float(v));
+    if (g.type(x).dtype == DType::f32) return s;
+    return g.add(op::cast, {s}, Attrs{{"dtype", std::string(dtype_name(g.type(x).dtype))}});
+  }
+  layers::ReLUOptions o_;
 };
 
 class RescalingLayer : public Layer {
@@ -77,8 +109,11 @@ LayerHandle Activation(std::string activation, std::string name) {
                                                     layer_util::default_name(name, "activation")));
 }
 
-LayerHandle ReLU(std::string name) {
-  return LayerPtr(std::make_shared<ReLULayer>(layer_util::default_name(name, "re_lu")));
+LayerHandle ReLU(std::string name) { return ReLU(ReLUOptions{.name = std::move(name)}); }
+
+LayerHandle ReLU(ReLUOptions o) {
+  std::string name = layer_util::default_name(o.name, "re_lu");
+  return LayerPtr(std::make_shared<ReLULayer>(std::move(o), std::move(name)));
 }
 
 LayerHandle Rescaling(double scale, double offset, std::string name) {

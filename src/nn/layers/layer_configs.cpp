@@ -150,6 +150,33 @@ LayerPtr layer_norm(const json& c) {
   return layers::LayerNormalization(o);
 }
 
+// Dropout's noise_shape: null, or a list of ints and nulls (null = -1, the input's size).
+std::vector<int64_t> noise_shape(KerasConfigReader& r) {
+  const json& v = r.get("noise_shape");
+  if (v.is_null()) return {};
+  if (!v.is_array()) r.fail("noise_shape", "must be null or a list, got " + v.dump());
+  std::vector<int64_t> out;
+  for (const json& d : v) {
+    if (!d.is_null() && !d.is_number_integer())
+      r.fail("noise_shape", "entries must be ints or null, got " + v.dump());
+    out.push_back(d.is_null() ? -1 : d.get<int64_t>());
+  }
+  return out;
+}
+
+// ZeroPadding2D's padding: an int, [h, w] or [[top, bottom], [left, right]].
+std::vector<int64_t> padding_2d(KerasConfigReader& r) {
+  const json& v = r.get("padding");
+  if (v.is_number_integer()) return {v.get<int64_t>()};
+  if (v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer())
+    return {v[0].get<int64_t>(), v[1].get<int64_t>()};
+  if (v.is_array() && v.size() == 2 && v[0].is_array() && v[1].is_array() && v[0].size() == 2 &&
+      v[1].size() == 2)
+    return {v[0][0].get<int64_t>(), v[0][1].get<int64_t>(), v[1][0].get<int64_t>(),
+            v[1][1].get<int64_t>()};
+  r.fail("padding", "must be an int, [h, w] or [[top, bottom], [left, right]], got " + v.dump());
+}
+
 LayerPtr simple(const std::string& cls, const json& c) {
   KerasConfigReader r(cls, c);
   LayerPtr l;
@@ -161,15 +188,19 @@ LayerPtr simple(const std::string& cls, const json& c) {
   } else if (cls == "Dropout") {
     double rate = r.get<double>("rate", 0.0);
     uint64_t seed = r.get<uint64_t>("seed", 0);
-    r.expect("noise_shape", {});
-    l = layers::Dropout(rate, seed, r.name());
+    l = layers::Dropout(rate, {.seed = seed, .noise_shape = noise_shape(r), .name = r.name()});
   } else if (cls == "Activation") {
     l = layers::Activation(activation(r), r.name());
   } else if (cls == "ReLU") {
-    r.expect("max_value", {});
-    r.expect("negative_slope", {0, 0.0});
-    r.expect("threshold", {0, 0.0});
-    l = layers::ReLU(r.name());
+    layers::ReLUOptions o{.name = r.name()};
+    if (const json& m = r.get("max_value"); !m.is_null()) o.max_value = m.get<double>();
+    o.negative_slope = r.get<double>("negative_slope", 0.0);
+    o.threshold = r.get<double>("threshold", 0.0);
+    if (o.threshold != 0.0) r.fail("threshold", "must be 0 in Lockstep");
+    l = layers::ReLU(o);
+  } else if (cls == "ZeroPadding2D") {
+    r.expect("data_format", {kChannelsLast});
+    l = layers::ZeroPadding2D(padding_2d(r), r.name());
   } else if (cls == "Rescaling") {
     if (!r.has("scale") || !r.get("scale").is_number()) r.fail("scale", "must be one number");
     if (r.has("offset") && !r.get("offset").is_number()) r.fail("offset", "must be one number");
@@ -183,6 +214,30 @@ LayerPtr simple(const std::string& cls, const json& c) {
   return l;
 }
 
+// keras.layers.Normalization: axis (an int, a list or null), fixed mean and variance (null,
+// one number or a list), invert.
+LayerPtr normalization(const json& c) {
+  KerasConfigReader r("Normalization", c);
+  layers::NormalizationOptions o{.name = r.name()};
+  const json& axis = r.get("axis");
+  if (axis.is_null())
+    o.axis = {};
+  else
+    o.axis = r.ints("axis", {-1});
+  for (auto [key, out] : {std::pair{"mean", &o.mean}, {"variance", &o.variance}}) {
+    const json& v = r.get(key);
+    if (v.is_number())
+      *out = {v.get<double>()};
+    else if (v.is_array())
+      *out = v.get<std::vector<double>>();
+    else if (!v.is_null())
+      r.fail(key, "must be null, a number or a list, got " + v.dump());
+  }
+  o.invert = r.get<bool>("invert", false);
+  r.finish();
+  return layers::Normalization(o);
+}
+
 layers::Factor factor(KerasConfigReader& r, const std::string& key) {
   const json& f = r.get(key);
   if (f.is_number()) return layers::Factor(f.get<double>());
@@ -191,7 +246,7 @@ layers::Factor factor(KerasConfigReader& r, const std::string& key) {
 }
 
 // RandomFlip, RandomRotation, RandomZoom, RandomTranslation, RandomBrightness, RandomCrop,
-// CenterCrop, Resizing. (RandomContrast and Normalization: not yet.)
+// CenterCrop, Resizing. (RandomContrast: not yet.)
 LayerPtr image_layer(const std::string& cls, const json& c) {
   KerasConfigReader r(cls, c);
   r.expect("data_format", {kChannelsLast});
@@ -249,8 +304,9 @@ bool register_builtins() {
     register_layer(cls, [cls](const json& c) { return pooling(cls, c); });
   register_layer("BatchNormalization", batch_norm);
   register_layer("LayerNormalization", layer_norm);
+  register_layer("Normalization", normalization);
   for (std::string cls : {"Flatten", "Reshape", "Dropout", "Activation", "ReLU", "Rescaling", "Add",
-                          "Multiply", "Concatenate"})
+                          "Multiply", "Concatenate", "ZeroPadding2D"})
     register_layer(cls, [cls](const json& c) { return simple(cls, c); });
   for (std::string cls : {"RandomFlip", "RandomRotation", "RandomZoom", "RandomTranslation",
                           "RandomBrightness", "RandomCrop", "CenterCrop", "Resizing"})

@@ -36,6 +36,13 @@ json initializer_json(const std::string& name) {
   if (name.rfind("constant:", 0) == 0) {
     cls = "Constant";
     cfg["value"] = std::strtod(name.c_str() + 9, nullptr);
+  } else if (name.rfind("variance_scaling:", 0) == 0) {  // checked: scale:mode:distribution
+    cls = "VarianceScaling";
+    const size_t a = name.find(':'), b = name.find(':', a + 1), c = name.find(':', b + 1);
+    cfg["seed"] = nullptr;
+    cfg["scale"] = std::strtod(name.substr(a + 1, b - a - 1).c_str(), nullptr);
+    cfg["mode"] = name.substr(b + 1, c - b - 1);
+    cfg["distribution"] = name.substr(c + 1);
   } else {
     cls = class_name_of(name);
     if (cls == "Zero") cls = "Zeros";

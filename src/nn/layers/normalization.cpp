@@ -11,8 +11,8 @@ class BatchNormLayer : public Layer {
   bool autocasts_variables() const override { return false; }
   BatchNormLayer(layers::BatchNormOptions o, std::string name)
       : Layer(std::move(name)), o_(std::move(o)) {
-    LS_CHECK(o_.axis == -1, "BatchNormalization '", this->name(),
-             "': only axis=-1 (channels_last) is supported, got axis=", o_.axis);
+    LS_CHECK(o_.axis == -1 || o_.axis > 0, "BatchNormalization '", this->name(),
+             "': only the last axis (-1, or its index) is supported, got axis=", o_.axis);
     LS_CHECK(o_.epsilon > 0, "BatchNormalization '", this->name(),
              "': epsilon must be positive, got ", o_.epsilon);
   }
@@ -36,6 +36,9 @@ class BatchNormLayer : public Layer {
   void build(const std::vector<Shape>& in) override {
     const Shape& s = in.at(0);
     LS_CHECK(s.rank() >= 2, "expected input of rank >= 2, got ", s.str());
+    LS_CHECK(o_.axis == -1 || o_.axis == s.rank() - 1, "BatchNormalization '", name(),
+             "': only the last axis (channels_last) is supported, got axis=", o_.axis,
+             " for input ", s.str());
     C_ = s[-1];
     LS_CHECK(C_ > 0, "the channel (last) dimension must be known, got ", s.str());
     if (o_.scale) gamma_ = add_weight("gamma", Shape{C_}, "ones");
@@ -152,6 +155,9 @@ class LayerNormLayer : public Layer {
   void build(const std::vector<Shape>& in) override {
     const Shape& s = in.at(0);
     LS_CHECK(s.rank() >= 2, "expected input of rank >= 2, got ", s.str());
+    LS_CHECK(o_.axis == -1 || o_.axis == s.rank() - 1, "BatchNormalization '", name(),
+             "': only the last axis (channels_last) is supported, got axis=", o_.axis,
+             " for input ", s.str());
     C_ = s[-1];
     LS_CHECK(C_ > 0, "the last dimension must be known, got ", s.str());
     if (o_.scale) gamma_ = add_weight("gamma", Shape{C_}, "ones");

@@ -56,6 +56,9 @@ class NormalizationLayer : public Layer {
     if (o_.mean.empty()) {
       mean_ = add_weight("mean", stat, "zeros", false);
       var_ = add_weight("variance", stat, "ones", false);
+      // Keras's third weight: the number of values adapt() saw per statistic (int64 scalar).
+      count_weight_ = add_weight("count", Shape{}, "zeros", false);
+      count_weight_->value = Tensor::zeros(Shape{}, DType::i64);
     } else {
       // Fixed statistics are constants in Keras (no weights): private variables here.
       mean_ = fixed("mean", o_.mean, stat);
@@ -121,6 +124,7 @@ class NormalizationLayer : public Layer {
       m[k] = float(acc_mean_[k]);
       v[k] = float(acc_m2_[k] / double(count_));
     }
+    count_weight_->value.data<int64_t>()[0] = count_;
   }
 
  private:
@@ -164,7 +168,7 @@ class NormalizationLayer : public Layer {
   int rank_ = 0;
   std::vector<int64_t> keep_, bcast_;
   int64_t nstat_ = 1;
-  VariablePtr mean_, var_;
+  VariablePtr mean_, var_, count_weight_;
   int64_t count_ = 0;
   std::vector<double> acc_mean_, acc_m2_;
 };

@@ -1,4 +1,4 @@
-// Reshaping layers: Flatten and Reshape (batch dimension kept symbolic as -1).
+// Reshaping layers: Flatten, Reshape (batch dimension kept symbolic as -1) and ZeroPadding2D.
 #include "nn/layers/layer_util.h"
 
 namespace lockstep {
@@ -68,9 +68,48 @@ class ReshapeLayer : public Layer {
   std::vector<int64_t> target_;
 };
 
+// keras.layers.ZeroPadding2D: the pad op on H and W of NHWC.
+class ZeroPadding2DLayer : public Layer {
+ public:
+  ZeroPadding2DLayer(std::vector<int64_t> padding, std::string name) : Layer(std::move(name)) {
+    const size_t n = padding.size();
+    LS_CHECK(n == 1 || n == 2 || n == 4, "ZeroPadding2D '", this->name(),
+             "': padding takes 1 value, 2 (height, width) or 4 (top, bottom, left, right), got ",
+             Shape(padding).str());
+    if (n == 1) pad_ = {padding[0], padding[0], padding[0], padding[0]};
+    if (n == 2) pad_ = {padding[0], padding[0], padding[1], padding[1]};
+    if (n == 4) pad_ = padding;
+    for (int64_t p : pad_)
+      LS_CHECK(p >= 0, "ZeroPadding2D '", this->name(), "': padding must be >= 0, got ",
+               Shape(padding).str());
+  }
+  std::string class_name() const override { return "ZeroPadding2D"; }
+  json layer_config() const override {
+    return {{"padding", {{pad_[0], pad_[1]}, {pad_[2], pad_[3]}}},
+            {"data_format", "channels_last"}};
+  }
+  std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
+    const Shape s = ctx.graph.type(in.at(0)).shape;
+    LS_CHECK(s.rank() == 4, "ZeroPadding2D '", name(), "': expects NHWC input of rank 4, got ",
+             s.str());
+    return {ctx.graph.add(op::pad, {in[0]},
+                          Attrs{{"before", std::vector<int64_t>{0, pad_[0], pad_[2], 0}},
+                                {"after", std::vector<int64_t>{0, pad_[1], pad_[3], 0}}},
+                          name())};
+  }
+
+ private:
+  std::vector<int64_t> pad_;  // top, bottom, left, right
+};
+
 }  // namespace
 
 namespace layers {
+
+LayerHandle ZeroPadding2D(std::vector<int64_t> padding, std::string name) {
+  return LayerPtr(std::make_shared<ZeroPadding2DLayer>(
+      std::move(padding), layer_util::default_name(name, "zero_padding2d")));
+}
 
 LayerHandle Flatten(std::string name) {
   return LayerPtr(std::make_shared<FlattenLayer>(layer_util::default_name(name, "flatten")));

@@ -43,6 +43,9 @@ bool keeps_rows_view(const Node& n, const std::vector<TensorType>& in,
 // slice: starting at row 0 (the caller checks the output keeps the batch).
 bool keeps_rows_slice(const Node& n, const std::vector<TensorType>& in,
                       const std::vector<bool>& rows);
+// pad: input 0 carries rows and the batch axis gets no padding.
+bool keeps_rows_pad(const Node& n, const std::vector<TensorType>& in,
+                    const std::vector<bool>& rows);
 // matmul: rows of a (not transposed) times weights, or a batched product of row-carrying stacks.
 bool keeps_rows_matmul(const Node& n, const std::vector<TensorType>& in,
                        const std::vector<bool>& rows);

@@ -324,6 +324,19 @@ def arrays():
     case("slice_to_end", "slice", [s], [slice_(s, [0, 2, 1], [-1, 1, -1])],
          {"begin": [0, 2, 1], "size": [-1, 1, -1]}, why="size -1 runs to the end")
 
+    def pad(t, before, after):
+        shape = [n + b + a for n, b, a in zip(t.shape, before, after)]
+        vals = []
+        for idx in indices(shape):
+            src = [i - b for i, b in zip(idx, before)]
+            inside = all(0 <= i < n for i, n in zip(src, t.shape))
+            vals.append(t.at(*src) if inside else 0.0)
+        return T(shape, vals)
+    g = rand(30, [1, 3, 2, 2])
+    case("pad_zero_padding2d", "pad", [g], [pad(g, [0, 0, 1, 0], [0, 1, 2, 0])],
+         {"before": [0, 0, 1, 0], "after": [0, 1, 2, 0]},
+         why="keras.layers.ZeroPadding2D(((0, 1), (1, 2))) on NHWC")
+
     r = rand(28, [2, 6])
     case("reshape", "reshape", [r], [T([3, 4], r.values)], {"shape": [3, 4]})
     case("reshape_infer", "reshape", [r], [T([4, 3], r.values)], {"shape": [-1, 3]})

@@ -1,0 +1,98 @@
+// keras.applications backbones built by Lockstep (lockstep/train/applications.h): layer counts,
+// parameter counts, model names and output shapes as Keras 3.15 reports them for the same
+// arguments (printed by keras.applications.*(weights=None, ...): len(model.layers),
+// model.count_params(), model.name, model.output.shape), and a forward pass on small inputs.
+// tests/interop/applications_interop_test.cpp compares layer by layer against real Keras.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "lockstep/train/applications.h"
+
+using namespace lockstep;
+
+namespace {
+
+void expect_finite_output(Model& m, const Shape& want) {
+  Shape in = m.inputs()[0].shape().with_dim(0, 2);
+  Tensor x = Tensor::full(in, 0.5f);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float((i * 37) % 101) / 50.0f - 1;
+  Tensor y = m.predict(x);
+  ASSERT_EQ(y.shape(), want);
+  for (float v : y.to_vector()) ASSERT_TRUE(std::isfinite(v));
+}
+
+const Layer& layer(const Model& m, const std::string& name) {
+  for (const auto& l : m.layers())
+    if (l->name() == name) return *l;
+  throw std::runtime_error("no layer " + name);
+}
+
+}  // namespace
+
+TEST(Applications, MobileNetV2MatchesKerasCounts) {
+  reset_layer_names();
+  Model m = applications::MobileNetV2(
+      {.input_shape = {32, 32, 3}, .classes = 10, .classifier_activation = "linear"});
+  EXPECT_EQ(m.name(), "mobilenetv2_1.00_32");
+  EXPECT_EQ(m.layers().size(), 156u);
+  EXPECT_EQ(m.count_params(), 2270794);
+  EXPECT_EQ(m.weights().size(), 262u);
+  EXPECT_EQ(layer(m, "block_1_pad").class_name(), "ZeroPadding2D");
+  EXPECT_EQ(layer(m, "block_1_pad").config()["padding"], json::parse("[[0, 1], [0, 1]]"));
+  EXPECT_EQ(layer(m, "Conv1_relu").config()["max_value"], 6.0);
+  EXPECT_EQ(layer(m, "bn_Conv1").config()["momentum"], 0.999);
+  EXPECT_EQ(m.layers().back()->name(), "predictions");
+  expect_finite_output(m, Shape{2, 10});
+  // alpha 0.5 on a 40 x 48 input, max pooling; alpha 1.4 widens the last convolution.
+  Model half = applications::MobileNetV2(
+      {.include_top = false, .input_shape = {40, 48, 3}, .pooling = "max", .alpha = 0.5});
+  EXPECT_EQ(half.name(), "mobilenetv2_0.50_40");
+  EXPECT_EQ(half.layers().size(), 155u);
+  EXPECT_EQ(half.count_params(), 706224);
+  Model wide =
+      applications::MobileNetV2({.include_top = false, .input_shape = {32, 32, 3}, .alpha = 1.4});
+  EXPECT_EQ(wide.layers().size(), 154u);
+  EXPECT_EQ(wide.count_params(), 4363712);
+  EXPECT_EQ(wide.outputs()[0].shape(), Shape({-1, 1, 1, 1792}));
+}
+
+TEST(Applications, ResNet50MatchesKerasCounts) {
+  Model m = applications::ResNet50({.include_top = false, .input_shape = {32, 32, 3}, .pooling = "avg"});
+  EXPECT_EQ(m.name(), "resnet50");
+  EXPECT_EQ(m.layers().size(), 176u);
+  EXPECT_EQ(m.count_params(), 23587712);
+  EXPECT_EQ(m.weights().size(), 318u);
+  EXPECT_EQ(layer(m, "conv1_pad").config()["padding"], json::parse("[[3, 3], [3, 3]]"));
+  EXPECT_EQ(m.layers().back()->name(), "avg_pool");
+  expect_finite_output(m, Shape{2, 2048});
+}
+
+// Keras's count includes Normalization's mean, variance and int64 count (7).
+TEST(Applications, EfficientNetB0MatchesKerasCounts) {
+  Model m = applications::EfficientNetB0({.input_shape = {32, 32, 3}, .classes = 10});
+  EXPECT_EQ(m.name(), "efficientnetb0");
+  EXPECT_EQ(m.layers().size(), 240u);
+  EXPECT_EQ(m.count_params(), 4062381);
+  EXPECT_EQ(m.weights().size(), 314u);
+  EXPECT_EQ(layer(m, "block2b_drop").config()["noise_shape"], json::parse("[null, 1, 1, 1]"));
+  EXPECT_NEAR(layer(m, "block2b_drop").config()["rate"].get<double>(), 0.025, 1e-12);
+  EXPECT_EQ(layer(m, "stem_conv").config()["kernel_initializer"]["class_name"], "VarianceScaling");
+  EXPECT_EQ(layer(m, "block1a_se_excite").class_name(), "Multiply");
+  expect_finite_output(m, Shape{2, 10});
+}
+
+TEST(Applications, ByNameAndErrors) {
+  EXPECT_EQ(applications::by_name("mobilenet_v2", {.input_shape = {32, 32, 3}}).name(),
+            "mobilenetv2_1.00_32");
+  try {
+    applications::by_name("VGG16");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("MobileNetV2, ResNet50, EfficientNetB0"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(applications::MobileNetV2({.input_shape = {16, 16, 3}}), Error);
+  EXPECT_THROW(applications::ResNet50({.input_shape = {32, 32, 3}, .pooling = "sum"}), Error);
+}

@@ -32,14 +32,14 @@ struct CompileOptions {
   /// op and the backend) instead of reporting it. Also on with env LOCKSTEP_STRICT_KERNELS=1
   /// (read by lockstep::config::env_flag: 1/true/on/yes, 0/false/off/no).
   bool strict_kernels = false;
-  // The variables a backend may keep on its device between steps, shared by the programs of one
-  // model (lockstep/graph/device_residence.h). nullptr: a backend with device copies syncs every
-  // variable with its host value around every step.
+  /// The variables a backend may keep on its device between steps, shared by the programs of one
+  /// model (lockstep/graph/device_residence.h). nullptr: a backend with device copies syncs every
+  /// variable with its host value around every step.
   std::shared_ptr<DeviceResidence> residence;
-  // Steps per run() (steps_per_execution), for a backend whose runs_steps_per_call(): the step
-  // repeated `steps` times in one program, the variables carried from each step into the next.
-  // Its inputs and outputs repeat per step: input(k * I + i) is step k's input i, output(k * O +
-  // o) its output o (I, O: the graph's). Kernel backends take 1.
+  /// Steps per run() (steps_per_execution), for a backend whose runs_steps_per_call(): the step
+  /// repeated `steps` times in one program, the variables carried from each step into the next.
+  /// Its inputs and outputs repeat per step: input(k * I + i) is step k's input i, output(k * O +
+  /// o) its output o (I, O: the graph's). Kernel backends take 1.
   int steps = 1;
 };
 
@@ -85,7 +85,7 @@ class Executable {
   size_t arena_bytes() const { return program_->arena_bytes(); }
   /// What the intermediates would take without reuse (arena_bytes() / this = the planner's gain).
   size_t unplanned_bytes() const { return program_->unplanned_bytes(); }  // sum without reuse
-  double compile_seconds() const { return compile_seconds_; }      ///< Time the constructor took.
+  double compile_seconds() const { return compile_seconds_; }  ///< Time the constructor took.
   /// Where a whole-graph backend runs the step ("xla:cpu"), empty for the kernel backends (whose
   /// compile is quick); fit reports a compile on such a target.
   std::string target() const { return program_->target(); }

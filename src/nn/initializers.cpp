@@ -36,10 +36,10 @@ enum class Dist { kUniform, kTruncatedNormal, kNormal };
 
 struct Spec {
   enum Kind { kVarianceScaling, kConstant, kRandom } kind = kConstant;
-  double scale = 1.0;                 // variance scaling
-  std::string mode = "fan_in";       // fan_in | fan_out | fan_avg
+  double scale = 1.0;           // variance scaling
+  std::string mode = "fan_in";  // fan_in | fan_out | fan_avg
   Dist dist = Dist::kUniform;
-  double a = 0, b = 0;                // constant: a; random: uniform [a, b] or normal(a, b)
+  double a = 0, b = 0;  // constant: a; random: uniform [a, b] or normal(a, b)
 };
 
 // Accepts Keras snake_case names and class names (GlorotUniform, HeNormal, ...).
@@ -98,19 +98,40 @@ bool parse(const std::string& raw, Spec* out) {
     sp.mode = mode;
     sp.dist = d;
   };
-  if (n == "glorot_uniform") vs(1.0, "fan_avg", Dist::kUniform);
-  else if (n == "glorot_normal") vs(1.0, "fan_avg", Dist::kTruncatedNormal);
-  else if (n == "he_normal") vs(2.0, "fan_in", Dist::kTruncatedNormal);
-  else if (n == "he_uniform") vs(2.0, "fan_in", Dist::kUniform);
-  else if (n == "lecun_normal") vs(1.0, "fan_in", Dist::kTruncatedNormal);
-  else if (n == "lecun_uniform") vs(1.0, "fan_in", Dist::kUniform);
-  else if (n == "variance_scaling") vs(1.0, "fan_in", Dist::kTruncatedNormal);
-  else if (n == "zeros") sp.a = 0;
-  else if (n == "ones") sp.a = 1;
-  else if (n == "random_normal") { sp.kind = Spec::kRandom; sp.dist = Dist::kNormal; sp.a = 0; sp.b = 0.05; }
-  else if (n == "truncated_normal") { sp.kind = Spec::kRandom; sp.dist = Dist::kTruncatedNormal; sp.a = 0; sp.b = 0.05; }
-  else if (n == "random_uniform") { sp.kind = Spec::kRandom; sp.dist = Dist::kUniform; sp.a = -0.05; sp.b = 0.05; }
-  else if (n.rfind("constant:", 0) == 0) {
+  if (n == "glorot_uniform")
+    vs(1.0, "fan_avg", Dist::kUniform);
+  else if (n == "glorot_normal")
+    vs(1.0, "fan_avg", Dist::kTruncatedNormal);
+  else if (n == "he_normal")
+    vs(2.0, "fan_in", Dist::kTruncatedNormal);
+  else if (n == "he_uniform")
+    vs(2.0, "fan_in", Dist::kUniform);
+  else if (n == "lecun_normal")
+    vs(1.0, "fan_in", Dist::kTruncatedNormal);
+  else if (n == "lecun_uniform")
+    vs(1.0, "fan_in", Dist::kUniform);
+  else if (n == "variance_scaling")
+    vs(1.0, "fan_in", Dist::kTruncatedNormal);
+  else if (n == "zeros")
+    sp.a = 0;
+  else if (n == "ones")
+    sp.a = 1;
+  else if (n == "random_normal") {
+    sp.kind = Spec::kRandom;
+    sp.dist = Dist::kNormal;
+    sp.a = 0;
+    sp.b = 0.05;
+  } else if (n == "truncated_normal") {
+    sp.kind = Spec::kRandom;
+    sp.dist = Dist::kTruncatedNormal;
+    sp.a = 0;
+    sp.b = 0.05;
+  } else if (n == "random_uniform") {
+    sp.kind = Spec::kRandom;
+    sp.dist = Dist::kUniform;
+    sp.a = -0.05;
+    sp.b = 0.05;
+  } else if (n.rfind("constant:", 0) == 0) {
     std::string v = n.substr(9);
     char* end = nullptr;
     sp.a = std::strtod(v.c_str(), &end);
@@ -126,14 +147,14 @@ bool parse(const std::string& raw, Spec* out) {
 
 void check_initializer(const std::string& initializer) {
   Spec sp;
-  LS_CHECK(parse(initializer, &sp), "unknown initializer '", initializer, "'; valid names: ",
-           kValidNames);
+  LS_CHECK(parse(initializer, &sp), "unknown initializer '", initializer,
+           "'; valid names: ", kValidNames);
 }
 
 void initialize(Tensor& t, const std::string& initializer, uint64_t seed) {
   Spec sp;
-  LS_CHECK(parse(initializer, &sp), "unknown initializer '", initializer, "'; valid names: ",
-           kValidNames);
+  LS_CHECK(parse(initializer, &sp), "unknown initializer '", initializer,
+           "'; valid names: ", kValidNames);
   LS_CHECK(t.dtype() == DType::f32 && t.is_contiguous(),
            "initialize: expects a contiguous float32 tensor, got ", dtype_name(t.dtype()));
   float* p = t.data<float>();
@@ -146,9 +167,15 @@ void initialize(Tensor& t, const std::string& initializer, uint64_t seed) {
   if (sp.kind == Spec::kRandom) {
     for (int64_t i = 0; i < n; ++i) {
       switch (sp.dist) {
-        case Dist::kUniform: p[i] = rng.uniform(float(sp.a), float(sp.b)); break;
-        case Dist::kNormal: p[i] = float(sp.a + sp.b * rng.normal()); break;
-        case Dist::kTruncatedNormal: p[i] = float(sp.a + sp.b * rng.truncated_normal()); break;
+        case Dist::kUniform:
+          p[i] = rng.uniform(float(sp.a), float(sp.b));
+          break;
+        case Dist::kNormal:
+          p[i] = float(sp.a + sp.b * rng.normal());
+          break;
+        case Dist::kTruncatedNormal:
+          p[i] = float(sp.a + sp.b * rng.truncated_normal());
+          break;
       }
     }
     return;
@@ -156,8 +183,9 @@ void initialize(Tensor& t, const std::string& initializer, uint64_t seed) {
   // keras.initializers.VarianceScaling.
   double fan_in, fan_out;
   compute_fans(t.shape(), &fan_in, &fan_out);
-  double denom = sp.mode == "fan_in" ? fan_in : sp.mode == "fan_out" ? fan_out
-                                                                     : (fan_in + fan_out) / 2;
+  double denom = sp.mode == "fan_in"    ? fan_in
+                 : sp.mode == "fan_out" ? fan_out
+                                        : (fan_in + fan_out) / 2;
   double scale = sp.scale / std::max(1.0, denom);
   if (sp.dist == Dist::kUniform) {
     float limit = float(std::sqrt(3.0 * scale));

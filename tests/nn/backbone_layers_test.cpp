@@ -56,16 +56,18 @@ TEST(BackboneLayers, ReLUMaxValueAndSlopeMatchKeras) {
       {{.max_value = 6.0}, {0, 0, 0, 0, 0.25, 1, 3, 5.5, 6, 6}},
       {{.max_value = 1.5}, {0, 0, 0, 0, 0.25, 1, 1.5, 1.5, 1.5, 1.5}},
       {{.negative_slope = 0.2}, {-1.6f, -0.5f, -0.1f, 0, 0.25, 1, 3, 5.5, 6, 7.5}},
-      {{.max_value = 6.0, .negative_slope = 0.1}, {-0.8f, -0.25f, -0.05f, 0, 0.25, 1, 3, 5.5, 6, 6}},
+      {{.max_value = 6.0, .negative_slope = 0.1},
+       {-0.8f, -0.25f, -0.05f, 0, 0.25, 1, 3, 5.5, 6, 6}},
   };
   for (const Case& c : cases) {
-    for (const char* backend : {"reference", "cpu"}) expect_values(run_layer(L::ReLU(c.o), x, false, backend), c.keras);
+    for (const char* backend : {"reference", "cpu"})
+      expect_values(run_layer(L::ReLU(c.o), x, false, backend), c.keras);
     // bf16: every value above is exact in bfloat16.
     expect_values(run_layer(L::ReLU(c.o), x, false, "cpu", DType::bf16), c.keras, 0.01);
     LayerPtr back = round_trip(L::ReLU(c.o));
-    EXPECT_EQ(back->config(), L::ReLU(L::ReLUOptions{c.o.max_value, c.o.negative_slope, 0.0,
-                                                     back->name()})
-                                  ->config());
+    EXPECT_EQ(
+        back->config(),
+        L::ReLU(L::ReLUOptions{c.o.max_value, c.o.negative_slope, 0.0, back->name()})->config());
     expect_values(run_layer(back, x), c.keras);
   }
   EXPECT_EQ(L::ReLU({.max_value = 6.0})->config()["max_value"], 6.0);
@@ -90,7 +92,8 @@ TEST(BackboneLayers, ZeroPadding2DMatchesKeras) {
   for (const char* padding : {"2", "[1, 2]", "[[1, 0], [2, 1]]"}) {
     LayerPtr l = layer_from_config(json{
         {"class_name", "ZeroPadding2D"},
-        {"config", {{"name", "zp"}, {"padding", json::parse(padding)}, {"data_format", "channels_last"}}}});
+        {"config",
+         {{"name", "zp"}, {"padding", json::parse(padding)}, {"data_format", "channels_last"}}}});
     EXPECT_EQ(l->class_name(), "ZeroPadding2D");
   }
   expect_values(run_layer(round_trip(L::ZeroPadding2D({1, 0, 2, 1})), x), keras);
@@ -128,7 +131,11 @@ TEST(BackboneLayers, VarianceScalingInitializerFromKerasConfig) {
             {"kernel_size", {3, 3}},
             {"kernel_initializer",
              {{"class_name", "VarianceScaling"},
-              {"config", {{"scale", 2.0}, {"mode", "fan_out"}, {"distribution", "truncated_normal"}, {"seed", nullptr}}}}}};
+              {"config",
+               {{"scale", 2.0},
+                {"mode", "fan_out"},
+                {"distribution", "truncated_normal"},
+                {"seed", nullptr}}}}}};
   LayerPtr conv = layer_from_config(json{{"class_name", "Conv2D"}, {"config", c}});
   json k = conv->config()["kernel_initializer"];
   EXPECT_EQ(k["class_name"], "VarianceScaling");

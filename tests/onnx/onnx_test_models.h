@@ -110,7 +110,8 @@ inline Model inverted_residual() {
   using namespace layers;
   KTensor x = Input({9, 10, 4}, "pixels");
   KTensor e = Conv2D(8, 1, {.use_bias = false, .name = "expand"})(x);
-  e = ReLU({.max_value = 6.0, .name = "expand_relu6"})(BatchNormalization({.name = "expand_bn"})(e));
+  e = ReLU({.max_value = 6.0, .name = "expand_relu6"})(
+      BatchNormalization({.name = "expand_bn"})(e));
   e = ZeroPadding2D({0, 1, 1, 1}, "pad")(e);
   KTensor d = DepthwiseConv2D({3, 3}, {.strides = {2, 2}, .use_bias = false, .name = "dw"})(e);
   d = ReLU({.max_value = 1.5, .negative_slope = 0.1, .name = "clipped_leaky"})(d);

@@ -3,11 +3,11 @@
 // arguments (printed by keras.applications.*(weights=None, ...): len(model.layers),
 // model.count_params(), model.name, model.output.shape), and a forward pass on small inputs.
 // tests/interop/applications_interop_test.cpp compares layer by layer against real Keras.
+#include "lockstep/train/applications.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
-
-#include "lockstep/train/applications.h"
 
 using namespace lockstep;
 
@@ -58,7 +58,8 @@ TEST(Applications, MobileNetV2MatchesKerasCounts) {
 }
 
 TEST(Applications, ResNet50MatchesKerasCounts) {
-  Model m = applications::ResNet50({.include_top = false, .input_shape = {32, 32, 3}, .pooling = "avg"});
+  Model m =
+      applications::ResNet50({.include_top = false, .input_shape = {32, 32, 3}, .pooling = "avg"});
   EXPECT_EQ(m.name(), "resnet50");
   EXPECT_EQ(m.layers().size(), 176u);
   EXPECT_EQ(m.count_params(), 23587712);

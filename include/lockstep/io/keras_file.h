@@ -46,8 +46,8 @@ struct LegacyLayerWeights {
 /// A whole legacy .h5 weights file (read_legacy_h5 / write_legacy_h5).
 struct LegacyWeightsFile {
   std::vector<LegacyLayerWeights> layers;  ///< in layer_names order
-  std::string keras_version;  ///< the file's keras_version attribute ("" when absent)
-  std::string backend;        ///< the file's backend attribute ("" when absent)
+  std::string keras_version;               ///< the file's keras_version attribute ("" when absent)
+  std::string backend;                     ///< the file's backend attribute ("" when absent)
 };
 /// Whether `path` is an HDF5 file in the legacy layout (layer_names at the root or under
 /// model_weights/); false for Keras 3's .weights.h5 layout. Errors only when it is not HDF5.

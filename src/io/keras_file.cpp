@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <sstream>
 
 #include "io/h5_util.h"
@@ -184,23 +185,68 @@ namespace {
 
 using namespace h5;
 
-herr_t visit_object(hid_t root, const char* name, const H5O_info_t* info, void* data) {
-  auto* st = static_cast<VisitState*>(data);
-  if (info->type != H5O_TYPE_DATASET) return 0;
+// A walk over the file's groups in name order (pre-order, as H5Ovisit), bounded: a damaged or
+// crafted file can link a group into itself, and HDF5's own H5Ovisit then recurses for minutes
+// (found by keras_weights_fuzz). Each group is entered once (by object address), at most
+// kMaxGroupDepth deep, and at most kMaxLinks links are looked at; Keras's files are trees a few
+// levels deep with a handful of links per layer.
+constexpr int kMaxGroupDepth = 64;
+constexpr int64_t kMaxLinks = 1000000;
+
+struct Walk {
+  hid_t root;
+  VisitState* st;
+  std::set<haddr_t> entered;
+  std::string prefix;  // the current group's path, "" or ending in '/'
+  int depth = 0;
+  int64_t links = 0;
+};
+
+herr_t walk_group(hid_t group, Walk& w);
+
+herr_t walk_link(hid_t group, const char* name, const H5L_info_t* link, void* data) {
+  auto& w = *static_cast<Walk*>(data);
   try {
-    st->out->push_back({name, read_dataset(root, name, st)});
+    LS_CHECK(++w.links <= kMaxLinks, "'", w.st->file_path, "': more than ", kMaxLinks,
+             " links in the HDF5 file (the limit; a weights file holds a few per layer)");
+    if (link->type != H5L_TYPE_HARD) return 0;  // soft and external links lead nowhere we read
+    H5O_info_t info;
+    LS_CHECK(H5Oget_info_by_name(group, name, &info, H5P_DEFAULT) >= 0, "'", w.st->file_path,
+             "': cannot read object '", w.prefix, name, "' (the file is damaged)");
+    const std::string path = w.prefix + name;
+    if (info.type == H5O_TYPE_DATASET) {
+      w.st->out->push_back({path, read_dataset(w.root, path.c_str(), w.st)});
+      return 0;
+    }
+    if (info.type != H5O_TYPE_GROUP || !w.entered.insert(info.addr).second) return 0;
+    LS_CHECK(w.depth < kMaxGroupDepth, "'", w.st->file_path, "': groups nested more than ",
+             kMaxGroupDepth, " levels deep at '", path, "' (the limit)");
+    H5Handle sub(H5Gopen2(group, name, H5P_DEFAULT), H5Gclose);
+    LS_CHECK(sub.id >= 0, "'", w.st->file_path, "': cannot open group '", path, "'");
+    const std::string outer = w.prefix;
+    w.prefix = path + "/";
+    ++w.depth;
+    const herr_t rc = walk_group(sub, w);
+    --w.depth;
+    w.prefix = outer;
+    return rc;
   } catch (const std::exception& e) {
-    st->error = e.what();
+    w.st->error = e.what();
     return -1;
   }
-  return 0;
+}
+
+herr_t walk_group(hid_t group, Walk& w) {
+  hsize_t next = 0;
+  return H5Literate(group, H5_INDEX_NAME, H5_ITER_INC, &next, walk_link, &w);
 }
 
 // Every dataset of an open HDF5 file of `file_bytes` bytes.
 std::vector<NamedTensor> read_open_h5(hid_t file, const std::string& path, uint64_t file_bytes) {
   std::vector<NamedTensor> out;
   VisitState st{path, &out, "", file_bytes, 0};
-  herr_t rc = H5Ovisit(file, H5_INDEX_NAME, H5_ITER_NATIVE, visit_object, &st);
+  Walk w{file, &st, {}, "", 0, 0};
+  const herr_t rc = walk_group(file, w);
   if (!st.error.empty()) LS_FAIL(st.error);
   LS_CHECK(rc >= 0, "'", path, "': cannot walk the HDF5 file (it is damaged)");
   return out;

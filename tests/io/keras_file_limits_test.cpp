@@ -165,3 +165,17 @@ TEST(KerasFileLimits, ModelFilesThatAreNotRegularFilesAreRefusedWithoutWaiting) 
   expect_has(error_of([] { read_regular_file("/dev/zero", 1 << 20, "image file"); }),
              {"'/dev/zero'", "character device"});
 }
+
+// A damaged .weights.h5 (found by keras_weights_fuzz) whose groups link back into themselves:
+// HDF5's H5Ovisit recursed through it for minutes. The reader's own walk enters each group once
+// and bounds depth and link count, so it ends, with the file's datasets or an error naming it.
+TEST(KerasFileLimits, WeightsFileWhoseGroupsLinkIntoThemselvesIsWalkedOnce) {
+  const fs::path file = fs::path(LOCKSTEP_SOURCE_DIR) /
+                        "tests/fuzz/regressions/keras_weights/group_cycle_walk_timeout.h5";
+  ASSERT_TRUE(fs::exists(file)) << file;
+  const std::string err = error_of([&] {
+    const auto tensors = io::read_h5_tensors(file.string());
+    for (auto& t : tensors) EXPECT_FALSE(t.name.empty());
+  });
+  if (!err.empty()) EXPECT_NE(err.find(file.string()), std::string::npos) << err;
+}

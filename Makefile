@@ -5,6 +5,10 @@ JOBS ?= $(shell nproc)
 # 600); `make test` runs each TEST_FUZZ_SECONDS (default 10) after the other tests.
 FUZZ_SECONDS ?= 600
 TEST_FUZZ_SECONDS ?= 10
+# make test leaves keras_weights_fuzz out: within seconds it finds crafted .weights.h5 files that
+# crash libhdf5 1.10.8 itself (a NULL read in H5F__accum_read after an allocation sized from the
+# file fails), which Lockstep cannot catch; `make fuzz` runs it (issue 25's note).
+TEST_FUZZ_SKIP ?= keras_weights_fuzz
 .PHONY: setup build demo test test-release test-asan test-fuzz fuzz fuzz-build bench package docs docs-check clean
 
 setup:
@@ -33,7 +37,7 @@ fuzz: fuzz-build
 	./tests/fuzz/run_fuzz.sh build-fuzz $(FUZZ_SECONDS) $(JOBS)
 
 test-fuzz: fuzz-build
-	./tests/fuzz/run_fuzz.sh build-fuzz $(TEST_FUZZ_SECONDS) $(JOBS)
+	FUZZ_SKIP="$(TEST_FUZZ_SKIP)" ./tests/fuzz/run_fuzz.sh build-fuzz $(TEST_FUZZ_SECONDS) $(JOBS)
 
 test: test-release test-asan test-fuzz docs-check
 

@@ -14,6 +14,7 @@ TEST(XlaResidence, NeedsTheXlaBuild) { GTEST_SKIP() << "built without LOCKSTEP_X
 #include <filesystem>
 
 #include "backends/xla/xla_program.h"
+#include "backends/xla_dense_model.h"
 #include "backends/xla_test_util.h"
 #include "lockstep/core/rng.h"
 #include "lockstep/lockstep.h"
@@ -25,30 +26,9 @@ namespace {
 
 constexpr double kTol = 1e-4;
 
-Model dense_model() {
-  using namespace layers;
-  return Sequential({Input({8}), Dense(16, {.activation = "relu"}), Dense(3)});
-}
-
-// 96 rows of 8 features (6 batches of 16); the label is a quadrant-like class.
-std::pair<Tensor, Tensor> dense_data() {
-  Philox rng(5);
-  Tensor x = Tensor::zeros(Shape{96, 8});
-  Tensor y = Tensor::zeros(Shape{96}, DType::i32);
-  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = rng.uniform(-1.f, 1.f);
-  for (int64_t r = 0; r < 96; ++r) {
-    const float* row = x.data<float>() + 8 * r;
-    y.data<int32_t>()[r] = row[0] > 0 ? (row[1] > 0 ? 2 : 1) : 0;
-  }
-  return {x, y};
-}
-
-CompileConfig train_config(const std::string& backend) {
-  return {.optimizer = optimizers::Adam(1e-2),
-          .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}),
-          .metrics = {"accuracy"},
-          .backend = backend};
-}
+using xla_test::dense_model;
+std::pair<Tensor, Tensor> dense_data() { return xla_test::dense_data(5); }
+CompileConfig train_config(const std::string& backend) { return xla_test::adam_config(backend); }
 
 // An xla model and a cpu twin with the same initial weights, compiled.
 std::pair<Model, Model> twins() {

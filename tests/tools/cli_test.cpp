@@ -12,6 +12,7 @@
 
 #include "lockstep/lockstep.h"
 #include "test_util.h"
+#include "tools/cli_test_util.h"
 
 using namespace lockstep;
 using namespace lockstep::layers;
@@ -19,15 +20,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string binary() {
-  const std::string bin = std::string(LOCKSTEP_BINARY_DIR) + "/bin/lockstep";
-  return fs::exists(bin) ? bin : "";
-}
-
-struct CliRun {
-  int rc = -1;
-  std::string out;
-};
+using cli_test::binary;
+using cli_test::CliRun;
 
 CliRun run(const std::string& args) {
   CliRun r;

@@ -21,6 +21,15 @@ from tensorboard.backend.event_processing import event_accumulator" >&2
 if [[ -x $PY && "$(cat "$MARKER" 2>/dev/null)" == "$WANT" ]]; then
   echo "$PY"; exit 0
 fi
+# Several ctest tests share this venv and start side by side: the first to get here installs
+# while the others wait on the lock, then find the marker (a second pip rewriting the .so files
+# that a running test has mapped killed it with SIGBUS in CI).
+mkdir -p "$(dirname "$VENV")"
+exec 9>"$VENV.lock"
+flock 9
+if [[ -x $PY && "$(cat "$MARKER" 2>/dev/null)" == "$WANT" ]]; then
+  echo "$PY"; exit 0
+fi
 log "setting up $VENV ($WANT)"
 if [[ ! -x $PY ]]; then
   "${PYTHON:-python3}" -m venv "$VENV" >&2 || { log "cannot create a venv (python3-venv missing?)"; exit 1; }

@@ -3,6 +3,7 @@
 //   build/bin/fashion_mnist [--epochs N] [--batch-size N] [--threads N] [--data-dir DIR] [--seed N]
 //       [--strategy one_device|mirrored|multi_worker] [--bytes-per-pack N]
 //       [--device cpu|xla:cpu|xla:PLUGIN]   (xla: the whole step compiled by XLA via PJRT)
+//       [--replicas N]   (with xla: one replica per device, TPUStrategy's way: XlaStrategy)
 //       [--dtype-policy float32|mixed_bfloat16] [--all-reduce-dtype float32|bfloat16]
 //       [--out-dir DIR] [--tensorboard LOGDIR] [--csv FILE]
 //       [--report FILE.json] [--price-per-hour X | --prices FILE.json --machine NAME]
@@ -42,6 +43,7 @@ struct Args {
   bool verbose_compile = false;
   std::string strategy;        // "" = no strategy (the plain single-device loop)
   std::string device = "cpu";  // cpu | xla:cpu | xla:PLUGIN (examples/cli/device_flag.h)
+  int replicas = 1;            // --replicas N with --device xla:PLUGIN: XlaStrategy on N devices
   std::string all_reduce_dtype = "float32";
   long long bytes_per_pack = -1;
   std::string out_dir = "fashion_mnist_out", tensorboard, csv;
@@ -60,7 +62,8 @@ static void usage() {
   std::fprintf(stderr,
                "usage: fashion_mnist [--epochs N] [--batch-size N] [--threads N] [--data-dir DIR] "
                "[--seed N] [--steps-per-execution N] [--verbose-compile]\n"
-               "       [--device cpu|xla:cpu|xla:PLUGIN]\n"
+               "       [--device cpu|xla:cpu|xla:PLUGIN] [--replicas N (xla: one replica per "
+               "device, the batch split across them)]\n"
                "       [--strategy one_device|mirrored|multi_worker] [--bytes-per-pack N]\n"
                "       [--out-dir DIR] [--tensorboard LOGDIR] [--csv FILE]\n"
                "       [--dtype-policy float32|mixed_bfloat16] [--all-reduce-dtype "
@@ -101,6 +104,8 @@ static Args parse(int argc, char** argv) {
       a.strategy = next();
     else if (k == "--device")
       a.device = next();
+    else if (k == "--replicas")
+      a.replicas = int(num(1, 1 << 16));
     else if (k == "--bytes-per-pack")
       a.bytes_per_pack = num(0, int64_t(1) << 40);
     else if (k == "--out-dir")
@@ -139,6 +144,12 @@ static Args parse(int argc, char** argv) {
         stderr,
         "fashion_mnist: --strategy must be one_device, mirrored or multi_worker, got '%s'\n",
         a.strategy.c_str());
+    std::exit(2);
+  }
+  if (a.replicas > 1 && !a.strategy.empty()) {
+    std::fprintf(stderr,
+                 "fashion_mnist: --replicas (XlaStrategy on the devices of --device xla:...) "
+                 "and --strategy are two strategies; give one\n");
     std::exit(2);
   }
   return a;
@@ -189,7 +200,9 @@ int main(int argc, char** argv) {
     dist::StrategyOptions opts;
     if (args.bytes_per_pack >= 0) opts.bytes_per_pack = args.bytes_per_pack;
     opts.all_reduce_dtype = ls::dtype_from_name(args.all_reduce_dtype);
-    dist::Strategy strategy = dist::strategy_from_name(args.strategy, opts);
+    dist::Strategy strategy = args.replicas > 1
+                                  ? ls::cli::replica_strategy(args.device, args.replicas)
+                                  : dist::strategy_from_name(args.strategy, opts);
     const bool chief = strategy.is_chief();
     if (!chief && !std::freopen("/dev/null", "w", stdout)) return 1;  // only the chief reports
     auto data = ls::data::load_fashion_mnist(args.data_dir);

@@ -41,6 +41,10 @@ inline const char* kTrainUsage =
     "  --threads N               compute threads (default: all cores)\n"
     "  --device D                cpu (default), or xla:cpu / xla:PLUGIN: the whole step\n"
     "                            compiled by XLA through a PJRT plugin (backend \"xla\")\n"
+    "  --replicas N              with --device xla:PLUGIN: N replicas, one per device of the\n"
+    "                            plugin (XlaStrategy, TPUStrategy's way): the global batch is\n"
+    "                            split across them and the gradients all-reduced inside the\n"
+    "                            compiled step; the CPU plugin is asked for N devices\n"
     "  --backup-dir DIR          BackupAndRestore into DIR at every epoch end; SIGTERM or SIGINT\n"
     "                            stops after the running step, writes the backup there and exits\n"
     "                            with status 75; the same command again resumes from it\n"
@@ -63,6 +67,8 @@ struct TrainArgs {
   std::string model, data_dir, out, strategy, checkpoint, backup_dir;
   std::string tensorboard, csv, report, prices, machine;
   std::string backend = "cpu";  // from --device (examples/cli/device_flag.h)
+  std::string device = "cpu";   // --device as given
+  int replicas = 1;             // --replicas: XlaStrategy on that many devices of --device
   double price_per_hour = 0;
   int epochs = 0, batch_size = 32, threads = 0;
   uint64_t seed = 123;
@@ -86,9 +92,12 @@ inline TrainArgs parse_train_args(const Args& a) {
   t.learning_rate = a.number("--learning-rate", 1e-3, 0.0, 1e6);
   if (a.has("--threads")) t.threads = parse_thread_count("--threads", a.get("--threads"));
   t.strategy = a.get("--strategy");
-  if (a.has("--device")) t.backend = backend_for_device(a.get("--device"));
+  if (a.has("--device")) t.device = a.get("--device"), t.backend = backend_for_device(t.device);
   LS_CHECK(t.strategy.empty() || t.strategy == "one_device" || t.strategy == "mirrored",
            "train: --strategy must be one_device or mirrored, got '", t.strategy, "'");
+  t.replicas = int(a.integer("--replicas", 1, 1, 1 << 16));
+  LS_CHECK(t.replicas == 1 || t.strategy.empty(), "train: --replicas (XlaStrategy on the devices "
+           "of --device xla:...) and --strategy are two strategies; give one");
   t.checkpoint = a.get("--checkpoint");
   t.backup_dir = a.get("--backup-dir");
   t.tensorboard = a.get("--tensorboard");
@@ -213,7 +222,8 @@ inline int run_train(const std::vector<std::string>& argv) {
       "train",
       kTrainUsage,
       {"--model", "--data-dir", "--epochs", "--out", "--batch-size", "--validation-split", "--seed",
-       "--learning-rate", "--strategy", "--device", "--threads", "--checkpoint", "--backup-dir",
+       "--learning-rate", "--strategy", "--device", "--replicas", "--threads", "--checkpoint",
+       "--backup-dir",
        "--tensorboard", "--csv", "--report", "--price-per-hour", "--prices", "--machine"},
       {},
       0,
@@ -224,7 +234,8 @@ inline int run_train(const std::vector<std::string>& argv) {
   if (!t.backup_dir.empty()) install_preemption_handler();  // lockstep/train/preemption.h
   if (t.threads > 0) set_num_threads(t.threads);
   set_random_seed(t.seed);
-  distribute::Strategy strategy = distribute::strategy_from_name(t.strategy);
+  distribute::Strategy strategy = t.replicas > 1 ? replica_strategy(t.device, t.replicas)
+                                                 : distribute::strategy_from_name(t.strategy);
   if (strategy.impl())
     std::printf("Strategy: %s, %d replicas in sync\n", strategy.name().c_str(),
                 strategy.num_replicas_in_sync());

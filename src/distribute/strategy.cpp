@@ -68,7 +68,10 @@ Tensor Strategy::reduce(ReduceOp op, const PerReplica& value) const {
     for (size_t i = 0; i < f.size(); ++i) sum[i] += f[i];
   }
   impl_->allreduce_workers(sum.data(), sum.size());
-  const double scale = op == ReduceOp::MEAN ? 1.0 / impl_->replicas_in_sync() : 1.0;
+  // (MEAN: over the values summed, one per host replica: an XlaStrategy's device replicas
+  // are inside its programs)
+  const double scale =
+      op == ReduceOp::MEAN ? 1.0 / (impl_->local_replicas * impl_->num_workers) : 1.0;
   Tensor out = Tensor::empty(shape);
   for (size_t i = 0; i < sum.size(); ++i) out.data<float>()[i] = float(sum[i] * scale);
   return out;

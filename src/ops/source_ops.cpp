@@ -97,6 +97,15 @@ void register_placeholders() {
                     .onnx = {.none = kOnnxAutodiff}});
 }
 
+// How the replicas of a program compiled for several devices (the xla backend under
+// XlaStrategy) combine their writes to one variable, as tf.VariableAggregation: "sum" (metric
+// accumulators: the replicas' increments are added), "mean" (BatchNormalization's moving
+// statistics: the replicas' values are averaged) or "same" (every replica writes the same value:
+// the iteration count). Unset (undeclared): a replicated program refuses the write. Kernel backends
+// run one replica per program and ignore it.
+const AttrDecl kAggregationAttr{"aggregation", str, optional,
+                                "sum, mean or same: how replicas combine their writes"};
+
 void register_views_and_writes() {
   add_op(kGroup, {.name = op::identity,
                   .signature = "(x) -> x",
@@ -140,12 +149,14 @@ void register_views_and_writes() {
   add_op(kGroup, {.name = op::assign,
                   .signature = "(var, value) -> ()",
                   .doc = "Copies value into the variable read by input 0 (side effect).",
+                  .attrs = {kAggregationAttr},
                   .infer = write_infer("assign"),
                   .side_effects = true,
                   .onnx = {.none = kOnnxTrainState}});
   add_op(kGroup, {.name = op::assign_add,
                   .signature = "(var, delta) -> ()",
                   .doc = "var += delta, in place (side effect; metric accumulators).",
+                  .attrs = {kAggregationAttr},
                   .infer = write_infer("assign_add"),
                   .side_effects = true,
                   .onnx = {.none = kOnnxTrainState}});

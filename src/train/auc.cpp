@@ -102,7 +102,8 @@ class AUCMetric : public Metric {
         g.add(op::scale_shift, {predicted}, Attrs{{"scale", -1.0}, {"shift", 1.0}});
     auto count = [&](const VariablePtr& state, Value decision, Value mass) {
       g.add_multi(op::assign_add,
-                  {g.variable(state), sum_over(g, g.add(op::mul, {decision, mass}), 1)});
+                  {g.variable(state), sum_over(g, g.add(op::mul, {decision, mass}), 1)},
+                  metric_ops::summed());
     };
     count(total_, predicted, positive_mass);                // true positives
     count(count_, predicted, negative_mass);                // false positives

@@ -145,7 +145,7 @@ History FitLoop::run() {
 // Tells the callbacks training begins; a BackupAndRestore among them may set a resume point
 // (Model::set_resume_point), which wins over initial_epoch.
 FitLoop::StartPoint FitLoop::begin_training() {
-  history_.replicas = local_replicas_ * workers_;
+  history_.replicas = strategy_ ? strategy_->replicas_in_sync() : 1;
   history_.workers = workers_;
   model_.stop_training = false;
   runtime_.fit_progress() = {};

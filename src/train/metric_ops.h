@@ -12,5 +12,9 @@ Value weights_like(Graph& g, Value sample_weight, Value x);
 Value sparse_labels(Graph& g, Value labels);
 // 1 where x > threshold, else 0.
 Value greater_than(Graph& g, Value x, double threshold);
+// The attrs of an accumulator's assign_add: the replicas' increments are summed (op
+// assign_add's `aggregation`: a replicated xla program all-reduces them, so every replica
+// holds the whole batch's totals).
+inline Attrs summed() { return Attrs{{"aggregation", std::string("sum")}}; }
 
 }  // namespace lockstep::metric_ops

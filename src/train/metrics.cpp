@@ -157,8 +157,8 @@ class ConfusionRatio : public Metric {
                                   : labels;
       denominators.push_back(one_entry(g, recall_ ? weighted_labels : positive));
     }
-    g.add_multi(op::assign_add, {g.variable(total_), joined(g, true_positives)});
-    g.add_multi(op::assign_add, {g.variable(count_), joined(g, denominators)});
+    g.add_multi(op::assign_add, {g.variable(total_), joined(g, true_positives)}, metric_ops::summed());
+    g.add_multi(op::assign_add, {g.variable(count_), joined(g, denominators)}, metric_ops::summed());
   }
 
   float result() const override { return values()[0]; }
@@ -281,7 +281,7 @@ class FBeta : public Metric {
                             Attrs{{"shape", std::vector<int64_t>{1}}})
                     : g.add(op::reduce_sum, {x},
                             Attrs{{"axes", std::vector<int64_t>{0}}, {"keepdims", false}});
-    g.add_multi(op::assign_add, {g.variable(state), sum});
+    g.add_multi(op::assign_add, {g.variable(state), sum}, metric_ops::summed());
   }
 
   std::string average_;
@@ -311,12 +311,12 @@ void Metric::accumulate_mean(Graph& g, Value per_sample) {
   const Shape& s = g.type(per_sample).shape;
   Value sum = g.add(op::reduce_sum, {per_sample},
                     Attrs{{"axes", std::vector<int64_t>{}}, {"keepdims", false}});
-  g.add_multi(op::assign_add, {g.variable(total_), sum});
+  g.add_multi(op::assign_add, {g.variable(total_), sum}, metric_ops::summed());
   // A known element count is a constant; an unknown (symbolic batch) one is counted.
   Value n = s.is_known() ? g.scalar(float(s.numel()))
                          : g.add(op::reduce_sum, {g.add(op::ones_like, {per_sample})},
                                  Attrs{{"axes", std::vector<int64_t>{}}, {"keepdims", false}});
-  g.add_multi(op::assign_add, {g.variable(count_), n});
+  g.add_multi(op::assign_add, {g.variable(count_), n}, metric_ops::summed());
 }
 
 void Metric::update_weighted(Graph& g, Value y_true, Value y_pred, Value sample_weight) {
@@ -337,10 +337,10 @@ void Metric::accumulate_weighted_mean(Graph& g, Value per_sample, Value sample_w
   }
   Value sum_of = g.add(op::reduce_sum, {g.add(op::mul, {per_sample, sample_weight})},
                        Attrs{{"axes", std::vector<int64_t>{}}, {"keepdims", false}});
-  g.add_multi(op::assign_add, {g.variable(total_), sum_of});
+  g.add_multi(op::assign_add, {g.variable(total_), sum_of}, metric_ops::summed());
   Value weight_sum = g.add(op::reduce_sum, {sample_weight},
                            Attrs{{"axes", std::vector<int64_t>{}}, {"keepdims", false}});
-  g.add_multi(op::assign_add, {g.variable(count_), weight_sum});
+  g.add_multi(op::assign_add, {g.variable(count_), weight_sum}, metric_ops::summed());
 }
 
 namespace metrics {

@@ -233,7 +233,9 @@ void Optimizer::apply(Graph& g, const std::vector<Value>& grads,
     const VariablePtr& v = vars[live[k]];
     update(g, g.variable(v), gs[k], lr, t, v);
   }
-  g.add_multi(op::assign_add, {it, g.scalar(1.f)}, {}, "", iterations_);
+  // (every replica counts the same step: nothing to combine across replicas)
+  g.add_multi(op::assign_add, {it, g.scalar(1.f)}, Attrs{{"aggregation", std::string("same")}},
+              "", iterations_);
 }
 
 namespace optimizers {

@@ -9,6 +9,7 @@
 
 #include "distribute/internal/strategy_runtime.h"
 #include "lockstep/graph/autodiff.h"
+#include "lockstep/graph/device_system.h"
 #include "train/predict_tiles.h"
 
 namespace lockstep {
@@ -196,7 +197,9 @@ Program::Built Program::build(const Network& model, const ResolvedCompile& resol
     b.inputs.push_back(g.input({in.dtype(), in.shape().with_dim(0, batch)}, name));
   }
   CallContext ctx{g, kind_ == Kind::train, random_seed()};
-  if (kind_ == Kind::train && replication && replication->reduces()) {
+  // (device replicas: synchronized BatchNormalization's cross_replica_sum is an all_reduce in
+  // the program, which needs no group; it takes the reducer's)
+  if (kind_ == Kind::train && replication && (replication->reduces() || device_replicas_ > 1)) {
     ctx.replica_group = replication->reducer().group();
     ctx.replica = replica;
   }
@@ -240,6 +243,10 @@ std::unique_ptr<Executable> Program::compile(const CompileConfig& cfg, Built& b,
   CompileOptions opts;
   opts.steps = steps;
   opts.backend = cfg.backend;
+  // (XlaStrategy: the models in its scope compile for its backend, on its devices)
+  if (replication && !replication->strategy().backend.empty())
+    opts.backend = replication->strategy().backend;
+  DeviceReplicasScope devices(device_replicas_);
   opts.eager = cfg.run_eagerly;
   opts.seed = random_seed();
   if (!cfg.run_eagerly) opts.residence = residence_;
@@ -286,6 +293,26 @@ Program::Program(const Model& model, Kind kind, int64_t batch, MetricPtr loss_tr
     : Program(model, with_metrics(model, std::move(loss_tracker), metrics, weighted_metrics), kind,
               batch, replication, replica, weighted) {}
 
+namespace {
+
+// The device replicas a program of `batch` rows runs as under `replication`'s strategy
+// (StrategyImpl::device_replicas): all of them when the rows divide among them. Otherwise a
+// train step is an error; an evaluate or predict batch (a last, partial one) runs on one device.
+int device_replicas_for(const Network& model, Program::Kind kind, int64_t batch,
+                        const Replication* replication) {
+  const int devices = replication ? replication->strategy().device_replicas : 1;
+  if (devices == 1 || batch % devices == 0) return devices;
+  const int64_t below = batch / devices * devices, above = below + devices;
+  LS_CHECK(kind != Program::Kind::train, "model '", model.name(), "': a training batch of ", batch,
+           " rows does not divide among the ", devices, " devices of ",
+           replication->strategy().name, " (one replica per device); use a batch size that is "
+           "a multiple of ", devices, " (", below > 0 ? std::to_string(below) + " or " : "", above,
+           "), or batch the dataset with drop_remainder so the last batch is full too");
+  return 1;
+}
+
+}  // namespace
+
 Program::Program(const Network& model, const ResolvedCompile& resolved, Kind kind, int64_t batch,
                  Replication* replication, int replica, int weighted)
     : kind_(kind),
@@ -299,13 +326,15 @@ Program::Program(const Network& model, const ResolvedCompile& resolved, Kind kin
   outputs_ = int(model.outputs().size());
   targets_ = kind == Kind::predict ? 0 : outputs_;
   partial_ = kind == Kind::train && replication && replica >= replication->local_replicas();
-  Built full = build(model, resolved, batch, replication, replica);
+  device_replicas_ = device_replicas_for(model, kind, batch, replication);
+  rows_ = batch / device_replicas_;
+  Built full = build(model, resolved, rows_, replication, replica);
   hold_on_device(model, resolved);
   // Predict in row tiles (train/predict_tiles.h) when the rows are independent both at this
   // batch and at the tile's (two batch sizes: no shape can match both by coincidence).
   int64_t widest = 0;
   const int64_t tile =
-      kind == Kind::predict && !cfg.run_eagerly &&
+      kind == Kind::predict && !cfg.run_eagerly && device_replicas_ == 1 &&
               rows_independent(full.g, full.inputs, full.outputs, batch, nullptr, &widest)
           ? predict_tile_rows(batch, widest)
           : 0;
@@ -428,7 +457,7 @@ std::vector<Value> Program::add_loss_and_updates(const Network& model,
   std::vector<Value> ys;
   for (size_t o = 0; o < preds.size(); ++o) {
     Shape ps = g.type(preds[o]).shape;
-    Shape shape = losses[o]->label_dtype() == DType::i32 ? Shape{batch_} : ps;
+    Shape shape = losses[o]->label_dtype() == DType::i32 ? Shape{rows_} : ps;
     std::string name = "y";
     if (preds.size() > 1) name += std::to_string(o);
     ys.push_back(g.input({losses[o]->label_dtype(), shape}, name));
@@ -439,7 +468,7 @@ std::vector<Value> Program::add_loss_and_updates(const Network& model,
   if (weighted_) {
     LS_CHECK(weight_columns_ == 1 || weight_columns_ == int(preds.size()), "model '", model.name(),
              "': sample weights for ", weight_columns_, " outputs, but it has ", preds.size());
-    const Shape shape = weight_columns_ == 1 ? Shape{batch_} : Shape{batch_, weight_columns_};
+    const Shape shape = weight_columns_ == 1 ? Shape{rows_} : Shape{rows_, weight_columns_};
     inputs.push_back(sample_weight = g.input({DType::f32, shape}, "sample_weight"));
     for (size_t o = 0; o < preds.size(); ++o) {
       if (weight_columns_ == 1) {
@@ -448,9 +477,9 @@ std::vector<Value> Program::add_loss_and_updates(const Network& model,
       }
       Value column = g.add(op::slice, {sample_weight},
                            Attrs{{"begin", std::vector<int64_t>{0, int64_t(o)}},
-                                 {"size", std::vector<int64_t>{batch_, 1}}});
+                                 {"size", std::vector<int64_t>{rows_, 1}}});
       output_weights[o] =
-          g.add(op::reshape, {column}, Attrs{{"shape", std::vector<int64_t>{batch_}}});
+          g.add(op::reshape, {column}, Attrs{{"shape", std::vector<int64_t>{rows_}}});
     }
   }
   Value loss;
@@ -480,7 +509,7 @@ std::vector<Value> Program::add_loss_and_updates(const Network& model,
                                             partial_ ? &started : nullptr);
     if (!partial_) cfg.optimizer->apply(g, grads, vars);
   }
-  add_metric_updates(resolved, g, batch_, {loss, output_losses, ys, preds}, output_weights);
+  add_metric_updates(resolved, g, rows_, {loss, output_losses, ys, preds}, output_weights);
   std::vector<Value> outputs{loss};
   outputs.insert(outputs.end(), preds.begin(), preds.end());
   if (nonfinite.valid()) outputs.push_back(nonfinite), has_nonfinite_ = true;

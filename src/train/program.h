@@ -148,6 +148,10 @@ class Program {
   int64_t tile_rows() const { return tile_; }
   const Executable& executable() const { return *exe_; }
   int64_t batch() const { return batch_; }
+  // Device replicas the program runs as (XlaStrategy; lockstep/graph/device_system.h): its
+  // graph is one replica's step on batch() / device_replicas() rows, and the backend splits the
+  // batch written into x()/y() among them. 1 otherwise.
+  int device_replicas() const { return device_replicas_; }
 
  private:
   struct Built {
@@ -174,6 +178,8 @@ class Program {
 
   Kind kind_;
   int64_t batch_;
+  int device_replicas_ = 1;
+  int64_t rows_ = 0;  // the graph's batch rows: batch_ / device_replicas_
   bool weighted_ = false;
   int weight_columns_ = 0;  // of the sample-weight input ([batch] when 1)
   bool partial_ = false;    // a gradient shard's program: no all-reduce wait, no update

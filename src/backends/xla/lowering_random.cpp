@@ -2,7 +2,9 @@
 // value (times 1 / (1 - rate)) when word i % 4 of Philox4x32-10(key, counter = (step, i / 4)),
 // as a unit float, is >= rate. The key (node id, attr seed, replica, model seed) is known when
 // lowering; the step is the program's step argument. Only the default keying (by replica):
-// the row-keyed form of op determinism (StepInfo::first_row) is not lowered.
+// the row-keyed form of op determinism (StepInfo::first_row) is not lowered. In a program of
+// several replicas (one per device), counter word 1 is the replica's id instead of 0, so each
+// replica draws its own masks (which then match no reference kernel's).
 #include "backends/xla/lowering.h"
 #include "lockstep/graph/op_registry.h"
 #include "ops/internal/kernel_math.h"
@@ -56,7 +58,13 @@ HloValue unit_floats(LoweringContext& cx, int64_t n, uint64_t key, const HloValu
   HloValue step64 = cx.b.convert(cx.b.broadcast_in_dim(step, {blocks}, {}), ElemType::u64);
   auto [s_lo, s_hi] = split64(cx, step64);
   HloValue blk = cx.b.iota(t, 0);
-  std::array<HloValue, 4> w = philox(cx, {blk, u32(cx, t, 0), s_lo, s_hi}, key);
+  // Counter word 1: 0, or with replicas the replica's id (each replica of one program, on its
+  // own rows, draws its own masks).
+  HloValue word1 = u32(cx, t, 0);
+  if (cx.num_replicas > 1)
+    word1 = cx.b.broadcast_in_dim(
+        cx.b.op("stablehlo.replica_id", {}, {HloType{ElemType::u32, {}}})[0], {blocks}, {});
+  std::array<HloValue, 4> w = philox(cx, {blk, word1, s_lo, s_hi}, key);
   Values columns;
   for (const HloValue& word : w) columns.push_back(cx.b.reshape(word, {blocks, 1}));
   HloValue all = cx.b.reshape(cx.b.concatenate(columns, 1), {4 * blocks});
@@ -69,7 +77,6 @@ HloValue unit_floats(LoweringContext& cx, int64_t n, uint64_t key, const HloValu
 // (x) -> (y, mask): mask = scale where kept, else 0; y = x * mask.
 Values dropout(LoweringContext& cx, const Node& n) {
   LS_CHECK(!cx.step.name.empty(), "dropout needs the program's step argument");
-  LS_CHECK(cx.num_replicas == 1, "dropout is lowered for one replica (its key is per replica)");
   HloValue x = cx.in(n, 0);
   const float rate = float(attr_f(n, "rate")), scale = float(1.0 / (1.0 - attr_f(n, "rate")));
   StepInfo info;

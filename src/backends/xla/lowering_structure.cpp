@@ -1,6 +1,7 @@
 // Lowerings of the structural ops: constants, views, casts, copies (concat, slice) and the
 // variable writes. (input and variable nodes are lower_graph's arguments.)
 #include "backends/xla/lowering.h"
+#include "lockstep/core/error.h"
 #include "lockstep/graph/op_registry.h"
 
 namespace lockstep::xla {
@@ -81,14 +82,39 @@ Values broadcast_to(LoweringContext& cx, const Node& n) {
   return {cx.broadcast_numpy(cx.raw(n, 0), attr_ints(n, "shape"))};
 }
 
+// A write to a variable by every replica (assign's value, assign_add's increment) as its
+// `aggregation` attr combines them (the attr's doc: src/ops/source_ops.cpp): "sum" adds the
+// replicas' values, "mean" averages them, "same" keeps each replica's own (they are equal).
+// One replica: the value as it is.
+HloValue across_replicas(LoweringContext& cx, const Node& n, const HloValue& value) {
+  if (cx.num_replicas <= 1) return value;
+  const std::string how = n.attrs.has("aggregation") ? attr_s(n, "aggregation") : "";
+  LS_CHECK(how == "sum" || how == "mean" || how == "same", "xla: ", n.op, " node '", n.name,
+           "' writes a variable in a program of ", cx.num_replicas,
+           " replicas but does not say how their writes combine (attr aggregation is '", how,
+           "'): set it to \"sum\" (a total: each replica adds its share), \"mean\" or \"same\" "
+           "(every replica writes the same value)");
+  if (how == "same") return value;
+  std::vector<int64_t> all;
+  for (int r = 0; r < cx.num_replicas; ++r) all.push_back(r);
+  HloValue sum = cx.b.all_reduce(value, {all}, Reducer::add);
+  return how == "sum" ? sum : cx.b.multiply(sum, cx.full_like(sum, 1.0 / cx.num_replicas));
+}
+
 Values assign(LoweringContext& cx, const Node& n) {
-  cx.update_variable(n, 0, cx.raw(n, 1));
+  HloValue value = cx.raw(n, 1);
+  if (cx.num_replicas > 1) {  // (combined in f32, as the update ops are)
+    const ElemType elem = value.type.elem;
+    value = across_replicas(cx, n, cx.in(n, 1));
+    if (value.type.elem != elem) value = cx.b.convert(value, elem);
+  }
+  cx.update_variable(n, 0, value);
   return {};
 }
 
 Values assign_add(LoweringContext& cx, const Node& n) {
   HloValue var = cx.variable_value(n, 0);
-  HloValue delta = cx.b.reshape(cx.in(n, 1), var.type.dims);
+  HloValue delta = cx.b.reshape(across_replicas(cx, n, cx.in(n, 1)), var.type.dims);
   cx.update_variable(n, 0, cx.b.add(var, delta));
   return {};
 }

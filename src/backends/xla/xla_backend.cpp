@@ -14,14 +14,28 @@
 // accumulators, the iteration count, the learning rate: small, and read or written by the host
 // loop between steps) is uploaded before each step and, when updated, downloaded after it.
 // Without a residence every variable is synced like those.
+//
+// Replicas (the TPUStrategy way: distribute::XlaStrategy): a program compiled inside a
+// DeviceReplicasScope of R > 1 (lockstep/graph/device_system.h) is the graph of one replica's
+// step, compiled for R devices of the client connect_devices made. Its inputs are the whole
+// batch (R times the graph's rows, as the caller writes them); run() splits them among the
+// replicas (replica_split.h) and runs every replica in one PJRT execute. The gradients are
+// averaged and the metric totals summed by all_reduce ops inside the program (lower_graph.h), so
+// every replica's variables stay equal and replica 0's are the ones read back. The outputs: one
+// of rank 0 (the step's loss) is the mean over the replicas, which hold equal shares of the batch,
+// so it is the whole batch's loss; any other has the batch's rows as dim 0, the replicas' rows
+// concatenated in order.
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 
 #include "backends/xla/lowering.h"
+#include "backends/xla/replica_split.h"
+#include "backends/xla/xla_connect.h"
 #include "backends/xla/xla_program.h"
 #include "lockstep/core/error.h"
+#include "lockstep/graph/device_system.h"
 #include "lockstep/graph/executable.h"
 #include "lockstep/graph/op_registry.h"
 
@@ -53,21 +67,47 @@ std::shared_ptr<PjrtClient> client_for(const std::string& spec) {
   return client;
 }
 
+// The client programs run on: the one connect_devices made, else the plugin of env
+// LOCKSTEP_XLA_PLUGIN. With replicas, checks it has a device for each.
+std::shared_ptr<PjrtClient> client_for_program(int replicas) {
+  std::shared_ptr<PjrtClient> client = connected_client();
+  if (!client) client = client_for(plugin_spec());
+  LS_CHECK(replicas <= int(client->devices().size()), "backend 'xla': the program runs as ",
+           replicas, " replicas, one per device, but the PJRT client has ",
+           client->devices().size(), " (", client->describe(),
+           "); connect to enough devices first (distribute::XlaClusterResolver::connect, "
+           "lockstep/distribute/xla_strategy.h)");
+  return client;
+}
+
+// A buffer of `t`'s type with `replicas` times its rows (rank-0 tensors stay as they are).
+Tensor all_replicas(const TensorType& t, int replicas) {
+  const Shape s = t.shape.rank() == 0 ? t.shape : t.shape.with_dim(0, t.shape[0] * replicas);
+  return Tensor::zeros(s, t.dtype);
+}
+
 class XlaCompiledGraph final : public CompiledGraph {
  public:
   XlaCompiledGraph(Graph g, const std::vector<Value>& inputs, const std::vector<Value>& outputs,
-                   const CompileOptions& options, const StepInfo* step)
+                   const CompileOptions& options, const StepInfo* step, int replicas)
       : graph_(std::move(g)),
         step_(step),
-        client_(client_for(plugin_spec())),
+        replicas_(replicas),
+        client_(client_for_program(replicas)),
         program_(client_, graph_, inputs, outputs,
-                 LoweringOptions{
-                     .seed = options.seed, .replica = options.replica, .steps = options.steps}) {
+                 LoweringOptions{.num_replicas = replicas,
+                                 .seed = options.seed,
+                                 .replica = options.replica,
+                                 .steps = options.steps}) {
+    LS_CHECK(replicas == 1 || options.steps == 1, "backend 'xla': steps_per_execution (",
+             options.steps, ") is run step by step with ", replicas, " replicas");
+    for (Value v : inputs)
+      LS_CHECK(replicas == 1 || graph_.type(v).shape.rank() >= 1, "backend 'xla': input '",
+               graph_.node(v.node).name, "' is a scalar; with ", replicas,
+               " replicas every input needs the batch's rows as dim 0 (they are split)");
     for (int k = 0; k < options.steps; ++k) {  // (step k's inputs and outputs: see CompileOptions)
-      for (Value v : inputs)
-        inputs_.push_back(Tensor::zeros(graph_.type(v).shape, graph_.type(v).dtype));
-      for (Value v : outputs)
-        outputs_.push_back(Tensor::zeros(graph_.type(v).shape, graph_.type(v).dtype));
+      for (Value v : inputs) inputs_.push_back(all_replicas(graph_.type(v), replicas));
+      for (Value v : outputs) outputs_.push_back(all_replicas(graph_.type(v), replicas));
     }
     if (options.residence) {
       program_.set_held([&](const Variable* v) { return options.residence->holds(v); });
@@ -82,7 +122,11 @@ class XlaCompiledGraph final : public CompiledGraph {
     report_.push_back("xla: whole graph " + std::string(times) + " (" + client_->describe() +
                       "); " +
                       (residence_ ? "weights stay on the device between steps"
-                                  : "variables synced with the host every step"));
+                                  : "variables synced with the host every step") +
+                      (replicas > 1 ? "; " + std::to_string(replicas) +
+                                          " replicas, one per device, gradients all-reduced in "
+                                          "the program"
+                                    : std::string()));
   }
 
   Tensor& input(int i) override { return inputs_[size_t(i)]; }
@@ -110,13 +154,39 @@ class XlaCompiledGraph final : public CompiledGraph {
     if (step_) program_.set_step(step_->step);
     if (residence_ && residence_->before_run(this)) program_.upload_variables(Which::held);
     program_.upload_variables(Which::others);  // as the host has them now
-    std::vector<Tensor> results = program_.run(inputs_);
-    for (size_t i = 0; i < results.size(); ++i) outputs_[i].copy_from(results[i]);
+    if (replicas_ == 1) {
+      std::vector<Tensor> results = program_.run(inputs_);
+      for (size_t i = 0; i < results.size(); ++i) outputs_[i].copy_from(results[i]);
+    } else {
+      gather(program_.run_replicas(split_batch(inputs_, replicas_)));
+    }
     program_.download_variables(Which::others);
     if (residence_ && program_.updates_held())
       residence_->after_run(this, [this] { program_.download_variables(Which::held); });
   }
   std::string target() const override { return "xla:" + client_->platform(); }
+
+  // The replicas' outputs into outputs_: float32 rank 0 averaged, rows concatenated (see the top).
+  void gather(const std::vector<std::vector<Tensor>>& results) {
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      Tensor& out = outputs_[i];
+      if (out.shape().rank() == 0) {  // (a float32 one: other types are replica 0's)
+        if (out.dtype() != DType::f32) {
+          out.copy_from(results[0][i]);
+          continue;
+        }
+        double sum = 0;
+        for (const auto& r : results) sum += r[i].data<float>()[0];
+        out.data<float>()[0] = float(sum / double(replicas_));
+        continue;
+      }
+      const int64_t rows = out.dim(0) / replicas_;
+      for (int r = 0; r < replicas_; ++r) {
+        Tensor part = out.slice(r * rows, (r + 1) * rows);
+        part.copy_from(results[size_t(r)][i]);
+      }
+    }
+  }
 
   size_t arena_bytes() const override { return 0; }  // the plugin plans the device memory
   size_t unplanned_bytes() const override { return 0; }
@@ -127,6 +197,7 @@ class XlaCompiledGraph final : public CompiledGraph {
  private:
   Graph graph_;
   const StepInfo* step_;
+  int replicas_;
   std::shared_ptr<PjrtClient> client_;
   XlaProgram program_;
   std::shared_ptr<DeviceResidence> residence_;  // set when the program holds some variable
@@ -157,7 +228,8 @@ class XlaBackend final : public Backend {
     LS_CHECK(!options.eager,
              "backend 'xla' compiles the whole graph: run_eagerly is not "
              "supported, use backend 'cpu' or 'reference' to debug op by op");
-    return std::make_unique<XlaCompiledGraph>(std::move(g), inputs, outputs, options, step);
+    return std::make_unique<XlaCompiledGraph>(std::move(g), inputs, outputs, options, step,
+                                              DeviceReplicasScope::current());
   }
 };
 

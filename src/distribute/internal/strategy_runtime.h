@@ -56,9 +56,18 @@ class StrategyImpl {
   int local_replicas = 1, num_workers = 1, worker_index = 0;
   // OpenMP threads each replica thread runs with (0: replicas run inline on the caller).
   int replica_threads = 0;
-  int replicas_in_sync() const { return local_replicas * num_workers; }
+  // XlaStrategy (lockstep/distribute/xla_strategy.h): each local replica's program runs as this
+  // many replicas, one per device of the connected PJRT client, splitting its batch among them
+  // and all-reducing inside the program (lockstep/graph/device_system.h). 1 otherwise.
+  int device_replicas = 1;
+  // The backend the programs of models in this strategy's scope compile for ("": the model's
+  // compile() choice). XlaStrategy: "xla".
+  std::string backend;
+  int replicas_in_sync() const { return local_replicas * device_replicas * num_workers; }
   bool is_chief() const { return worker_index == 0; }
-  bool replicated() const { return replicas_in_sync() > 1; }
+  // Whether gradients cross replicas on the host (local replica threads or workers): train
+  // programs then carry the host all-reduce ops (device replicas reduce inside their program).
+  bool replicated() const { return local_replicas * num_workers > 1; }
 
   // Runs fn(r) for every local replica: inline when there is one, else on the replica threads.
   void run_replicas(const std::function<void(int)>& fn);

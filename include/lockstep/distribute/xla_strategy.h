@@ -1,0 +1,61 @@
+// Replicas the way TPUStrategy keeps them: one replica per device of one PJRT client (the xla
+// backend), the global batch split across them, and the gradient all-reduce inside the compiled
+// step (StableHLO all_reduce), so the plugin's own collectives do the work (NCCL on GPUs, the
+// interconnect on TPUs, memory on the CPU plugin).
+//
+//   auto resolver = distribute::XlaClusterResolver::connect("cpu", 2);  // prints the devices
+//   distribute::Strategy strategy = distribute::TPUStrategy(resolver);
+//   { auto scope = strategy.scope(); model = build(); model.compile(...); }
+//   model.fit(x, y, {.batch_size = 64});  // 2 replicas x 32 rows, one program, one call a step
+//
+// Every program of a model in scope compiles for backend "xla" on the connected devices: the
+// graph is one replica's step; the train step averages the gradients over the replicas before
+// the optimizer update, sums the metric totals, and averages BatchNormalization's moving
+// statistics (each variable write says how: op assign / assign_add's `aggregation`), so the
+// replicas stay equal and N replicas x B/N rows match 1 replica x B. Synchronized
+// BatchNormalization normalises with the whole batch's statistics. A training batch must divide
+// among the devices (the error says what to do); an evaluate or predict batch that does not (a
+// last, partial one) runs on one device.
+//
+// One worker only: composing with the Gloo / MPI communicators across hosts is not built
+// (docs/accelerator.md says what is missing).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "lockstep/distribute/strategy.h"
+#include "lockstep/graph/device_system.h"
+
+namespace lockstep::distribute {
+
+/// The devices of one PJRT plugin, connected for the process
+/// (tf.distribute.cluster_resolver.TPUClusterResolver.connect()).
+class XlaClusterResolver {
+ public:
+  /// Loads the PJRT plugin `plugin` (a .so path, or a name found in a Python environment: "cpu"
+  /// from xla-cpu-pjrt in .venv-xla, "cuda", "tpu"), initializes it, prints its devices to
+  /// stdout when `print`, and returns them. device_count: how many devices to ask for where the
+  /// plugin lets one choose (the CPU plugin's cpu_device_count), 0 for its default; a plugin
+  /// with fewer is an error. The process stays connected: connecting again to the same plugin
+  /// and count returns the same devices, to another is an error. Throws naming the plugin and
+  /// what to do (a missing plugin, a build without the xla backend).
+  static XlaClusterResolver connect(const std::string& plugin = "cpu", int device_count = 0,
+                                    bool print = true);
+  /// The device system connect() found.
+  const DeviceSystem& system() const { return system_; }
+  /// How many devices (the replicas of an XlaStrategy on them).
+  int num_devices() const { return int(system_.devices.size()); }
+
+ private:
+  DeviceSystem system_;
+};
+
+/// One replica per device of `resolver` (TPUStrategy): num_replicas_in_sync() = its device count.
+Strategy XlaStrategy(const XlaClusterResolver& resolver, StrategyOptions options = {});
+
+/// Keras's name for XlaStrategy.
+inline Strategy TPUStrategy(const XlaClusterResolver& resolver, StrategyOptions options = {}) {
+  return XlaStrategy(resolver, options);
+}
+
+}  // namespace lockstep::distribute

@@ -1,0 +1,37 @@
+// XlaClusterResolver and XlaStrategy (lockstep/distribute/xla_strategy.h): the strategy is one
+// host replica whose programs run as device replicas (StrategyImpl::device_replicas) on backend
+// "xla"; the replication itself happens inside the compiled program.
+#include "lockstep/distribute/xla_strategy.h"
+
+#include <cstdio>
+
+#include "distribute/internal/strategy_runtime.h"
+
+namespace lockstep::distribute {
+
+XlaClusterResolver XlaClusterResolver::connect(const std::string& plugin, int device_count,
+                                               bool print) {
+  XlaClusterResolver r;
+  r.system_ = connect_devices("xla", plugin, device_count);
+  LS_CHECK(!r.system_.devices.empty(), "connect: PJRT plugin '", plugin, "' (",
+           r.system_.plugin, ") has no devices");
+  if (print) {
+    std::printf("XLA: connected to %s\n", r.system_.description.c_str());
+    for (const std::string& d : r.system_.devices) std::printf("  device %s\n", d.c_str());
+    std::fflush(stdout);
+  }
+  return r;
+}
+
+Strategy XlaStrategy(const XlaClusterResolver& resolver, StrategyOptions options) {
+  LS_CHECK(resolver.num_devices() >= 1,
+           "XlaStrategy: the resolver has no devices; make it with XlaClusterResolver::connect");
+  auto impl = std::make_shared<StrategyImpl>("XlaStrategy", std::vector<std::string>{"cpu:0"},
+                                             options, ClusterResolver::local(), false);
+  impl->device_replicas = resolver.num_devices();
+  impl->devices = resolver.system().devices;
+  impl->backend = resolver.system().backend;
+  return Strategy(impl);
+}
+
+}  // namespace lockstep::distribute

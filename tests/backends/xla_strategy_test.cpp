@@ -12,6 +12,7 @@
 TEST(XlaStrategy, NeedsTheXlaBuild) { GTEST_SKIP() << "built without LOCKSTEP_XLA"; }
 #else
 #include <cmath>
+#include <optional>
 
 #include "backends/xla/lower_graph.h"
 #include "backends/xla_dense_model.h"
@@ -54,15 +55,20 @@ const ld::XlaClusterResolver* two_devices(std::string* why_not) {
   const ld::XlaClusterResolver* resolver = two_devices(&why_not);         \
   if (!resolver) GTEST_SKIP() << "no PJRT CPU plugin (run scripts/setup_xla.sh): " << why_not
 
-// The largest |a - b| / (1 + |b|) over every element of two weight lists.
-double max_relative_difference(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+// The largest |a - b| / (1 + |b|) over every element of two weight lists (*where: which
+// weight, when given).
+double max_relative_difference(const std::vector<Tensor>& a, const std::vector<Tensor>& b,
+                               size_t* where = nullptr) {
   EXPECT_EQ(a.size(), b.size());
   double worst = 0;
   for (size_t k = 0; k < a.size() && k < b.size(); ++k) {
     auto x = a[k].to_vector(), y = b[k].to_vector();
     EXPECT_EQ(x.size(), y.size());
-    for (size_t i = 0; i < x.size() && i < y.size(); ++i)
-      worst = std::max(worst, std::fabs(double(x[i]) - y[i]) / (1 + std::fabs(double(y[i]))));
+    for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+      const double d = std::fabs(double(x[i]) - y[i]) / (1 + std::fabs(double(y[i])));
+      if (d > worst && where) *where = k;
+      worst = std::max(worst, d);
+    }
   }
   return worst;
 }
@@ -84,13 +90,14 @@ struct Run {
   std::vector<Tensor> weights;
 };
 
-// Builds (seed 21), compiles and fits `build`'s model, inside `strategy`'s scope when given,
-// else on backend "xla" alone; then evaluates on the training data.
-Run train(Model (*build)(), const ld::Strategy* strategy, const Tensor& x, const Tensor& y,
-          int64_t batch, int epochs) {
-  set_random_seed(21);
+// Builds `build`'s model with the weights `initial`, compiles and fits it, inside `strategy`'s
+// scope when given, else on backend "xla" alone; then evaluates on the training data. (The
+// weights are set: a layer's initial weights are keyed by its name, which differs per build.)
+Run train(Model (*build)(), const std::vector<Tensor>& initial, const ld::Strategy* strategy,
+          const Tensor& x, const Tensor& y, int64_t batch, int epochs) {
   Run run;
   auto fit = [&](Model& m) {
+    m.set_weights(initial);
     m.compile(xla_test::adam_config("xla"));
     run.history = m.fit(x, y, {.batch_size = batch, .epochs = epochs, .verbose = 0,
                                .shuffle = false});
@@ -113,17 +120,19 @@ void expect_replicas_match_one(Model (*build)(), const Tensor& x, const Tensor& 
                                const char* what) {
   ld::Strategy strategy = ld::TPUStrategy(resolver);
   ASSERT_EQ(strategy.num_replicas_in_sync(), 2);
-  Run two = train(build, &strategy, x, y, batch, epochs);
-  Run one = train(build, nullptr, x, y, batch, epochs);
-  const double diff = max_relative_difference(two.weights, one.weights);
-  std::printf("[ measured ] %s: 2 replicas vs 1, largest weight difference %.3g (relative + "
-              "absolute; tolerance %.0e), loss %.7f vs %.7f\n",
-              what, diff, kTol, two.history.history.at("loss").back(),
+  set_random_seed(21);
+  const std::vector<Tensor> initial = build().get_weights();
+  Run two = train(build, initial, &strategy, x, y, batch, epochs);
+  Run one = train(build, initial, nullptr, x, y, batch, epochs);
+  size_t where = 0;
+  const double diff = max_relative_difference(two.weights, one.weights, &where);
+  std::printf("[ measured ] %s: 2 replicas vs 1, largest weight difference %.3g (weight %zu; "
+              "relative + absolute; tolerance %.0e), loss %.7f vs %.7f\n",
+              what, diff, where, kTol, two.history.history.at("loss").back(),
               one.history.history.at("loss").back());
   EXPECT_LE(diff, kTol);
   // They trained: the weights moved from the initial ones.
-  set_random_seed(21);
-  EXPECT_GT(max_relative_difference(build().get_weights(), one.weights), 1e-3);
+  EXPECT_GT(max_relative_difference(initial, one.weights), 1e-3);
   expect_logs_close(two.history, one.history);
   for (const char* key : {"loss", "accuracy"})
     EXPECT_NEAR(two.evaluated.at(key), one.evaluated.at(key),
@@ -136,7 +145,7 @@ Model conv_bn_model() {
   using namespace layers;
   BatchNormOptions sync{.synchronized = true};
   return Sequential({Input({8, 8, 3}), Conv2D(6, 3, {.padding = "same", .use_bias = false}),
-                     BatchNormalization(sync), ReLU(), Conv2D(8, 3, {.strides = 2}),
+                     BatchNormalization(sync), ReLU(), Conv2D(8, 3, {.strides = {2, 2}, .use_bias = false}),
                      BatchNormalization(sync), ReLU(), GlobalAveragePooling2D(), Dense(3)});
 }
 

@@ -224,6 +224,23 @@ TEST_F(LockstepCli, MirroredStrategyTrains) {
   EXPECT_TRUE(fs::exists(p("mirrored.keras")));
 }
 
+// --device xla:cpu --replicas 2: XlaStrategy on 2 devices of the CPU plugin (connect() prints
+// them); the batch of 8 is split 4 + 4 and the model saved as after any fit.
+TEST_F(LockstepCli, XlaReplicasTrain) {
+#ifndef LOCKSTEP_XLA
+  GTEST_SKIP() << "built without LOCKSTEP_XLA";
+#else
+  CliRun t = run("train --model " + p("config.json") + " --data-dir " + images.string() +
+                 " --epochs 1 --batch-size 8 --device xla:cpu --replicas 2 --threads 2 --out " +
+                 p("replicas.keras"));
+  if (t.rc != 0 && t.out.find("no PJRT") != std::string::npos) GTEST_SKIP() << t.out;
+  ASSERT_EQ(t.rc, 0) << t.out;
+  EXPECT_NE(t.out.find("XLA: connected to cpu: 2 devices"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("Strategy: XlaStrategy, 2 replicas in sync"), std::string::npos) << t.out;
+  EXPECT_TRUE(fs::exists(p("replicas.keras")));
+#endif
+}
+
 // --backup-dir: a BackupAndRestore (and the SIGTERM/SIGINT handler, exit status 75; the signal
 // itself is tested on distributed_train in tests/train/preemption_test.cpp). A run that
 // completes deletes its backup; --help documents the exit status.
@@ -253,6 +270,11 @@ TEST_F(LockstepCli, BadArgumentsGiveClearErrors) {
       {"train --model " + p("config.json") + data + " --epochs 1 --validation-split 1",
        "--validation-split", 1},
       {"train --model " + p("config.json") + data + " --epochs 1 --strategy tpu", "--strategy", 1},
+      {"train --model " + p("config.json") + data + " --epochs 1 --replicas 2",
+       "--replicas 2 needs --device xla:PLUGIN", 1},
+      {"train --model " + p("config.json") + data +
+           " --epochs 1 --device xla:cpu --replicas 2 --strategy mirrored",
+       "two strategies; give one", 1},
       {"train --model " + p("nope.json") + data + " --epochs 1", "nope.json", 1},
       {"train --model " + p("config.json") + " --data-dir " + images.string() +
            " --epochs 1 --out x.h5",

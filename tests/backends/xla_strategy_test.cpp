@@ -2,10 +2,10 @@
 // keeps them": connect() to 2 devices of the PJRT CPU plugin, then fit the same model N steps
 // with global batch B as 2 replicas x B/2 (one program, the gradient all_reduce inside it) and as
 // 1 replica x B on backend "xla" without a strategy. The weights (BatchNormalization's moving
-// statistics included), the epoch logs (loss, accuracy) and evaluate's logs agree within
-// kTol relative + absolute: the two runs differ only in the order of the batch's sums (each
-// device sums its half, then the all_reduce adds the halves). The lowering of the variable
-// writes (assign / assign_add's `aggregation`) is checked on its own.
+// statistics included), the epoch logs (loss, accuracy), evaluate's logs and predict's rows
+// agree within kTol relative + absolute: the two runs differ only in the order of the batch's
+// sums (each device sums its half, then the all_reduce adds the halves). The lowering of the
+// variable writes (assign / assign_add's `aggregation`) is checked on its own.
 #include <gtest/gtest.h>
 
 #ifndef LOCKSTEP_XLA
@@ -87,6 +87,7 @@ void expect_logs_close(const History& got, const History& want) {
 struct Run {
   History history;
   Logs evaluated;
+  Tensor predicted;  // predict on the training data (batch 32: the last batch split too)
   std::vector<Tensor> weights;
 };
 
@@ -102,6 +103,7 @@ Run train(Model (*build)(), const std::vector<Tensor>& initial, const ld::Strate
     run.history = m.fit(x, y, {.batch_size = batch, .epochs = epochs, .verbose = 0,
                                .shuffle = false});
     run.evaluated = m.evaluate(x, y, {.batch_size = batch, .verbose = 0});
+    run.predicted = m.predict(x, 32);
     run.weights = m.get_weights();
   };
   if (strategy) {
@@ -138,6 +140,8 @@ void expect_replicas_match_one(Model (*build)(), const Tensor& x, const Tensor& 
     EXPECT_NEAR(two.evaluated.at(key), one.evaluated.at(key),
                 kTol * (1 + std::fabs(one.evaluated.at(key))))
         << "evaluate " << key;
+  // predict: the replicas' rows come back in the batch's order.
+  EXPECT_LE(max_relative_difference({two.predicted}, {one.predicted}), kTol);
 }
 
 // Conv - BatchNormalization(synchronized) - ReLU - conv - BN - ReLU, pooled, Dense head.

@@ -18,7 +18,8 @@
 // last, partial one) runs on one device.
 //
 // One worker only: composing with the Gloo / MPI communicators across hosts is not built
-// (docs/accelerator.md says what is missing).
+// (docs/accelerator.md says what is missing). Strategy::run / reduce (custom loops) run their
+// function once, on the host: the device replicas exist only inside compiled programs.
 #pragma once
 #include <string>
 #include <vector>

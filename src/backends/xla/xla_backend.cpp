@@ -166,6 +166,13 @@ class XlaCompiledGraph final : public CompiledGraph {
   }
   std::string target() const override { return "xla:" + client_->platform(); }
 
+  size_t arena_bytes() const override { return 0; }  // the plugin plans the device memory
+  size_t unplanned_bytes() const override { return 0; }
+  int num_scheduled() const override { return num_nodes_; }
+  const Graph& graph() const override { return graph_; }
+  const std::vector<std::string>& report() const override { return report_; }
+
+ private:
   // The replicas' outputs into outputs_: float32 rank 0 averaged, rows concatenated (see the top).
   void gather(const std::vector<std::vector<Tensor>>& results) {
     for (size_t i = 0; i < outputs_.size(); ++i) {
@@ -188,13 +195,6 @@ class XlaCompiledGraph final : public CompiledGraph {
     }
   }
 
-  size_t arena_bytes() const override { return 0; }  // the plugin plans the device memory
-  size_t unplanned_bytes() const override { return 0; }
-  int num_scheduled() const override { return num_nodes_; }
-  const Graph& graph() const override { return graph_; }
-  const std::vector<std::string>& report() const override { return report_; }
-
- private:
   Graph graph_;
   const StepInfo* step_;
   int replicas_;

@@ -62,27 +62,28 @@ struct Args {
   // --target-accuracy.
   int evals_per_epoch = 1;
   double target_accuracy = 0.91;
-  std::string backup_dir;                    // --backup-dir: BackupAndRestore there
+  std::string backup_dir;                       // --backup-dir: BackupAndRestore there
   int64_t train_samples = 0, test_samples = 0;  // the first N images (0: all)
-  int wait_for_signal_at = 0;                // the preemption test's hook
+  int wait_for_signal_at = 0;                   // the preemption test's hook
 };
 
 static void usage() {
-  std::fprintf(stderr,
-               "usage: fashion_mnist [--epochs N] [--batch-size N] [--threads N] [--data-dir DIR] "
-               "[--seed N] [--steps-per-execution N] [--verbose-compile]\n"
-               "       [--device cpu|xla:cpu|xla:PLUGIN]\n"
-               "       [--strategy one_device|mirrored|multi_worker] [--bytes-per-pack N]\n"
-               "       [--out-dir DIR] [--tensorboard LOGDIR] [--csv FILE]\n"
-               "       [--dtype-policy float32|mixed_bfloat16] [--all-reduce-dtype "
-               "float32|bfloat16]\n"
-               "       [--report FILE.json] [--price-per-hour X]\n"
-               "       [--prices FILE.json --machine NAME]\n"
-               "       [--evals-per-epoch K] [--target-accuracy A]\n"
-               "       [--backup-dir DIR] [--train-samples N] [--test-samples N]\n"
-               "       [--wait-for-signal-at K]\n"
-               "SIGTERM/SIGINT: stops after the running step, writes the --backup-dir backup, exits "
-               "with status 75\n(run the same command again to resume).\n");
+  std::fprintf(
+      stderr,
+      "usage: fashion_mnist [--epochs N] [--batch-size N] [--threads N] [--data-dir DIR] "
+      "[--seed N] [--steps-per-execution N] [--verbose-compile]\n"
+      "       [--device cpu|xla:cpu|xla:PLUGIN]\n"
+      "       [--strategy one_device|mirrored|multi_worker] [--bytes-per-pack N]\n"
+      "       [--out-dir DIR] [--tensorboard LOGDIR] [--csv FILE]\n"
+      "       [--dtype-policy float32|mixed_bfloat16] [--all-reduce-dtype "
+      "float32|bfloat16]\n"
+      "       [--report FILE.json] [--price-per-hour X]\n"
+      "       [--prices FILE.json --machine NAME]\n"
+      "       [--evals-per-epoch K] [--target-accuracy A]\n"
+      "       [--backup-dir DIR] [--train-samples N] [--test-samples N]\n"
+      "       [--wait-for-signal-at K]\n"
+      "SIGTERM/SIGINT: stops after the running step, writes the --backup-dir backup, exits "
+      "with status 75\n(run the same command again to resume).\n");
 }
 
 static Args parse(int argc, char** argv) {
@@ -348,8 +349,7 @@ int main(int argc, char** argv) {
     }
     return 0;
   } catch (const ls::TrainingPreempted& e) {  // SIGTERM/SIGINT: resumable with --backup-dir
-    std::fprintf(stderr, "fashion_mnist: %s (exit status %d)\n", e.what(),
-                 ls::kPreemptedExitCode);
+    std::fprintf(stderr, "fashion_mnist: %s (exit status %d)\n", e.what(), ls::kPreemptedExitCode);
     return ls::kPreemptedExitCode;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fashion_mnist: error: %s\n", e.what());

@@ -344,7 +344,8 @@ int main(int argc, char** argv) {
     int steps_run = 0;
     auto phase_callbacks = [&](std::vector<ls::CallbackPtr> cbs, const char* phase) {
       if (!args.backup_dir.empty())
-        cbs.push_back(ls::callbacks::BackupAndRestore((fs::path(args.backup_dir) / phase).string()));
+        cbs.push_back(
+            ls::callbacks::BackupAndRestore((fs::path(args.backup_dir) / phase).string()));
       if (args.wait_for_signal_at > 0)  // the preemption test: a signal at a known step
         cbs.push_back(ls::callbacks::LambdaCallback({}, [&](int, const ls::Logs&) {
           if (++steps_run != args.wait_for_signal_at) return;
@@ -357,11 +358,11 @@ int main(int argc, char** argv) {
     };
     auto t0 = std::chrono::steady_clock::now();
     // docs: begin fit
-    auto hist = model.fit(train_ds, {.epochs = args.epochs,
-                                     .callbacks = phase_callbacks(log_callbacks(args, chief),
-                                                                  "train"),
-                                     .validation_data = val_ds,
-                                     .seed = args.seed});
+    auto hist =
+        model.fit(train_ds, {.epochs = args.epochs,
+                             .callbacks = phase_callbacks(log_callbacks(args, chief), "train"),
+                             .validation_data = val_ds,
+                             .seed = args.seed});
     // docs: end fit
     if (args.fine_tune_epochs > 0 && !hist.stopped_on_nan) {  // then fine-tune, 10x slower
       const size_t at = fine_tune_from;
@@ -373,12 +374,12 @@ int main(int argc, char** argv) {
         if (strategy.impl()) scope.emplace(strategy.impl());
         compile(model, 1e-4);
       }
-      auto more = model.fit(train_ds, {.epochs = args.epochs + args.fine_tune_epochs,
-                                       .callbacks = phase_callbacks(
-                                           log_callbacks(args, chief, true), "fine_tune"),
-                                       .validation_data = val_ds,
-                                       .initial_epoch = args.epochs,
-                                       .seed = args.seed});
+      auto more = model.fit(
+          train_ds, {.epochs = args.epochs + args.fine_tune_epochs,
+                     .callbacks = phase_callbacks(log_callbacks(args, chief, true), "fine_tune"),
+                     .validation_data = val_ds,
+                     .initial_epoch = args.epochs,
+                     .seed = args.seed});
       append_history(hist, more);
       hist.stopped_on_nan = more.stopped_on_nan, hist.stop_reason = more.stop_reason;
     }

@@ -184,8 +184,7 @@ bool receive(PipeReader& in, IsolatedResult* r, std::string* error) {
         uint64_t nbytes = 0;
         if (!in.get(&nbytes)) return false;
         // The child checked the shape against the file; these are its bytes, checked again.
-        if (nbytes != checked_bytes(shape, dtype_size(DType(dt)), "'" + t.name + "'"))
-          return false;
+        if (nbytes != checked_bytes(shape, dtype_size(DType(dt)), "'" + t.name + "'")) return false;
         t.value = Tensor::empty(shape, DType(dt));
         if (!in.read(t.value.raw(), nbytes)) return false;
         r->tensors.push_back(std::move(t));
@@ -252,8 +251,9 @@ IsolatedResult read_isolated(const std::string& path, const std::string& what,
   if (pid < 0) {
     const int err = errno;
     ::close(fds[0]);
-    LS_FAIL("'", path, "': cannot start a process to read the ", what, " in (fork: ",
-            std::strerror(err), "; Lockstep reads HDF5 files in a separate process)");
+    LS_FAIL("'", path, "': cannot start a process to read the ", what,
+            " in (fork: ", std::strerror(err),
+            "; Lockstep reads HDF5 files in a separate process)");
   }
   IsolatedResult r;
   std::string error;

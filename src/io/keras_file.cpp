@@ -9,9 +9,9 @@
 #include <zlib.h>
 
 #include <atomic>
-#include <mutex>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -426,12 +426,10 @@ KerasArchive read_keras_archive(const std::string& path) {
   zip_discard(z);
   try {
     // In a child process (read_isolated): a crafted file can crash libhdf5 itself.
-    a.weights = read_isolated(path, "weights member (model.weights.h5)",
-                              [&](IsolatedResult& r) {
-                                silence_hdf5();
-                                r.tensors = read_h5_image(weights, path + ": model.weights.h5");
-                              })
-                    .tensors;
+    a.weights = read_isolated(path, "weights member (model.weights.h5)", [&](IsolatedResult& r) {
+                  silence_hdf5();
+                  r.tensors = read_h5_image(weights, path + ": model.weights.h5");
+                }).tensors;
   } catch (const Error& e) {
     LS_FAIL("'", path, "': model.weights.h5: ", e.what());
   }

@@ -231,8 +231,9 @@ TEST(KerasFileLimits, WeightsFilesThatCrashLibhdf5AreReportedAsDamaged) {
 
   // Keras 2's legacy layout: read_legacy_h5 looks its layer groups up through the root's heap.
   const std::string legacy = tmp("crash_legacy.h5");
-  io::write_legacy_h5(legacy, {{{"dense", {{"dense/kernel:0", Tensor::full(Shape{4, 2}, 1.f)}}}},
-                               "2.15.0", "tensorflow"});
+  io::write_legacy_h5(
+      legacy,
+      {{{"dense", {{"dense/kernel:0", Tensor::full(Shape{4, 2}, 1.f)}}}}, "2.15.0", "tensorflow"});
   const std::string good_legacy = test_util::read_text_file(legacy);
   ASSERT_EQ(io::read_legacy_h5(legacy).layers.size(), 1u);
   test_util::write_binary(legacy, with_undefined_root_heap(good_legacy));

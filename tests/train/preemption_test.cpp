@@ -50,8 +50,7 @@ std::string read_text(const fs::path& path) {
 
 // Starts `bin` (distributed_train) with `args`, stdout and stderr into `log`, one compute thread
 // (the byte-for-byte comparison needs the same thread count in every run).
-pid_t start(std::vector<std::string> args, const fs::path& log,
-            const std::string& bin = binary()) {
+pid_t start(std::vector<std::string> args, const fs::path& log, const std::string& bin = binary()) {
   std::vector<std::string> env_s{"OMP_NUM_THREADS=1"};
   for (char** e = environ; *e; ++e)
     if (std::strncmp(*e, "OMP_NUM_THREADS=", 16) != 0) env_s.push_back(*e);
@@ -186,8 +185,9 @@ TEST_F(Preemption, FashionMnistExampleExits75OnSigtermAndTheRerunResumes) {
   if (!fs::exists(bin)) GTEST_SKIP() << bin << " not built";
   if (!fashion_mnist_installed()) GTEST_SKIP() << "Fashion-MNIST not installed";
   const std::vector<std::string> run{
-      "--train-samples", "192", "--test-samples", "64", "--batch-size", "32", "--epochs", "2",
-      "--threads",       "1",   "--out-dir",      path("out"), "--backup-dir", path("backup")};
+      "--train-samples", "192",         "--test-samples", "64", "--batch-size", "32",
+      "--epochs",        "2",           "--threads",      "1",  "--out-dir",    path("out"),
+      "--backup-dir",    path("backup")};
   auto [rc, log] = signalled_run(run, 8, SIGTERM, bin);
   ASSERT_EQ(rc, kPreemptedExitCode) << log;
   EXPECT_NE(log.find("fashion_mnist: fit: stopped by SIGTERM after step 2 of epoch 2; "
@@ -215,9 +215,9 @@ TEST_F(Preemption, FlowersExampleExits75OnSigtermAndTheRerunResumes) {
   const std::string bin = binary("flowers");
   if (!fs::exists(bin)) GTEST_SKIP() << bin << " not built";
   if (!fashion_mnist_installed()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const std::vector<std::string> run{"--per-class",  "12",        "--image-size", "16",
-                                     "--batch-size", "16",        "--epochs",     "2",
-                                     "--threads",    "1",         "--out-dir",    path("out"),
+  const std::vector<std::string> run{"--per-class",  "12",          "--image-size", "16",
+                                     "--batch-size", "16",          "--epochs",     "2",
+                                     "--threads",    "1",           "--out-dir",    path("out"),
                                      "--backup-dir", path("backup")};
   auto [rc, log] = signalled_run(run, 8, SIGTERM, bin);
   ASSERT_EQ(rc, kPreemptedExitCode) << log;

@@ -14,6 +14,7 @@
 // no static destructors, no OpenMP). A child that sends nothing for kChildSilenceSeconds is
 // killed (a deadlock we did not foresee becomes an error, not a hang).
 #include <fcntl.h>
+#include <hdf5.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -241,6 +242,7 @@ IsolatedResult read_isolated(const std::string& path, const std::string& what,
   pid_t pid;
   {
     std::lock_guard<std::mutex> lock(hdf5_lock());  // no other thread inside libhdf5 at the fork
+    H5open();                                       // initialised once here, not in every child
     pid = ::fork();
   }
   if (pid == 0) {

@@ -356,13 +356,15 @@ int main(int argc, char** argv) {
         }));
       return cbs;
     };
+    // The logging callbacks, and with --backup-dir a BackupAndRestore.
+    const std::vector<ls::CallbackPtr> callbacks =
+        phase_callbacks(log_callbacks(args, chief), "train");
     auto t0 = std::chrono::steady_clock::now();
     // docs: begin fit
-    auto hist =
-        model.fit(train_ds, {.epochs = args.epochs,
-                             .callbacks = phase_callbacks(log_callbacks(args, chief), "train"),
-                             .validation_data = val_ds,
-                             .seed = args.seed});
+    auto hist = model.fit(train_ds, {.epochs = args.epochs,
+                                     .callbacks = callbacks,
+                                     .validation_data = val_ds,
+                                     .seed = args.seed});
     // docs: end fit
     if (args.fine_tune_epochs > 0 && !hist.stopped_on_nan) {  // then fine-tune, 10x slower
       const size_t at = fine_tune_from;

@@ -7,12 +7,19 @@
 //       [--dtype-policy float32|mixed_bfloat16] [--all-reduce-dtype float32|bfloat16]
 //       [--out-dir DIR] [--tensorboard LOGDIR] [--csv FILE]
 //       [--report FILE.json] [--price-per-hour X | --prices FILE.json --machine NAME]
+//       [--backup-dir DIR] [--train-samples N] [--test-samples N] [--wait-for-signal-at K]
 // Writes <out-dir>/curves.png (loss and accuracy per epoch, training and test); --tensorboard
 // writes TensorBoard event files (tensorboard --logdir LOGDIR), --csv the epoch logs as CSV.
 // --report writes the time-and-cost report (FILE.json and FILE.png: time and dollars to 85/90/91%
 // test accuracy) at --price-per-hour X or the named machine's price in a --prices table.
 // --batch-size is the global batch (split across replicas). multi_worker reads the cluster from
 // TF_CONFIG, or the MPI (mpirun) or Slurm (srun) environment; only the chief prints the JSON line.
+// SIGTERM or SIGINT (a preemptible machine going away, Ctrl-C) stops training after the running
+// step; with --backup-dir DIR the BackupAndRestore state is written there (at every epoch end
+// too), and the program exits with status 75 (lockstep/train/preemption.h): the same command
+// again resumes from DIR. --train-samples / --test-samples use the first N images (quick runs);
+// --wait-for-signal-at K waits after training step K until a signal arrives (the preemption
+// test's way to signal mid-epoch at a known step).
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -25,6 +32,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/device_flag.h"
@@ -56,21 +64,29 @@ struct Args {
   // --target-accuracy.
   int evals_per_epoch = 1;
   double target_accuracy = 0.91;
+  std::string backup_dir;                       // --backup-dir: BackupAndRestore there
+  int64_t train_samples = 0, test_samples = 0;  // the first N images (0: all)
+  int wait_for_signal_at = 0;                   // the preemption test's hook
 };
 
 static void usage() {
-  std::fprintf(stderr,
-               "usage: fashion_mnist [--epochs N] [--batch-size N] [--threads N] [--data-dir DIR] "
-               "[--seed N] [--steps-per-execution N] [--verbose-compile]\n"
-               "       [--device cpu|xla:cpu|xla:PLUGIN] [--replicas N (xla: one replica per "
-               "device, the batch split across them)]\n"
-               "       [--strategy one_device|mirrored|multi_worker] [--bytes-per-pack N]\n"
-               "       [--out-dir DIR] [--tensorboard LOGDIR] [--csv FILE]\n"
-               "       [--dtype-policy float32|mixed_bfloat16] [--all-reduce-dtype "
-               "float32|bfloat16]\n"
-               "       [--report FILE.json] [--price-per-hour X]\n"
-               "       [--prices FILE.json --machine NAME]\n"
-               "       [--evals-per-epoch K] [--target-accuracy A]\n");
+  std::fprintf(
+      stderr,
+      "usage: fashion_mnist [--epochs N] [--batch-size N] [--threads N] [--data-dir DIR] "
+      "[--seed N] [--steps-per-execution N] [--verbose-compile]\n"
+      "       [--device cpu|xla:cpu|xla:PLUGIN] [--replicas N (xla: one replica per "
+      "device, the batch split across them)]\n"
+      "       [--strategy one_device|mirrored|multi_worker] [--bytes-per-pack N]\n"
+      "       [--out-dir DIR] [--tensorboard LOGDIR] [--csv FILE]\n"
+      "       [--dtype-policy float32|mixed_bfloat16] [--all-reduce-dtype "
+      "float32|bfloat16]\n"
+      "       [--report FILE.json] [--price-per-hour X]\n"
+      "       [--prices FILE.json --machine NAME]\n"
+      "       [--evals-per-epoch K] [--target-accuracy A]\n"
+      "       [--backup-dir DIR] [--train-samples N] [--test-samples N]\n"
+      "       [--wait-for-signal-at K]\n"
+      "SIGTERM/SIGINT: stops after the running step, writes the --backup-dir backup, exits "
+      "with status 75\n(run the same command again to resume).\n");
 }
 
 static Args parse(int argc, char** argv) {
@@ -130,6 +146,14 @@ static Args parse(int argc, char** argv) {
       a.evals_per_epoch = int(num(1, 1000));
     else if (k == "--target-accuracy")
       a.target_accuracy = ls::parse_double(k, next(), 0.0, 1.0);
+    else if (k == "--backup-dir")
+      a.backup_dir = next();
+    else if (k == "--train-samples")
+      a.train_samples = num(1, INT64_MAX);
+    else if (k == "--test-samples")
+      a.test_samples = num(1, INT64_MAX);
+    else if (k == "--wait-for-signal-at")
+      a.wait_for_signal_at = int(num(1, INT32_MAX));
     else if (k == "--help" || k == "-h")
       usage(), std::exit(0);
     else {
@@ -192,6 +216,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);  // multi_worker: a dying peer must not kill this worker
+  // SIGTERM/SIGINT: fit stops after the running step (writing the backup) and throws
+  // TrainingPreempted, which main turns into exit status 75.
+  ls::install_preemption_handler();
   try {
     if (args.threads > 0) ls::set_num_threads(args.threads);
     ls::set_random_seed(args.seed);
@@ -206,6 +233,14 @@ int main(int argc, char** argv) {
     const bool chief = strategy.is_chief();
     if (!chief && !std::freopen("/dev/null", "w", stdout)) return 1;  // only the chief reports
     auto data = ls::data::load_fashion_mnist(args.data_dir);
+    if (args.train_samples > 0 && args.train_samples < data.x_train.dim(0)) {
+      data.x_train = data.x_train.slice(0, args.train_samples);
+      data.y_train = data.y_train.slice(0, args.train_samples);
+    }
+    if (args.test_samples > 0 && args.test_samples < data.x_test.dim(0)) {
+      data.x_test = data.x_test.slice(0, args.test_samples);
+      data.y_test = data.y_test.slice(0, args.test_samples);
+    }
     std::printf("Fashion-MNIST: %lld training and %lld test images from %s\n",
                 (long long)data.x_train.dim(0), (long long)data.x_test.dim(0),
                 ls::data::fashion_mnist_dir(args.data_dir).c_str());
@@ -282,6 +317,17 @@ int main(int argc, char** argv) {
            .price_per_hour = args.price_per_hour,
            .prices_file = args.prices,
            .machine = args.machine}));
+    if (!args.backup_dir.empty())  // resumes from DIR when a preempted run left a backup there
+      callbacks.push_back(ls::callbacks::BackupAndRestore(args.backup_dir));
+    int steps_run = 0;
+    if (args.wait_for_signal_at > 0)  // the preemption test: a signal mid-epoch, at a known step
+      callbacks.push_back(ls::callbacks::LambdaCallback({}, [&](int, const ls::Logs&) {
+        if (++steps_run != args.wait_for_signal_at) return;
+        std::fprintf(stderr, "waiting for a signal after step %d\n", steps_run);
+        std::fflush(stderr);
+        for (int i = 0; i < 120000 && ls::preemption_signal() == 0; ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }));
     auto hist = model.fit(data.x_train, data.y_train,
                           {.batch_size = args.batch_size,
                            .epochs = args.epochs,
@@ -315,6 +361,9 @@ int main(int argc, char** argv) {
           hist.compile_seconds, peak_rss_mb(), hist.replicas, hist.workers, hidden);
     }
     return 0;
+  } catch (const ls::TrainingPreempted& e) {  // SIGTERM/SIGINT: resumable with --backup-dir
+    std::fprintf(stderr, "fashion_mnist: %s (exit status %d)\n", e.what(), ls::kPreemptedExitCode);
+    return ls::kPreemptedExitCode;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fashion_mnist: error: %s\n", e.what());
     return 1;

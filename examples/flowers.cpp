@@ -8,6 +8,14 @@
 //                     [--strategy one_device|mirrored|multi_worker]
 //                     [--tensorboard LOGDIR] [--csv FILE]
 //                     [--report FILE.json] [--price-per-hour X | --prices FILE.json --machine NAME]
+//                     [--backup-dir DIR] [--wait-for-signal-at K]
+//
+// SIGTERM or SIGINT (a preemptible machine going away, Ctrl-C) stops training after the running
+// step; with --backup-dir DIR the BackupAndRestore state is written there (at every epoch end
+// too), and the program exits with status 75 (lockstep/train/preemption.h): the same command
+// again resumes from DIR. (With --fine-tune-at, each phase has its own backup under DIR.)
+// --wait-for-signal-at K waits after training step K until a signal arrives (the preemption
+// test's way to signal mid-epoch at a known step).
 //
 // The training curves go to <out-dir>/curves.png; --tensorboard writes TensorBoard event files
 // (tensorboard --logdir LOGDIR), --csv the epoch logs as CSV (CSVLogger). --report writes the
@@ -31,6 +39,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "lockstep/core/parse.h"
@@ -56,6 +65,8 @@ struct Args {
   // --fine-tune-at LAYER (name or index in model.layers) and --fine-tune-epochs N.
   std::string weights, fine_tune_at;
   int fine_tune_epochs = 0;
+  std::string backup_dir;      // --backup-dir: BackupAndRestore there
+  int wait_for_signal_at = 0;  // the preemption test's hook
 };
 
 static void usage() {
@@ -67,7 +78,10 @@ static void usage() {
       "       [--tensorboard LOGDIR] [--csv FILE] [--dtype-policy float32|mixed_bfloat16]\n"
       "       [--report FILE.json] [--price-per-hour X]\n"
       "       [--weights FILE] [--fine-tune-at LAYER --fine-tune-epochs N]\n"
-      "       [--prices FILE.json --machine NAME]\n");
+      "       [--prices FILE.json --machine NAME]\n"
+      "       [--backup-dir DIR] [--wait-for-signal-at K]\n"
+      "SIGTERM/SIGINT: stops after the running step, writes the --backup-dir backup, exits with "
+      "status 75\n(run the same command again to resume).\n");
 }
 
 [[noreturn]] static void fail(const std::string& msg) {
@@ -128,6 +142,10 @@ static Args parse(int argc, char** argv) {
       a.fine_tune_epochs = int(num(0, 1000000));
     else if (k == "--dtype-policy")
       a.dtype_policy = v;
+    else if (k == "--backup-dir")
+      a.backup_dir = v;
+    else if (k == "--wait-for-signal-at")
+      a.wait_for_signal_at = int(num(1, INT32_MAX));
     else
       fail("unknown argument '" + k + "'");
   }
@@ -257,6 +275,9 @@ int main(int argc, char** argv) {
     fail(e.what());
   }
   signal(SIGPIPE, SIG_IGN);  // multi_worker: a dying peer must not kill this worker
+  // SIGTERM/SIGINT: fit stops after the running step (writing the backup) and throws
+  // TrainingPreempted, which main turns into exit status 75.
+  ls::install_preemption_handler();
   try {
     if (args.threads > 0) ls::set_num_threads(args.threads);
     ls::set_random_seed(args.seed);
@@ -316,10 +337,32 @@ int main(int argc, char** argv) {
     const size_t fine_tune_from =
         args.fine_tune_epochs > 0 ? layer_index(model, args.fine_tune_at) : 0;
 
+    // --backup-dir: each phase's BackupAndRestore in its own folder (the second phase's fit
+    // must not restore the first's state). A rerun after a preemption in the fine-tuning phase
+    // repeats the first phase (its backup was deleted when it completed), then resumes the
+    // second from its backup, which holds every weight.
+    int steps_run = 0;
+    auto phase_callbacks = [&](std::vector<ls::CallbackPtr> cbs, const char* phase) {
+      if (!args.backup_dir.empty())
+        cbs.push_back(
+            ls::callbacks::BackupAndRestore((fs::path(args.backup_dir) / phase).string()));
+      if (args.wait_for_signal_at > 0)  // the preemption test: a signal at a known step
+        cbs.push_back(ls::callbacks::LambdaCallback({}, [&](int, const ls::Logs&) {
+          if (++steps_run != args.wait_for_signal_at) return;
+          std::fprintf(stderr, "waiting for a signal after step %d\n", steps_run);
+          std::fflush(stderr);
+          for (int i = 0; i < 120000 && ls::preemption_signal() == 0; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }));
+      return cbs;
+    };
+    // The logging callbacks, and with --backup-dir a BackupAndRestore.
+    const std::vector<ls::CallbackPtr> callbacks =
+        phase_callbacks(log_callbacks(args, chief), "train");
     auto t0 = std::chrono::steady_clock::now();
     // docs: begin fit
     auto hist = model.fit(train_ds, {.epochs = args.epochs,
-                                     .callbacks = log_callbacks(args, chief),
+                                     .callbacks = callbacks,
                                      .validation_data = val_ds,
                                      .seed = args.seed});
     // docs: end fit
@@ -333,11 +376,12 @@ int main(int argc, char** argv) {
         if (strategy.impl()) scope.emplace(strategy.impl());
         compile(model, 1e-4);
       }
-      auto more = model.fit(train_ds, {.epochs = args.epochs + args.fine_tune_epochs,
-                                       .callbacks = log_callbacks(args, chief, true),
-                                       .validation_data = val_ds,
-                                       .initial_epoch = args.epochs,
-                                       .seed = args.seed});
+      auto more = model.fit(
+          train_ds, {.epochs = args.epochs + args.fine_tune_epochs,
+                     .callbacks = phase_callbacks(log_callbacks(args, chief, true), "fine_tune"),
+                     .validation_data = val_ds,
+                     .initial_epoch = args.epochs,
+                     .seed = args.seed});
       append_history(hist, more);
       hist.stopped_on_nan = more.stopped_on_nan, hist.stop_reason = more.stop_reason;
     }
@@ -383,6 +427,9 @@ int main(int argc, char** argv) {
         hist.images_per_second * hist.workers, hist.compile_seconds, peak_rss_mb(),
         hist.input_wait_fraction, train_seconds, classes, replicas.c_str());
     return 0;
+  } catch (const ls::TrainingPreempted& e) {  // SIGTERM/SIGINT: resumable with --backup-dir
+    std::fprintf(stderr, "flowers: %s (exit status %d)\n", e.what(), ls::kPreemptedExitCode);
+    return ls::kPreemptedExitCode;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "flowers: error: %s\n", e.what());
     return 1;

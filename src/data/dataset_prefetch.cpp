@@ -53,14 +53,26 @@ struct PrefetchIt : IteratorNode {
     if (producer.joinable()) producer.join();
   }
 
+  // Marks the end for the consumer. Every way out of produce() goes through here: a consumer
+  // waiting in next() — the producer of a prefetch further down, when two are nested — must
+  // wake up. (It used to return on a cancel without this; the outer producer then waited in
+  // this next() forever and the iterator's destructor, joining it, hung: issue 25, item 8.)
+  void finish() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      end = true;
+    }
+    not_empty.notify_all();
+  }
+
   void produce() {
     for (;;) {
       {
         std::unique_lock<std::mutex> lock(mu);
         not_full.wait(lock, [&] { return stop || int(buf.size()) < capacity; });
-        if (stop) return;
+        if (stop) break;
       }
-      if (ctx->cancelled) return;
+      if (ctx->cancelled) break;
       Result r;
       bool got = false;
       try {
@@ -79,6 +91,7 @@ struct PrefetchIt : IteratorNode {
       not_empty.notify_one();
       if (!got) return;
     }
+    finish();
   }
 
   bool next(Element& out) override {

@@ -5,6 +5,7 @@
 #include <hdf5.h>
 
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -49,5 +50,23 @@ Tensor read_dataset(hid_t loc, const char* name, VisitState* st);
 std::string file_image(const std::string& path, const std::function<void(hid_t file)>& fill);
 // Opens `path` read-only after checking it is a regular HDF5 file; *bytes = its size.
 hid_t open_read_only(const std::string& path, uint64_t* bytes);
+
+// What a read in a child process sends back (read_isolated): strings, counts and tensors, each
+// in the order the reader added them.
+struct IsolatedResult {
+  std::vector<std::string> strings;
+  std::vector<int64_t> counts;
+  std::vector<NamedTensor> tensors;
+};
+// Held by every Lockstep call into libhdf5 that runs in this process (the writers), and across
+// read_isolated's fork, so that no other thread is inside libhdf5 when the child is made.
+std::mutex& hdf5_lock();
+// Runs `read` (which parses a file with libhdf5) in a fork()ed child and returns what it filled
+// in. libhdf5 1.10 can crash on crafted files (an allocation sized from the file fails and it
+// reads through NULL); here such a crash is a lockstep::Error naming `path` and `what` ("weights
+// file") as damaged, and the reader's own errors come back unchanged. `read` must not take
+// hdf5_lock() (h5_isolated.cpp says what else the child may do).
+IsolatedResult read_isolated(const std::string& path, const std::string& what,
+                             const std::function<void(IsolatedResult&)>& read);
 
 }  // namespace lockstep::io::h5

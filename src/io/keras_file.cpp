@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -372,19 +373,33 @@ using namespace h5;
 
 void write_h5_tensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                       const std::vector<std::string>& groups) {
-  silence_hdf5();
-  write_file_atomic(path, h5_image(tensors, groups, path), "weights file");
+  std::string image;
+  {
+    std::lock_guard<std::mutex> lock(hdf5_lock());
+    silence_hdf5();
+    image = h5_image(tensors, groups, path);
+  }
+  write_file_atomic(path, image, "weights file");
 }
 
+// Parsed in a child process (read_isolated): a crafted file can crash libhdf5 itself.
 std::vector<NamedTensor> read_h5_tensors(const std::string& path) {
-  uint64_t bytes = 0;
-  H5Handle file(open_read_only(path, &bytes), H5Fclose);
-  return read_open_h5(file, path, bytes);
+  return read_isolated(path, "weights file",
+                       [&](IsolatedResult& r) {
+                         uint64_t bytes = 0;
+                         H5Handle file(open_read_only(path, &bytes), H5Fclose);
+                         r.tensors = read_open_h5(file, path, bytes);
+                       })
+      .tensors;
 }
 
 void write_keras_archive(const std::string& path, const KerasArchive& archive) {
-  silence_hdf5();
-  std::string weights = h5_image(archive.weights, archive.groups, path + ": model.weights.h5");
+  std::string weights;
+  {
+    std::lock_guard<std::mutex> lock(hdf5_lock());
+    silence_hdf5();
+    weights = h5_image(archive.weights, archive.groups, path + ": model.weights.h5");
+  }
   const std::string zip = zip_image(path, {{"metadata.json", archive.metadata.dump()},
                                            {"config.json", archive.config.dump()},
                                            {"model.weights.h5", std::move(weights)}});
@@ -392,7 +407,6 @@ void write_keras_archive(const std::string& path, const KerasArchive& archive) {
 }
 
 KerasArchive read_keras_archive(const std::string& path) {
-  silence_hdf5();
   check_regular_file(path, "model file");  // libzip's open of a FIFO would hang
   int err = 0;
   zip_t* z = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &err);
@@ -411,7 +425,11 @@ KerasArchive read_keras_archive(const std::string& path) {
   }
   zip_discard(z);
   try {
-    a.weights = read_h5_image(weights, path + ": model.weights.h5");
+    // In a child process (read_isolated): a crafted file can crash libhdf5 itself.
+    a.weights = read_isolated(path, "weights member (model.weights.h5)", [&](IsolatedResult& r) {
+                  silence_hdf5();
+                  r.tensors = read_h5_image(weights, path + ": model.weights.h5");
+                }).tensors;
   } catch (const Error& e) {
     LS_FAIL("'", path, "': model.weights.h5: ", e.what());
   }

@@ -135,14 +135,21 @@ LegacyLayerWeights read_layer(hid_t root, const std::string& layer, VisitState* 
 
 }  // namespace
 
+// Both readers parse in a child process (read_isolated): a crafted file can crash libhdf5.
 bool is_legacy_h5(const std::string& path) {
-  uint64_t bytes = 0;
-  H5Handle file(open_read_only(path, &bytes), H5Fclose);
-  H5Handle root(layers_group(file), H5Gclose);
-  return root.id >= 0;
+  const IsolatedResult r = read_isolated(path, "weights file", [&](IsolatedResult& out) {
+    uint64_t bytes = 0;
+    H5Handle file(open_read_only(path, &bytes), H5Fclose);
+    H5Handle root(layers_group(file), H5Gclose);
+    out.counts.push_back(root.id >= 0);
+  });
+  LS_CHECK(r.counts.size() == 1, "'", path, "': reading the weights file returned nothing");
+  return r.counts[0] != 0;
 }
 
-LegacyWeightsFile read_legacy_h5(const std::string& path) {
+namespace {
+
+LegacyWeightsFile read_legacy_h5_here(const std::string& path) {
   uint64_t bytes = 0;
   H5Handle file(open_read_only(path, &bytes), H5Fclose);
   H5Handle root(layers_group(file), H5Gclose);
@@ -161,7 +168,40 @@ LegacyWeightsFile read_legacy_h5(const std::string& path) {
   return out;
 }
 
+}  // namespace
+
+// The child sends strings {keras_version, backend, layer names...}, counts (each layer's
+// number of weights) and the weights in order.
+LegacyWeightsFile read_legacy_h5(const std::string& path) {
+  const IsolatedResult r = read_isolated(path, "weights file", [&](IsolatedResult& out) {
+    LegacyWeightsFile f = read_legacy_h5_here(path);
+    out.strings = {f.keras_version, f.backend};
+    for (auto& l : f.layers) {
+      out.strings.push_back(l.layer);
+      out.counts.push_back(int64_t(l.weights.size()));
+      for (auto& w : l.weights) out.tensors.push_back(std::move(w));
+    }
+  });
+  LS_CHECK(r.strings.size() >= 2 && r.strings.size() - 2 == r.counts.size(), "'", path,
+           "': reading the weights file returned an inconsistent result");
+  LegacyWeightsFile f;
+  f.keras_version = r.strings[0];
+  f.backend = r.strings[1];
+  size_t next = 0;
+  for (size_t i = 0; i < r.counts.size(); ++i) {
+    LegacyLayerWeights l{r.strings[i + 2], {}};
+    for (int64_t k = 0; k < r.counts[i]; ++k) {
+      LS_CHECK(next < r.tensors.size(), "'", path,
+               "': reading the weights file returned an inconsistent result");
+      l.weights.push_back(r.tensors[next++]);
+    }
+    f.layers.push_back(std::move(l));
+  }
+  return f;
+}
+
 void write_legacy_h5(const std::string& path, const LegacyWeightsFile& f) {
+  std::lock_guard<std::mutex> lock(hdf5_lock());
   silence_hdf5();
   std::vector<std::string> names;
   for (auto& l : f.layers) names.push_back(l.layer);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <thread>
 
+#include "io/hostile_files_util.h"
 #include "lockstep/data/dataset.h"
 
 namespace lockstep::data {
@@ -119,6 +120,30 @@ TEST(DatasetThreads, ErrorsCrossThePrefetchThreadAndInterleaveTasks) {
   testing::internal::CaptureStderr();
   EXPECT_EQ(skipping.collect().size(), 11u);
   EXPECT_NE(testing::internal::GetCapturedStderr().find("skipped 1 element "), std::string::npos);
+}
+
+// Two prefetches in a row, as flowers has (image_dataset_from_directory's own, then the
+// program's after cache()), torn down mid-stream (fit leaving an epoch on an error). The outer
+// producer can be waiting inside the inner prefetch's next() when the cancel reaches the inner
+// producer; that one used to return without marking the end, so the outer producer waited
+// forever and the destructor that joins it hung at 0% CPU (issue 25, item 8: flowers printed
+// its error and hung). Many teardowns at random points, in a child that must end in time.
+TEST(DatasetThreads, NestedPrefetchesTornDownMidStreamNeverHang) {
+  const std::string verdict = test_util::in_child(
+      [] {
+        auto ds = Dataset::range(int64_t(1) << 40)
+                      .prefetch(1)
+                      .map([](Element e) { return e; })
+                      .prefetch(1)
+                      .prefetch(1);
+        for (int round = 0; round < 20000; ++round) {
+          auto it = ds.iterator(round);
+          for (int i = 0; i < round % 3; ++i) it.next();
+        }
+        return std::string();
+      },
+      120);
+  EXPECT_EQ(verdict, "");
 }
 
 TEST(DatasetThreads, BudgetOfOneThreadStillWorks) {

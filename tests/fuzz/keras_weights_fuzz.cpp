@@ -1,6 +1,8 @@
 // Fuzzes the .weights.h5 reader (model.load_weights of a Keras weights file; issue 25, item 1):
-// the bytes as a file, read into memory and opened as an HDF5 image (read_h5_tensors: every
-// dataset's type, shape and size checked against the file before allocating), then assigned by
+// the bytes as a file, parsed by libhdf5 in a child process that sends the tensors back
+// (read_h5_tensors, src/io/h5_isolated.cpp: every dataset's type, shape and size checked
+// against the file before allocating; a crash of libhdf5 itself is an error naming the file;
+// the crashes found are in tests/fuzz/regressions/keras_weights/hdf5_crash_*), then assigned by
 // Keras's weight layout to a small fixed model (a Conv2D, a BatchNormalization and a Dense:
 // keras_weight_slots), each tensor's shape and dtype checked as load_weights checks them. Seeds:
 // that model's own file, and files whose dataspaces declare (2^31 - 1, 2^31 + 1) and

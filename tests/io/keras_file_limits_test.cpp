@@ -179,3 +179,95 @@ TEST(KerasFileLimits, WeightsFileWhoseGroupsLinkIntoThemselvesIsWalkedOnce) {
   });
   if (!err.empty()) EXPECT_NE(err.find(file.string()), std::string::npos) << err;
 }
+
+// Weights files that crash libhdf5 1.10.8 itself (found by keras_weights_fuzz): a group's
+// symbol-table message gives its local heap (and B-tree) at 0xffffffffffffffff, HDF5's
+// "undefined address". libhdf5 reads the heap there; the range check of its metadata
+// accumulator wraps around and it copies from NULL (SIGSEGV in H5F__accum_read). Lockstep
+// parses HDF5 files in a child process (io/h5_util.h: read_isolated), so each reader (Keras 3
+// .weights.h5, Keras 2 legacy .h5, the .keras file's embedded weights) reports the file as
+// damaged, naming it, and the test process goes on.
+namespace {
+
+// `bytes` (an HDF5 file Lockstep wrote: superblock v0, symbol-table groups) with the root
+// group's symbol-table message pointing at the undefined address. The superblock's copy of the
+// root's B-tree and heap addresses (its scratch-pad, at 80 and 88) finds the message.
+std::string with_undefined_root_heap(std::string bytes) {
+  EXPECT_EQ(bytes.compare(0, 8, "\x89HDF\r\n\x1a\n"), 0);
+  EXPECT_EQ(bytes[8], 0) << "superblock version 0 expected";
+  const std::string stab = bytes.substr(80, 16);  // B-tree address, local heap address
+  const size_t at = bytes.find(stab, 96);
+  EXPECT_NE(at, std::string::npos) << "the root group's symbol-table message was not found";
+  if (at != std::string::npos) bytes.replace(at, 16, std::string(16, '\xff'));
+  return bytes;
+}
+
+void expect_damaged(const std::string& e, const std::string& path) {
+  expect_has(e, {path, "is damaged", "the HDF5 library crashed reading it (SIGSEGV",
+                 "save or download it again"});
+}
+
+}  // namespace
+
+TEST(KerasFileLimits, WeightsFilesThatCrashLibhdf5AreReportedAsDamaged) {
+  // The fuzzer's inputs, as committed.
+  const fs::path dir = fs::path(LOCKSTEP_SOURCE_DIR) / "tests/fuzz/regressions/keras_weights";
+  int found = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string file = entry.path().string();
+    if (entry.path().filename().string().rfind("hdf5_crash_", 0) != 0) continue;
+    ++found;
+    expect_damaged(error_of([&] { io::read_h5_tensors(file); }), file);
+    Model m = small_model();
+    expect_damaged(error_of([&] { m.load_weights(file); }), file);
+  }
+  EXPECT_GE(found, 1) << "no hdf5_crash_* inputs in " << dir;
+
+  // Keras 3's .weights.h5 layout, Lockstep-written and patched the same way.
+  const std::string weights = tmp("crash.weights.h5");
+  io::write_h5_tensors(weights, {{"layers/dense/vars/0", Tensor::full(Shape{4, 2}, 1.f)}});
+  test_util::write_binary(weights, with_undefined_root_heap(test_util::read_text_file(weights)));
+  expect_damaged(error_of([&] { io::read_h5_tensors(weights); }), weights);
+
+  // Keras 2's legacy layout: read_legacy_h5 looks its layer groups up through the root's heap.
+  const std::string legacy = tmp("crash_legacy.h5");
+  io::write_legacy_h5(
+      legacy,
+      {{{"dense", {{"dense/kernel:0", Tensor::full(Shape{4, 2}, 1.f)}}}}, "2.15.0", "tensorflow"});
+  const std::string good_legacy = test_util::read_text_file(legacy);
+  ASSERT_EQ(io::read_legacy_h5(legacy).layers.size(), 1u);
+  test_util::write_binary(legacy, with_undefined_root_heap(good_legacy));
+  expect_damaged(error_of([&] { io::read_legacy_h5(legacy); }), legacy);
+
+  // A .keras file whose model.weights.h5 is such a file: the error names the archive.
+  const std::string keras = tmp("crash.keras");
+  test_util::write_binary(
+      keras, test_util::make_zip({{"config.json", "{}"},
+                                  {"metadata.json", "{}"},
+                                  {"model.weights.h5", test_util::read_text_file(weights)}}));
+  const std::string e = error_of([&] { io::read_keras_archive(keras); });
+  expect_has(e, {keras, "model.weights.h5", "is damaged", "the HDF5 library crashed reading it"});
+}
+
+// Reading in a child process gives the same tensors as before, and the readers' own errors
+// come back in their words.
+TEST(KerasFileLimits, WeightsReadInAChildProcessComeBackWhole) {
+  const std::string path = tmp("whole.weights.h5");
+  Tensor a = Tensor::full(Shape{3, 5}, 2.5f);
+  Tensor b = Tensor::zeros(Shape{7}, DType::i32);
+  for (int i = 0; i < 7; ++i) b.data<int32_t>()[i] = 9;
+  io::write_h5_tensors(path, {{"g/a", a}, {"g/h/b", b}, {"scalar", Tensor::full(Shape{}, 1.f)}});
+  const auto tensors = io::read_h5_tensors(path);
+  ASSERT_EQ(tensors.size(), 3u);
+  EXPECT_EQ(tensors[0].name, "g/a");
+  EXPECT_EQ(tensors[0].value.shape(), (Shape{3, 5}));
+  EXPECT_EQ(tensors[0].value.data<float>()[14], 2.5f);
+  EXPECT_EQ(tensors[1].name, "g/h/b");
+  EXPECT_EQ(tensors[1].value.dtype(), DType::i32);
+  EXPECT_EQ(tensors[1].value.data<int32_t>()[6], 9);
+  EXPECT_EQ(tensors[2].name, "scalar");
+  EXPECT_EQ(tensors[2].value.rank(), 0);
+  const std::string not_h5 = tmp("not.weights.h5");
+  test_util::write_binary(not_h5, "plain text, not HDF5");
+  expect_has(error_of([&] { io::read_h5_tensors(not_h5); }), {not_h5, "is not an HDF5 file"});
+}

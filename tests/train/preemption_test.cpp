@@ -2,7 +2,9 @@
 // process mid-epoch stops it after the running step with its BackupAndRestore backup written
 // and exit status 75; running it again resumes and ends with the uninterrupted run's weights,
 // byte for byte (op determinism). The process is examples/distributed_train, which waits after
-// a given step until a signal arrives (no timing decides where it stops).
+// a given step until a signal arrives (no timing decides where it stops). The examples
+// fashion_mnist and flowers install the same handler: signalled mid-epoch they exit 75 with
+// their --backup-dir written, and the same command again resumes there and finishes.
 #include "lockstep/train/preemption.h"
 
 #include <fcntl.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -28,7 +31,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string binary() { return std::string(LOCKSTEP_BINARY_DIR) + "/bin/distributed_train"; }
+std::string binary(const std::string& name = "distributed_train") {
+  return std::string(LOCKSTEP_BINARY_DIR) + "/bin/" + name;
+}
+
+bool fashion_mnist_installed() {
+  const char* env = std::getenv("LOCKSTEP_FASHION_MNIST_DIR");
+  const fs::path dir = env && *env ? env : "/usr/share/datasets/fashion-mnist";
+  return fs::exists(dir / "train-images-idx3-ubyte.gz");
+}
 
 std::string read_text(const fs::path& path) {
   std::ifstream f(path);
@@ -37,16 +48,16 @@ std::string read_text(const fs::path& path) {
   return s.str();
 }
 
-// Starts distributed_train with `args`, stdout and stderr into `log`, one compute thread (the
-// byte-for-byte comparison needs the same thread count in every run).
-pid_t start(std::vector<std::string> args, const fs::path& log) {
+// Starts `bin` (distributed_train) with `args`, stdout and stderr into `log`, one compute thread
+// (the byte-for-byte comparison needs the same thread count in every run).
+pid_t start(std::vector<std::string> args, const fs::path& log, const std::string& bin = binary()) {
   std::vector<std::string> env_s{"OMP_NUM_THREADS=1"};
   for (char** e = environ; *e; ++e)
     if (std::strncmp(*e, "OMP_NUM_THREADS=", 16) != 0) env_s.push_back(*e);
   std::vector<char*> env, argv;
   for (auto& s : env_s) env.push_back(s.data());
   env.push_back(nullptr);
-  args.insert(args.begin(), binary());
+  args.insert(args.begin(), bin);
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   posix_spawn_file_actions_t fa;
@@ -96,10 +107,11 @@ class Preemption : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
   // A run signalled after step `step` (counted over the run): its exit status and log.
-  std::pair<int, std::string> signalled_run(std::vector<std::string> args, int step, int signal) {
+  std::pair<int, std::string> signalled_run(std::vector<std::string> args, int step, int signal,
+                                            const std::string& bin = binary()) {
     args.insert(args.end(), {"--wait-for-signal-at", std::to_string(step)});
     const fs::path log = dir_ / "signalled.log";
-    const pid_t pid = start(args, log);
+    const pid_t pid = start(args, log, bin);
     const std::string waiting = "waiting for a signal after step " + std::to_string(step);
     if (!wait_for_line(pid, log, waiting)) {
       ADD_FAILURE() << "never reached step " << step << ":\n" << read_text(log);
@@ -163,4 +175,65 @@ TEST_F(Preemption, SigintWithoutABackupSaysNothingWasSaved) {
                      "BackupAndRestore callback"),
             std::string::npos)
       << log;
+}
+
+// The examples install the handler too (issue 25): fashion_mnist on its first 192 training
+// images in batches of 32 (6 steps an epoch), SIGTERM after step 8 (epoch 2's 2nd): exit 75,
+// the backup written; the same command again resumes at that step and finishes.
+TEST_F(Preemption, FashionMnistExampleExits75OnSigtermAndTheRerunResumes) {
+  const std::string bin = binary("fashion_mnist");
+  if (!fs::exists(bin)) GTEST_SKIP() << bin << " not built";
+  if (!fashion_mnist_installed()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::vector<std::string> run{
+      "--train-samples", "192",         "--test-samples", "64", "--batch-size", "32",
+      "--epochs",        "2",           "--threads",      "1",  "--out-dir",    path("out"),
+      "--backup-dir",    path("backup")};
+  auto [rc, log] = signalled_run(run, 8, SIGTERM, bin);
+  ASSERT_EQ(rc, kPreemptedExitCode) << log;
+  EXPECT_NE(log.find("fashion_mnist: fit: stopped by SIGTERM after step 2 of epoch 2; "
+                     "BackupAndRestore wrote " +
+                     path("backup") + "/checkpoint.lsckpt (epoch 2, step 2)"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("\"test_accuracy\""), std::string::npos) << log;  // stopped before the end
+  ASSERT_TRUE(fs::exists(path("backup/checkpoint.lsckpt")));
+
+  ASSERT_EQ(finish(start(run, dir_ / "resumed.log", bin)), 0) << read_text(dir_ / "resumed.log");
+  const std::string resumed = read_text(dir_ / "resumed.log");
+  EXPECT_NE(resumed.find("BackupAndRestore: resuming from " + path("backup") +
+                         "/checkpoint.lsckpt at epoch 2, step 2"),
+            std::string::npos)
+      << resumed;
+  EXPECT_NE(resumed.find("\"epochs\": 2"), std::string::npos) << resumed;
+  EXPECT_FALSE(fs::exists(path("backup/checkpoint.lsckpt")));  // deleted when fit completes
+}
+
+// flowers on an exported image folder (12 images a class, 96 for training in batches of 16:
+// 6 steps an epoch): SIGTERM after step 8 exits 75 with the training phase's backup written;
+// the rerun resumes there (the tf.data-style pipeline rebuilt at that position) and finishes.
+TEST_F(Preemption, FlowersExampleExits75OnSigtermAndTheRerunResumes) {
+  const std::string bin = binary("flowers");
+  if (!fs::exists(bin)) GTEST_SKIP() << bin << " not built";
+  if (!fashion_mnist_installed()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::vector<std::string> run{"--per-class",  "12",          "--image-size", "16",
+                                     "--batch-size", "16",          "--epochs",     "2",
+                                     "--threads",    "1",           "--out-dir",    path("out"),
+                                     "--backup-dir", path("backup")};
+  auto [rc, log] = signalled_run(run, 8, SIGTERM, bin);
+  ASSERT_EQ(rc, kPreemptedExitCode) << log;
+  EXPECT_NE(log.find("flowers: fit: stopped by SIGTERM after step 2 of epoch 2; "
+                     "BackupAndRestore wrote " +
+                     path("backup") + "/train/checkpoint.lsckpt (epoch 2, step 2)"),
+            std::string::npos)
+      << log;
+  ASSERT_TRUE(fs::exists(path("backup/train/checkpoint.lsckpt")));
+
+  ASSERT_EQ(finish(start(run, dir_ / "resumed.log", bin)), 0) << read_text(dir_ / "resumed.log");
+  const std::string resumed = read_text(dir_ / "resumed.log");
+  EXPECT_NE(resumed.find("BackupAndRestore: resuming from " + path("backup") +
+                         "/train/checkpoint.lsckpt at epoch 2, step 2"),
+            std::string::npos)
+      << resumed;
+  EXPECT_NE(resumed.find("\"epochs\": 2,"), std::string::npos) << resumed;
+  EXPECT_FALSE(fs::exists(path("backup/train/checkpoint.lsckpt")));
 }

@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   int units = 16;               // the hidden Dense layer's width (the mismatch tests vary it)
   int replicas_per_worker = 1;  // multi_worker: local replicas per worker
   int steps_per_execution = 1;  // CompileConfig::steps_per_execution
-  int xla_devices = 0;  // > 0: XlaStrategy on this many CPU-plugin devices per worker
+  int xla_devices = 0;          // > 0: XlaStrategy on this many CPU-plugin devices per worker
   bool sync_bn = false;         // a BatchNormalization(synchronized=true) after the convolution
   bool dataset = false;         // fit a Dataset (unshuffled global batches) instead of arrays
   int nan_sample = -1;          // a NaN in this sample, and a linear model (stop-on-NaN tests)

@@ -13,8 +13,8 @@ XlaClusterResolver XlaClusterResolver::connect(const std::string& plugin, int de
                                                bool print) {
   XlaClusterResolver r;
   r.system_ = connect_devices("xla", plugin, device_count);
-  LS_CHECK(!r.system_.devices.empty(), "connect: PJRT plugin '", plugin, "' (",
-           r.system_.plugin, ") has no devices");
+  LS_CHECK(!r.system_.devices.empty(), "connect: PJRT plugin '", plugin, "' (", r.system_.plugin,
+           ") has no devices");
   if (print) {
     std::printf("XLA: connected to %s\n", r.system_.description.c_str());
     for (const std::string& d : r.system_.devices) std::printf("  device %s\n", d.c_str());

@@ -250,9 +250,10 @@ TEST_F(MultiWorker, XlaStrategyTwoWorkersMatchOneReplica) {
   const float d1 = max_diff(xla, io::read_checkpoint_file(path("w0d1.lsckpt")));
   const float d2 = max_diff(xla, io::read_checkpoint_file(path("w0.lsckpt")));
   const float cpu = max_diff(xla, io::read_checkpoint_file(path("single.lsckpt")));
-  std::printf("[ xla workers ] 1 replica vs 2 workers x 1 device: max weight difference %g, "
-              "x 2 devices: %g; xla vs cpu 1 replica: %g\n",
-              double(d1), double(d2), double(cpu));
+  std::printf(
+      "[ xla workers ] 1 replica vs 2 workers x 1 device: max weight difference %g, "
+      "x 2 devices: %g; xla vs cpu 1 replica: %g\n",
+      double(d1), double(d2), double(cpu));
   // (measured: 7e-8 and 9e-8, the f32 rounding of the sums' different order; 1.5e-6 vs cpu)
   EXPECT_LT(d1, 1e-6f);
   EXPECT_LT(d2, 1e-6f);
@@ -270,8 +271,9 @@ TEST_F(MultiWorker, XlaStrategyTwoWorkersMatchOneReplica) {
 TEST_F(MultiWorker, XlaStrategyAcrossWorkersRefusesSynchronizedBatchNorm) {
   const std::vector<std::string> flags[2] = {{"--xla-devices", "2", "--sync-bn"},
                                              {"--xla-devices", "2", "--sync-bn"}};
-  expect_both_fail_naming(flags, "(synchronized BatchNormalization) in a step that all-reduces "
-                                 "its gradients across workers on the host");
+  expect_both_fail_naming(flags,
+                          "(synchronized BatchNormalization) in a step that all-reduces "
+                          "its gradients across workers on the host");
 }
 
 // BatchNormalization(synchronized=true): two workers with B/2 each normalise with the

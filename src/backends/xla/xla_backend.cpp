@@ -46,8 +46,8 @@
 #include "backends/xla/xla_connect.h"
 #include "backends/xla/xla_program.h"
 #include "lockstep/core/error.h"
-#include "lockstep/graph/device_system.h"
 #include "lockstep/graph/device_residence.h"
+#include "lockstep/graph/device_system.h"
 #include "lockstep/graph/executable.h"
 #include "lockstep/graph/op_registry.h"
 
@@ -101,12 +101,12 @@ Tensor all_replicas(const TensorType& t, int replicas) {
 // The step split around its host collectives (see the top); empty without any.
 struct HostSplit {
   struct Bucket {
-    int start = -1;        // the all_reduce_start node (an input of the second program)
+    int start = -1;            // the all_reduce_start node (an input of the second program)
     int first = 0, count = 0;  // its inputs among the first program's outputs
     std::unique_ptr<Kernel> start_kernel, wait_kernel;  // the host kernels (backend reference)
-    std::vector<Tensor> in;        // its inputs, averaged over the devices
-    Tensor packed;                 // the bucket, reduced in place
-    std::vector<Tensor> unpacked;  // (the wait kernel's outputs: unused)
+    std::vector<Tensor> in;                             // its inputs, averaged over the devices
+    Tensor packed;                                      // the bucket, reduced in place
+    std::vector<Tensor> unpacked;                       // (the wait kernel's outputs: unused)
   };
   std::unique_ptr<XlaProgram> gradients;  // the first program
   std::vector<Bucket> buckets;
@@ -151,7 +151,8 @@ void split_host_collectives(Graph& g, std::vector<Value>& inputs,
     LS_CHECK(wait, "backend 'xla': ", start.op, " '", start.name, "' has no all_reduce_wait");
     const KernelFactory* sk = registry.kernel(op::all_reduce_start, "reference");
     const KernelFactory* wk = registry.kernel(op::all_reduce_wait, "reference");
-    LS_CHECK(sk && wk, "backend 'xla': the host all-reduce kernels are not registered (link "
+    LS_CHECK(sk && wk,
+             "backend 'xla': the host all-reduce kernels are not registered (link "
              "the distribute module)");
     std::vector<TensorType> in_types;
     for (Value v : start.inputs) {
@@ -292,8 +293,9 @@ class XlaCompiledGraph final : public CompiledGraph {
     XlaProgram& first = *split_.gradients;
     first.set_step(program_.step());
     first.upload_variables(Which::others);
-    std::vector<std::vector<Tensor>> feed =
-        replicas_ == 1 ? std::vector<std::vector<Tensor>>{inputs_} : split_batch(inputs_, replicas_);
+    std::vector<std::vector<Tensor>> feed = replicas_ == 1
+                                                ? std::vector<std::vector<Tensor>>{inputs_}
+                                                : split_batch(inputs_, replicas_);
     std::vector<std::vector<Tensor>> grads =
         replicas_ == 1 ? std::vector<std::vector<Tensor>>{first.run(inputs_)}
                        : first.run_replicas(feed);

@@ -237,7 +237,24 @@ TEST_F(MultiWorker, TwoWorkersMatchOneWorker) {
 // worker's program and the workers' sum by Gloo between the step's two executables, match one
 // replica on the xla backend with the same global batch (16 rows: 2 x 8, 2 x 2 x 4), 6 steps x
 // 2 epochs. And the cpu backend's single replica, within the backends' difference.
+// Skips the test without the xla build or the PJRT CPU plugin (and under the sanitizers: the
+// plugin is not instrumented), as the XlaStrategy tests do.
+#if !defined(LOCKSTEP_XLA) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define XLA_PLUGIN_OR_SKIP() \
+  GTEST_SKIP() << "needs the xla build and the PJRT CPU plugin (not under the sanitizers)"
+#else
+#define XLA_PLUGIN_OR_SKIP()                                                                    \
+  do {                                                                                          \
+    Proc p = spawn({"--strategy", "one_device", "--xla-devices", "1", "--epochs", "1", "--out", \
+                    path("probe.lsckpt")},                                                      \
+                   "", path("probe.log"));                                                      \
+    if (wait_for(p, 120) != 0 && read_file(p.log).find("PJRT") != std::string::npos)            \
+      GTEST_SKIP() << "no PJRT CPU plugin (run scripts/setup_xla.sh): " << read_file(p.log);    \
+  } while (0)
+#endif
+
 TEST_F(MultiWorker, XlaStrategyTwoWorkersMatchOneReplica) {
+  XLA_PLUGIN_OR_SKIP();
   ASSERT_NO_FATAL_FAILURE(run_one("one_device", "single"));
   ASSERT_NO_FATAL_FAILURE(run_one("one_device", "xla", {"--xla-devices", "1"}));
   ASSERT_NO_FATAL_FAILURE(run_pair({"--xla-devices", "1"}));
@@ -269,6 +286,7 @@ TEST_F(MultiWorker, XlaStrategyTwoWorkersMatchOneReplica) {
 // Synchronized BatchNormalization under XlaStrategy across workers: its in-program sum would
 // cover one worker's devices only, so both workers fail at the compile, naming it.
 TEST_F(MultiWorker, XlaStrategyAcrossWorkersRefusesSynchronizedBatchNorm) {
+  XLA_PLUGIN_OR_SKIP();
   const std::vector<std::string> flags[2] = {{"--xla-devices", "2", "--sync-bn"},
                                              {"--xla-devices", "2", "--sync-bn"}};
   expect_both_fail_naming(flags,

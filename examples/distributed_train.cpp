@@ -5,7 +5,7 @@
 //       [--samples N] [--sync-bn] [--dataset] [--nan-sample K] [--out FILE] [--backup-dir DIR]
 //       [--backup-freq epoch|N] [--step-delay-ms N] [--wait-for-signal-at K] [--units N]
 //       [--replicas-per-worker N] [--timeout-ms N] [--deterministic]
-//       [--all-reduce-dtype float32|bfloat16] [--steps-per-execution N]
+//       [--all-reduce-dtype float32|bfloat16] [--steps-per-execution N] [--xla-devices N]
 // multi_worker reads the cluster from TF_CONFIG, or the MPI / Slurm environment. SIGTERM or
 // SIGINT stops training after the running step, writes the --backup-dir backup and exits with
 // status 75 (lockstep/train/preemption.h); a rerun resumes.
@@ -21,6 +21,7 @@
 
 #include "lockstep/core/parse.h"
 #include "lockstep/distribute/strategy.h"
+#include "lockstep/distribute/xla_strategy.h"
 #include "lockstep/io/checkpoint.h"
 #include "lockstep/lockstep.h"
 #include "lockstep/train/checkpoint.h"
@@ -36,7 +37,7 @@ static const char* kUsage =
     "DIR]\n"
     "       [--backup-freq epoch|N] [--step-delay-ms N] [--wait-for-signal-at K] [--units N]\n"
     "       [--replicas-per-worker N] [--timeout-ms N] [--deterministic]\n"
-    "       [--all-reduce-dtype float32|bfloat16] [--steps-per-execution N]\n"
+    "       [--all-reduce-dtype float32|bfloat16] [--steps-per-execution N] [--xla-devices N]\n"
     "SIGTERM/SIGINT: stops after the running step, writes the backup, exits with status 75.\n";
 
 int main(int argc, char** argv) {
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
   int units = 16;               // the hidden Dense layer's width (the mismatch tests vary it)
   int replicas_per_worker = 1;  // multi_worker: local replicas per worker
   int steps_per_execution = 1;  // CompileConfig::steps_per_execution
+  int xla_devices = 0;          // > 0: XlaStrategy on this many CPU-plugin devices per worker
   bool sync_bn = false;         // a BatchNormalization(synchronized=true) after the convolution
   bool dataset = false;         // fit a Dataset (unshuffled global batches) instead of arrays
   int nan_sample = -1;          // a NaN in this sample, and a linear model (stop-on-NaN tests)
@@ -98,6 +100,8 @@ int main(int argc, char** argv) {
         steps_per_execution = num(1, 1000);
       else if (k == "--deterministic")
         deterministic = true;
+      else if (k == "--xla-devices")
+        xla_devices = num(1, 64);
       else if (k == "--all-reduce-dtype")
         all_reduce_dtype = ls::dtype_from_name(next());
       else
@@ -114,9 +118,16 @@ int main(int argc, char** argv) {
     opts.replicas_per_worker = replicas_per_worker;
     opts.all_reduce_dtype = all_reduce_dtype;
     // mirrored: always two replicas (the equivalence tests compare against exactly two).
-    dist::Strategy strategy = strategy_name == "mirrored"
-                                  ? dist::MirroredStrategy({"cpu:0", "cpu:1"}, opts)
-                                  : dist::strategy_from_name(strategy_name, opts);
+    dist::Strategy strategy;
+    if (xla_devices > 0) {  // one_device: one worker; multi_worker: the TF_CONFIG cluster
+      auto devices = dist::XlaClusterResolver::connect("cpu", xla_devices);
+      strategy = strategy_name == "multi_worker"
+                     ? dist::XlaStrategy(devices, dist::ClusterResolver::from_environment(), opts)
+                     : dist::XlaStrategy(devices, opts);
+    } else {
+      strategy = strategy_name == "mirrored" ? dist::MirroredStrategy({"cpu:0", "cpu:1"}, opts)
+                                             : dist::strategy_from_name(strategy_name, opts);
+    }
     if (!strategy.impl()) throw ls::Error("--strategy is required");
 
     // Synthetic data, identical on every worker (the strategy shards the global batches).

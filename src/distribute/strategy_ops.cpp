@@ -139,7 +139,9 @@ const AttrDecl kNonfinite{"nonfinite_flag", boolean, false,
 const char* kGroup = "distribute";
 const char* kXlaHostCollective =
     "the host strategies' bucketed all-reduce between replica executables (a communication "
-    "thread); on xla the replicas' gradient mean is one all_reduce inside the compiled step";
+    "thread); on xla the devices' gradient mean is one all_reduce inside the compiled step, and "
+    "across workers the backend runs the step as two executables around the host all-reduce "
+    "(all_reduce_wait's lowering unpacks the reduced bucket)";
 
 }  // namespace
 
@@ -169,8 +171,7 @@ LOCKSTEP_REGISTER(strategy_ops) {
                    {"shapes", i64_list, NoDefault::required, "the gradients' dims, concatenated"}},
          .infer = wait_infer,
          .group = kGroup,
-         .onnx = {.none = "a collective between replicas: not part of an exported model"},
-         .xla = {.none = kXlaHostCollective}});
+         .onnx = {.none = "a collective between replicas: not part of an exported model"}});
   R.add({.name = op::cross_replica_sum,
          .signature = "(x) -> sum over replicas",
          .doc = "Sums x over every replica, blocking (synchronized BatchNormalization).",

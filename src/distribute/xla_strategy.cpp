@@ -13,8 +13,8 @@ XlaClusterResolver XlaClusterResolver::connect(const std::string& plugin, int de
                                                bool print) {
   XlaClusterResolver r;
   r.system_ = connect_devices("xla", plugin, device_count);
-  LS_CHECK(!r.system_.devices.empty(), "connect: PJRT plugin '", plugin, "' (",
-           r.system_.plugin, ") has no devices");
+  LS_CHECK(!r.system_.devices.empty(), "connect: PJRT plugin '", plugin, "' (", r.system_.plugin,
+           ") has no devices");
   if (print) {
     std::printf("XLA: connected to %s\n", r.system_.description.c_str());
     for (const std::string& d : r.system_.devices) std::printf("  device %s\n", d.c_str());
@@ -23,15 +23,31 @@ XlaClusterResolver XlaClusterResolver::connect(const std::string& plugin, int de
   return r;
 }
 
-Strategy XlaStrategy(const XlaClusterResolver& resolver, StrategyOptions options) {
+namespace {
+
+Strategy make(const XlaClusterResolver& resolver, const ClusterResolver& cluster, bool workers,
+              StrategyOptions options) {
   LS_CHECK(resolver.num_devices() >= 1,
            "XlaStrategy: the resolver has no devices; make it with XlaClusterResolver::connect");
+  // (one host replica per worker: its programs are the device replicas)
+  options.replicas_per_worker = 1;
   auto impl = std::make_shared<StrategyImpl>("XlaStrategy", std::vector<std::string>{"cpu:0"},
-                                             options, ClusterResolver::local(), false);
+                                             options, cluster, workers);
   impl->device_replicas = resolver.num_devices();
   impl->devices = resolver.system().devices;
   impl->backend = resolver.system().backend;
   return Strategy(impl);
+}
+
+}  // namespace
+
+Strategy XlaStrategy(const XlaClusterResolver& resolver, StrategyOptions options) {
+  return make(resolver, ClusterResolver::local(), false, options);
+}
+
+Strategy XlaStrategy(const XlaClusterResolver& resolver, const ClusterResolver& cluster,
+                     StrategyOptions options) {
+  return make(resolver, cluster, true, options);
 }
 
 }  // namespace lockstep::distribute

@@ -17,9 +17,14 @@
 // among the devices (the error says what to do); an evaluate or predict batch that does not (a
 // last, partial one) runs on one device.
 //
-// One worker only: composing with the Gloo / MPI communicators across hosts is not built
-// (docs/accelerator.md says what is missing). Strategy::run / reduce (custom loops) run their
-// function once, on the host: the device replicas exist only inside compiled programs.
+// Across workers (XlaStrategy(resolver, cluster)): every worker process connects to its own
+// local devices, and the gradient is the mean over every device of every worker: the devices'
+// mean inside the program, then the workers' sum by the cluster's Gloo / MPI communicator
+// (MultiWorkerMirroredStrategy's). The xla backend then runs a train step as two executables
+// around that host all-reduce (docs/accelerator.md: the forward runs twice a step, and the
+// weights go through the host every step). Synchronized BatchNormalization is refused there.
+// Strategy::run / reduce (custom loops) run their function once per worker, on the host: the
+// device replicas exist only inside compiled programs.
 #pragma once
 #include <string>
 #include <vector>
@@ -53,6 +58,14 @@ class XlaClusterResolver {
 
 /// One replica per device of `resolver` (TPUStrategy): num_replicas_in_sync() = its device count.
 Strategy XlaStrategy(const XlaClusterResolver& resolver, StrategyOptions options = {});
+
+/// One replica per device of `resolver` on every worker of `cluster` (TF_CONFIG, mpirun or
+/// srun: ClusterResolver::from_environment()): each worker process connects to its own devices
+/// (the same count on every worker), num_replicas_in_sync() = devices x workers, and the
+/// workers' gradients are summed by Gloo over TCP or MPI between the compiled halves of each
+/// step. Blocks until every worker arrived (options.communication.timeout).
+Strategy XlaStrategy(const XlaClusterResolver& resolver, const ClusterResolver& cluster,
+                     StrategyOptions options = {});
 
 /// Keras's name for XlaStrategy.
 inline Strategy TPUStrategy(const XlaClusterResolver& resolver, StrategyOptions options = {}) {

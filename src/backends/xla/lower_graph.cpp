@@ -18,11 +18,13 @@ std::string node_text(const Node& n) {
 }
 
 // Nodes the outputs and the side-effect nodes (updates) depend on.
-std::vector<char> needed_nodes(const Graph& g, const std::vector<Value>& outputs) {
+// (without side_effects: the outputs only)
+std::vector<char> needed_nodes(const Graph& g, const std::vector<Value>& outputs,
+                               bool side_effects) {
   std::vector<char> need(size_t(g.size()), 0);
   for (Value v : outputs) need.at(size_t(v.node)) = 1;
   for (const Node& n : g.nodes())
-    if (OpRegistry::get().op(n.op).side_effects) need[size_t(n.id)] = 1;
+    if (side_effects && OpRegistry::get().op(n.op).side_effects) need[size_t(n.id)] = 1;
   for (int i = g.size() - 1; i >= 0; --i)
     if (need[size_t(i)])
       for (Value v : g.node(i).inputs) need[size_t(v.node)] = 1;
@@ -142,7 +144,7 @@ LoweredGraph lower_graph(const Graph& g, const std::vector<Value>& inputs,
   LS_CHECK(options.steps >= 1, "xla: lower_graph needs steps >= 1, got ", options.steps);
   LoweredGraph out;
   out.num_replicas = options.num_replicas;
-  const std::vector<char> need = needed_nodes(g, outputs);
+  const std::vector<char> need = needed_nodes(g, outputs, options.side_effects);
   // The arguments' aliases are known once the updates are lowered: set at the end.
   StablehloBuilder b;
   b.set_num_replicas(options.num_replicas);

@@ -72,6 +72,9 @@ struct LoweringOptions {
   uint32_t replica = 0;
   // Steps per call (steps_per_execution): the step unrolled this many times (see above).
   int steps = 1;
+  // false: only what the outputs need, no variable updates (the first half of a step split
+  // around host collectives: xla_backend.cpp).
+  bool side_effects = true;
 };
 
 // Lowers the part of `graph` that computes `outputs` and its variable updates. `inputs` are

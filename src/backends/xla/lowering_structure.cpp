@@ -101,6 +101,22 @@ HloValue across_replicas(LoweringContext& cx, const Node& n, const HloValue& val
   return how == "sum" ? sum : cx.b.multiply(sum, cx.full_like(sum, 1.0 / cx.num_replicas));
 }
 
+// The host's all-reduce of a gradient bucket, unpacked: the xla backend runs a step with host
+// collectives (a multi-worker strategy) as two executables around them, and this program's
+// argument in place of the all_reduce_start is the bucket the host reduced (xla_backend.cpp).
+Values all_reduce_wait(LoweringContext& cx, const Node& n) {
+  const HloValue packed = cx.in(n, 0);
+  Values out;
+  int64_t at = 0;
+  for (size_t k = 0; k < n.outputs.size(); ++k) {
+    const std::vector<int64_t> dims = n.outputs[k].shape.vec();
+    const int64_t m = n.outputs[k].shape.numel();
+    out.push_back(cx.b.reshape(cx.b.slice(packed, {at}, {at + m}), dims));
+    at += m;
+  }
+  return out;
+}
+
 Values assign(LoweringContext& cx, const Node& n) {
   HloValue value = cx.raw(n, 1);
   if (cx.num_replicas > 1) {  // (combined in f32, as the update ops are)
@@ -130,6 +146,7 @@ LOCKSTEP_REGISTER(xla_structure_lowerings) {
   for (OpId id : {op::identity, op::stop_gradient})
     register_lowering(id, [](LoweringContext& cx, const Node& n) { return Values{cx.raw(n, 0)}; });
   register_lowering(op::cross_replica_sum, cross_replica_sum);
+  register_lowering(op::all_reduce_wait, all_reduce_wait);
   register_lowering(op::reshape, reshape);
   register_lowering(op::cast, cast);
   register_lowering(op::concat, concat);

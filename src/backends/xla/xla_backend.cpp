@@ -25,6 +25,17 @@
 // of rank 0 (the step's loss) is the mean over the replicas, which hold equal shares of the batch,
 // so it is the whole batch's loss; any other has the batch's rows as dim 0, the replicas' rows
 // concatenated in order.
+//
+// Host collectives (a strategy that also reduces across workers: XlaStrategy with a cluster,
+// MultiWorkerMirroredStrategy): the step's all_reduce_start / all_reduce_wait ops need the host
+// between backward and the update, so the step runs as two executables around them (HostSplit):
+// the first computes every bucket's gradients (no variable writes), the host averages them over
+// the devices and runs the ops' own host kernels (pack, scale by the replica's sample weight, the
+// strategy's Gloo / MPI all-reduce, wait), and the second takes the reduced buckets in place of
+// the all_reduce_start nodes (all_reduce_wait's lowering unpacks them) and runs the whole step
+// but the backward: forward again (the loss, the metrics, BatchNormalization's statistics), then
+// the updates. The forward runs twice per step, and the variables go through the host every step
+// (no residence): correctness first, the cost is stated in docs/accelerator.md.
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -35,6 +46,7 @@
 #include "backends/xla/xla_connect.h"
 #include "backends/xla/xla_program.h"
 #include "lockstep/core/error.h"
+#include "lockstep/graph/device_residence.h"
 #include "lockstep/graph/device_system.h"
 #include "lockstep/graph/executable.h"
 #include "lockstep/graph/op_registry.h"
@@ -86,19 +98,97 @@ Tensor all_replicas(const TensorType& t, int replicas) {
   return Tensor::zeros(s, t.dtype);
 }
 
+// The step split around its host collectives (see the top); empty without any.
+struct HostSplit {
+  struct Bucket {
+    int start = -1;            // the all_reduce_start node (an input of the second program)
+    int first = 0, count = 0;  // its inputs among the first program's outputs
+    std::unique_ptr<Kernel> start_kernel, wait_kernel;  // the host kernels (backend reference)
+    std::vector<Tensor> in;                             // its inputs, averaged over the devices
+    Tensor packed;                                      // the bucket, reduced in place
+    std::vector<Tensor> unpacked;                       // (the wait kernel's outputs: unused)
+  };
+  std::unique_ptr<XlaProgram> gradients;  // the first program
+  std::vector<Bucket> buckets;
+  bool empty() const { return buckets.empty(); }
+};
+
+// Builds `split` when g has host collectives: compiles the first program on g as it is, then
+// turns every all_reduce_start of g into an input placeholder, appended to `inputs` (the second
+// program's).
+void split_host_collectives(Graph& g, std::vector<Value>& inputs,
+                            const std::shared_ptr<PjrtClient>& client,
+                            const LoweringOptions& options, HostSplit& split) {
+  std::vector<Value> outputs;
+  for (const Node& n : g.nodes()) {
+    if (n.op != op::all_reduce_start) continue;
+    HostSplit::Bucket b;
+    b.start = n.id;
+    b.first = int(outputs.size());
+    b.count = int(n.inputs.size());
+    outputs.insert(outputs.end(), n.inputs.begin(), n.inputs.end());
+    split.buckets.push_back(std::move(b));
+  }
+  if (split.empty()) return;
+  for (const Node& n : g.nodes())
+    LS_CHECK(n.op != op::cross_replica_sum, "backend 'xla': ", n.op, " '", n.name,
+             "' (synchronized BatchNormalization) in a step that all-reduces its gradients "
+             "across workers on the host: its sum in the program would cover this worker's "
+             "devices only; use plain BatchNormalization, or one worker (XlaStrategy without a "
+             "cluster)");
+  LS_CHECK(options.steps == 1, "backend 'xla': steps_per_execution (", options.steps,
+           ") with a host all-reduce across workers; the step runs one at a time");
+  LoweringOptions first = options;
+  first.side_effects = false;
+  split.gradients = std::make_unique<XlaProgram>(client, g, inputs, outputs, first);
+  const OpRegistry& registry = OpRegistry::get();
+  for (HostSplit::Bucket& b : split.buckets) {
+    const Node& start = g.node(b.start);
+    const Node* wait = nullptr;
+    for (const Node& n : g.nodes())
+      if (n.op == op::all_reduce_wait && n.inputs.size() == 1 && n.inputs[0].node == b.start)
+        wait = &n;
+    LS_CHECK(wait, "backend 'xla': ", start.op, " '", start.name, "' has no all_reduce_wait");
+    const KernelFactory* sk = registry.kernel(op::all_reduce_start, "reference");
+    const KernelFactory* wk = registry.kernel(op::all_reduce_wait, "reference");
+    LS_CHECK(sk && wk,
+             "backend 'xla': the host all-reduce kernels are not registered (link "
+             "the distribute module)");
+    std::vector<TensorType> in_types;
+    for (Value v : start.inputs) {
+      in_types.push_back(g.type(v));
+      b.in.push_back(Tensor::zeros(g.type(v).shape, g.type(v).dtype));
+    }
+    b.start_kernel = (*sk)(start, in_types);
+    const TensorType packed = g.type(Value{b.start, 0});
+    b.packed = Tensor::zeros(packed.shape, packed.dtype);
+    b.wait_kernel = (*wk)(*wait, {packed});
+    for (const TensorType& t : wait->outputs) b.unpacked.push_back(Tensor::zeros(t.shape, t.dtype));
+  }
+  for (HostSplit::Bucket& b : split.buckets) {
+    Node& n = g.node(b.start);
+    n.op = op::input;
+    n.inputs.clear();
+    inputs.push_back(Value{b.start, 0});
+  }
+}
+
 class XlaCompiledGraph final : public CompiledGraph {
  public:
-  XlaCompiledGraph(Graph g, const std::vector<Value>& inputs, const std::vector<Value>& outputs,
+  XlaCompiledGraph(Graph g, std::vector<Value> inputs, const std::vector<Value>& outputs,
                    const CompileOptions& options, const StepInfo* step, int replicas)
       : graph_(std::move(g)),
         step_(step),
         replicas_(replicas),
         client_(client_for_program(replicas)),
+        num_inputs_(split(inputs, options)),
         program_(client_, graph_, inputs, outputs,
                  LoweringOptions{.num_replicas = replicas,
+                                 .mean_gradients = split_.empty(),
                                  .seed = options.seed,
                                  .replica = options.replica,
                                  .steps = options.steps}) {
+    inputs.resize(num_inputs_);  // (the caller's: the split's bucket inputs are internal)
     LS_CHECK(replicas == 1 || options.steps == 1, "backend 'xla': steps_per_execution (",
              options.steps, ") is run step by step with ", replicas, " replicas");
     for (Value v : inputs)
@@ -109,7 +199,9 @@ class XlaCompiledGraph final : public CompiledGraph {
       for (Value v : inputs) inputs_.push_back(all_replicas(graph_.type(v), replicas));
       for (Value v : outputs) outputs_.push_back(all_replicas(graph_.type(v), replicas));
     }
-    if (options.residence) {
+    if (options.residence && !split_.empty()) {
+      split_residence_ = options.residence;  // (synced through the host every step)
+    } else if (options.residence) {
       program_.set_held([&](const Variable* v) { return options.residence->holds(v); });
       if (program_.holds_any()) residence_ = options.residence;
     }
@@ -126,7 +218,11 @@ class XlaCompiledGraph final : public CompiledGraph {
                       (replicas > 1 ? "; " + std::to_string(replicas) +
                                           " replicas, one per device, gradients all-reduced in "
                                           "the program"
-                                    : std::string()));
+                                    : std::string()) +
+                      (split_.empty() ? std::string()
+                                      : "; split around the host all-reduce of " +
+                                            std::to_string(split_.buckets.size()) +
+                                            " gradient bucket(s) (forward runs twice a step)"));
   }
 
   Tensor& input(int i) override { return inputs_[size_t(i)]; }
@@ -152,6 +248,10 @@ class XlaCompiledGraph final : public CompiledGraph {
   void run() override {
     using Which = XlaProgram::Which;
     if (step_) program_.set_step(step_->step);
+    if (!split_.empty()) {
+      run_split();
+      return;
+    }
     if (residence_ && residence_->before_run(this)) program_.upload_variables(Which::held);
     program_.upload_variables(Which::others);  // as the host has them now
     if (replicas_ == 1) {
@@ -173,6 +273,67 @@ class XlaCompiledGraph final : public CompiledGraph {
   const std::vector<std::string>& report() const override { return report_; }
 
  private:
+  // Splits graph_ (split_host_collectives: it becomes the second program's graph, `inputs` its
+  // inputs) and returns the caller's input count.
+  size_t split(std::vector<Value>& inputs, const CompileOptions& options) {
+    const size_t count = inputs.size();
+    split_host_collectives(graph_, inputs, client_,
+                           LoweringOptions{.num_replicas = replicas_,
+                                           .seed = options.seed,
+                                           .replica = options.replica,
+                                           .steps = options.steps},
+                           split_);
+    return count;
+  }
+
+  // One step with host collectives (see the top).
+  void run_split() {
+    using Which = XlaProgram::Which;
+    if (split_residence_) split_residence_->host_changed();  // the host has the newest values
+    XlaProgram& first = *split_.gradients;
+    first.set_step(program_.step());
+    first.upload_variables(Which::others);
+    std::vector<std::vector<Tensor>> feed = replicas_ == 1
+                                                ? std::vector<std::vector<Tensor>>{inputs_}
+                                                : split_batch(inputs_, replicas_);
+    std::vector<std::vector<Tensor>> grads =
+        replicas_ == 1 ? std::vector<std::vector<Tensor>>{first.run(inputs_)}
+                       : first.run_replicas(feed);
+    for (HostSplit::Bucket& b : split_.buckets) {  // started in order, then waited for
+      for (int k = 0; k < b.count; ++k) {
+        float* mean = b.in[size_t(k)].data<float>();
+        const int64_t m = b.in[size_t(k)].numel();
+        for (int64_t j = 0; j < m; ++j) {
+          double sum = 0;
+          for (const auto& r : grads) sum += r[size_t(b.first + k)].data<float>()[j];
+          mean[j] = float(sum / double(replicas_));
+        }
+      }
+      Tensor* out = &b.packed;
+      b.start_kernel->run(KernelArgs{.inputs = b.in.data(),
+                                     .num_inputs = b.count,
+                                     .outputs = out,
+                                     .num_outputs = 1,
+                                     .step = step_});
+    }
+    for (HostSplit::Bucket& b : split_.buckets)
+      b.wait_kernel->run(KernelArgs{.inputs = &b.packed,
+                                    .num_inputs = 1,
+                                    .outputs = b.unpacked.data(),
+                                    .num_outputs = int(b.unpacked.size()),
+                                    .step = step_});
+    for (auto& r : feed)
+      for (const HostSplit::Bucket& b : split_.buckets) r.push_back(b.packed);
+    program_.upload_variables(Which::others);
+    if (replicas_ == 1) {
+      std::vector<Tensor> results = program_.run(feed[0]);
+      for (size_t i = 0; i < results.size(); ++i) outputs_[i].copy_from(results[i]);
+    } else {
+      gather(program_.run_replicas(feed));
+    }
+    program_.download_variables(Which::others);
+  }
+
   // The replicas' outputs into outputs_: float32 rank 0 averaged, rows concatenated (see the top).
   void gather(const std::vector<std::vector<Tensor>>& results) {
     for (size_t i = 0; i < outputs_.size(); ++i) {
@@ -199,7 +360,10 @@ class XlaCompiledGraph final : public CompiledGraph {
   const StepInfo* step_;
   int replicas_;
   std::shared_ptr<PjrtClient> client_;
+  HostSplit split_;    // (before num_inputs_, whose initializer fills it)
+  size_t num_inputs_;  // the caller's inputs
   XlaProgram program_;
+  std::shared_ptr<DeviceResidence> split_residence_;
   std::shared_ptr<DeviceResidence> residence_;  // set when the program holds some variable
   std::vector<Tensor> inputs_, outputs_;
   int num_nodes_ = 0;

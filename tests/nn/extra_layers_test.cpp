@@ -397,6 +397,8 @@ TEST(ExtraLayers, KerasConfigsBothWays) {
   EXPECT_EQ(L::GroupNormalization()->config()["groups"], 32);
   EXPECT_EQ(L::GroupNormalization()->config()["epsilon"], 1e-3);
   EXPECT_TRUE(L::PReLU()->config()["shared_axes"].is_null());
+  // Keras's SpatialDropout2D refuses a `trainable` argument, so its config has none.
+  EXPECT_FALSE(L::SpatialDropout2D(0.1)->config().contains("trainable"));
   // Keras 2's LeakyReLU wrote its slope as alpha.
   EXPECT_EQ(
       layer_from_config({{"class_name", "LeakyReLU"}, {"config", {{"name", "lr"}, {"alpha", 0.1}}}})

@@ -26,9 +26,13 @@ class DropoutLayer : public Layer {
   std::string class_name() const override { return cls_; }
   json layer_config() const override {
     json seed = seed_arg_ == 0 ? json(nullptr) : json(seed_arg_);
-    // SpatialDropout2D's config (Keras writes no noise_shape for it).
+    // SpatialDropout2D's config: Keras writes no noise_shape, and no trainable (its __init__
+    // refuses one; null tells Layer::config() to leave it out).
     if (cls_ == "SpatialDropout2D")
-      return {{"rate", rate_}, {"seed", seed}, {"data_format", "channels_last"}};
+      return {{"rate", rate_},
+              {"seed", seed},
+              {"data_format", "channels_last"},
+              {"trainable", nullptr}};
     json noise = noise_shape_.empty() ? json(nullptr) : json::array();
     for (int64_t d : noise_shape_) noise.push_back(d < 0 ? json(nullptr) : json(d));
     return {{"rate", rate_}, {"seed", seed}, {"noise_shape", noise}};

@@ -61,7 +61,12 @@ std::vector<Value> Layer::invoke(CallContext& ctx, std::vector<Value> inputs) {
 json Layer::config() const {
   json c = layer_config();
   c["name"] = name_;
-  c["trainable"] = trainable;
+  // A layer_config() with "trainable": null leaves the key out: Keras's SpatialDropout2D takes
+  // no `trainable` argument and refuses a config that has one.
+  if (c.contains("trainable") && c["trainable"].is_null())
+    c.erase("trainable");
+  else
+    c["trainable"] = trainable;
   // Keras writes a DTypePolicy object; a plain "float32" reads the same and is what we wrote
   // before policies existed, so float32 layers keep it.
   if (policy_.name == "float32")

@@ -1,5 +1,5 @@
-// Activation, ReLU, Rescaling, Normalization, BatchNormalization (when not folded) and
-// LayerNormalization.
+// Activation, ReLU, LeakyReLU, ELU, PReLU, Rescaling, Normalization, BatchNormalization (when not
+// folded), LayerNormalization and GroupNormalization.
 #include <cmath>
 
 #include "onnx/onnx_graph.h"
@@ -38,6 +38,32 @@ std::vector<OnnxValue> relu(ConvertCall& c) {
     y = c.b.add("Sub", {y, neg}, c.name());
   }
   return {c.output(y, x.layout)};
+}
+
+// LeakyReLU -> LeakyRelu(alpha = negative_slope); ELU -> Elu(alpha). Either layout.
+std::vector<OnnxValue> leaky_relu(ConvertCall& c) {
+  OnnxValue x = c.inputs.at(0);
+  pb::NodeProto& n = c.b.node("LeakyRelu", {x.name}, c.name());
+  set_attr(n, "alpha", float(c.config.at("negative_slope").get<double>()));
+  return {c.output(n.output(0), x.layout)};
+}
+
+std::vector<OnnxValue> elu(ConvertCall& c) {
+  OnnxValue x = c.inputs.at(0);
+  pb::NodeProto& n = c.b.node("Elu", {x.name}, c.name());
+  set_attr(n, "alpha", float(c.config.at("alpha").get<double>()));
+  return {c.output(n.output(0), x.layout)};
+}
+
+// PReLU -> PRelu(x, alpha): alpha's Keras shape (the input's without the batch) broadcasts
+// against the channels-last input.
+std::vector<OnnxValue> prelu(ConvertCall& c) {
+  OnnxValue x = c.b.to_layout(c.inputs.at(0), Layout::kChannelsLast);
+  const Tensor& alpha = weight(c.layer(), "alpha");
+  std::string y = c.b.add(
+      "PRelu", {x.name, c.b.constant(c.name() + "/alpha", alpha.to_vector(), alpha.shape().vec())},
+      c.name());
+  return {c.output(y, Layout::kChannelsLast)};
 }
 
 std::vector<OnnxValue> rescaling(ConvertCall& c) {
@@ -137,6 +163,34 @@ std::vector<OnnxValue> layer_normalization(ConvertCall& c) {
   return {c.output(n.output(0), Layout::kChannelsLast)};
 }
 
+// GroupNormalization: on NCHW (rank 4) or [N, C] (rank 2), Reshape to [N, G, rest] and
+// InstanceNormalization (one mean and variance per sample and group; unit scale, zero bias),
+// Reshape back, then gamma and beta per channel. (ONNX's GroupNormalization needs opset 18,
+// and its scale and bias were per group until opset 21; this works at every opset.)
+std::vector<OnnxValue> group_normalization(ConvertCall& c) {
+  const int64_t rank = c.inputs.at(0).shape.rank();
+  if (rank != 2 && rank != 4) unsupported(c, "only inputs of rank 2 or 4 are exported");
+  OnnxValue x = rank == 4 ? c.b.to_layout(c.inputs[0], Layout::kChannelsFirst) : c.inputs[0];
+  const int64_t G = c.config.at("groups").get<int64_t>();
+  const int64_t C = c.inputs[0].shape[-1];
+  const Layer& l = c.layer();
+  std::string grouped = c.b.add(
+      "Reshape", {x.name, c.b.constant_i64(c.name() + "/groups_shape", {0, G, -1})}, c.name());
+  pb::NodeProto& n = c.b.node(
+      "InstanceNormalization",
+      {grouped, c.b.constant(c.name() + "/unit_scale", std::vector<float>(size_t(G), 1.f), {G}),
+       c.b.constant(c.name() + "/zero_bias", std::vector<float>(size_t(G), 0.f), {G})},
+      c.name());
+  set_attr(n, "epsilon", float(c.config.at("epsilon").get<double>()));
+  std::string y = c.b.add("Reshape", {n.output(0), c.b.add("Shape", {x.name}, c.name())}, c.name());
+  std::vector<int64_t> dims = rank == 4 ? std::vector<int64_t>{C, 1, 1} : std::vector<int64_t>{C};
+  if (const Tensor* gamma = find_weight(l, "gamma"))
+    y = c.b.add("Mul", {y, c.b.constant(c.name() + "/gamma", gamma->to_vector(), dims)}, c.name());
+  if (const Tensor* beta = find_weight(l, "beta"))
+    y = c.b.add("Add", {y, c.b.constant(c.name() + "/beta", beta->to_vector(), dims)}, c.name());
+  return {c.output(y, x.layout)};
+}
+
 }  // namespace
 
 void add_elementwise_converters(ConverterTable& t) {
@@ -146,6 +200,10 @@ void add_elementwise_converters(ConverterTable& t) {
   t["Normalization"] = normalization;
   t["BatchNormalization"] = batch_normalization;
   t["LayerNormalization"] = layer_normalization;
+  t["GroupNormalization"] = group_normalization;
+  t["LeakyReLU"] = leaky_relu;
+  t["ELU"] = elu;
+  t["PReLU"] = prelu;
 }
 
 }  // namespace lockstep::onnx

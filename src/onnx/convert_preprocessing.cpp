@@ -99,8 +99,8 @@ std::vector<OnnxValue> resizing(ConvertCall& c) {
 }  // namespace
 
 void add_preprocessing_converters(ConverterTable& t) {
-  for (const char* cls : {"Dropout", "RandomFlip", "RandomRotation", "RandomZoom",
-                          "RandomTranslation", "RandomContrast", "RandomBrightness"})
+  for (const char* cls : {"Dropout", "SpatialDropout2D", "RandomFlip", "RandomRotation",
+                          "RandomZoom", "RandomTranslation", "RandomContrast", "RandomBrightness"})
     t[cls] = identity;
   t["CenterCrop"] = crop_layer;
   t["RandomCrop"] = crop_layer;

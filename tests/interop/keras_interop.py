@@ -21,6 +21,7 @@
    count in DIR/keras_cnn.params) for `lockstep train --model`, and of the Fashion-MNIST
    reference CNN (examples/reference_cnn.h, after a Rescaling(1/255) for image folders' 0..255
    pixels) as DIR/reference_cnn.json.
+   extra() holds GroupNormalization, PReLU, SpatialDropout2D, RandomContrast, LeakyReLU and ELU.
 5. Nested models: Lockstep's lockstep_nested.keras (a Sequential and a functional model used as
    layers) is checked in 1.; Keras writes keras_nested.keras the same way for Lockstep.
 6. Fashion-MNIST: DIR/fmnist_lockstep.keras is the reference CNN Lockstep trained for one
@@ -127,6 +128,19 @@ def layers():
     ], name="layers")
 
 
+def extra():
+    """GroupNormalization, PReLU (per channel and per position), SpatialDropout2D and
+    RandomContrast (the identity at inference), LeakyReLU, ELU and the "elu" activation."""
+    i = keras.Input((6, 6, 4), name="img")
+    h = keras.layers.Conv2D(8, 3, padding="same")(keras.layers.RandomContrast(0.2)(i))
+    h = keras.layers.PReLU(shared_axes=[1, 2])(keras.layers.GroupNormalization(groups=4)(h))
+    h = keras.layers.LeakyReLU()(keras.layers.Conv2D(6, 3)(keras.layers.SpatialDropout2D(0.3)(h)))
+    h = keras.layers.GroupNormalization(groups=3, epsilon=1e-2, center=False)(
+        keras.layers.ELU(alpha=0.7)(h))
+    g = keras.layers.PReLU()(keras.layers.GlobalAveragePooling2D()(h))
+    return keras.Model(i, keras.layers.Dense(3, activation="elu")(g), name="extra")
+
+
 def randomize(model, rng):
     """Non-trivial weights (moving variances positive), so that weight order matters."""
     for layer in model.layers:
@@ -139,7 +153,7 @@ def randomize(model, rng):
 
 def write_keras_files(d):
     rng = np.random.default_rng(42)
-    for model in (small_cnn(), branchy(), nested(), layers()):
+    for model in (small_cnn(), branchy(), nested(), layers(), extra()):
         randomize(model, rng)
         n = model.name
         shape = (4,) + tuple(model.inputs[0].shape[1:])

@@ -106,6 +106,18 @@ Model lockstep_layers() {
   return Model(in, Dense(2)(Flatten()(Reshape({3, 2})(m))), "ls_layers");
 }
 
+// GroupNormalization, PReLU (per channel and per position), SpatialDropout2D and
+// RandomContrast (the identity at inference), LeakyReLU, ELU and the "elu" activation.
+Model lockstep_extra() {
+  KTensor in = Input({6, 6, 4}, "img");
+  KTensor h = Conv2D(8, {3, 3}, {.padding = "same"})(RandomContrast(0.2)(in));
+  h = PReLU({.shared_axes = {1, 2}})(GroupNormalization({.groups = 4})(h));
+  h = LeakyReLU()(Conv2D(6, {3, 3})(SpatialDropout2D(0.3)(h)));
+  h = GroupNormalization({.groups = 3, .epsilon = 1e-2, .center = false})(ELU(0.7)(h));
+  KTensor g = PReLU()(GlobalAveragePooling2D()(h));
+  return Model(in, Dense(3, {.activation = "elu"})(g), "ls_extra");
+}
+
 // A Sequential (with BatchNormalization) and a functional model used as layers.
 Model lockstep_nested() {
   Model inner = Sequential(
@@ -326,7 +338,7 @@ TEST(KerasInterop, BothDirectionsAgainstRealKeras) {
   int seed = 1;
   for (Model* mp : {new Model(lockstep_cnn()), new Model(lockstep_functional()),
                     new Model(lockstep_augmented()), new Model(lockstep_nested()),
-                    new Model(lockstep_layers())}) {
+                    new Model(lockstep_layers()), new Model(lockstep_extra())}) {
     std::unique_ptr<Model> m(mp);
     randomize(*m, 100 * seed++);
     Shape s = m->inputs()[0].shape();
@@ -348,7 +360,7 @@ TEST(KerasInterop, BothDirectionsAgainstRealKeras) {
   int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << "Keras did not load Lockstep's files identically (see above)";
   // Keras -> Lockstep.
-  for (std::string n : {"small_cnn", "branchy", "nested", "layers"}) {
+  for (std::string n : {"small_cnn", "branchy", "nested", "layers", "extra"}) {
     fs::path file = dir / ("keras_" + n + ".keras");
     ASSERT_TRUE(fs::exists(file)) << file;
     json meta = json::parse(std::ifstream(dir / ("keras_" + n + ".json")));

@@ -215,7 +215,8 @@ TEST(Preprocessing, ConfigsUseKerasKeys) {
   EXPECT_EQ(t["height_factor"], 0.1);
   EXPECT_EQ(t["width_factor"], 0.2);
   json c = L::RandomContrast(0.3)->config();
-  EXPECT_EQ(c["factor"], 0.3);
+  // The pair: Keras 3 would read one number 0.3 as (0, 0.3), a factor in [1, 1.3].
+  EXPECT_EQ(c["factor"], json::parse("[0.3, 0.3]"));
   EXPECT_EQ(c["value_range"], json::parse("[0, 255]"));
   EXPECT_EQ(L::RandomBrightness(0.2)->config()["value_range"], json::parse("[0, 255]"));
   json rc = L::RandomCrop(4, 5)->config();

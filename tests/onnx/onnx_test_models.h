@@ -1,7 +1,8 @@
 // Models the ONNX tests export (tests/onnx/*): the reference CNN, a ResNet-style block with
 // BatchNormalization and a residual Add, a branchy functional model (Concatenate, Multiply,
 // depthwise/separable/grouped convolutions, Normalization, LayerNormalization, Dense on rank 3)
-// and a preprocessing stack (augmentation, CenterCrop, RandomCrop, Resizing, Rescaling), and
+// and a preprocessing stack (augmentation, CenterCrop, RandomCrop, Resizing, Rescaling), the
+// GroupNormalization / PReLU / LeakyReLU / ELU / SpatialDropout2D model, and
 // models holding nested models (a Sequential in a functional model, a functional block in a
 // Sequential, one nested model called twice), with weights drawn from a fixed generator so
 // exports are not of freshly initialised models.
@@ -126,6 +127,22 @@ inline Model inverted_residual() {
   KTensor y = Add("add")({p, skip});
   y = ReLU({.negative_slope = 0.3, .name = "leaky"})(y);
   return Model({x}, {Dense(3, {.name = "out"})(Flatten("flatten")(y))}, "inverted_residual");
+}
+
+// GroupNormalization (after a convolution, so on NCHW, and on [N, C]), PReLU per channel and per
+// position, SpatialDropout2D (removed), LeakyReLU, ELU and the "elu" activation.
+inline Model extra_layers() {
+  using namespace layers;
+  KTensor x = Input({6, 7, 4}, "pixels");
+  KTensor h = Conv2D(8, 3, {.padding = "same", .name = "conv_a"})(x);
+  h = GroupNormalization({.groups = 4, .name = "gn_spatial"})(h);
+  h = PReLU({.shared_axes = {1, 2}, .name = "prelu_channel"})(h);
+  h = SpatialDropout2D(0.3, 0, "spatial_drop")(h);
+  h = LeakyReLU(0.3, "leaky")(Conv2D(6, 3, {.name = "conv_b"})(h));
+  h = PReLU({.name = "prelu_position"})(ELU(0.7, "elu")(h));
+  KTensor g = GlobalAveragePooling2D(false, "gap")(h);
+  g = GroupNormalization({.groups = 3, .epsilon = 1e-2, .center = false, .name = "gn_flat"})(g);
+  return Model({x}, {Dense(3, {.activation = "elu", .name = "out"})(g)}, "extra_layers");
 }
 
 inline Model preprocessing_stack() {

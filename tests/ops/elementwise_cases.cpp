@@ -86,6 +86,8 @@ LS_OP_CASES(elementwise_unary) {
   c.push_back(unary("swish", "swish", in({3, 4}, -3.f, 3.f)));
   c.push_back(unary("leaky_relu", "leaky_relu", away({3, 4}, -2.f, 2.f, {0.f})));
   c.push_back(unary("leaky_relu_alpha", "leaky_relu", away({3, 4}, -2.f, 2.f, {0.f}), Attrs{{"alpha", 0.01}}));
+  c.push_back(unary("elu", "elu", away({3, 4}, -3.f, 2.f, {0.f})));
+  c.push_back(unary("elu_alpha", "elu", away({3, 4}, -3.f, 2.f, {0.f}), Attrs{{"alpha", 0.5}}));
   c.push_back(unary("softplus", "softplus", in({3, 4}, -5.f, 5.f)));
   // Large: parallel unary path.
   OpCase big = unary("relu_large", "relu", in({300, 200}));
@@ -102,6 +104,9 @@ LS_OP_CASES(elementwise_unary) {
                      .check_grad = false});
   c.push_back(grad_op("swish_grad", in({3, 4}, -3.f, 3.f)));
   c.push_back(grad_op("leaky_relu_grad", in({3, 4}), Attrs{{"alpha", 0.3}}));
+  c.push_back(grad_op("elu_grad", in({3, 4}, -3.f, 2.f)));
+  c.push_back(OpCase{.name = "elu_grad_alpha", .op = "elu_grad", .attrs = Attrs{{"alpha", 1.7}},
+                     .inputs = {in({3, 4}), in({3, 4}, -3.f, 2.f)}, .check_grad = false});
   c.push_back(grad_op("softplus_grad", in({3, 4}, -3.f, 3.f)));
   c.push_back(grad_op("abs_grad", in({3, 4})));
   OpCase big_grad = grad_op("relu_grad", in({300, 200}));

@@ -215,6 +215,7 @@ const std::vector<Exemption>& exemptions() {
       {"gelu_grad", "gelu", "gradient op"},
       {"swish_grad", "swish", "gradient op"},
       {"leaky_relu_grad", "leaky_relu", "gradient op"},
+      {"elu_grad", "elu", "gradient op"},
       {"softplus_grad", "softplus", "gradient op"},
       {"reduce_sum_grad", "reduce_sum", "gradient op"},
       {"reduce_mean_grad", "reduce_mean", "gradient op"},

@@ -32,10 +32,11 @@ struct OpId {
   X(batch_norm_infer_grad) X(batch_norm_train) X(batch_norm_train_grad) X(bias_add) \
   X(binary_accuracy) X(broadcast_to) X(cast) X(categorical_accuracy) X(concat) X(constant) \
   X(conv2d) X(conv2d_backward_filter) X(conv2d_backward_input) X(cross_replica_sum) X(div) \
-  X(dropout) X(exp) X(gelu) X(gelu_grad) X(identity) X(image_adjust_brightness) \
-  X(image_adjust_brightness_grad) X(image_adjust_contrast) X(image_adjust_contrast_grad) \
-  X(image_affine_transform) X(image_affine_transform_grad) X(image_crop) X(image_crop_grad) \
-  X(image_flip) X(image_random_affine) X(image_random_brightness) X(image_random_contrast) \
+  X(dropout) X(elu) X(elu_grad) X(exp) X(gelu) X(gelu_grad) X(identity) \
+  X(image_adjust_brightness) X(image_adjust_brightness_grad) X(image_adjust_contrast) \
+  X(image_adjust_contrast_grad) X(image_affine_transform) X(image_affine_transform_grad) \
+  X(image_crop) X(image_crop_grad) X(image_flip) X(image_random_affine) \
+  X(image_random_brightness) X(image_random_contrast) \
   X(image_random_crop) X(image_random_flip) X(image_resize) X(in_top_k) X(input) X(layer_norm) \
   X(layer_norm_grad) X(leaky_relu) X(leaky_relu_grad) X(log) X(log_softmax) X(log_softmax_grad) \
   X(lr_schedule) X(matmul) X(max_pool2d) X(max_pool2d_grad) X(maximum) X(maximum_grad) X(minimum) \

@@ -100,7 +100,11 @@ struct DropoutOptions {
 LayerHandle Dropout(double rate, uint64_t seed = 0, std::string name = "");
 /// Dropout with a noise_shape (a mask broadcast over the axes where it is 1).
 LayerHandle Dropout(double rate, DropoutOptions o);
-/// relu, relu6, sigmoid, tanh, softmax, gelu, swish (silu), leaky_relu, linear, softplus.
+/// keras.layers.SpatialDropout2D: Dropout that drops whole feature maps, NHWC [N, H, W, C]: one
+/// draw per (example, channel), the mask broadcast over H and W (Dropout with noise_shape
+/// [N, 1, 1, C]). seed 0: drawn from the global seed. Only data_format "channels_last".
+LayerHandle SpatialDropout2D(double rate, uint64_t seed = 0, std::string name = "");
+/// relu, relu6, sigmoid, tanh, softmax, gelu, swish (silu), leaky_relu, elu, linear, softplus.
 LayerHandle Activation(std::string activation, std::string name = "");
 /// keras.layers.ReLU: max(x, 0).
 LayerHandle ReLU(std::string name = "");
@@ -114,6 +118,24 @@ struct ReLUOptions {
 /// keras.layers.ReLU(max_value, negative_slope): min(max(x, 0), max_value) + negative_slope *
 /// min(x, 0). MobileNetV2's ReLU(6.0) is `ReLU({.max_value = 6})`.
 LayerHandle ReLU(ReLUOptions o);
+/// keras.layers.LeakyReLU: x for x > 0, else negative_slope * x (Keras 3's default slope 0.3;
+/// the `leaky_relu` activation string's is 0.2).
+LayerHandle LeakyReLU(double negative_slope = 0.3, std::string name = "");
+/// keras.layers.ELU: x for x > 0, else alpha * (e^x - 1).
+LayerHandle ELU(double alpha = 1.0, std::string name = "");
+/// PReLU's options (Keras's names and defaults).
+struct PReLUOptions {
+  std::string alpha_initializer = "zeros";  ///< the slopes' initializer (initializers.h)
+  double alpha_regularizer_l2 = 0.0;        ///< L2 penalty on alpha (0: none)
+  /// Input axes (1 = the first after the batch) that share one slope: alpha has size 1 there.
+  /// Empty: one slope per input position (Keras shared_axes=None).
+  std::vector<int64_t> shared_axes;
+  std::string name;  ///< "" = "p_re_lu", ...
+};
+/// keras.layers.PReLU: relu(x) - alpha * relu(-x), alpha a learned weight shaped like the input
+/// without its batch axis, with size 1 on the shared axes (NHWC with shared_axes {1, 2}: one
+/// slope per channel, alpha [1, 1, C]).
+LayerHandle PReLU(PReLUOptions o = {});
 
 /// BatchNormalization's options (Keras's names and defaults).
 struct BatchNormOptions {
@@ -138,6 +160,23 @@ struct LayerNormOptions {
 };
 /// keras.layers.LayerNormalization: normalises each sample over its last axis.
 LayerHandle LayerNormalization(LayerNormOptions o = {});
+/// GroupNormalization's options (Keras's names and defaults).
+struct GroupNormOptions {
+  int64_t groups = 32;                     ///< channel groups; must divide the channels
+  int64_t axis = -1;                       ///< the channel axis (only the last)
+  double epsilon = 1e-3;                   ///< added to the variance
+  bool center = true;                      ///< learn beta (an offset per channel)
+  bool scale = true;                       ///< learn gamma (a scale per channel)
+  std::string beta_initializer = "zeros";  ///< beta's initializer (initializers.h)
+  std::string gamma_initializer = "ones";  ///< gamma's initializer
+  std::string name;                        ///< "" = "group_normalization", ...
+};
+/// keras.layers.GroupNormalization: splits the last axis's C channels into `groups` groups of
+/// C / groups and normalises each sample's group over it and every axis but the batch (groups =
+/// C: instance normalisation; groups = 1: layer normalisation over all axes); then gamma * x +
+/// beta per channel. Weights gamma [C], beta [C]. Computes in float32 under mixed_bfloat16
+/// (Keras upcasts too) and returns the compute dtype.
+LayerHandle GroupNormalization(GroupNormOptions o = {});
 /// keras.layers.Rescaling: x * scale + offset (e.g. Rescaling(1.0 / 255)).
 LayerHandle Rescaling(double scale, double offset = 0.0, std::string name = "");
 

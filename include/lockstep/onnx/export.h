@@ -25,10 +25,11 @@
 // Layers: InputLayer, Dense, Conv2D (strides, dilation, groups, padding valid/same),
 // DepthwiseConv2D, SeparableConv2D, MaxPooling2D, AveragePooling2D (Keras's "same" padding
 // excludes the padded cells, as ONNX's count_include_pad=0), GlobalAverage/MaxPooling2D
-// (keepdims too), Flatten, Reshape, Dropout, Activation and ReLU (linear, relu, relu6,
-// sigmoid, tanh, softmax, log_softmax, gelu (exact, via Erf), swish/silu, leaky_relu (0.2),
-// softplus, exponential), Rescaling, Normalization (fixed or adapted statistics),
-// BatchNormalization, LayerNormalization, Add, Multiply, Concatenate, the augmentation layers
+// (keepdims too), Flatten, Reshape, Dropout, SpatialDropout2D, Activation and ReLU (linear,
+// relu, relu6, sigmoid, tanh, softmax, log_softmax, gelu (exact, via Erf), swish/silu,
+// leaky_relu (0.2), elu, softplus, exponential), LeakyReLU, ELU, PReLU, Rescaling, Normalization
+// (fixed or adapted statistics), BatchNormalization, LayerNormalization, GroupNormalization
+// (rank 2 or 4, via InstanceNormalization), Add, Multiply, Concatenate, the augmentation layers
 // above, CenterCrop, RandomCrop and Resizing (bilinear, nearest). Any other layer (a user's
 // registered layer, Resizing with "area") is an error naming the layer and its class.
 //

@@ -123,6 +123,19 @@ void register_relus() {
     HloValue neg = cx.b.multiply(cx.full_like(dy, attr_f(n, "alpha")), dy);
     return Values{cx.b.select(gt_zero(cx, x), dy, neg)};
   });
+  // x > 0 ? x : alpha * expm1(x); the gradient from the input: x > 0 ? dy : dy * alpha * e^x.
+  register_lowering(op::elu, [](LoweringContext& cx, const Node& n) {
+    HloValue x = cx.in(n, 0);
+    HloValue neg =
+        cx.b.multiply(cx.full_like(x, attr_f(n, "alpha")), cx.b.exponential_minus_one(x));
+    return Values{cx.b.select(gt_zero(cx, x), x, neg)};
+  });
+  register_lowering(op::elu_grad, [](LoweringContext& cx, const Node& n) {
+    HloValue dy = cx.in(n, 0), x = cx.in(n, 1);
+    HloValue neg =
+        cx.b.multiply(cx.b.multiply(cx.full_like(dy, attr_f(n, "alpha")), dy), cx.b.exponential(x));
+    return Values{cx.b.select(gt_zero(cx, x), dy, neg)};
+  });
 }
 
 void register_smooth_activations() {

@@ -359,6 +359,9 @@ HloValue StablehloBuilder::negate(const HloValue& x) { return unary("stablehlo.n
 HloValue StablehloBuilder::exponential(const HloValue& x) {
   return unary("stablehlo.exponential", x);
 }
+HloValue StablehloBuilder::exponential_minus_one(const HloValue& x) {
+  return unary("stablehlo.exponential_minus_one", x);
+}
 HloValue StablehloBuilder::log(const HloValue& x) { return unary("stablehlo.log", x); }
 HloValue StablehloBuilder::log_plus_one(const HloValue& x) {
   return unary("stablehlo.log_plus_one", x);

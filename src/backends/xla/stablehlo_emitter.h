@@ -133,6 +133,7 @@ class StablehloBuilder {
   HloValue power(const HloValue& a, const HloValue& b);
   HloValue negate(const HloValue& x);
   HloValue exponential(const HloValue& x);
+  HloValue exponential_minus_one(const HloValue& x);  // e^x - 1, exact near 0
   HloValue log(const HloValue& x);
   HloValue log_plus_one(const HloValue& x);
   HloValue sqrt(const HloValue& x);

@@ -1,5 +1,6 @@
 // Activations: apply_activation (shared by Dense/Conv), Activation, ReLU (with max_value and
-// negative_slope) and Rescaling layers.
+// negative_slope), LeakyReLU, ELU, PReLU (a learned slope per position or channel) and Rescaling
+// layers.
 #include "lockstep/graph/op_registry.h"
 #include "nn/layers/layer_util.h"
 
@@ -85,6 +86,89 @@ class ReLULayer : public Layer {
   layers::ReLUOptions o_;
 };
 
+// keras.layers.LeakyReLU(negative_slope=0.3): the leaky_relu op with alpha = the slope.
+class LeakyReLULayer : public Layer {
+ public:
+  LeakyReLULayer(double slope, std::string name) : Layer(std::move(name)), slope_(slope) {
+    LS_CHECK(slope_ >= 0, "LeakyReLU '", this->name(), "': negative_slope must be >= 0, got ",
+             slope_);
+  }
+  std::string class_name() const override { return "LeakyReLU"; }
+  json layer_config() const override { return {{"negative_slope", slope_}}; }
+  std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
+    return {ctx.graph.add(op::leaky_relu, {in.at(0)}, Attrs{{"alpha", slope_}}, name())};
+  }
+
+ private:
+  double slope_;
+};
+
+// keras.layers.ELU(alpha=1.0): the elu op.
+class ELULayer : public Layer {
+ public:
+  ELULayer(double alpha, std::string name) : Layer(std::move(name)), alpha_(alpha) {}
+  std::string class_name() const override { return "ELU"; }
+  json layer_config() const override { return {{"alpha", alpha_}}; }
+  std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
+    return {ctx.graph.add(op::elu, {in.at(0)}, Attrs{{"alpha", alpha_}}, name())};
+  }
+
+ private:
+  double alpha_;
+};
+
+// keras.layers.PReLU: relu(x) - alpha * relu(-x) (Keras's formula), alpha [input shape without
+// the batch, 1 on the shared axes] broadcast over the batch.
+class PReLULayer : public Layer {
+ public:
+  PReLULayer(layers::PReLUOptions o, std::string name) : Layer(std::move(name)), o_(std::move(o)) {
+    try {
+      check_initializer(o_.alpha_initializer);
+    } catch (const Error& e) {
+      LS_FAIL("PReLU '", this->name(), "': alpha_initializer: ", e.what());
+    }
+    for (int64_t a : o_.shared_axes)
+      LS_CHECK(a >= 1, "PReLU '", this->name(),
+               "': shared_axes are input axes counted from 1 (the first after the batch), got ", a);
+  }
+  std::string class_name() const override { return "PReLU"; }
+  json layer_config() const override {
+    return {{"alpha_initializer", layer_util::initializer_json(o_.alpha_initializer)},
+            {"alpha_regularizer", layer_util::regularizer_json(o_.alpha_regularizer_l2)},
+            {"alpha_constraint", nullptr},
+            {"shared_axes", o_.shared_axes.empty() ? json(nullptr) : json(o_.shared_axes)}};
+  }
+  void build(const std::vector<Shape>& in) override {
+    const Shape& s = in.at(0);
+    LS_CHECK(s.rank() >= 2, "PReLU '", name(), "': expected an input of rank >= 2, got ", s.str());
+    std::vector<int64_t> shape;
+    for (int i = 1; i < s.rank(); ++i) shape.push_back(s[i]);
+    for (int64_t a : o_.shared_axes) {
+      LS_CHECK(a < s.rank(), "PReLU '", name(), "': shared axis ", a,
+               " is not an axis of the input ", s.str(), " (1..", s.rank() - 1, ")");
+      shape[size_t(a - 1)] = 1;
+    }
+    for (int64_t d : shape)
+      LS_CHECK(d > 0, "PReLU '", name(),
+               "': the input's axes after the batch must be known or "
+               "shared, got ",
+               s.str(), " with shared_axes ", Shape(o_.shared_axes).str());
+    alpha_ = add_weight("alpha", Shape(shape), o_.alpha_initializer);
+  }
+  std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
+    Graph& g = ctx.graph;
+    Value x = in.at(0);
+    add_l2(ctx, alpha_, o_.alpha_regularizer_l2);
+    Value pos = g.add(op::relu, {x});
+    Value neg = g.add(op::mul, {ctx.read(alpha_), g.add(op::relu, {g.add(op::neg, {x})})});
+    return {g.add(op::sub, {pos, neg}, {}, name())};
+  }
+
+ private:
+  layers::PReLUOptions o_;
+  VariablePtr alpha_;
+};
+
 class RescalingLayer : public Layer {
  public:
   RescalingLayer(double scale, double offset, std::string name)
@@ -114,6 +198,20 @@ LayerHandle ReLU(std::string name) { return ReLU(ReLUOptions{.name = std::move(n
 LayerHandle ReLU(ReLUOptions o) {
   std::string name = layer_util::default_name(o.name, "re_lu");
   return LayerPtr(std::make_shared<ReLULayer>(std::move(o), std::move(name)));
+}
+
+LayerHandle LeakyReLU(double negative_slope, std::string name) {
+  return LayerPtr(std::make_shared<LeakyReLULayer>(negative_slope,
+                                                   layer_util::default_name(name, "leaky_re_lu")));
+}
+
+LayerHandle ELU(double alpha, std::string name) {
+  return LayerPtr(std::make_shared<ELULayer>(alpha, layer_util::default_name(name, "elu")));
+}
+
+LayerHandle PReLU(PReLUOptions o) {
+  std::string name = layer_util::default_name(o.name, "p_re_lu");
+  return LayerPtr(std::make_shared<PReLULayer>(std::move(o), std::move(name)));
 }
 
 LayerHandle Rescaling(double scale, double offset, std::string name) {

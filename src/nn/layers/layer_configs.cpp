@@ -1,6 +1,8 @@
 // Factories from Keras layer configs for the built-in layers (registered with
 // lockstep/nn/config.h's registry when the library loads). Every key Keras writes is read:
 // a value Lockstep cannot represent is an error naming the layer and the key.
+#include <algorithm>
+
 #include "lockstep/nn/config.h"
 #include "nn/layers/layer_util.h"
 
@@ -150,6 +152,37 @@ LayerPtr layer_norm(const json& c) {
   return layers::LayerNormalization(o);
 }
 
+// keras.layers.PReLU: alpha_initializer, an L2 alpha_regularizer, shared_axes (null, an int or a
+// list of ints); no alpha_constraint.
+LayerPtr prelu(const json& c) {
+  KerasConfigReader r("PReLU", c);
+  layers::PReLUOptions o{.name = r.name()};
+  o.alpha_initializer = r.initializer("alpha_initializer", "zeros");
+  o.alpha_regularizer_l2 = r.l2_regularizer("alpha_regularizer");
+  no_constraints(r, {"alpha_constraint"});
+  o.shared_axes = r.ints("shared_axes", {});
+  r.finish();
+  return layers::PReLU(o);
+}
+
+// keras.layers.GroupNormalization: groups, axis (the last only), epsilon, center, scale and the
+// initializers; no regularizers or constraints.
+LayerPtr group_norm(const json& c) {
+  KerasConfigReader r("GroupNormalization", c);
+  layers::GroupNormOptions o{.name = r.name()};
+  o.groups = r.get<int64_t>("groups", 32);
+  o.axis = r.get<int64_t>("axis", -1);
+  o.epsilon = r.get<double>("epsilon", 1e-3);
+  o.center = r.get<bool>("center", true);
+  o.scale = r.get<bool>("scale", true);
+  o.beta_initializer = r.initializer("beta_initializer", "zeros");
+  o.gamma_initializer = r.initializer("gamma_initializer", "ones");
+  no_constraints(r,
+                 {"beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint"});
+  r.finish();
+  return layers::GroupNormalization(o);
+}
+
 // Dropout's noise_shape: null, or a list of ints and nulls (null = -1, the input's size).
 std::vector<int64_t> noise_shape(KerasConfigReader& r) {
   const json& v = r.get("noise_shape");
@@ -189,8 +222,20 @@ LayerPtr simple(const std::string& cls, const json& c) {
     double rate = r.get<double>("rate", 0.0);
     uint64_t seed = r.get<uint64_t>("seed", 0);
     l = layers::Dropout(rate, {.seed = seed, .noise_shape = noise_shape(r), .name = r.name()});
+  } else if (cls == "SpatialDropout2D") {
+    r.expect("data_format", {kChannelsLast});
+    double rate = r.get<double>("rate", 0.0);
+    l = layers::SpatialDropout2D(rate, r.get<uint64_t>("seed", 0), r.name());
   } else if (cls == "Activation") {
     l = layers::Activation(activation(r), r.name());
+  } else if (cls == "LeakyReLU") {
+    // Keras 3 writes negative_slope; Keras 2 files (and Keras 3's deprecated argument) alpha.
+    double slope = r.get<double>("negative_slope", 0.3);
+    if (r.has("alpha") && !r.has("negative_slope")) slope = r.get<double>("alpha", 0.3);
+    r.get("alpha");
+    l = layers::LeakyReLU(slope, r.name());
+  } else if (cls == "ELU") {
+    l = layers::ELU(r.get<double>("alpha", 1.0), r.name());
   } else if (cls == "ReLU") {
     layers::ReLUOptions o{.name = r.name()};
     if (const json& m = r.get("max_value"); !m.is_null()) o.max_value = m.get<double>();
@@ -245,8 +290,28 @@ layers::Factor factor(KerasConfigReader& r, const std::string& key) {
   r.fail(key, "must be a number or [lower, upper], got " + f.dump());
 }
 
-// RandomFlip, RandomRotation, RandomZoom, RandomTranslation, RandomBrightness, RandomCrop,
-// CenterCrop, Resizing. (RandomContrast: not yet.)
+// RandomContrast's factor as Keras 3 reads it (BaseImagePreprocessingLayer._set_factor with
+// bounds [0, 1]): one number f is the range (max(-f, 0), f) = (0, f), so the contrast factor
+// is drawn from [1, 1 + f]; a pair is sorted. Keras writes the pair it stored.
+layers::Factor contrast_factor(KerasConfigReader& r) {
+  const json& f = r.get("factor");
+  double lo = 0, hi = 0;
+  if (f.is_number()) {
+    hi = f.get<double>();
+    if (hi < 0 || hi > 1) r.fail("factor", "must be in [0, 1], got " + f.dump());
+  } else if (f.is_array() && f.size() == 2 && f[0].is_number() && f[1].is_number()) {
+    lo = std::min(f[0].get<double>(), f[1].get<double>());
+    hi = std::max(f[0].get<double>(), f[1].get<double>());
+    if (lo > 1 || hi < 0) r.fail("factor", "must lie in [0, 1], got " + f.dump());
+    if (lo < 0) r.fail("factor", "has a negative lower bound, got " + f.dump());
+  } else {
+    r.fail("factor", "must be a number or [lower, upper], got " + f.dump());
+  }
+  return layers::Factor(lo, hi);
+}
+
+// RandomFlip, RandomRotation, RandomZoom, RandomTranslation, RandomBrightness, RandomContrast,
+// RandomCrop, CenterCrop, Resizing.
 LayerPtr image_layer(const std::string& cls, const json& c) {
   KerasConfigReader r(cls, c);
   r.expect("data_format", {kChannelsLast});
@@ -266,12 +331,16 @@ LayerPtr image_layer(const std::string& cls, const json& c) {
     r.get("fill_mode");  // used only with pad_to_aspect_ratio
     r.get("fill_value");
     l = layers::Resizing(h, w, o);
-  } else if (cls == "RandomBrightness") {
-    layers::Factor f = factor(r, "factor");
-    std::vector<double> range = r.has("value_range")
-                                    ? r.get("value_range").get<std::vector<double>>()
-                                    : std::vector<double>{0, 255};
-    l = layers::RandomBrightness(f, {.value_range = range, .seed = seed, .name = r.name()});
+  } else if (cls == "RandomBrightness" || cls == "RandomContrast") {
+    layers::Factor f = cls == "RandomContrast" ? contrast_factor(r) : factor(r, "factor");
+    const json& vr = r.get("value_range");
+    if (!vr.is_null() &&
+        !(vr.is_array() && vr.size() == 2 && vr[0].is_number() && vr[1].is_number()))
+      r.fail("value_range", "must be [low, high], got " + vr.dump());
+    std::vector<double> range =
+        vr.is_null() ? std::vector<double>{0, 255} : vr.get<std::vector<double>>();
+    layers::ValueRangeOptions o{.value_range = range, .seed = seed, .name = r.name()};
+    l = cls == "RandomContrast" ? layers::RandomContrast(f, o) : layers::RandomBrightness(f, o);
   } else {
     layers::TransformLayerOptions o{
         .fill_mode = r.get<std::string>("fill_mode", "reflect"),
@@ -305,11 +374,15 @@ bool register_builtins() {
   register_layer("BatchNormalization", batch_norm);
   register_layer("LayerNormalization", layer_norm);
   register_layer("Normalization", normalization);
-  for (std::string cls : {"Flatten", "Reshape", "Dropout", "Activation", "ReLU", "Rescaling", "Add",
-                          "Multiply", "Concatenate", "ZeroPadding2D"})
+  register_layer("GroupNormalization", group_norm);
+  register_layer("PReLU", prelu);
+  for (std::string cls :
+       {"Flatten", "Reshape", "Dropout", "SpatialDropout2D", "Activation", "ReLU", "LeakyReLU",
+        "ELU", "Rescaling", "Add", "Multiply", "Concatenate", "ZeroPadding2D"})
     register_layer(cls, [cls](const json& c) { return simple(cls, c); });
-  for (std::string cls : {"RandomFlip", "RandomRotation", "RandomZoom", "RandomTranslation",
-                          "RandomBrightness", "RandomCrop", "CenterCrop", "Resizing"})
+  for (std::string cls :
+       {"RandomFlip", "RandomRotation", "RandomZoom", "RandomTranslation", "RandomBrightness",
+        "RandomContrast", "RandomCrop", "CenterCrop", "Resizing"})
     register_layer(cls, [cls](const json& c) { return image_layer(cls, c); });
   return true;
 }

@@ -1,4 +1,5 @@
-// BatchNormalization (Keras 3 moving-statistics update) and LayerNormalization.
+// BatchNormalization (Keras 3 moving-statistics update), LayerNormalization and
+// GroupNormalization (composed of reshape, reduce_mean and elementwise ops, in float32).
 #include "nn/layers/layer_util.h"
 
 namespace lockstep {
@@ -180,6 +181,97 @@ class LayerNormLayer : public Layer {
   VariablePtr gamma_, beta_;
 };
 
+// keras.layers.GroupNormalization: x [N, ..., C] as [N, S, G, C/G] (S the spatial positions),
+// each (sample, group) normalised by its mean and (biased) variance over S and C/G, then
+// reshaped back and scaled/shifted per channel. Keras computes it in float32 under mixed
+// precision and casts the result back to the compute dtype; so does this.
+class GroupNormLayer : public Layer {
+ public:
+  bool autocasts_variables() const override { return false; }
+  GroupNormLayer(layers::GroupNormOptions o, std::string name)
+      : Layer(std::move(name)), o_(std::move(o)) {
+    LS_CHECK(o_.groups > 0, "GroupNormalization '", this->name(),
+             "': groups must be positive, got ", o_.groups);
+    LS_CHECK(o_.axis == -1 || o_.axis > 0, "GroupNormalization '", this->name(),
+             "': only the last axis (-1, or its index) is supported, got axis=", o_.axis);
+    LS_CHECK(o_.epsilon > 0, "GroupNormalization '", this->name(),
+             "': epsilon must be positive, got ", o_.epsilon);
+    for (const std::string* i : {&o_.beta_initializer, &o_.gamma_initializer}) try {
+        check_initializer(*i);
+      } catch (const Error& e) {
+        LS_FAIL("GroupNormalization '", this->name(), "': ", e.what());
+      }
+  }
+  std::string class_name() const override { return "GroupNormalization"; }
+  json layer_config() const override {
+    return {{"groups", o_.groups},
+            {"axis", o_.axis},
+            {"epsilon", o_.epsilon},
+            {"center", o_.center},
+            {"scale", o_.scale},
+            {"beta_initializer", initializer_json(o_.beta_initializer)},
+            {"gamma_initializer", initializer_json(o_.gamma_initializer)},
+            {"beta_regularizer", nullptr},
+            {"gamma_regularizer", nullptr},
+            {"beta_constraint", nullptr},
+            {"gamma_constraint", nullptr}};
+  }
+  void build(const std::vector<Shape>& in) override {
+    const Shape& s = in.at(0);
+    LS_CHECK(s.rank() >= 2, "GroupNormalization '", name(),
+             "': expected an input of rank >= 2, got ", s.str());
+    LS_CHECK(o_.axis == -1 || o_.axis == s.rank() - 1, "GroupNormalization '", name(),
+             "': only the last axis (channels_last) is supported, got axis=", o_.axis,
+             " for input ", s.str());
+    C_ = s[-1];
+    LS_CHECK(C_ > 0, "GroupNormalization '", name(), "': the channel axis must be known, got ",
+             s.str());
+    LS_CHECK(o_.groups <= C_ && C_ % o_.groups == 0, "GroupNormalization '", name(), "': groups (",
+             o_.groups, ") must divide the number of channels (", C_, ") and be at most it");
+    for (int i = 1; i + 1 < s.rank(); ++i)
+      LS_CHECK(s[i] > 0, "GroupNormalization '", name(),
+               "': the axes between the batch and the channels must be known, got ", s.str());
+    if (o_.scale) gamma_ = add_weight("gamma", Shape{C_}, o_.gamma_initializer);
+    if (o_.center) beta_ = add_weight("beta", Shape{C_}, o_.beta_initializer);
+  }
+  std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
+    Graph& g = ctx.graph;
+    Value x = in.at(0);
+    const TensorType t = g.type(x);
+    const DType out_dtype = t.dtype;
+    if (t.dtype != DType::f32) x = g.add(op::cast, {x}, Attrs{{"dtype", std::string("float32")}});
+    const Shape& s = t.shape;
+    int64_t spatial = 1;
+    for (int i = 1; i + 1 < s.rank(); ++i) spatial *= s[i];
+    const int64_t G = o_.groups;
+    const Attrs moments{{"axes", std::vector<int64_t>{1, 3}}, {"keepdims", true}};
+    Value xr =
+        g.add(op::reshape, {x}, Attrs{{"shape", std::vector<int64_t>{-1, spatial, G, C_ / G}}});
+    Value mean = g.add(op::reduce_mean, {xr}, moments);
+    Value xc = g.add(op::sub, {xr, mean});
+    Value var = g.add(op::reduce_mean, {g.add(op::square, {xc})}, moments);
+    Value sd = g.add(op::sqrt,
+                     {g.add(op::scale_shift, {var}, Attrs{{"scale", 1.0}, {"shift", o_.epsilon}})});
+    std::vector<int64_t> back = s.vec();
+    back[0] = -1;
+    // The layer's name goes on its last node.
+    const bool cast_back = out_dtype != DType::f32;
+    auto named = [&](bool last) { return last ? name() : std::string(); };
+    Value y = g.add(op::reshape, {g.add(op::div, {xc, sd})}, Attrs{{"shape", back}},
+                    named(!gamma_ && !beta_ && !cast_back));
+    if (gamma_) y = g.add(op::mul, {y, ctx.read(gamma_)}, {}, named(!beta_ && !cast_back));
+    if (beta_) y = g.add(op::add, {y, ctx.read(beta_)}, {}, named(!cast_back));
+    if (cast_back)
+      y = g.add(op::cast, {y}, Attrs{{"dtype", std::string(dtype_name(out_dtype))}}, name());
+    return {y};
+  }
+
+ private:
+  layers::GroupNormOptions o_;
+  int64_t C_ = 0;
+  VariablePtr gamma_, beta_;
+};
+
 }  // namespace
 
 namespace layers {
@@ -192,6 +284,11 @@ LayerHandle BatchNormalization(BatchNormOptions o) {
 LayerHandle LayerNormalization(LayerNormOptions o) {
   std::string n = layer_util::default_name(o.name, "layer_normalization");
   return LayerPtr(std::make_shared<LayerNormLayer>(std::move(o), n));
+}
+
+LayerHandle GroupNormalization(GroupNormOptions o) {
+  std::string n = layer_util::default_name(o.name, "group_normalization");
+  return LayerPtr(std::make_shared<GroupNormLayer>(std::move(o), n));
 }
 
 }  // namespace layers

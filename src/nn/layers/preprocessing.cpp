@@ -183,8 +183,12 @@ class RandomColorLayer : public Layer {
     return contrast_ ? "RandomContrast" : "RandomBrightness";
   }
   json layer_config() const override {
-    return {
-        {"factor", factor_json(f_)}, {"value_range", o_.value_range}, {"seed", seed_json(o_.seed)}};
+    // RandomContrast: always the pair, which Keras 3 reads as this range (it reads one number f
+    // as (0, f): a factor in [1, 1 + f], not Lockstep's [1 - f, 1 + f]).
+    json f = contrast_ ? json::array({f_.lower, f_.upper}) : factor_json(f_);
+    json c = {{"factor", f}, {"value_range", o_.value_range}, {"seed", seed_json(o_.seed)}};
+    if (contrast_) c["data_format"] = "channels_last";  // Keras 3.15's RandomContrast writes it
+    return c;
   }
   std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
     Value x = image_input(ctx, in.at(0), *this);

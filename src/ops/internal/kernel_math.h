@@ -64,6 +64,10 @@ void unary_ops(Reg&& reg) {
     float al = float(attr_f(n, "alpha"));
     return [al](float x) { return x > 0 ? x : al * x; };
   });
+  reg(op::elu, [](const Node& n) {
+    float al = float(attr_f(n, "alpha"));
+    return [al](float x) { return x > 0 ? x : al * std::expm1(x); };
+  });
   reg(op::softplus, [](const Node&) { return [](float x) { return softplus(x); }; });
 }
 
@@ -91,6 +95,10 @@ void unary_grad_ops(Reg&& reg) {
   reg(op::leaky_relu_grad, [](const Node& n) {
     float al = float(attr_f(n, "alpha"));
     return [al](float dy, float x) { return x > 0 ? dy : al * dy; };
+  });
+  reg(op::elu_grad, [](const Node& n) {
+    float al = float(attr_f(n, "alpha"));
+    return [al](float dy, float x) { return x > 0 ? dy : dy * al * std::exp(x); };
   });
   reg(op::softplus_grad,
       [](const Node&) { return [](float dy, float x) { return dy * sigmoid(x); }; });

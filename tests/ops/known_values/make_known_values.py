@@ -208,6 +208,8 @@ def elementwise():
         ("swish", {}, lambda v: v * sigmoid(v)),
         ("leaky_relu", {}, lambda v: v if v >= 0 else 0.2 * v),
         ("leaky_relu", {"alpha": 0.05}, lambda v: v if v >= 0 else 0.05 * v),
+        ("elu", {}, lambda v: v if v > 0 else math.expm1(v)),
+        ("elu", {"alpha": 0.5}, lambda v: v if v > 0 else 0.5 * math.expm1(v)),
         ("softplus", {}, softplus),
     ]
     for op, attrs, fn in acts:

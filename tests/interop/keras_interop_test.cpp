@@ -106,6 +106,19 @@ Model lockstep_layers() {
   return Model(in, Dense(2)(Flatten()(Reshape({3, 2})(m))), "ls_layers");
 }
 
+// A decoder: Conv2DTranspose ("same" with stride 2, "valid" with output_padding, dilated) and
+// UpSampling2D (bilinear and nearest).
+Model lockstep_decoder() {
+  return Sequential(
+      {Input({5, 4, 3}, "code"),
+       Conv2DTranspose(4, 3, {.strides = {2, 2}, .padding = "same", .activation = "relu"}),
+       UpSampling2D({2, 1}, "bilinear"),
+       Conv2DTranspose(3, {2, 3}, {.strides = {2, 3}, .output_padding = {1, 0}}),
+       Conv2DTranspose(2, 3, {.padding = "same", .dilation_rate = {2, 2}, .use_bias = false}),
+       UpSampling2D({1, 2}), Flatten(), Dense(2)},
+      "ls_decoder");
+}
+
 // A Sequential (with BatchNormalization) and a functional model used as layers.
 Model lockstep_nested() {
   Model inner = Sequential(
@@ -326,7 +339,7 @@ TEST(KerasInterop, BothDirectionsAgainstRealKeras) {
   int seed = 1;
   for (Model* mp : {new Model(lockstep_cnn()), new Model(lockstep_functional()),
                     new Model(lockstep_augmented()), new Model(lockstep_nested()),
-                    new Model(lockstep_layers())}) {
+                    new Model(lockstep_layers()), new Model(lockstep_decoder())}) {
     std::unique_ptr<Model> m(mp);
     randomize(*m, 100 * seed++);
     Shape s = m->inputs()[0].shape();
@@ -348,7 +361,7 @@ TEST(KerasInterop, BothDirectionsAgainstRealKeras) {
   int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << "Keras did not load Lockstep's files identically (see above)";
   // Keras -> Lockstep.
-  for (std::string n : {"small_cnn", "branchy", "nested", "layers"}) {
+  for (std::string n : {"small_cnn", "branchy", "nested", "layers", "decoder"}) {
     fs::path file = dir / ("keras_" + n + ".keras");
     ASSERT_TRUE(fs::exists(file)) << file;
     json meta = json::parse(std::ifstream(dir / ("keras_" + n + ".json")));

@@ -210,7 +210,7 @@ const std::vector<TransposeCase> kTransposeCases = {
      {1, 5, 4, 2},
      {-1.17500007f,  0.075000003f, -1.20000005f,   0.962500036f,
       -0.987499952f, 0.262499988f, -0.975000024f,  1.1875f,
-      0.150000006f,  0.300000012f, 0.600000024f,   -2.98023224e-08.0f,
+      0.150000006f,  0.300000012f, 0.600000024f,   -2.98023224e-08f,
       0.25f,         0.400000036f, 0.49999997f,    -0.0999999791f,
       -0.712499976f, 1.2125001f,   1.02499998f,    -0.700000048f,
       -0.800000012f, 1.125f,       1.11249995f,    -0.612500072f,
@@ -288,7 +288,7 @@ const std::vector<UpCase> kUpCases = {
       0.5f,          0.46875f,       0.40625f,     0.34375f,      0.28125f,      0.25f,
       0.5f,          0.46875f,       0.40625f,     0.34375f,      0.28125f,      0.25f,
       0.375f,        0.34374997f,    0.28124997f,  0.218749985f,  0.156249985f,  0.124999985f,
-      0.24999997f,   0.21874997f,    0.15624997f,  0.0937499702f, 0.0312499702f, -2.98023224e-08.0f,
+      0.24999997f,   0.21874997f,    0.15624997f,  0.0937499702f, 0.0312499702f, -2.98023224e-08f,
       0.125f,        0.09375f,       0.03125f,     -0.03125f,     -0.09375f,     -0.125f,
       0.125f,        0.09375f,       0.03125f,     -0.03125f,     -0.09375f,     -0.125f}},
 };
@@ -323,7 +323,7 @@ TEST(TransposeUpsampleLayers, Conv2DTransposeKerasWeightLayoutAndConfig) {
   EXPECT_EQ(l->weights()[0]->value.shape(), (Shape{3, 2, 5, 7}));  // [kh, kw, filters, C]
   EXPECT_EQ(l->weights()[1]->value.shape(), (Shape{5}));
   const json c = l->config();
-  EXPECT_EQ(c["name"], "conv2d_transpose");
+  EXPECT_EQ(c["name"].get<std::string>().rfind("conv2d_transpose", 0), 0u) << c["name"];
   EXPECT_EQ(c["filters"], 5);
   EXPECT_EQ(c["kernel_size"], json({3, 2}));
   EXPECT_EQ(c["strides"], json({2, 1}));
@@ -331,10 +331,11 @@ TEST(TransposeUpsampleLayers, Conv2DTransposeKerasWeightLayoutAndConfig) {
   EXPECT_EQ(c["dilation_rate"], json({1, 1}));
   EXPECT_EQ(c["data_format"], "channels_last");
   EXPECT_FALSE(c.contains("groups"));
-  // Keras's own config (keras.layers.Conv2DTranspose(3, (3, 2)).get_config(), Keras 3.15.1).
+  // Keras's own config (keras.layers.Conv2DTranspose(3, (3, 2), strides=2,
+  // output_padding=(1, 0)).get_config(), Keras 3.15.1).
   json keras = json::parse(R"({"name": "conv2d_transpose", "trainable": true, "dtype": {"module":
     "keras", "class_name": "DTypePolicy", "config": {"name": "float32"}, "registered_name": null},
-    "filters": 3, "kernel_size": [3, 2], "strides": [1, 1], "padding": "valid",
+    "filters": 3, "kernel_size": [3, 2], "strides": [2, 2], "padding": "valid",
     "output_padding": [1, 0], "data_format": "channels_last", "dilation_rate": [1, 1],
     "activation": "linear", "use_bias": true, "kernel_initializer": {"module":
     "keras.initializers", "class_name": "GlorotUniform", "config": {"seed": null, "input_axes":
@@ -382,8 +383,9 @@ TEST(TransposeUpsampleLayers, UpSampling2DMatchesKeras) {
     Tensor x = x_of(c.x);
     for (const char* backend : {"reference", "cpu"})
       expect_values(run_layer(c.make(), x, backend), c.y, c.keras, 1e-6);
-    LayerPtr back = round_trip(c.make());
-    EXPECT_EQ(back->config(), c.make()->config());
+    LayerHandle l = c.make();
+    LayerPtr back = round_trip(l);
+    EXPECT_EQ(back->config(), l->config());
     expect_values(run_layer(back, x), c.y, c.keras, 1e-6);
     expect_values(run_layer(back, x, "cpu", DType::bf16), c.y, c.keras, 0.02);
   }
@@ -420,12 +422,12 @@ TEST(TransposeUpsampleLayers, EncoderDecoderTrainsInFloat32AndMixedBfloat16) {
          Conv2DTranspose(4, 2, {.strides = {3, 3}, .output_padding = {1}}), UpSampling2D({1, 2}),
          GlobalAveragePooling2D(), Dense(3)});
     mixed_precision::set_global_policy("float32");
-    m.compile({.optimizer = optimizers::Adam(1e-2),
+    m.compile({.optimizer = optimizers::Adam(2e-2),
                .loss = losses::SparseCategoricalCrossentropy({.from_logits = true})});
     auto [x, y] = test_util::quadrant_images(96, 3);
     auto h = m.fit(x, y, {.batch_size = 16, .epochs = 8, .verbose = 0});
     const auto& loss = h.history["loss"];
     for (double l : loss) EXPECT_TRUE(std::isfinite(l));
-    EXPECT_LT(loss.back(), 0.8 * loss.front());
+    EXPECT_LT(loss.back(), 0.8 * loss.front()) << loss.front() << " -> " << loss.back();
   }
 }

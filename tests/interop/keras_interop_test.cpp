@@ -4,7 +4,8 @@
 // identically (1e-5). Compiled files carry the optimizer both ways: each side continues the
 // other's training one epoch and lands on the same predictions (1e-4). Keras's model.to_json()
 // builds in Lockstep and trains through `lockstep train`. Nested models (a Sequential and a
-// functional model used as layers) go both ways (1e-5). On Fashion-MNIST (when installed): the
+// functional model used as layers) go both ways (1e-5), and so does a decoder of
+// Conv2DTranspose and UpSampling2D layers (1e-5 relative). On Fashion-MNIST (when installed): the
 // reference CNN Lockstep trained for an epoch scores the same test accuracy in Keras (+-0.001),
 // and Keras's JSON of it trained by `lockstep train` on an image folder reaches the accuracy of
 // the same model built in C++ and trained on the same folder (+-0.02, see check_reference_json).
@@ -13,6 +14,8 @@
 // tests/interop/run_keras_interop.sh); skipped otherwise.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -375,7 +378,12 @@ TEST(KerasInterop, BothDirectionsAgainstRealKeras) {
     float d = max_abs_diff(got, want);
     std::printf("lockstep loads keras_%s.keras (%zu layers): max abs diff %.3g\n", n.c_str(),
                 m.layers().size(), d);
-    EXPECT_LE(d, 1e-5f) << n;
+    // The decoder's outputs reach |y| ~ 10 (three transposed convolutions of random weights):
+    // 1e-5 relative to its largest output.
+    float tol = 1e-5f;
+    if (n == "decoder")
+      for (float v : want.to_vector()) tol = std::max(tol, 1e-5f * std::abs(v));
+    EXPECT_LE(d, tol) << n;
   }
   check_keras_resume(dir);
   check_keras_json(dir);

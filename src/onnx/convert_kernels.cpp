@@ -1,6 +1,6 @@
 // Layers with kernels: Dense (Gemm, or MatMul + Add on rank > 2), Conv2D, DepthwiseConv2D and
 // SeparableConv2D (Conv, NCHW, OIHW weights), each with an optional BatchNormalization folded
-// into its kernel and bias.
+// into its kernel and bias; Conv2DTranspose (ConvTranspose, never folded).
 #include "onnx/onnx_graph.h"
 
 namespace lockstep::onnx {
@@ -154,6 +154,50 @@ std::vector<OnnxValue> separable_conv2d(ConvertCall& c) {
   return {apply_activation(c.b, y, cfg.value("activation", "linear"), c.name())};
 }
 
+// Conv2DTranspose: ConvTranspose (NCHW). Keras's kernel [kh, kw, filters, C] read as HWIO
+// gives [C, filters, kh, kw], ConvTranspose's [in, out, kh, kw]. pads: the full transposed
+// output cropped by pt at the start (Keras's rule, as src/nn/layers/conv.cpp's transpose_axis)
+// and by whatever makes it the layer's size at the end; a negative end crop (valid padding
+// with stride > kernel, or output_padding) is output_padding.
+std::vector<OnnxValue> conv2d_transpose(ConvertCall& c) {
+  const Tensor& k = weight(c.layer(), "kernel");
+  const json& cfg = c.config;
+  const auto strides = pair_of(cfg.at("strides")), dil = pair_of(cfg.at("dilation_rate"));
+  const std::string padding = cfg.at("padding");
+  const json& op = cfg.at("output_padding");
+  const Shape in = c.inputs.at(0).shape, out = c.output_shape();
+  std::vector<int64_t> begin(2), end(2), extra(2);
+  for (int i = 0; i < 2; ++i) {
+    const int64_t eff = (k.dim(i) - 1) * dil[size_t(i)] + 1, s = strides[size_t(i)];
+    int64_t lo = eff - 1;  // valid
+    if (padding == "same") {
+      const int64_t len =
+          op.is_null() ? s + eff - 2
+                       : eff + eff % 2 - 2 +
+                             (op.is_array() ? op[size_t(i)].get<int64_t>() : op.get<int64_t>());
+      lo = std::min(len / 2 + len % 2, eff - 1);
+    }
+    begin[size_t(i)] = eff - 1 - lo;
+    const int64_t e = s * (in[1 + i] - 1) + eff - begin[size_t(i)] - out[1 + i];
+    end[size_t(i)] = std::max<int64_t>(e, 0);
+    extra[size_t(i)] = std::max<int64_t>(-e, 0);
+  }
+  GraphBuilder& b = c.b;
+  OnnxValue x = b.to_layout(c.inputs.at(0), Layout::kChannelsFirst);
+  std::vector<std::string> ins{x.name, b.constant(c.name() + "/kernel", hwio_to_oihw(k),
+                                                  {k.dim(3), k.dim(2), k.dim(0), k.dim(1)})};
+  std::vector<float> bias = bias_of(c);
+  if (!bias.empty()) ins.push_back(b.constant(c.name() + "/bias", bias, {k.dim(2)}));
+  pb::NodeProto& n = b.node("ConvTranspose", ins, c.name());
+  set_attr(n, "kernel_shape", std::vector<int64_t>{k.dim(0), k.dim(1)});
+  set_attr(n, "strides", strides);
+  set_attr(n, "dilations", dil);
+  set_attr(n, "pads", std::vector<int64_t>{begin[0], begin[1], end[0], end[1]});
+  set_attr(n, "output_padding", extra);
+  OnnxValue y{n.output(0), out, Layout::kChannelsFirst};
+  return {apply_activation(b, y, cfg.value("activation", "linear"), c.name())};
+}
+
 }  // namespace
 
 bool can_fold_batch_norm_into(const std::string& class_name) {
@@ -166,6 +210,7 @@ void add_kernel_converters(ConverterTable& t) {
   t["Conv2D"] = conv2d;
   t["DepthwiseConv2D"] = depthwise_conv2d;
   t["SeparableConv2D"] = separable_conv2d;
+  t["Conv2DTranspose"] = conv2d_transpose;
 }
 
 }  // namespace lockstep::onnx

@@ -1,6 +1,7 @@
 // Layers that act at inference only through their inference form: Dropout and the random
 // augmentation layers are the identity; CenterCrop, RandomCrop and Resizing crop (Slice) and
-// resize (Resize, tf.image.resize's half-pixel grid) as Lockstep's predict does.
+// resize (Resize, tf.image.resize's half-pixel grid) as Lockstep's predict does; UpSampling2D is
+// a Resize too.
 #include "lockstep/imaging/resize.h"
 #include "onnx/onnx_graph.h"
 
@@ -96,6 +97,14 @@ std::vector<OnnxValue> resizing(ConvertCall& c) {
   return {resize(c, x, h, w, interpolation)};
 }
 
+// UpSampling2D: Resize to the output's size. Whole factors make the half-pixel nearest
+// coordinate round to j / s (each pixel repeated) and the half-pixel linear one Keras's
+// bilinear (ONNX Runtime clamps at the edges, as jax.image.resize's weights do).
+std::vector<OnnxValue> up_sampling2d(ConvertCall& c) {
+  const Shape out = c.output_shape();
+  return {resize(c, c.inputs.at(0), out[1], out[2], c.config.value("interpolation", "nearest"))};
+}
+
 }  // namespace
 
 void add_preprocessing_converters(ConverterTable& t) {
@@ -105,6 +114,7 @@ void add_preprocessing_converters(ConverterTable& t) {
   t["CenterCrop"] = crop_layer;
   t["RandomCrop"] = crop_layer;
   t["Resizing"] = resizing;
+  t["UpSampling2D"] = up_sampling2d;
 }
 
 }  // namespace lockstep::onnx

@@ -1,4 +1,5 @@
-// Declarations of matmul, conv2d (+ backward ops) and pooling: shape functions and gradients.
+// Declarations of matmul, conv2d (+ backward ops), pooling and upsample2d (+ grad): shape
+// functions and gradients.
 #include "ops/internal/nn_geometry.h"
 #include "ops/internal/op_util.h"
 
@@ -130,6 +131,7 @@ namespace {
 
 constexpr const char* kGroup = "nn";
 using Values = std::vector<Value>;
+using Types = std::vector<TensorType>;
 
 // The attributes of one conv node, plus `extra` (a backward op's shape attr).
 std::vector<AttrDecl> conv_attrs(std::vector<AttrDecl> extra) {
@@ -196,6 +198,7 @@ void register_matmul_conv() {
                   .infer = infer_conv_bwd_input,
                   .grad = grad_conv_bwd_input,
                   .bf16 = true,
+                  .rows = RowRule::per_row,  // Conv2DTranspose's forward
                   .onnx = {.none = kOnnxGradient}});
   add_op(kGroup, {.name = op::conv2d_backward_filter,
                   .signature = "(dy, x) -> dw",
@@ -267,11 +270,78 @@ void register_pools() {
           .onnx = {.none = kOnnxGradient}});
 }
 
+// upsample2d's attributes (and its gradient's).
+std::vector<AttrDecl> upsample_attrs() {
+  return {{"size", i64_list, Ints{2, 2}, "[sh, sw]: y is sh times taller and sw times wider"},
+          {"interpolation", str, "nearest",
+           "\"nearest\" (each pixel repeated) or \"bilinear\" (half-pixel centres, edges "
+           "clamped: keras.layers.UpSampling2D's, jax.image.resize's)"}};
+}
+
+// The checked [sh, sw] and interpolation of an upsample node.
+std::vector<int64_t> upsample_size(const Node& n) {
+  const std::string& ip = attr_s(n, "interpolation");
+  LS_CHECK(ip == "nearest" || ip == "bilinear",
+           "interpolation must be \"nearest\" or \"bilinear\", got \"", ip, "\"");
+  return pair_attr(n, "size");
+}
+
+void register_upsample() {
+  add_op(kGroup,
+         {.name = op::upsample2d,
+          .signature = "(x[N, H, W, C]) -> y[N, H * sh, W * sw, C]",
+          .doc = "keras.layers.UpSampling2D: each image enlarged by whole factors, nearest or "
+                 "bilinear (linear in x: its gradient is upsample2d_grad).",
+          .attrs = upsample_attrs(),
+          .infer =
+              [](const Node& n, const Types& in) {
+                expect_inputs(in, 1);
+                expect_f32(in[0], "x");
+                const Shape& x = in[0].shape;
+                LS_CHECK(x.rank() == 4,
+                         "expects NHWC images [batch, height, width, channels], got ", x.str());
+                auto s = upsample_size(n);
+                return Types{f32(
+                    Shape{x[0], x[1] < 0 ? -1 : x[1] * s[0], x[2] < 0 ? -1 : x[2] * s[1], x[3]})};
+              },
+          .grad =
+              [](GradBuilder& b, const Node& n, const Values& dy) {
+                return Values{b.add(op::upsample2d_grad, {dy[0]}, n.attrs)};
+              },
+          .bf16 = true,
+          .rows = RowRule::per_row,
+          .onnx = {.op = "Resize"}});
+  add_op(kGroup,
+         {.name = op::upsample2d_grad,
+          .signature = "(dy[N, H * sh, W * sw, C]) -> dx[N, H, W, C]",
+          .doc = "Gradient of upsample2d: each dy value added back to the pixels it was "
+                 "interpolated from (linear: its gradient is upsample2d).",
+          .attrs = upsample_attrs(),
+          .infer =
+              [](const Node& n, const Types& in) {
+                expect_inputs(in, 1);
+                expect_f32(in[0], "dy");
+                const Shape& d = in[0].shape;
+                LS_CHECK(d.rank() == 4, "expects NHWC dy, got ", d.str());
+                auto s = upsample_size(n);
+                LS_CHECK((d[1] < 0 || d[1] % s[0] == 0) && (d[2] < 0 || d[2] % s[1] == 0), "dy ",
+                         d.str(), " is not a multiple of size [", s[0], ", ", s[1], "]");
+                return Types{f32(
+                    Shape{d[0], d[1] < 0 ? -1 : d[1] / s[0], d[2] < 0 ? -1 : d[2] / s[1], d[3]})};
+              },
+          .grad = [](GradBuilder& b, const Node& n,
+                     const Values& dy) { return Values{b.add(op::upsample2d, {dy[0]}, n.attrs)}; },
+          .bf16 = true,
+          .rows = RowRule::per_row,
+          .onnx = {.none = kOnnxGradient}});
+}
+
 }  // namespace
 
 LOCKSTEP_REGISTER(nn_ops) {
   register_matmul_conv();
   register_pools();
+  register_upsample();
 }
 
 }  // namespace lockstep::ops

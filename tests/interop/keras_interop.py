@@ -7,7 +7,8 @@
    (DIR/lockstep_<name>.pred.f32): max abs diff <= 1e-5 (or the "atol" of lockstep_<name>.json:
    lockstep_xla_trained, trained and predicted on Lockstep's xla backend, has 1e-4).
 2. Builds Keras models (a small CNN with BatchNormalization, a functional model with Add and
-   Concatenate and two Dense heads' worth of shared classes), saves DIR/keras_<name>.keras,
+   Concatenate and two Dense heads' worth of shared classes, a decoder of Conv2DTranspose and
+   UpSampling2D), saves DIR/keras_<name>.keras,
    fixed inputs DIR/keras_<name>.input.f32 and Keras's predictions DIR/keras_<name>.pred.f32
    (raw little-endian float32; shapes in DIR/keras_<name>.json) for Lockstep to check.
 3. Optimizer state both ways (include_optimizer). DIR/resume_lockstep.keras is a compiled model
@@ -141,6 +142,20 @@ def extra():
     return keras.Model(i, keras.layers.Dense(3, activation="elu")(g), name="extra")
 
 
+def decoder():
+    """Conv2DTranspose (same / valid with output_padding / dilated) and UpSampling2D."""
+    return keras.Sequential([
+        keras.Input((4, 5, 2)),
+        keras.layers.Conv2DTranspose(3, 3, strides=2, padding="same", activation="relu"),
+        keras.layers.UpSampling2D((1, 2), interpolation="bilinear"),
+        keras.layers.Conv2DTranspose(2, (3, 2), strides=(3, 2), output_padding=(2, 1)),
+        keras.layers.Conv2DTranspose(2, 2, dilation_rate=2, padding="same", use_bias=False),
+        keras.layers.UpSampling2D(2),
+        keras.layers.Flatten(),
+        keras.layers.Dense(2),
+    ], name="decoder")
+
+
 def randomize(model, rng):
     """Non-trivial weights (moving variances positive), so that weight order matters."""
     for layer in model.layers:
@@ -153,7 +168,7 @@ def randomize(model, rng):
 
 def write_keras_files(d):
     rng = np.random.default_rng(42)
-    for model in (small_cnn(), branchy(), nested(), layers(), extra()):
+    for model in (small_cnn(), branchy(), nested(), layers(), extra(), decoder()):
         randomize(model, rng)
         n = model.name
         shape = (4,) + tuple(model.inputs[0].shape[1:])

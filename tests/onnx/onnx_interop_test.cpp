@@ -48,6 +48,7 @@ TEST(OnnxInterop, OnnxRuntimeAgreesWithPredict) {
   cases.push_back({"inverted_residual", onnx_test::inverted_residual(), {}});
   cases.push_back({"extra_layers", onnx_test::extra_layers(), {}});
   cases.push_back({"extra_layers_opset21", onnx_test::extra_layers(), {.opset = 21}});
+  cases.push_back({"decoder", onnx_test::decoder(), {}});
   // Nested models, inlined: a Sequential (with a BatchNormalization) in a functional model, a
   // functional block holding a Sequential in a Sequential, one nested model called twice.
   cases.push_back({"nested_sequential_in_functional", onnx_test::sequential_in_functional(), {}});

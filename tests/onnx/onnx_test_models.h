@@ -145,6 +145,24 @@ inline Model extra_layers() {
   return Model({x}, {Dense(3, {.activation = "elu", .name = "out"})(g)}, "extra_layers");
 }
 
+// A decoder: Conv2DTranspose (same with stride 2, valid with stride 3 > kernel and
+// output_padding, dilated) and UpSampling2D (bilinear and nearest): ConvTranspose and Resize.
+inline Model decoder() {
+  using namespace layers;
+  return Sequential(
+      {Input({4, 5, 3}, "code"),
+       Conv2DTranspose(
+           4, 3, {.strides = {2, 2}, .padding = "same", .activation = "relu", .name = "up_same"}),
+       UpSampling2D({2, 1}, "bilinear", "bilinear"),
+       Conv2DTranspose(3, {2, 3},
+                       {.strides = {3, 2}, .output_padding = {1, 1}, .name = "up_valid"}),
+       Conv2DTranspose(
+           2, 3,
+           {.padding = "same", .dilation_rate = {2, 2}, .use_bias = false, .name = "dilated"}),
+       UpSampling2D({1, 2}, "nearest", "nearest"), Flatten("flatten"), Dense(3, {.name = "out"})},
+      "decoder");
+}
+
 inline Model preprocessing_stack() {
   using namespace layers;
   return Sequential({Input({20, 24, 3}, "photo"), RandomFlip("horizontal", 7), RandomRotation(0.1),

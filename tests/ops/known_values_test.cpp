@@ -230,6 +230,7 @@ const std::vector<Exemption>& exemptions() {
       {"conv2d_backward_filter", "conv2d", "gradient op (conv2d's filter adjoint)"},
       {"max_pool2d_grad", "max_pool2d", "gradient op"},
       {"avg_pool2d_grad", "avg_pool2d", "gradient op"},
+      {"upsample2d_grad", "upsample2d", "gradient op (upsample2d's transpose)"},
       {"batch_norm_train_grad", "batch_norm_train", "gradient op"},
       {"batch_norm_infer_grad", "batch_norm_infer", "gradient op"},
       {"layer_norm_grad", "layer_norm", "gradient op"},

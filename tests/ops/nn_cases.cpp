@@ -86,6 +86,39 @@ LS_OP_CASES(nn_matmul_conv) {
              .op = "conv2d_backward_filter",
              .attrs = Attrs{{"filter_shape", I{3, 3, 1, 4}}, {"groups", 2}, {"padding", "same"}},
              .inputs = {in({1, 4, 4, 4}), in({1, 4, 4, 2})}});
+  // Conv2DTranspose's forms: explicit pads with forward-window slack (stride 3 > kernel 2:
+  // the last output rows take no input), and a dilated kernel with asymmetric pads.
+  c.push_back(OpCase{
+      .name = "conv2d_backward_input_transpose_s3_k2",
+      .op = "conv2d_backward_input",
+      .attrs = Attrs{{"input_shape", I{1, 6, 9, 2}}, {"strides", I{3, 3}}, {"pads", I{0, 0, 0, 1}}},
+      .inputs = {in({1, 2, 3, 3}), in({2, 2, 2, 3})}});
+  c.push_back(OpCase{
+      .name = "conv2d_backward_input_transpose_dil2",
+      .op = "conv2d_backward_input",
+      .attrs =
+          Attrs{{"input_shape", I{2, 5, 4, 2}}, {"dilations", I{2, 2}}, {"pads", I{2, 2, 2, 2}}},
+      .inputs = {in({2, 5, 4, 3}), in({3, 3, 2, 3})}});
+  return c;
+}
+
+// UpSampling2D's op (linear: its gradient is upsample2d_grad, whose gradient is upsample2d).
+LS_OP_CASES(nn_upsample) {
+  std::vector<OpCase> c;
+  for (std::string ip : {"nearest", "bilinear"}) {
+    c.push_back(OpCase{.name = "upsample2d_" + ip + "_2x3",
+                       .op = "upsample2d",
+                       .attrs = Attrs{{"size", I{2, 3}}, {"interpolation", ip}},
+                       .inputs = {in({2, 3, 4, 2})}});
+    c.push_back(OpCase{.name = "upsample2d_" + ip + "_3x1",
+                       .op = "upsample2d",
+                       .attrs = Attrs{{"size", I{3, 1}}, {"interpolation", ip}},
+                       .inputs = {in({1, 2, 3, 3})}});
+    c.push_back(OpCase{.name = "upsample2d_grad_" + ip,
+                       .op = "upsample2d_grad",
+                       .attrs = Attrs{{"size", I{2, 2}}, {"interpolation", ip}},
+                       .inputs = {in({2, 6, 4, 3})}});
+  }
   return c;
 }
 

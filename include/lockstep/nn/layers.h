@@ -46,6 +46,9 @@ struct ConvOptions {
   double kernel_regularizer_l2 = 0.0;                 ///< L2 penalty factor on the kernel (0: none)
   double bias_regularizer_l2 = 0.0;                   ///< L2 penalty factor on the bias (0: none)
   int64_t depth_multiplier = 1;                       ///< DepthwiseConv2D / SeparableConv2D
+  /// Conv2DTranspose: extra rows/columns at the bottom/right of the output, each < its stride
+  /// (one value: both dims); empty: Keras's None (the output size from padding alone).
+  std::vector<int64_t> output_padding;
   std::string depthwise_initializer = "glorot_uniform";  ///< the depthwise kernel's initializer
   std::string pointwise_initializer = "glorot_uniform";  ///< the pointwise kernel's initializer
   std::string name;                                      ///< "" = "conv2d", "conv2d_1", ...
@@ -62,6 +65,17 @@ inline LayerHandle Conv2D(int64_t filters, int64_t k, ConvOptions o = {}) {
 LayerHandle DepthwiseConv2D(std::vector<int64_t> kernel_size, ConvOptions o = {});
 /// keras.layers.SeparableConv2D: a depthwise convolution, then a 1 x 1 convolution to `filters`.
 LayerHandle SeparableConv2D(int64_t filters, std::vector<int64_t> kernel_size, ConvOptions o = {});
+
+/// keras.layers.Conv2DTranspose (the transposed convolution, "deconvolution"): NHWC
+/// [N, H, W, C] -> [N, H', W', filters] with Keras's sizes (padding "valid": (H - 1) * stride +
+/// max(kernel, stride); "same": H * stride; output_padding as Keras). Its kernel is Keras's
+/// [kh, kw, filters, C] (output channels before input channels). Takes strides, padding,
+/// output_padding, dilation_rate, activation, use_bias, initializers and L2 regularizers.
+LayerHandle Conv2DTranspose(int64_t filters, std::vector<int64_t> kernel_size, ConvOptions o = {});
+/// Conv2DTranspose with a square k x k kernel.
+inline LayerHandle Conv2DTranspose(int64_t filters, int64_t k, ConvOptions o = {}) {
+  return Conv2DTranspose(filters, std::vector<int64_t>{k, k}, std::move(o));
+}
 
 /// The pooling layers' options.
 struct PoolOptions {
@@ -86,6 +100,11 @@ LayerHandle Reshape(std::vector<int64_t> target_shape, std::string name = "");
 /// [N, top + H + bottom, left + W + right, C]. padding: {p} (all sides), {h, w} (symmetric) or
 /// {top, bottom, left, right} (Keras's ((top, bottom), (left, right))).
 LayerHandle ZeroPadding2D(std::vector<int64_t> padding = {1, 1}, std::string name = "");
+/// keras.layers.UpSampling2D: each image enlarged by whole factors, NHWC [N, H, W, C] ->
+/// [N, H * size[0], W * size[1], C]. size: {s} (both) or {sh, sw}. interpolation: "nearest"
+/// (each pixel repeated, Keras's default) or "bilinear" (half-pixel centres, as Keras).
+LayerHandle UpSampling2D(std::vector<int64_t> size = {2, 2}, std::string interpolation = "nearest",
+                         std::string name = "");
 /// Dropout's options (Keras's names and defaults).
 struct DropoutOptions {
   uint64_t seed = 0;  ///< 0: drawn from the global seed

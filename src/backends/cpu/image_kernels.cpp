@@ -7,6 +7,9 @@
 
 namespace lockstep {
 
-LOCKSTEP_REGISTER(cpu_image_kernels) { register_image_kernels("cpu", true); }
+LOCKSTEP_REGISTER(cpu_image_kernels) {
+  register_image_kernels("cpu", true);
+  register_upsample_kernels("cpu", true);
+}
 
 }  // namespace lockstep

@@ -6,6 +6,9 @@
 
 namespace lockstep {
 
-LOCKSTEP_REGISTER(reference_image_kernels) { register_image_kernels("reference", false); }
+LOCKSTEP_REGISTER(reference_image_kernels) {
+  register_image_kernels("reference", false);
+  register_upsample_kernels("reference", false);
+}
 
 }  // namespace lockstep

@@ -1,7 +1,8 @@
 // Lowerings of matmul, conv2d and its two gradients, and the pools (NHWC, HWIO filters). The
 // conv gradients are convolutions themselves: the input gradient convolves the stride-dilated
 // dy with the spatially reversed kernel; the filter gradient convolves x with dy, batch and
-// feature dims swapped. The max-pool gradient is select_and_scatter.
+// feature dims swapped. The max-pool gradient is select_and_scatter. upsample2d is two
+// products with interpolation matrices.
 #include <limits>
 
 #include "backends/xla/lowering.h"
@@ -144,9 +145,46 @@ Values avg_pool2d_grad(LoweringContext& cx, const Node& n) {
   return {cx.b.reduce_window(spread, cx.b.scalar(dy.type.elem, 0.0), w, Reducer::add)};
 }
 
+// upsample2d: per spatial axis, a product with the [n * s, n] interpolation matrix (a constant
+// of upsample_tap's weights); its gradient is the same with the matrices transposed.
+HloValue interpolate_axis(LoweringContext& cx, const HloValue& x, int axis, int64_t n, int64_t s,
+                          bool bilinear, bool transpose) {
+  const int64_t m = n * s;
+  std::vector<double> a(size_t(m * n), 0.0);  // [m, n], or [n, m] transposed
+  for (int64_t j = 0; j < m; ++j) {
+    ops::UpsampleTap t = ops::upsample_tap(n, s, bilinear, j);
+    for (auto [i, w] : {std::pair{t.i0, t.w0}, {t.i1, t.w1}})
+      a[size_t(transpose ? i * m + j : j * n + i)] += w;
+  }
+  const int64_t rows = transpose ? n : m, cols = transpose ? m : n;
+  HloValue mat = cx.b.constant(HloType{ElemType::f32, {rows, cols}}, a);
+  // [rows, x's other dims] -> rows back at `axis`.
+  HloValue r = cx.b.dot_general(mat, x, {}, {}, {1}, {axis});
+  std::vector<int64_t> perm;
+  for (int i = 1; i <= axis; ++i) perm.push_back(i);
+  perm.push_back(0);
+  for (int i = axis + 1; i < int(x.type.dims.size()); ++i) perm.push_back(i);
+  return cx.b.transpose(r, perm);
+}
+
+Values upsample(LoweringContext& cx, const Node& n, bool grad) {
+  HloValue x = cx.in(n, 0);
+  const auto s = ops::pair_attr(n, "size");
+  const bool bilinear = attr_s(n, "interpolation") == "bilinear";
+  for (int axis : {1, 2}) {
+    const int64_t len = x.type.dims[size_t(axis)], f = s[size_t(axis - 1)];
+    x = interpolate_axis(cx, x, axis, grad ? len / f : len, f, bilinear, grad);
+  }
+  return {x};
+}
+
 }  // namespace
 
 LOCKSTEP_REGISTER(xla_nn_lowerings) {
+  register_lowering(op::upsample2d,
+                    [](LoweringContext& cx, const Node& n) { return upsample(cx, n, false); });
+  register_lowering(op::upsample2d_grad,
+                    [](LoweringContext& cx, const Node& n) { return upsample(cx, n, true); });
   register_lowering(op::matmul, matmul);
   register_lowering(op::conv2d, conv2d);
   register_lowering(op::conv2d_backward_input, conv2d_backward_input);

@@ -51,7 +51,7 @@ LayerPtr dense(const json& c) {
   return layers::Dense(units, o);
 }
 
-// Conv2D, DepthwiseConv2D, SeparableConv2D.
+// Conv2D, DepthwiseConv2D, SeparableConv2D, Conv2DTranspose.
 LayerPtr conv(const std::string& cls, const json& c) {
   KerasConfigReader r(cls, c);
   layers::ConvOptions o;
@@ -67,6 +67,14 @@ LayerPtr conv(const std::string& cls, const json& c) {
   o.bias_initializer = r.initializer("bias_initializer", "zeros");
   o.bias_regularizer_l2 = r.l2_regularizer("bias_regularizer");
   no_constraints(r, {"activity_regularizer", "bias_constraint"});
+  if (cls == "Conv2DTranspose") {
+    o.output_padding = r.ints("output_padding", {});  // null: {}
+    o.kernel_initializer = r.initializer("kernel_initializer", "glorot_uniform");
+    o.kernel_regularizer_l2 = r.l2_regularizer("kernel_regularizer");
+    no_constraints(r, {"kernel_constraint"});
+    r.finish();
+    return layers::Conv2DTranspose(filters, k, o);
+  }
   if (cls == "Conv2D") {
     o.groups = r.get<int64_t>("groups", 1);
     o.kernel_initializer = r.initializer("kernel_initializer", "glorot_uniform");
@@ -246,6 +254,10 @@ LayerPtr simple(const std::string& cls, const json& c) {
   } else if (cls == "ZeroPadding2D") {
     r.expect("data_format", {kChannelsLast});
     l = layers::ZeroPadding2D(padding_2d(r), r.name());
+  } else if (cls == "UpSampling2D") {
+    r.expect("data_format", {kChannelsLast});
+    l = layers::UpSampling2D(r.ints("size", {2, 2}), r.get<std::string>("interpolation", "nearest"),
+                             r.name());
   } else if (cls == "Rescaling") {
     if (!r.has("scale") || !r.get("scale").is_number()) r.fail("scale", "must be one number");
     if (r.has("offset") && !r.get("offset").is_number()) r.fail("offset", "must be one number");
@@ -366,7 +378,7 @@ LayerPtr image_layer(const std::string& cls, const json& c) {
 
 bool register_builtins() {
   register_layer("Dense", dense);
-  for (std::string cls : {"Conv2D", "DepthwiseConv2D", "SeparableConv2D"})
+  for (std::string cls : {"Conv2D", "DepthwiseConv2D", "SeparableConv2D", "Conv2DTranspose"})
     register_layer(cls, [cls](const json& c) { return conv(cls, c); });
   for (std::string cls :
        {"MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D", "GlobalMaxPooling2D"})
@@ -378,7 +390,8 @@ bool register_builtins() {
   register_layer("PReLU", prelu);
   for (std::string cls :
        {"Flatten", "Reshape", "Dropout", "SpatialDropout2D", "Activation", "ReLU", "LeakyReLU",
-        "ELU", "Rescaling", "Add", "Multiply", "Concatenate", "ZeroPadding2D"})
+        "ELU", "Rescaling", "Add", "Multiply", "Concatenate", "ZeroPadding2D",
+        "UpSampling2D"})
     register_layer(cls, [cls](const json& c) { return simple(cls, c); });
   for (std::string cls :
        {"RandomFlip", "RandomRotation", "RandomZoom", "RandomTranslation", "RandomBrightness",

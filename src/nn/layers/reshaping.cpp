@@ -1,4 +1,5 @@
-// Reshaping layers: Flatten, Reshape (batch dimension kept symbolic as -1) and ZeroPadding2D.
+// Reshaping layers: Flatten, Reshape (batch dimension kept symbolic as -1), ZeroPadding2D and
+// UpSampling2D.
 #include "nn/layers/layer_util.h"
 
 namespace lockstep {
@@ -102,9 +103,46 @@ class ZeroPadding2DLayer : public Layer {
   std::vector<int64_t> pad_;  // top, bottom, left, right
 };
 
+// keras.layers.UpSampling2D: the upsample2d op (nearest or bilinear) on H and W of NHWC.
+class UpSampling2DLayer : public Layer {
+ public:
+  UpSampling2DLayer(std::vector<int64_t> size, std::string interpolation, std::string name)
+      : Layer(std::move(name)), interpolation_(std::move(interpolation)) {
+    try {
+      size_ = layer_util::pair(size, "size");
+      for (int64_t v : size_) LS_CHECK(v >= 1, "size must be >= 1, got ", Shape(size).str());
+      LS_CHECK(interpolation_ == "nearest" || interpolation_ == "bilinear",
+               "interpolation must be \"nearest\" or \"bilinear\" in Lockstep, got \"",
+               interpolation_, "\"");
+    } catch (const Error& e) {
+      LS_FAIL("UpSampling2D '", this->name(), "': ", e.what());
+    }
+  }
+  std::string class_name() const override { return "UpSampling2D"; }
+  json layer_config() const override {
+    return {{"size", size_}, {"data_format", "channels_last"}, {"interpolation", interpolation_}};
+  }
+  std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
+    const Shape s = ctx.graph.type(in.at(0)).shape;
+    LS_CHECK(s.rank() == 4, "UpSampling2D '", name(), "': expects NHWC input of rank 4, got ",
+             s.str());
+    return {ctx.graph.add(op::upsample2d, {in[0]},
+                          Attrs{{"size", size_}, {"interpolation", interpolation_}}, name())};
+  }
+
+ private:
+  std::vector<int64_t> size_;
+  std::string interpolation_;
+};
+
 }  // namespace
 
 namespace layers {
+
+LayerHandle UpSampling2D(std::vector<int64_t> size, std::string interpolation, std::string name) {
+  return LayerPtr(std::make_shared<UpSampling2DLayer>(
+      std::move(size), std::move(interpolation), layer_util::default_name(name, "up_sampling2d")));
+}
 
 LayerHandle ZeroPadding2D(std::vector<int64_t> padding, std::string name) {
   return LayerPtr(std::make_shared<ZeroPadding2DLayer>(

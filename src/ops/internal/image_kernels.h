@@ -8,4 +8,7 @@ namespace lockstep {
 // Registers every image op kernel for `backend`; `parallel`: OpenMP over the images.
 void register_image_kernels(const char* backend, bool parallel);
 
+// Registers upsample2d and upsample2d_grad for `backend` (src/ops/upsample_kernels.cpp).
+void register_upsample_kernels(const char* backend, bool parallel);
+
 }  // namespace lockstep

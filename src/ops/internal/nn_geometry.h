@@ -60,6 +60,24 @@ inline PoolWindow pool_window(const ConvGeom& g, int64_t oh, int64_t ow) {
 void axis_geometry(int64_t in, int64_t k, int64_t stride, int64_t dil, const std::string& padding,
                    int64_t* out, int64_t* pad_lo, int64_t* pad_hi);
 
+// upsample2d's 1-D interpolation: output j of n input pixels enlarged s times reads inputs i0
+// and i1 with weights w0 and w1. nearest: i0 = i1 = j / s, w1 = 0. bilinear: half-pixel centres
+// c = (j + 0.5) / s - 0.5 clamped to [0, n - 1] (jax.image.resize's, so Keras's). Every backend's
+// kernel and lowering takes its weights from here.
+struct UpsampleTap {
+  int64_t i0, i1;
+  float w0, w1;
+};
+inline UpsampleTap upsample_tap(int64_t n, int64_t s, bool bilinear, int64_t j) {
+  if (!bilinear) return {j / s, j / s, 1.f, 0.f};
+  double c = (double(j) + 0.5) / double(s) - 0.5;
+  if (c < 0) c = 0;
+  int64_t a = int64_t(c);
+  if (a > n - 1) a = n - 1;
+  const float f = float(c - double(a));
+  return {a, a + 1 < n ? a + 1 : n - 1, 1.f - f, f};
+}
+
 // Reads a 2-element int list attr that may also be given as one int or a 1-element list;
 // absent: the op's declared default.
 std::vector<int64_t> pair_attr(const Node& n, const std::string& key);

@@ -611,6 +611,44 @@ def nn():
              why="over the last axis; outputs (y, mean, 1/sqrt(var + eps)); epsilon defaults to 1e-3")
 
 
+# ---------------------------------------------------------------- upsampling
+
+def upsampling():
+    # keras.layers.UpSampling2D: nearest repeats each pixel (ops.repeat); bilinear is
+    # jax.image.resize's "linear": output j samples c = (j + 0.5) / s - 0.5 with the triangle
+    # kernel max(0, 1 - |c - i|) over the input pixels i, normalised by its sum (written that way
+    # here, not as the kernels' clamped two-tap form).
+    def axis_weights(n, s, bilinear):
+        rows = []
+        for j in range(n * s):
+            if not bilinear:
+                rows.append([1.0 if i == j // s else 0.0 for i in range(n)])
+                continue
+            c = (j + 0.5) / s - 0.5
+            w = [max(0.0, 1.0 - abs(c - i)) for i in range(n)]
+            rows.append([v / sum(w) for v in w])
+        return rows
+
+    def up(t, sh, sw, bilinear):
+        N, H, W, C = t.shape
+        ah, aw = axis_weights(H, sh, bilinear), axis_weights(W, sw, bilinear)
+        vals = []
+        for b, oh, ow, ch in indices([N, H * sh, W * sw, C]):
+            vals.append(sum(ah[oh][h] * aw[ow][w] * t.at(b, h, w, ch)
+                            for h in range(H) for w in range(W)))
+        return T([N, H * sh, W * sw, C], vals)
+
+    x = rand(61, [2, 2, 3, 2])
+    case("upsample2d_nearest", "upsample2d", [x], [up(x, 2, 3, False)],
+         {"size": [2, 3], "interpolation": "nearest"}, why="each pixel repeated 2 x 3 times")
+    case("upsample2d_default", "upsample2d", [x], [up(x, 2, 2, False)], {},
+         why="size defaults to [2, 2], interpolation to nearest")
+    x = rand(62, [1, 3, 4, 2])
+    case("upsample2d_bilinear", "upsample2d", [x], [up(x, 2, 3, True)],
+         {"size": [2, 3], "interpolation": "bilinear"},
+         why="half-pixel centres, triangle kernel renormalised at the edges (jax.image.resize)")
+
+
 # ---------------------------------------------------------------- learning-rate schedules
 
 def schedules():
@@ -936,6 +974,7 @@ def main():
     nn()
     schedules()
     images()
+    upsampling()
     here = os.path.dirname(os.path.abspath(__file__))
     out = {"generator": "tests/ops/known_values/make_known_values.py",
            "comparison": "|got - want| <= tol * (1 + |want|) per element",

@@ -47,7 +47,7 @@ import sys, torch, numpy, torchvision
 assert torch.__version__.split("+")[0] == sys.argv[1], torch.__version__
 assert torchvision.__version__.split("+")[0] == sys.argv[2], torchvision.__version__
 torch.nn.Conv2d(1, 2, 3)(torch.zeros(1, 1, 5, 5))
-torchvision.models.mobilenet_v2(weights=None)(torch.zeros(1, 3, 32, 32))
+torchvision.models.mobilenet_v2(weights=None).eval()(torch.zeros(1, 3, 32, 32))
 print("torch", torch.__version__, "torchvision", torchvision.__version__, "ok")
 EOF
 }

@@ -459,7 +459,8 @@ def report(st):
           f"(steps scale {st['steps_scale']}); %FMA: of the FMA probe's healthy "
           f"{healthy:.0f} GFLOP/s, "
           f"%peak: of the physical fp32 peak {peak:.0f} GFLOP/s")
-    hdr = (f"{'workload':13} {'system':9} {'dtype':9} {'img/s':>9} {'vs peer fp32':>12} "
+    ww = max([13] + [len(w) for w in workloads])  # the workload column
+    hdr = (f"{'workload':{ww}} {'system':9} {'dtype':9} {'img/s':>9} {'vs peer fp32':>12} "
            f"{'vs peer bf16':>12} {'GFLOP/s':>8} {'%FMA':>5} {'%peak':>5}  config")
     print(hdr)
     print("-" * len(hdr))
@@ -468,9 +469,9 @@ def report(st):
             for dt in dtypes:
                 r = results.get(wl, {}).get(s, {}).get(dt)
                 if not r:
-                    print(f"{wl:13} {s:9} {dt:9} {'failed':>9}")
+                    print(f"{wl:{ww}} {s:9} {dt:9} {'failed':>9}")
                     continue
-                print(f"{wl:13} {s:9} {dt:9} {r['images_per_sec']:9.1f} "
+                print(f"{wl:{ww}} {s:9} {dt:9} {r['images_per_sec']:9.1f} "
                       f"{fmt_ratio(r['ratio_vs_best_peer_fp32']):>12} "
                       f"{fmt_ratio(r['ratio_vs_best_peer_bf16']):>12} {r['gflops']:8.1f} "
                       f"{100 * r['fraction_of_measured_fma']:4.0f}% "
@@ -478,7 +479,7 @@ def report(st):
                       + (f"  (disturbed x{r['disturbed_rounds']})" if r["disturbed_rounds"]
                          else ""))
         bp = best_peer.get(wl, {})
-        print(f"{'':13} strongest peer: " + ", ".join(
+        print(f"{'':{ww}} strongest peer: " + ", ".join(
             f"{dt} {v['system']} {v['images_per_sec']:.1f}" for dt, v in bp.items()))
     # Frozen backbone vs full training, per system: the speed-up of a frozen epoch, against
     # the ideal by FLOPs (a frozen step is the forward only: 3x).

@@ -6,6 +6,16 @@ Workloads (identical architecture, batch, threads and data in all three systems)
   resnet_train  bench/bench_resnet.h, synthetic 64x64x3, batch 64, SGD momentum 0.9, train img/s
   cnn_infer     the reference CNN, batch 1000, inference img/s
   resnet_infer  the ResNet, batch 256, inference img/s
+  mobilenet_v2_train / _infer, efficientnet_b0_train / _infer
+                keras.applications' MobileNetV2 / EfficientNetB0 (weights=None, 10 classes;
+                Lockstep: ls::applications, PyTorch: torchvision.models' models of the same
+                architecture), synthetic --image-size (96) square images, batch 32, SGD
+                momentum 0.9
+  mobilenet_v2_frozen_train, efficientnet_b0_frozen_train
+                the same training step with the backbone frozen (only the classifier trains:
+                transfer learning's first phase); the table's "frozen vs full" lines compare
+                each system's frozen and full training rates
+--workloads applications selects the six application workloads (all: every workload)
 each in fp32 and in each system's own bf16 mode (Lockstep and Keras: the mixed_bfloat16 dtype
 policy; PyTorch: torch.autocast("cpu", dtype=torch.bfloat16)).
 
@@ -42,7 +52,24 @@ WORKLOADS = {  # name: (model, mode, timed steps, warm-up steps)
     "resnet_train": ("resnet", "train", 30, 5),
     "cnn_infer": ("cnn", "infer", 10, 2),
     "resnet_infer": ("resnet", "infer", 10, 2),
+    "mobilenet_v2_train": ("mobilenet_v2", "train", 20, 3),
+    "mobilenet_v2_infer": ("mobilenet_v2", "infer", 20, 2),
+    "mobilenet_v2_frozen_train": ("mobilenet_v2", "train", 20, 3),
+    "efficientnet_b0_train": ("efficientnet_b0", "train", 20, 3),
+    "efficientnet_b0_infer": ("efficientnet_b0", "infer", 20, 2),
+    "efficientnet_b0_frozen_train": ("efficientnet_b0", "train", 20, 3),
 }
+DEFAULT_WORKLOADS = ["cnn_train", "resnet_train", "cnn_infer", "resnet_infer"]
+APPLICATIONS = ("mobilenet_v2", "efficientnet_b0")
+WORKLOAD_SETS = {  # --workloads shorthands
+    "applications": [w for w in WORKLOADS if WORKLOADS[w][0] in APPLICATIONS],
+    "all": list(WORKLOADS),
+}
+
+
+def frozen(workload):
+    """The workload trains only the classifier (backbone frozen)."""
+    return workload.endswith("_frozen_train")
 DTYPES = ["float32", "bfloat16"]
 SYSTEMS = ["lockstep", "keras", "pytorch"]
 PEERS = ["keras", "pytorch"]
@@ -60,9 +87,55 @@ def conv_macs(h, w, cin, cout, k, stride, same):
     return oh * ow * cout * k * k * cin, oh, ow
 
 
-def forward_macs(model):
+def same(h, stride):
+    return -(-h // stride)
+
+
+def mobilenet_v2_macs(size, classes=10):
+    """keras.applications.MobileNetV2 (alpha 1): convolutions, depthwise convolutions, Dense."""
+    h = same(size, 2)
+    total = h * h * 32 * 9 * 3  # stem 3x3 stride 2
+    cin = 32
+    for t, c, n, s in [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                       (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            e = cin * t
+            if t != 1:
+                total += h * h * cin * e  # expand 1x1
+            oh = same(h, stride)
+            total += oh * oh * e * 9 + oh * oh * e * c  # depthwise 3x3, project 1x1
+            h, cin = oh, c
+    return total + h * h * cin * 1280 + 1280 * classes
+
+
+def efficientnet_b0_macs(size, classes=10):
+    """keras.applications.EfficientNetB0: convolutions, depthwise, squeeze-excite, Dense."""
+    h = same(size, 2)
+    total = h * h * 32 * 9 * 3
+    for k, n, cin, cout, t, s in [(3, 1, 32, 16, 1, 1), (3, 2, 16, 24, 6, 2),
+                                  (5, 2, 24, 40, 6, 2), (3, 3, 40, 80, 6, 2),
+                                  (5, 3, 80, 112, 6, 1), (5, 4, 112, 192, 6, 2),
+                                  (3, 1, 192, 320, 6, 1)]:
+        for i in range(n):
+            stride, c_in = (s, cin) if i == 0 else (1, cout)
+            e = c_in * t
+            if t != 1:
+                total += h * h * c_in * e
+            oh = same(h, stride)
+            se = max(1, int(c_in * 0.25))
+            total += oh * oh * e * k * k + 2 * e * se + oh * oh * e * cout
+            h = oh
+    return total + h * h * 320 * 1280 + 1280 * classes
+
+
+def forward_macs(model, image_size=96):
     """Multiply-adds per image of the convolutions and Dense layers (BN, ReLU, pooling, adds
     and the optimizer are left out: < 1% of the arithmetic here)."""
+    if model == "mobilenet_v2":
+        return mobilenet_v2_macs(image_size)
+    if model == "efficientnet_b0":
+        return efficientnet_b0_macs(image_size)
     if model == "cnn":
         m1, h, w = conv_macs(28, 28, 1, 32, 3, 1, False)
         m2, h, w = conv_macs(h, w, 32, 64, 3, 1, False)
@@ -80,10 +153,11 @@ def forward_macs(model):
     return total + cin * 10
 
 
-def flops_per_image(workload):
+def flops_per_image(workload, image_size=96):
+    """A frozen-backbone step counts as forward only (the classifier's backward is tiny)."""
     model, mode = WORKLOADS[workload][:2]
-    fwd = 2 * forward_macs(model)
-    return fwd * (3 if mode == "train" else 1)
+    fwd = 2 * forward_macs(model, image_size)
+    return fwd * (3 if mode == "train" and not frozen(workload) else 1)
 
 
 # ------------------------------------------------------------------------------- running
@@ -129,6 +203,10 @@ class Bench:
                    "--dtype-policy", "mixed_bfloat16" if dtype == "bfloat16" else "float32"]
             cmd += (["--train-steps", str(steps)] if mode == "train"
                     else ["--infer-batches", str(steps)])
+            if model in APPLICATIONS:
+                cmd += ["--image-size", str(self.a.image_size)]
+                if frozen(workload):
+                    cmd += ["--trainable", "head"]
             return cmd
         py = self.a.tf_py if system == "keras" else self.a.torch_py
         cmd = [py, os.path.join(self.a.repo, "bench", "peers.py"), "--system", system,
@@ -136,6 +214,10 @@ class Bench:
                "--steps", str(steps), "--warmup", str(warmup)]
         if variants:
             cmd += ["--variants", variants]
+        if model in APPLICATIONS:
+            cmd += ["--image-size", str(self.a.image_size)]
+            if frozen(workload):
+                cmd += ["--trainable", "head"]
         return cmd
 
     def run_once(self, system, workload, dtype, variants=None, scale=1.0):
@@ -231,7 +313,10 @@ def main():
     p.add_argument("--tf-py")
     p.add_argument("--torch-py")
     p.add_argument("--jemalloc", default="")
-    p.add_argument("--workloads", default=",".join(WORKLOADS))
+    p.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS),
+                   help="comma list of " + ",".join(WORKLOADS) + "; or applications, all")
+    p.add_argument("--image-size", type=int, default=96,
+                   help="input size of the mobilenet_v2 / efficientnet_b0 workloads")
     p.add_argument("--dtypes", default=",".join(DTYPES))
     p.add_argument("--systems", default=",".join(SYSTEMS))
     p.add_argument("--steps-scale", type=float, default=1.0,
@@ -250,7 +335,7 @@ def main():
             return report(json.load(f))
     if not (a.out_dir and a.tf_py and a.torch_py):
         raise SystemExit("peer_bench: --out-dir, --tf-py and --torch-py are required")
-    workloads = [w for w in a.workloads.split(",") if w]
+    workloads = [x for w in a.workloads.split(",") if w for x in WORKLOAD_SETS.get(w, [w])]
     dtypes = [d for d in a.dtypes.split(",") if d]
     systems = [s for s in a.systems.split(",") if s]
     for name, got, allowed in [("--workloads", workloads, WORKLOADS), ("--dtypes", dtypes, DTYPES),
@@ -298,6 +383,7 @@ def main():
                     kept.append(r)
 
     state = {"threads": a.threads, "rounds": a.rounds, "steps_scale": a.steps_scale,
+             "image_size": a.image_size,
              "threshold": a.threshold, "workloads": workloads, "dtypes": dtypes,
              "systems": systems, "repo": a.repo, "start": start, "healthy": b.healthy,
              "kept": kept, "health": b.health, "dropped": b.dropped,
@@ -320,10 +406,11 @@ def report(st):
         rows.setdefault((r["workload"], r["system"], r["dtype"]), []).append(r)
     # ---- aggregate
     results, versions = {}, {}
+    image_size = st.get("image_size", 96)
     for (wl, s, dt), rs in rows.items():
         ips = median([r["images_per_sec"] for r in rs])
         configs = [r.get("config", "") for r in rs]
-        gflops = ips * flops_per_image(wl) / 1e9
+        gflops = ips * flops_per_image(wl, image_size) / 1e9
         if "version" in rs[0]:
             versions[s] = rs[0]["version"]
         results.setdefault(wl, {}).setdefault(s, {})[dt] = {
@@ -346,7 +433,9 @@ def report(st):
     for r in st["kept"]:
         if "params" in r:
             params.setdefault(WORKLOADS[r["workload"]][0], {})[r["system"]] = r["params"]
-    params_match = all(len(set(v.values())) == 1 for v in params.values())
+    # Within 0.01%: Keras's EfficientNetB0 counts its Normalization layer's 7 statistics,
+    # torchvision's model has no preprocessing layers.
+    params_match = all(max(v.values()) <= min(v.values()) * 1.0001 for v in params.values())
     best_peer = {}
     for wl in workloads:
         for dt in dtypes:
@@ -370,7 +459,8 @@ def report(st):
           f"(steps scale {st['steps_scale']}); %FMA: of the FMA probe's healthy "
           f"{healthy:.0f} GFLOP/s, "
           f"%peak: of the physical fp32 peak {peak:.0f} GFLOP/s")
-    hdr = (f"{'workload':13} {'system':9} {'dtype':9} {'img/s':>9} {'vs peer fp32':>12} "
+    ww = max([13] + [len(w) for w in workloads])  # the workload column
+    hdr = (f"{'workload':{ww}} {'system':9} {'dtype':9} {'img/s':>9} {'vs peer fp32':>12} "
            f"{'vs peer bf16':>12} {'GFLOP/s':>8} {'%FMA':>5} {'%peak':>5}  config")
     print(hdr)
     print("-" * len(hdr))
@@ -379,9 +469,9 @@ def report(st):
             for dt in dtypes:
                 r = results.get(wl, {}).get(s, {}).get(dt)
                 if not r:
-                    print(f"{wl:13} {s:9} {dt:9} {'failed':>9}")
+                    print(f"{wl:{ww}} {s:9} {dt:9} {'failed':>9}")
                     continue
-                print(f"{wl:13} {s:9} {dt:9} {r['images_per_sec']:9.1f} "
+                print(f"{wl:{ww}} {s:9} {dt:9} {r['images_per_sec']:9.1f} "
                       f"{fmt_ratio(r['ratio_vs_best_peer_fp32']):>12} "
                       f"{fmt_ratio(r['ratio_vs_best_peer_bf16']):>12} {r['gflops']:8.1f} "
                       f"{100 * r['fraction_of_measured_fma']:4.0f}% "
@@ -389,8 +479,26 @@ def report(st):
                       + (f"  (disturbed x{r['disturbed_rounds']})" if r["disturbed_rounds"]
                          else ""))
         bp = best_peer.get(wl, {})
-        print(f"{'':13} strongest peer: " + ", ".join(
+        print(f"{'':{ww}} strongest peer: " + ", ".join(
             f"{dt} {v['system']} {v['images_per_sec']:.1f}" for dt, v in bp.items()))
+    # Frozen backbone vs full training, per system: the speed-up of a frozen epoch, against
+    # the ideal by FLOPs (a frozen step is the forward only: 3x).
+    frozen_vs_full = {}
+    for wl in workloads:
+        if not frozen(wl):
+            continue
+        full = wl.replace("_frozen_train", "_train")
+        for s in systems:
+            for dt in dtypes:
+                f = results.get(wl, {}).get(s, {}).get(dt, {}).get("images_per_sec")
+                g = results.get(full, {}).get(s, {}).get(dt, {}).get("images_per_sec")
+                if f and g:
+                    frozen_vs_full.setdefault(WORKLOADS[wl][0], {}).setdefault(s, {})[dt] = (
+                        round(f / g, 2))
+    for m, per in frozen_vs_full.items():
+        print(f"frozen vs full training, {m} (speed-up of a frozen-backbone epoch; by FLOPs "
+              f"3.0x): " + "; ".join(f"{s} " + ", ".join(f"{dt} {v:.2f}x" for dt, v in d.items())
+                                    for s, d in per.items()))
     hs = [h["fma_gflops"] for h in st["health"]]
     print(f"health: {len(hs)} probes, {min(hs):.0f}-{max(hs):.0f} GFLOP/s, threshold "
           f"{st['threshold']:.2f} x {healthy:.0f}; {st['dropped']} measurement(s) dropped and "
@@ -415,7 +523,9 @@ def report(st):
             "clock_ghz": start[0]["clock_ghz"],
             "flops_per_cycle_per_core": start[0]["flops_per_cycle_per_core"]},
         "versions": versions,
-        "flops_per_image": {wl: flops_per_image(wl) for wl in workloads},
+        "image_size": image_size,
+        "flops_per_image": {wl: flops_per_image(wl, image_size) for wl in workloads},
+        "frozen_vs_full": frozen_vs_full,
         "flops_convention":
             "forward = 2 x MACs of convolutions and Dense layers; train = 3 x forward",
         "params": params, "params_match": params_match,

@@ -8,6 +8,14 @@ build/bin/train_bench does for Lockstep:
                    or 1000 (inference)
   --model resnet   the small ResNet of bench/bench_resnet.h on synthetic 64x64x3 images in
                    [0, 1) with labels 0..9, SGD(0.01, momentum 0.9); batch 64 / 256
+  --model mobilenet_v2 | efficientnet_b0
+                   Keras: keras.applications.MobileNetV2 / EfficientNetB0(weights=None,
+                   classes=10, classifier_activation=None); PyTorch: torchvision.models'
+                   mobilenet_v2 / efficientnet_b0(weights=None, num_classes=10); synthetic
+                   --image-size (96) square images, SGD(0.01, momentum 0.9); batch 32
+  --trainable head the applications with everything but the classifier frozen (Keras:
+                   layer.trainable = False; PyTorch: requires_grad False and the features in
+                   eval mode, so BatchNorm uses its moving statistics as Keras's frozen BN does)
   --mode train     images/s over --steps training steps after --warmup steps
   --mode infer     images/s over --steps inference batches after --warmup batches
   --dtype float32|bfloat16   Keras: the float32 / mixed_bfloat16 dtype policy;
@@ -34,7 +42,10 @@ import time
 import numpy as np
 
 DEFAULT_BATCH = {("cnn", "train"): 128, ("cnn", "infer"): 1000,
-                 ("resnet", "train"): 64, ("resnet", "infer"): 256}
+                 ("resnet", "train"): 64, ("resnet", "infer"): 256,
+                 ("mobilenet_v2", "train"): 32, ("mobilenet_v2", "infer"): 32,
+                 ("efficientnet_b0", "train"): 32, ("efficientnet_b0", "infer"): 32}
+APPLICATIONS = ("mobilenet_v2", "efficientnet_b0")
 RESNET_STAGES = [(32, 1), (64, 2), (128, 2)]  # (filters, stride) of the basic blocks
 
 
@@ -67,7 +78,8 @@ def load_data(args, n):
     else:
         rng = np.random.default_rng(1)
         m = min(n, 4096)
-        x = rng.random((m, 64, 64, 3), dtype=np.float32)
+        size = args.image_size if args.model in APPLICATIONS else 64
+        x = rng.random((m, size, size, 3), dtype=np.float32)
         y = rng.integers(0, 10, size=m).astype(np.int64)
     idx = np.arange(n) % len(x)
     return np.ascontiguousarray(x[idx]), y[idx]
@@ -86,8 +98,17 @@ def keras_setup(threads):
     return tf, keras
 
 
-def keras_model(keras, model):
+def keras_model(keras, model, image_size=96, trainable="all"):
     L = keras.layers
+    if model in APPLICATIONS:
+        fn = (keras.applications.MobileNetV2 if model == "mobilenet_v2"
+              else keras.applications.EfficientNetB0)
+        m = fn(weights=None, input_shape=(image_size, image_size, 3), classes=10,
+               classifier_activation=None)
+        if trainable == "head":
+            for layer in m.layers:
+                layer.trainable = layer.name == "predictions"
+        return m
     if model == "cnn":
         return keras.Sequential([
             keras.Input((28, 28, 1)),
@@ -119,7 +140,7 @@ def keras_runner(args, variant, x, y):
     keras.mixed_precision.set_global_policy(
         "mixed_bfloat16" if args.dtype == "bfloat16" else "float32")
     keras.utils.set_random_seed(1)
-    model = keras_model(keras, args.model)
+    model = keras_model(keras, args.model, args.image_size, args.trainable)
     opt = (keras.optimizers.Adam(1e-3) if args.model == "cnn"
            else keras.optimizers.SGD(0.01, momentum=0.9))
     model.compile(optimizer=opt,
@@ -154,8 +175,17 @@ def keras_version():
 
 # -------------------------------------------------------------------------------- PyTorch
 
-def torch_model(torch, model):
+def torch_model(torch, model, trainable="all"):
     nn = torch.nn
+    if model in APPLICATIONS:
+        import torchvision
+        fn = (torchvision.models.mobilenet_v2 if model == "mobilenet_v2"
+              else torchvision.models.efficientnet_b0)
+        m = fn(weights=None, num_classes=10)
+        if trainable == "head":
+            for p in m.features.parameters():
+                p.requires_grad = False
+        return m
     if model == "cnn":
         return nn.Sequential(
             nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3), nn.ReLU(),
@@ -192,7 +222,7 @@ def torch_runner(args, variant, x, y):
     torch.set_num_threads(args.threads)
     fmt = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}[variant]
     torch.manual_seed(1)
-    model = torch_model(torch, args.model).to(memory_format=fmt)
+    model = torch_model(torch, args.model, args.trainable).to(memory_format=fmt)
     bf16 = args.dtype == "bfloat16"
     autocast = ((lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if bf16
                 else contextlib.nullcontext)
@@ -204,8 +234,11 @@ def torch_runner(args, variant, x, y):
     yb = [yt[i * bs:(i + 1) * bs] for i in range(nb)]
     if args.mode == "train":
         model.train()
-        opt = (torch.optim.Adam(model.parameters(), lr=1e-3) if args.model == "cnn"
-               else torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9))
+        if args.trainable == "head":
+            model.features.eval()  # frozen BatchNorm: moving statistics, as Keras's
+        trained = [p for p in model.parameters() if p.requires_grad]
+        opt = (torch.optim.Adam(trained, lr=1e-3) if args.model == "cnn"
+               else torch.optim.SGD(trained, lr=0.01, momentum=0.9))
         loss_fn = torch.nn.CrossEntropyLoss()
         pos = [0]
 
@@ -244,7 +277,10 @@ def torch_version():
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--system", choices=["keras", "pytorch"], required=True)
-    p.add_argument("--model", choices=["cnn", "resnet"], default="cnn")
+    p.add_argument("--model", choices=["cnn", "resnet", *APPLICATIONS], default="cnn")
+    p.add_argument("--image-size", type=int, default=96, help="the applications' input size")
+    p.add_argument("--trainable", choices=["all", "head"], default="all",
+                   help="head: the applications' backbone frozen")
     p.add_argument("--mode", choices=["train", "infer"], default="train")
     p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     p.add_argument("--threads", type=int, default=2)
@@ -261,9 +297,12 @@ def main():
     args.batch_size = args.batch_size or DEFAULT_BATCH[(args.model, args.mode)]
     if args.steps <= 0:
         args.steps = {("cnn", "train"): 200, ("resnet", "train"): 30}.get(
-            (args.model, args.mode), 10)
+            (args.model, args.mode), 20 if args.model in APPLICATIONS else 10)
     if args.warmup < 0:
-        args.warmup = (20 if args.model == "cnn" else 5) if train else 2
+        args.warmup = ((20 if args.model == "cnn" else 3 if args.model in APPLICATIONS else 5)
+                       if train else 2)
+    if args.trainable == "head" and args.model not in APPLICATIONS:
+        raise SystemExit("peers.py: --trainable head needs an application model")
     if args.threads < 1 or args.chunks < 1 or args.batch_size < 1:
         raise SystemExit("peers.py: --threads, --chunks and --batch-size must be >= 1")
     allowed = {"keras": ["jit_off", "jit_on"], "pytorch": ["contiguous", "channels_last"]}
@@ -303,6 +342,7 @@ def main():
         "system": args.system, "version": version, "model": args.model, "mode": args.mode,
         "dtype": args.dtype, "threads": args.threads, "batch_size": args.batch_size,
         "images_per_sec": rates[best], "config": best, "variants": rates, "params": params,
+        "trainable": args.trainable,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}),
         flush=True)
 

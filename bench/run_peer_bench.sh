@@ -2,7 +2,10 @@
 # Lockstep vs the strongest peers, side by side in one command: Keras 3.15.1 on
 # tensorflow-cpu 2.21.0 and PyTorch 2.15.0 (pip, jemalloc preloaded), each in fp32 and in its
 # own bf16 mode, on the reference CNN (train batch 128, inference batch 1000) and a small ResNet
-# (bench/bench_resnet.h; train batch 64, inference batch 256), same thread count everywhere.
+# (bench/bench_resnet.h; train batch 64, inference batch 256), same thread count everywhere;
+# with WORKLOADS=applications, keras.applications' MobileNetV2 and EfficientNetB0 (PyTorch:
+# torchvision's models of the same architecture) at IMAGE_SIZE, batch 32: training, inference,
+# and training with the backbone frozen (the "frozen vs full" line).
 # Rounds alternate the systems; the FMA health probe runs between measurements and disturbed
 # measurements are repeated; medians are reported. Last line: one JSON object with every
 # figure (see bench/peer_bench.py).
@@ -11,6 +14,10 @@
 #   BUILD=build          the Lockstep build with bin/train_bench and bin/fma_health
 #   STEPS_SCALE=1        multiplies the timed steps (0.1: a quick check of the harness)
 #   WORKLOADS=cnn_train,resnet_train,cnn_infer,resnet_infer   DTYPES=float32,bfloat16
+#            (or any of mobilenet_v2_train, mobilenet_v2_infer, mobilenet_v2_frozen_train,
+#            efficientnet_b0_train, efficientnet_b0_infer, efficientnet_b0_frozen_train;
+#            "applications" = those six, "all" = every workload)
+#   IMAGE_SIZE=96        the application workloads' input size
 #   SYSTEMS=lockstep,keras,pytorch
 #   THRESHOLD=0.7        a probe below THRESHOLD x the healthy rate flags a measurement
 #   MAX_RETRIES=2        repeats of a flagged measurement
@@ -40,6 +47,7 @@ python3 bench/peer_bench.py "$ROUNDS" "$THREADS" --build "$BUILD" --tf-py "$TF_P
   --steps-scale "${STEPS_SCALE:-1}" --threshold "${THRESHOLD:-0.7}" \
   --max-retries "${MAX_RETRIES:-2}" --keras-xla "${KERAS_XLA:-probe}" \
   --workloads "${WORKLOADS:-cnn_train,resnet_train,cnn_infer,resnet_infer}" \
+  --image-size "${IMAGE_SIZE:-96}" \
   --dtypes "${DTYPES:-float32,bfloat16}" --systems "${SYSTEMS:-lockstep,keras,pytorch}" |
   tee "$OUT_DIR/report.txt"
 # The JSON line, atomically, next to the raw measurements.

@@ -15,6 +15,10 @@
 set -euo pipefail
 
 TORCH_VERSION=2.15.0
+# torchvision (mobilenet_v2 / efficientnet_b0 for bench/peer_bench.py): the newest release,
+# 0.29.2, is the one that accepts torch 2.15.0 (its metadata: torch>=2.14.0); installed with
+# --no-deps so pip never swaps the pinned torch. The models are pure Python on torch.nn.
+TORCHVISION_VERSION=0.29.2
 # Exact versions the torch 2.15.0 wheel pins (through cuda-toolkit==13.2.2).
 NVIDIA_LIBS=(
   nvidia-cuda-runtime==13.2.86 nvidia-cublas==13.4.1.3 nvidia-cufft==12.2.0.57
@@ -29,26 +33,32 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${LOCKSTEP_VENV:-$REPO/.venv-bench}
 PY=$VENV/bin/python
 MARKER=$VENV/.lockstep-torch-ok   # written only after `import torch` succeeded
+WANT="$TORCH_VERSION torchvision==$TORCHVISION_VERSION"
 
 log() { echo "[setup_venv] $*" >&2; }
 
-if [[ -x $PY && "$(cat "$MARKER" 2>/dev/null)" == "$TORCH_VERSION" ]]; then
+if [[ -x $PY && "$(cat "$MARKER" 2>/dev/null)" == "$WANT" ]]; then
   echo "$PY"; exit 0
 fi
 
 torch_works() {  # $1 = python; checks the version and a CPU conv
-  "$1" - "$TORCH_VERSION" <<'EOF' >&2
-import sys, torch, numpy
+  "$1" - "$TORCH_VERSION" "$TORCHVISION_VERSION" <<'EOF' >&2
+import sys, torch, numpy, torchvision
 assert torch.__version__.split("+")[0] == sys.argv[1], torch.__version__
+assert torchvision.__version__.split("+")[0] == sys.argv[2], torchvision.__version__
 torch.nn.Conv2d(1, 2, 3)(torch.zeros(1, 1, 5, 5))
-print("torch", torch.__version__, "ok")
+torchvision.models.mobilenet_v2(weights=None).eval()(torch.zeros(1, 3, 32, 32))
+print("torch", torch.__version__, "torchvision", torchvision.__version__, "ok")
 EOF
 }
 
 pip_install() {
   [[ -x $PY ]] || "${PYTHON:-python3}" -m venv "$VENV" >&2 || return 1
   local pip=("$PY" -m pip install -q --disable-pip-version-check)
-  if "${pip[@]}" --timeout 10 --retries 0 --index-url https://download.pytorch.org/whl/cpu \
+  if "$PY" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" \
+       2>/dev/null; then
+    log "torch==$TORCH_VERSION already installed; adding torchvision==$TORCHVISION_VERSION"
+  elif "${pip[@]}" --timeout 10 --retries 0 --index-url https://download.pytorch.org/whl/cpu \
        "torch==$TORCH_VERSION+cpu" >&2 2>/dev/null; then
     log "installed torch==$TORCH_VERSION+cpu from download.pytorch.org"
     "${pip[@]}" numpy >&2 || return 1
@@ -57,12 +67,13 @@ pip_install() {
     "${pip[@]}" "${PURE_DEPS[@]}" >&2 || return 1
     "${pip[@]}" --no-deps "torch==$TORCH_VERSION" "${NVIDIA_LIBS[@]}" >&2 || return 1
   fi
+  "${pip[@]}" --no-deps "torchvision==$TORCHVISION_VERSION" "pillow>=5.3.0" >&2 || return 1
   torch_works "$PY"
 }
 
-log "setting up $VENV (torch==$TORCH_VERSION)"
+log "setting up $VENV (torch==$TORCH_VERSION, torchvision==$TORCHVISION_VERSION)"
 if pip_install; then
-  echo "$TORCH_VERSION" > "$MARKER"
+  echo "$WANT" > "$MARKER"
   echo "$PY"; exit 0
 fi
 

@@ -1,16 +1,21 @@
 // Lockstep side of the training benchmarks: the reference CNN (examples/reference_cnn.h) on
-// Fashion-MNIST, or the small ResNet of bench/bench_resnet.h on synthetic 64x64x3 images,
-// timed over a fixed number of training steps after warm-up, and/or inference throughput.
+// Fashion-MNIST, the small ResNet of bench/bench_resnet.h on synthetic 64x64x3 images, or a
+// keras.applications backbone (applications::MobileNetV2 / EfficientNetB0 with weights=None, 10
+// classes, logits) on synthetic --image-size images (default 96), timed over a fixed number of
+// training steps after warm-up, and/or inference throughput. --trainable head freezes every
+// layer but the classifier ("predictions"): the frozen-backbone step of transfer learning.
 // Prints one JSON line (last line of stdout).
-//   build/bin/train_bench [--model cnn|resnet] [--mode train|infer|both]
+//   build/bin/train_bench [--model cnn|resnet|mobilenet_v2|efficientnet_b0]
+//                         [--mode train|infer|both] [--image-size N] [--trainable all|head]
 //                         [--dtype-policy float32|mixed_bfloat16] [--threads N]
 //                         [--batch-size B] [--train-steps S] [--warmup W]
 //                         [--infer-batch-size B] [--infer-batches N] [--data-dir DIR]
 //                         [--steps-per-execution N] [--device cpu|xla:cpu|xla:PLUGIN]
 // Defaults: cnn: batch 128, 200 steps, 20 warm-up, Adam(1e-3); resnet: batch 64, 30 steps, 5
-// warm-up, SGD(0.01, momentum 0.9). --mode infer: batch 1000 (cnn) / 256 (resnet), 10 batches
-// after 2 warm-up batches. --mode both (the default, as before): train, then inference at the
-// training batch size over 50 (cnn) / 10 (resnet) batches.
+// warm-up, SGD(0.01, momentum 0.9); mobilenet_v2 / efficientnet_b0: batch 32 (train and
+// inference), 20 steps, 3 warm-up, SGD(0.01, momentum 0.9). --mode infer: batch 1000 (cnn) /
+// 256 (resnet), 10 batches after 2 warm-up batches. --mode both (the default, as before):
+// train, then inference at the training batch size over 50 (cnn) / 10 (resnet) batches.
 // JSON keys: system, model, mode, dtype_policy, threads, batch_size, images_per_sec (of
 // --mode; train in "both"), train_images_per_sec / infer_images_per_sec (those measured),
 // infer_batch_size, params (count_params: weights and batch-norm statistics), compile_seconds,
@@ -39,17 +44,22 @@ struct Args {
   std::string model = "cnn", mode = "both", policy = "float32", data_dir, device = "cpu";
   int threads = 2, batch = 0, steps = -1, warmup = -1, infer_batch = 0, infer_batches = 0;
   int steps_per_execution = 1;
+  int image_size = 96;            // the applications' input (synthetic images)
+  std::string trainable = "all";  // "head": only the classifier trains
+  bool application() const { return model == "mobilenet_v2" || model == "efficientnet_b0"; }
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
-  std::fprintf(stderr,
-               "train_bench: %s\n"
-               "usage: train_bench [--model cnn|resnet] [--mode train|infer|both]\n"
-               "                   [--dtype-policy float32|mixed_bfloat16] [--threads N]\n"
-               "                   [--batch-size B] [--train-steps S] [--warmup W]\n"
-               "                   [--infer-batch-size B] [--infer-batches N] [--data-dir DIR]\n"
-               "                   [--steps-per-execution N] [--device cpu|xla:cpu|xla:PLUGIN]\n",
-               what.c_str());
+  std::fprintf(
+      stderr,
+      "train_bench: %s\n"
+      "usage: train_bench [--model cnn|resnet|mobilenet_v2|efficientnet_b0]\n"
+      "                   [--mode train|infer|both] [--image-size N] [--trainable all|head]\n"
+      "                   [--dtype-policy float32|mixed_bfloat16] [--threads N]\n"
+      "                   [--batch-size B] [--train-steps S] [--warmup W]\n"
+      "                   [--infer-batch-size B] [--infer-batches N] [--data-dir DIR]\n"
+      "                   [--steps-per-execution N] [--device cpu|xla:cpu|xla:PLUGIN]\n",
+      what.c_str());
   std::exit(2);
 }
 
@@ -91,25 +101,36 @@ Args parse(int argc, char** argv) {
       a.steps_per_execution = positive_int(k, v, 1);
     else if (k == "--device")  // examples/cli/device_flag.h
       a.device = v;
+    else if (k == "--image-size")
+      a.image_size = positive_int(k, v, 32);
+    else if (k == "--trainable")
+      a.trainable = v;
     else
       usage_error("unknown argument " + k);
   }
-  if (a.model != "cnn" && a.model != "resnet")
-    usage_error("--model must be cnn or resnet, got '" + a.model + "'");
+  if (a.model != "cnn" && a.model != "resnet" && !a.application())
+    usage_error("--model must be cnn, resnet, mobilenet_v2 or efficientnet_b0, got '" + a.model +
+                "'");
+  if (a.trainable != "all" && a.trainable != "head")
+    usage_error("--trainable must be all or head, got '" + a.trainable + "'");
+  if (a.trainable == "head" && !a.application())
+    usage_error("--trainable head needs --model mobilenet_v2 or efficientnet_b0");
   if (a.mode != "train" && a.mode != "infer" && a.mode != "both")
     usage_error("--mode must be train, infer or both, got '" + a.mode + "'");
   const bool cnn = a.model == "cnn";
-  if (a.batch == 0) a.batch = a.mode == "infer" ? (cnn ? 1000 : 256) : (cnn ? 128 : 64);
-  if (a.steps < 0) a.steps = cnn ? 200 : 30;
-  if (a.warmup < 0) a.warmup = a.mode == "infer" ? 2 : (cnn ? 20 : 5);
+  if (a.batch == 0)
+    a.batch = a.application() ? 32 : a.mode == "infer" ? (cnn ? 1000 : 256) : (cnn ? 128 : 64);
+  if (a.steps < 0) a.steps = a.application() ? 20 : cnn ? 200 : 30;
+  if (a.warmup < 0) a.warmup = a.mode == "infer" ? 2 : a.application() ? 3 : (cnn ? 20 : 5);
   if (a.infer_batch == 0) a.infer_batch = a.batch;  // --mode infer: --batch-size is it
   if (a.infer_batches == 0) a.infer_batches = a.mode == "infer" ? 10 : (cnn ? 50 : 10);
   return a;
 }
 
-// Synthetic 64x64x3 images in [0, 1) and labels 0..9 (the same distribution as bench/peers.py).
-std::pair<ls::Tensor, ls::Tensor> synthetic_images(int64_t n, uint64_t seed) {
-  ls::Tensor x = ls::Tensor::empty({n, 64, 64, 3});
+// Synthetic size x size x 3 images in [0, 1) and labels 0..9 (the same distribution as
+// bench/peers.py).
+std::pair<ls::Tensor, ls::Tensor> synthetic_images(int64_t n, uint64_t seed, int64_t size = 64) {
+  ls::Tensor x = ls::Tensor::empty({n, size, size, 3});
   std::vector<int32_t> labels(size_t(n), 0);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> u(0.f, 1.f);
@@ -133,7 +154,18 @@ int main(int argc, char** argv) {
     ls::set_random_seed(1);
     // Before the model is built: layers read the global policy when they are created.
     ls::mixed_precision::set_global_policy(a.policy);
-    ls::Model model = cnn ? reference_cnn() : bench_resnet();
+    ls::Model model;
+    if (a.application()) {
+      model = ls::applications::by_name(a.model, {.input_shape = {a.image_size, a.image_size, 3},
+                                                  .classes = 10,
+                                                  .classifier_activation = "linear"});
+      if (a.trainable == "head") {  // transfer learning's first phase: the classifier only
+        model.set_trainable(false);
+        model.get_layer("predictions")->trainable = true;
+      }
+    } else {
+      model = cnn ? reference_cnn() : bench_resnet();
+    }
     if (cnn)
       model.compile({.optimizer = ls::optimizers::Adam(1e-3),
                      .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
@@ -161,8 +193,10 @@ int main(int argc, char** argv) {
       y_train = data.y_train.slice(0, n_train);
       x_infer = data.x_test;
     } else {
-      std::tie(x_train, y_train) = synthetic_images(n_train, 1);
-      x_infer = synthetic_images(std::min<int64_t>(std::max<int64_t>(n_infer, 1), 4096), 2).first;
+      const int64_t size = a.application() ? a.image_size : 64;
+      std::tie(x_train, y_train) = synthetic_images(n_train, 1, size);
+      x_infer =
+          synthetic_images(std::min<int64_t>(std::max<int64_t>(n_infer, 1), 4096), 2, size).first;
     }
 
     std::map<std::string, double> rates;
@@ -199,6 +233,8 @@ int main(int argc, char** argv) {
 
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
+    long long trainable_params = 0;
+    for (auto& w : model.trainable_weights()) trainable_params += w->value.numel();
     std::printf(
         "{\"system\": \"lockstep\", \"model\": \"%s\", \"mode\": \"%s\", "
         "\"dtype_policy\": \"%s\", \"threads\": %d, \"batch_size\": %d, "
@@ -213,9 +249,14 @@ int main(int argc, char** argv) {
                   a.infer_batch);
     std::printf(
         ", \"params\": %lld, \"compile_seconds\": %.3f, \"peak_rss_mb\": %.1f, "
-        "\"steps_per_execution\": %d, \"device\": \"%s\"}\n",
+        "\"steps_per_execution\": %d, \"device\": \"%s\", \"image_size\": %d, "
+        "\"trainable\": \"%s\", \"trainable_params\": %lld}\n",
         static_cast<long long>(model.count_params()), model.compile_seconds(),
-        ru.ru_maxrss / 1024.0, a.steps_per_execution, a.device.c_str());
+        ru.ru_maxrss / 1024.0, a.steps_per_execution, a.device.c_str(),
+        a.application() ? a.image_size
+        : cnn           ? 28
+                        : 64,
+        a.trainable.c_str(), trainable_params);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_bench: error: %s\n", e.what());

@@ -8,7 +8,24 @@
 //                     [--strategy one_device|mirrored|multi_worker]
 //                     [--tensorboard LOGDIR] [--csv FILE]
 //                     [--report FILE.json] [--price-per-hour X | --prices FILE.json --machine NAME]
+//                     [--backbone mobilenet_v2|resnet50|efficientnet_b0] [--weights FILE]
+//                     [--fine-tune-at LAYER --fine-tune-epochs N] [--save-backbone PREFIX]
 //                     [--backup-dir DIR] [--wait-for-signal-at K]
+//
+// Transfer learning (--backbone): a keras.applications backbone (include_top=false, pooling
+// "avg", at --image-size) with its preprocessing, frozen, under a new head (Dropout + Dense).
+// Phase "head" trains the head for --epochs; with --fine-tune-at LAYER (a name or index in the
+// backbone's layers) phase "fine-tune" unfreezes the backbone from that layer on (its
+// BatchNormalization layers stay frozen, in inference mode, as Keras's guide does with
+// training=False) and trains --fine-tune-epochs more at a 10x lower learning rate; compiling
+// again keeps the weights. --weights FILE loads pretrained backbone weights (a Keras
+// .weights.h5 of the same include_top=false backbone, or a legacy Keras 2 .h5 read by layer
+// name, e.g. the published keras.applications *_notop.h5 files); without it the backbone starts
+// from random weights, and the run says so. --save-backbone PREFIX writes the backbone's
+// weights after each phase (PREFIX.head.weights.h5, PREFIX.fine-tune.weights.h5).
+// Without --backbone, --weights / --fine-tune-at apply to the small CNN (--fine-tune-at then
+// names a layer of it). Both phases show in the progress output, the curves (a dashed line
+// where fine-tuning starts) and the cost report (per phase and in total).
 //
 // SIGTERM or SIGINT (a preemptible machine going away, Ctrl-C) stops training after the running
 // step; with --backup-dir DIR the BackupAndRestore state is written there (at every epoch end
@@ -36,6 +53,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -67,6 +85,8 @@ struct Args {
   int fine_tune_epochs = 0;
   std::string backup_dir;      // --backup-dir: BackupAndRestore there
   int wait_for_signal_at = 0;  // the preemption test's hook
+  std::string backbone;       // --backbone NAME: transfer learning on a keras.applications model
+  std::string save_backbone;  // --save-backbone PREFIX
 };
 
 static void usage() {
@@ -77,7 +97,8 @@ static void usage() {
       "[--per-class N] [--strategy one_device|mirrored|multi_worker]\n"
       "       [--tensorboard LOGDIR] [--csv FILE] [--dtype-policy float32|mixed_bfloat16]\n"
       "       [--report FILE.json] [--price-per-hour X]\n"
-      "       [--weights FILE] [--fine-tune-at LAYER --fine-tune-epochs N]\n"
+      "       [--backbone mobilenet_v2|resnet50|efficientnet_b0] [--weights FILE]\n"
+      "       [--fine-tune-at LAYER --fine-tune-epochs N] [--save-backbone PREFIX]\n"
       "       [--prices FILE.json --machine NAME]\n"
       "       [--backup-dir DIR] [--wait-for-signal-at K]\n"
       "SIGTERM/SIGINT: stops after the running step, writes the --backup-dir backup, exits with "
@@ -146,25 +167,44 @@ static Args parse(int argc, char** argv) {
       a.backup_dir = v;
     else if (k == "--wait-for-signal-at")
       a.wait_for_signal_at = int(num(1, INT32_MAX));
+    else if (k == "--backbone") {
+      if (v != "mobilenet_v2" && v != "resnet50" && v != "efficientnet_b0")
+        fail("--backbone must be mobilenet_v2, resnet50 or efficientnet_b0, got '" + v + "'");
+      a.backbone = v;
+    } else if (k == "--save-backbone")
+      a.save_backbone = v;
     else
       fail("unknown argument '" + k + "'");
   }
   if (a.fine_tune_at.empty() != (a.fine_tune_epochs == 0))
     fail("--fine-tune-at and --fine-tune-epochs go together");
+  if (!a.save_backbone.empty() && a.backbone.empty()) fail("--save-backbone needs --backbone");
   return a;
 }
 
+// --report's callback (writes on the chief only), or nullptr. One for the whole run: each
+// phase of transfer learning calls begin_phase on it, so the report covers both and the total.
+static std::shared_ptr<ls::CostReportCallback> cost_report(const Args& a) {
+  if (a.report.empty()) return nullptr;
+  return ls::callbacks::CostReport({.path = a.report,
+                                    .price_per_hour = a.price_per_hour,
+                                    .prices_file = a.prices,
+                                    .machine = a.machine});
+}
+
 // The logging callbacks the flags ask for (the chief's: other workers write nothing).
-// append: the fine-tuning phase's (the CSV log goes on after the first phase's rows).
-static std::vector<ls::CallbackPtr> log_callbacks(const Args& a, bool chief, bool append = false) {
+// phase: the transfer-learning phase ("" without one); append: the fine-tuning phase's (the
+// CSV log goes on after the first phase's rows).
+static std::vector<ls::CallbackPtr> log_callbacks(
+    const Args& a, bool chief, const std::shared_ptr<ls::CostReportCallback>& report,
+    const std::string& phase = "", bool append = false) {
   std::vector<ls::CallbackPtr> cbs;
   if (!a.tensorboard.empty()) cbs.push_back(ls::callbacks::TensorBoard({.log_dir = a.tensorboard}));
   if (!a.csv.empty() && chief) cbs.push_back(ls::callbacks::CSVLogger(a.csv, ",", append));
-  if (!a.report.empty())  // writes on the chief only
-    cbs.push_back(ls::callbacks::CostReport({.path = a.report,
-                                             .price_per_hour = a.price_per_hour,
-                                             .prices_file = a.prices,
-                                             .machine = a.machine}));
+  if (report) {
+    if (!phase.empty()) report->begin_phase(phase);
+    cbs.push_back(report);
+  }
   return cbs;
 }
 
@@ -217,6 +257,32 @@ static ls::Model flowers_cnn(int size, int channels, int classes, uint64_t seed)
 }
 // docs: end model
 
+// --backbone: keras.applications' preprocess_input for it, as layers on 0..255 pixels.
+static ls::KTensor preprocess(const std::string& backbone, ls::KTensor x) {
+  using namespace ls::layers;
+  if (backbone == "mobilenet_v2") return Rescaling(1.0 / 127.5, -1.0, "preprocess")(x);  // [-1, 1]
+  if (backbone == "resnet50")  // "caffe" mode's ImageNet means (RGB order; see the note below)
+    return Normalization(
+        {.mean = {123.68, 116.779, 103.939}, .variance = {1, 1, 1}, .name = "preprocess"})(x);
+  return x;  // EfficientNetB0 rescales and normalises inside the model
+}
+
+// The transfer model: augmentation, the backbone's preprocessing, the backbone (a nested model,
+// include_top=false, global average pooling), Dropout and a new Dense head (logits).
+// docs: begin transfer
+static ls::Model transfer_model(const ls::Model& base, const std::string& backbone, int size,
+                                int classes, uint64_t seed) {
+  using namespace ls::layers;
+  ls::KTensor in = Input({size, size, 3});
+  ls::KTensor x = RandomFlip("horizontal", seed)(in);
+  x = RandomRotation(0.1, {.seed = seed + 1})(x);
+  x = preprocess(backbone, x);
+  x = base(x);
+  x = Dropout(0.2, seed + 2, "head_dropout")(x);
+  return ls::Model(in, Dense(classes, {.name = "head"})(x), "flowers_" + backbone);
+}
+// docs: end transfer
+
 // --fine-tune-at LAYER: its index in model.layers(), by name or as a number.
 static size_t layer_index(const ls::Model& m, const std::string& layer) {
   const auto& layers = m.layers();
@@ -258,6 +324,26 @@ static void load_pretrained(ls::Model& m, const std::string& path) {
     std::printf(" (%zu not in the file keep their random initialisation, e.g. '%s')",
                 r.not_in_file.size(), r.not_in_file[0].c_str());
   std::printf("\n");
+}
+
+// The number of weights (variables) and parameters of `m` that fit trains now.
+static std::pair<size_t, int64_t> trained(const ls::Model& m) {
+  int64_t params = 0;
+  auto w = m.trainable_weights();
+  for (auto& v : w) params += v->value.numel();
+  return {w.size(), params};
+}
+
+// The backbone's weights (copies), to tell which ones a phase changed.
+static std::vector<ls::Tensor> snapshot(const ls::Model& base) { return base.get_weights(); }
+
+// How many of `before`'s tensors differ from the backbone's weights now (bit for bit).
+static size_t changed_since(const ls::Model& base, const std::vector<ls::Tensor>& before) {
+  auto now = base.get_weights();
+  size_t n = 0;
+  for (size_t i = 0; i < now.size(); ++i)
+    n += std::memcmp(now[i].raw(), before[i].raw(), size_t(now[i].nbytes())) != 0;
+  return n;
 }
 
 // Appends the fine-tuning phase's epochs to the first phase's history (one set of curves).
@@ -320,22 +406,55 @@ int main(int argc, char** argv) {
     // docs: end pipeline
 
     // docs: begin compile
-    ls::Model model;
+    ls::Model model, base;  // base: the --backbone model inside `model`
+    const bool transfer = !args.backbone.empty();
     {
       std::optional<dist::Strategy::Scope> scope;
       if (strategy.impl()) scope.emplace(strategy.impl());
-      model = flowers_cnn(args.image_size, 3, classes, args.seed);
-      if (!args.weights.empty()) load_pretrained(model, args.weights);
-      if (args.fine_tune_epochs > 0) freeze_before(model, head_index(model));  // train the head
-      model.compile({.optimizer = ls::optimizers::Adam(1e-3),
-                     .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
-                     .metrics = {"accuracy"}});
+      if (transfer) {
+        base = ls::applications::by_name(args.backbone,
+                                         {.include_top = false,
+                                          .input_shape = {args.image_size, args.image_size, 3},
+                                          .pooling = "avg"});
+        if (!args.weights.empty())
+          load_pretrained(base, args.weights);
+        else
+          std::printf(
+              "backbone %s: RANDOM initial weights (no --weights FILE given): this is "
+              "training from scratch, not transfer learning\n",
+              args.backbone.c_str());
+        if (args.backbone == "resnet50")
+          std::printf(
+              "backbone resnet50: preprocessing subtracts the ImageNet means in RGB order "
+              "(Keras's caffe mode also flips to BGR; Lockstep has no channel flip yet)\n");
+        model = transfer_model(base, args.backbone, args.image_size, classes, args.seed);
+        base.set_trainable(false);  // phase "head": the backbone frozen (BatchNorm in inference)
+      } else {
+        model = flowers_cnn(args.image_size, 3, classes, args.seed);
+        if (!args.weights.empty()) load_pretrained(model, args.weights);
+        if (args.fine_tune_epochs > 0) freeze_before(model, head_index(model));  // train the head
+      }
+      compile(model, 1e-3);
     }
     model.summary();
     // docs: end compile
-    // --fine-tune-at, checked before the first phase trains.
+    // --fine-tune-at, checked before the first phase trains: in the backbone's layers, or the
+    // model's.
+    const bool fine_tune = args.fine_tune_epochs > 0;
+    const bool phased = transfer || fine_tune;
     const size_t fine_tune_from =
-        args.fine_tune_epochs > 0 ? layer_index(model, args.fine_tune_at) : 0;
+        fine_tune ? layer_index(transfer ? base : model, args.fine_tune_at) : 0;
+    auto report = cost_report(args);
+    const std::vector<ls::Tensor> base_before =
+        transfer ? snapshot(base) : std::vector<ls::Tensor>{};
+    if (phased) {
+      auto [n, params] = trained(model);
+      std::printf(
+          "phase 1/%d 'head': training %s for %d epoch%s (%zu trainable weights, %lld "
+          "parameters; the rest frozen)\n",
+          fine_tune ? 2 : 1, transfer ? "the new head" : "the last layer", args.epochs,
+          args.epochs == 1 ? "" : "s", n, (long long)params);
+    }
 
     // --backup-dir: each phase's BackupAndRestore in its own folder (the second phase's fit
     // must not restore the first's state). A rerun after a preemption in the fine-tuning phase
@@ -358,7 +477,7 @@ int main(int argc, char** argv) {
     };
     // The logging callbacks, and with --backup-dir a BackupAndRestore.
     const std::vector<ls::CallbackPtr> callbacks =
-        phase_callbacks(log_callbacks(args, chief), "train");
+        phase_callbacks(log_callbacks(args, chief, report, phased ? "head" : ""), "train");
     auto t0 = std::chrono::steady_clock::now();
     // docs: begin fit
     auto hist = model.fit(train_ds, {.epochs = args.epochs,
@@ -366,24 +485,60 @@ int main(int argc, char** argv) {
                                      .validation_data = val_ds,
                                      .seed = args.seed});
     // docs: end fit
-    if (args.fine_tune_epochs > 0 && !hist.stopped_on_nan) {  // then fine-tune, 10x slower
+    if (transfer) {
+      const size_t changed = changed_since(base, base_before);
+      std::printf("phase 'head' done: frozen backbone %s (%zu of its %zu weights changed)\n",
+                  changed == 0 ? "unchanged bit for bit" : "CHANGED", changed, base_before.size());
+      if (!args.save_backbone.empty() && chief)
+        base.save_weights(args.save_backbone + ".head.weights.h5");
+    }
+    if (fine_tune && !hist.stopped_on_nan) {  // then fine-tune, 10x slower
       const size_t at = fine_tune_from;
-      std::printf("fine-tuning from layer %zu ('%s') for %d epochs\n", at,
-                  model.layers()[at]->name().c_str(), args.fine_tune_epochs);
-      freeze_before(model, at);
+      ls::Model& target = transfer ? base : model;
+      size_t batch_norms = 0;
+      if (transfer) {
+        base.set_trainable(true);
+        for (size_t i = 0; i < base.layers().size(); ++i) {
+          auto& l = base.layers()[i];
+          const bool bn = l->class_name() == "BatchNormalization";
+          l->trainable = i >= at && !bn;
+          batch_norms += bn && i >= at;
+        }
+      } else {
+        freeze_before(model, at);
+      }
       {
         std::optional<dist::Strategy::Scope> scope;
         if (strategy.impl()) scope.emplace(strategy.impl());
-        compile(model, 1e-4);
+        compile(model, 1e-4);  // keeps the weights
       }
-      auto more = model.fit(
-          train_ds, {.epochs = args.epochs + args.fine_tune_epochs,
-                     .callbacks = phase_callbacks(log_callbacks(args, chief, true), "fine_tune"),
-                     .validation_data = val_ds,
-                     .initial_epoch = args.epochs,
-                     .seed = args.seed});
+      auto [n, params] = trained(model);
+      std::printf(
+          "phase 2/2 'fine-tune': unfreezing %s from layer %zu ('%s') for %d epoch%s at "
+          "learning rate 1e-4 (%zu trainable weights, %lld parameters",
+          transfer ? "the backbone" : "the model", at, target.layers()[at]->name().c_str(),
+          args.fine_tune_epochs, args.fine_tune_epochs == 1 ? "" : "s", n, (long long)params);
+      if (transfer)
+        std::printf("; its %zu BatchNormalization layers there stay frozen", batch_norms);
+      std::printf(")\n");
+      const std::vector<ls::Tensor> base_mid =
+          transfer ? snapshot(base) : std::vector<ls::Tensor>{};
+      auto more =
+          model.fit(train_ds, {.epochs = args.epochs + args.fine_tune_epochs,
+                               .callbacks = phase_callbacks(
+                                   log_callbacks(args, chief, report, "fine-tune", true),
+                                   "fine_tune"),
+                               .validation_data = val_ds,
+                               .initial_epoch = args.epochs,
+                               .seed = args.seed});
       append_history(hist, more);
       hist.stopped_on_nan = more.stopped_on_nan, hist.stop_reason = more.stop_reason;
+      if (transfer) {
+        std::printf("phase 'fine-tune' done: %zu of the backbone's %zu weights changed\n",
+                    changed_since(base, base_mid), base_mid.size());
+        if (!args.save_backbone.empty() && chief)
+          base.save_weights(args.save_backbone + ".fine-tune.weights.h5");
+      }
     }
     double train_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -410,12 +565,26 @@ int main(int argc, char** argv) {
     // The training curves (loss and accuracy, train and validation), both phases.
     if (args.epochs + args.fine_tune_epochs > 0) {
       std::string curves = (fs::path(args.out_dir) / "curves.png").string();
-      ls::viz::save_history_plot(hist.history, curves, {.title = "Image folder CNN"});
+      ls::viz::HistoryPlotOptions plot{.title = transfer ? "Transfer learning: " + args.backbone
+                                                         : "Image folder CNN"};
+      if (phased && args.epochs > 0) plot.phases.push_back({0, "head"});
+      if (fine_tune && int(hist.epoch.size()) > args.epochs)
+        plot.phases.push_back({args.epochs, "fine-tune"});
+      if (plot.phases.size() == 1 && !fine_tune) plot.phases.clear();  // one phase: no marks
+      ls::viz::save_history_plot(hist.history, curves, plot);
       std::printf("wrote %s\n", curves.c_str());
     }
 
     // images/s: the whole cluster's (every worker steps at the same rate on its share).
-    std::string replicas;
+    std::string replicas;  // and the other optional fields
+    if (phased) {
+      replicas += ", \"phases\": [\"head\"";
+      if (fine_tune) replicas += ", \"fine-tune\"";
+      replicas += "]";
+    }
+    if (transfer)
+      replicas += ", \"backbone\": \"" + args.backbone +
+                  "\", \"pretrained\": " + (args.weights.empty() ? "false" : "true");
     if (strategy.impl())
       replicas = ", \"replicas\": " + std::to_string(hist.replicas) +
                  ", \"workers\": " + std::to_string(hist.workers);

@@ -210,34 +210,7 @@ std::vector<LayerPtr> keras_layer_order(const Network& net) {
       if (l->class_name() != "InputLayer") r.push_back(l);
     return r;
   }
-  // keras.src.ops.function.map_graph: node depths from the outputs (post-order = calls()),
-  // layers by decreasing depth, ties by pre-order index of the traversal from the outputs.
-  const auto& calls = net.calls();
-  std::map<LayerCall*, int> node_depth;
-  std::map<Layer*, int> layer_depth;
-  for (auto it = calls.rbegin(); it != calls.rend(); ++it) {
-    LayerCall* c = it->get();
-    int d = std::max(node_depth[c], layer_depth[c->layer.get()]);
-    layer_depth[c->layer.get()] = d;
-    node_depth[c] = d;
-    for (auto& in : c->inputs)
-      node_depth[in.call.get()] = std::max(node_depth[in.call.get()], d + 1);
-  }
-  std::map<Layer*, int> pre_index;
-  std::set<LayerCall*> done;
-  std::function<void(const std::shared_ptr<LayerCall>&)> visit = [&](const auto& c) {
-    if (done.count(c.get())) return;
-    pre_index.emplace(c->layer.get(), int(pre_index.size()));
-    for (auto& in : c->inputs) visit(in.call);
-    done.insert(c.get());
-  };
-  for (auto& o : net.outputs()) visit(o.call);
-  std::vector<LayerPtr> r = net.layers();
-  std::stable_sort(r.begin(), r.end(), [&](const LayerPtr& a, const LayerPtr& b) {
-    int da = layer_depth[a.get()], db = layer_depth[b.get()];
-    return da != db ? da > db : pre_index[a.get()] < pre_index[b.get()];
-  });
-  return r;
+  return net.layers();  // the constructor ordered them as map_graph does (Network::layers)
 }
 
 namespace {

@@ -2,6 +2,7 @@
 // config.
 #include "lockstep/nn/network.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
@@ -44,6 +45,38 @@ Network::Network(std::vector<KTensor> inputs, std::vector<KTensor> outputs, std:
     LS_CHECK(names.insert(c->layer->name()).second, "Model '", name_, "': two layers are named '",
              c->layer->name(), "'; layer names must be unique in a model (as in Keras)");
   }
+  order_layers_by_depth();
+}
+
+// keras.src.ops.function.map_graph: node depths from the outputs (calls_ is the post-order of
+// the traversal from the outputs, so reversed it visits every consumer before its inputs),
+// layers by decreasing depth, ties by the pre-order index of that traversal. A chain keeps its
+// order; in a branch the longer path comes first (ResNet's block: 1_conv ... 2_relu, then
+// 0_conv, 3_conv, 0_bn, 3_bn), so model.layers() and weights() line up with Keras's by position.
+void Network::order_layers_by_depth() {
+  std::map<LayerCall*, int> node_depth;
+  std::map<Layer*, int> layer_depth;
+  for (auto it = calls_.rbegin(); it != calls_.rend(); ++it) {
+    LayerCall* c = it->get();
+    int d = std::max(node_depth[c], layer_depth[c->layer.get()]);
+    layer_depth[c->layer.get()] = d;
+    node_depth[c] = d;
+    for (auto& in : c->inputs)
+      node_depth[in.call.get()] = std::max(node_depth[in.call.get()], d + 1);
+  }
+  std::map<Layer*, int> pre_index;
+  std::set<LayerCall*> done;
+  std::function<void(const std::shared_ptr<LayerCall>&)> visit = [&](const auto& c) {
+    if (done.count(c.get())) return;
+    pre_index.emplace(c->layer.get(), int(pre_index.size()));
+    for (auto& in : c->inputs) visit(in.call);
+    done.insert(c.get());
+  };
+  for (auto& o : outputs_) visit(o.call);
+  std::stable_sort(layers_.begin(), layers_.end(), [&](const LayerPtr& a, const LayerPtr& b) {
+    int da = layer_depth[a.get()], db = layer_depth[b.get()];
+    return da != db ? da > db : pre_index[a.get()] < pre_index[b.get()];
+  });
 }
 
 Network Network::sequential(std::vector<SequentialItem> items, std::string name, bool exact_name) {

@@ -91,12 +91,29 @@ class CostReportCb : public CostReportCallback {
     }
   }
 
+  void begin_phase(const std::string& name) override {
+    LS_CHECK(!name.empty(), "CostReport: a phase needs a name");
+    next_phase_ = name;
+  }
+
   void on_train_begin(const Logs&) override {
-    start_ = Clock::now();
-    epochs_ = json::array();
-    reached_.assign(o_.thresholds.size(), json());
-    monitor_.clear();
+    const bool continues = !next_phase_.empty() && !phases_.empty();
+    if (!continues) {  // a new run
+      start_ = Clock::now();
+      epochs_ = json::array();
+      reached_.assign(o_.thresholds.size(), json());
+      monitor_.clear();
+      phases_ = json::array();
+      train_seconds_before_ = 0, compile_seconds_before_ = 0, samples_before_ = 0;
+    }
     compile_seconds_at_begin_ = model ? model->compile_seconds() : 0;
+    in_fit_ = true;
+    if (!next_phase_.empty()) {
+      phases_.push_back({{"name", next_phase_},
+                         {"first_epoch", int(epochs_.size()) + 1},
+                         {"wall_seconds_at_begin", seconds_since_start()}});
+      next_phase_.clear();
+    }
   }
 
   void on_epoch_begin(int, const Logs&) override {
@@ -111,6 +128,7 @@ class CostReportCb : public CostReportCallback {
   }
 
   void on_train_end(const Logs&) override {
+    finish_phase();
     if (!chief()) return;
     if (!o_.path.empty()) write_text_atomic(o_.path, report().dump(2) + "\n");
     if (!o_.png_path.empty()) write_picture();
@@ -121,6 +139,18 @@ class CostReportCb : public CostReportCallback {
 
  private:
   bool chief() const { return !model || !model->strategy() || model->strategy()->is_chief(); }
+  double seconds_since_start() const {
+    return std::chrono::duration<double>(Clock::now() - start_).count();
+  }
+  // This fit's figures so far (zero outside a fit).
+  double fit_train_seconds() const {
+    return in_fit_ && model ? model->fit_progress().train_seconds : 0.0;
+  }
+  int64_t fit_samples() const { return in_fit_ && model ? model->fit_progress().samples : 0; }
+  double fit_compile_seconds() const {
+    return in_fit_ && model ? model->compile_seconds() - compile_seconds_at_begin_ : 0.0;
+  }
+  void finish_phase();
   double cost_of(double seconds) const { return o_.price_per_hour * seconds / 3600.0; }
   std::string pick_monitor(const Logs& logs) const;
   void record_epoch(int epoch, const Logs& logs);
@@ -135,7 +165,38 @@ class CostReportCb : public CostReportCallback {
   std::string monitor_;
   double compile_seconds_at_begin_ = 0, train_seconds_at_epoch_start_ = 0;
   int64_t samples_at_epoch_start_ = 0;
+  // Phases (begin_phase): the one the next fit starts, those so far, and the finished fits'
+  // totals that the running one adds to.
+  std::string next_phase_;
+  json phases_ = json::array();
+  bool in_fit_ = false;
+  double train_seconds_before_ = 0, compile_seconds_before_ = 0;
+  int64_t samples_before_ = 0;
 };
+
+// The running phase's figures, then this fit's totals folded into the run's.
+void CostReportCb::finish_phase() {
+  if (!in_fit_) return;
+  if (!phases_.empty() && !phases_.back().contains("epochs")) {
+    json& ph = phases_.back();
+    const int first = ph["first_epoch"].get<int>();
+    const double wall = seconds_since_start() - ph["wall_seconds_at_begin"].get<double>();
+    const double train = fit_train_seconds();
+    const int64_t samples = fit_samples();
+    ph["epochs"] = int(epochs_.size()) - first + 1;
+    ph["last_epoch"] = int(epochs_.size());
+    ph["wall_seconds"] = wall;
+    ph["train_seconds"] = train;
+    ph["samples"] = samples;
+    ph["images_per_second"] = train > 0 ? double(samples) / train : 0.0;
+    ph["compile_seconds"] = fit_compile_seconds();
+    if (o_.price_per_hour > 0) ph["cost"] = cost_of(wall);
+  }
+  train_seconds_before_ += fit_train_seconds();
+  samples_before_ += fit_samples();
+  compile_seconds_before_ += fit_compile_seconds();
+  in_fit_ = false;
+}
 
 std::string CostReportCb::pick_monitor(const Logs& logs) const {
   if (o_.monitor_fn || logs.count(o_.monitor) || o_.monitor != "val_accuracy") return o_.monitor;
@@ -155,7 +216,7 @@ void CostReportCb::record_epoch(int epoch, const Logs& logs) {
   const int64_t epoch_samples = progress.samples - samples_at_epoch_start_;
   json e = {{"epoch", epoch + 1},
             {"wall_seconds", wall},
-            {"train_seconds", progress.train_seconds},
+            {"train_seconds", train_seconds_before_ + progress.train_seconds},
             {"epoch_wall_seconds", epoch_wall},
             {"epoch_train_seconds", epoch_train},
             {"images_per_second", epoch_train > 0 ? double(epoch_samples) / epoch_train : 0.0}};
@@ -171,6 +232,7 @@ void CostReportCb::record_epoch(int epoch, const Logs& logs) {
     if (found != logs.end() && std::isfinite(found->second)) e[key] = found->second;
   }
   if (o_.price_per_hour > 0) e["cost"] = cost_of(wall), e["epoch_cost"] = cost_of(epoch_wall);
+  if (!phases_.empty()) e["phase"] = phases_.back()["name"];
   for (size_t i = 0; i < o_.thresholds.size(); ++i)
     if (reached_[i].is_null() && std::isfinite(value) && value >= o_.thresholds[i]) reached_[i] = e;
   epochs_.push_back(std::move(e));
@@ -202,8 +264,8 @@ json CostReportCb::report() const {
   if (!o_.machine.empty()) r["machine"] = o_.machine;
   const json last = epochs_.empty() ? json::object() : epochs_.back();
   const double wall = last.value("wall_seconds", 0.0), train = last.value("train_seconds", 0.0);
-  const int64_t samples = model ? model->fit_progress().samples : 0;
-  r["compile_seconds"] = model ? model->compile_seconds() - compile_seconds_at_begin_ : 0.0;
+  const int64_t samples = samples_before_ + fit_samples();
+  r["compile_seconds"] = compile_seconds_before_ + fit_compile_seconds();
   r["wall_seconds"] = wall;
   r["train_seconds"] = train;
   r["samples"] = samples;
@@ -221,6 +283,14 @@ json CostReportCb::report() const {
   if (o_.price_per_hour > 0) {
     r["total_cost"] = cost_of(wall);
     r["cost_per_epoch"] = epochs_.empty() ? 0.0 : cost_of(wall) / double(epochs_.size());
+  }
+  if (!phases_.empty()) {
+    json phases = json::array();
+    for (json ph : phases_) {
+      ph.erase("wall_seconds_at_begin");
+      phases.push_back(std::move(ph));
+    }
+    r["phases"] = std::move(phases);
   }
   return r;
 }
@@ -258,6 +328,16 @@ void CostReportCb::print_summary() const {
   if (priced)
     std::printf("  at $%.2f/h: $%.4f per epoch, $%.4f in all\n", o_.price_per_hour,
                 r["cost_per_epoch"].get<double>(), r["total_cost"].get<double>());
+  if (r.contains("phases"))
+    for (const json& ph : r["phases"]) {
+      if (!ph.contains("epochs")) continue;
+      std::printf("  phase '%s': epochs %d-%d, wall %.1f s, training %.1f s, %.0f images/s",
+                  ph["name"].get<std::string>().c_str(), ph["first_epoch"].get<int>(),
+                  ph["last_epoch"].get<int>(), ph["wall_seconds"].get<double>(),
+                  ph["train_seconds"].get<double>(), ph["images_per_second"].get<double>());
+      if (priced) std::printf(", $%.4f", ph["cost"].get<double>());
+      std::printf("\n");
+    }
   std::fflush(stdout);
 }
 

@@ -151,6 +151,23 @@ void draw_series(Canvas& c, const HistoryPanel& p, const std::vector<double>& v,
   }
 }
 
+// The phase boundaries: dashed vertical lines midway between two phases' epochs, and the
+// phases' names at the top of the plot area.
+void draw_phases(Canvas& c, const HistoryPanel& p,
+                 const std::vector<std::pair<int, std::string>>& phases) {
+  for (size_t i = 0; i < phases.size(); ++i) {
+    const int first = phases[i].first;
+    int x = p.left + 4;
+    if (first > 0) {
+      x = (p.pixel(first - 1, p.y_min).first + p.pixel(first, p.y_min).first) / 2;
+      for (int y = p.top; y < p.bottom; y += 8)
+        c.rect(x, y, x, std::min(y + 4, p.bottom - 1), kPhaseColor);
+      x += 4;
+    }
+    c.text(x, p.top + 4, phases[i].second, kPhaseColor);
+  }
+}
+
 // In the right-hand corner the last epochs' points leave free: top when they lie low.
 void draw_legend(Canvas& c, const HistoryPanel& p,
                  const std::vector<const std::vector<double>*>& series, const std::string& label) {
@@ -197,6 +214,12 @@ HistoryPlot render_history_plot(const SeriesMap& history, const HistoryPlotOptio
   for (const auto& [k, v] : history)
     LS_CHECK(v.size() == epochs, "history plot: series '", k, "' has ", v.size(),
              " values, others have ", epochs, " (one value per epoch)");
+  for (size_t i = 0; i < o.phases.size(); ++i) {
+    const int first = o.phases[i].first;
+    LS_CHECK(i == 0 ? first == 0 : first > o.phases[i - 1].first && first < int(epochs),
+             "history plot: phase '", o.phases[i].second, "' starts at epoch index ", first,
+             "; phases start in order, the first at 0, each within the ", epochs, " epochs");
+  }
   const int cols = std::min<int>(int(names.size()), o.columns > 0 ? o.columns : 3);
   const int rows = (int(names.size()) + cols - 1) / cols;
   HistoryPlot plot;
@@ -219,6 +242,7 @@ HistoryPlot render_history_plot(const SeriesMap& history, const HistoryPlotOptio
     if (p.has_validation) series.push_back(&val->second);
     std::tie(p.y_min, p.y_max) = value_range(series);
     draw_axes(c, p);
+    draw_phases(c, p, o.phases);
     c.text(px + (o.panel_width - text_width(name, 2)) / 2, py + 10, name, kBlack, 2);
     if (train != history.end()) draw_series(c, p, train->second, kTrainColor);
     if (p.has_validation) draw_series(c, p, val->second, kValidationColor);

@@ -7,7 +7,8 @@ keras: builds each backbone of BACKBONES with keras.applications (weights=None, 
 its BatchNormalization layers non-trivial gamma, beta and moving statistics, and writes
 DIR/keras_<name>.keras, a fixed input batch DIR/keras_<name>.input.f32, Keras's predictions
 DIR/keras_<name>.pred.f32 (raw little-endian float32) and DIR/keras_<name>.json: the shapes and
-every layer's name, class and weight shapes in order (for Lockstep's own build to match).
+every layer's name, class and weight shapes in model.layers order, and model.weights' paths in
+order (Lockstep's own build must match both position by position).
 
 check: loads every DIR/lockstep_<name>.keras (Lockstep's own build of the backbone, with its
 random weights), predicts on DIR/lockstep_<name>.input.f32 and compares with Lockstep's
@@ -86,7 +87,7 @@ def write_keras(d):
         x.tofile(os.path.join(d, f"keras_{name}.input.f32"))
         y.tofile(os.path.join(d, f"keras_{name}.pred.f32"))
         meta = {"input": list(x.shape), "output": list(y.shape), "model_name": model.name,
-                "layers": layer_list(model)}
+                "layers": layer_list(model), "weight_paths": [w.path for w in model.weights]}
         json.dump(meta, open(os.path.join(d, f"keras_{name}.json"), "w"))
         print(f"keras wrote keras_{name}.keras ({len(model.layers)} layers, output {y.shape}, "
               f"std {float(np.std(y)):.3g})")

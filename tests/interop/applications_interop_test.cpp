@@ -5,7 +5,7 @@
 //   statistics, and saves .keras; Lockstep loads each and
 //   predicts within 1e-4 of Keras on the same batch.
 // - Lockstep's own build of each (lockstep/train/applications.h) has Keras's layer names,
-//   classes and weight shapes in order (ResNet50: the same set; see expect_same_layers); its .keras
+//   classes and weight shapes, and model.weights' paths, position by position; its .keras
 //   file (random weights) loads in Keras, whose predictions agree within 1e-4 and whose layers'
 //   configs equal a fresh keras.applications build's.
 // Runs when LOCKSTEP_INTEROP_PYTHON names a python with keras (ctest applications_interop, label
@@ -93,17 +93,12 @@ void randomize_batch_norm(Model& m, uint64_t seed) {
   }
 }
 
-// Lockstep's layers against Keras's list (name, class, weight shapes, in order). ResNet50
-// (in_order false): the same layers, but Lockstep lists each block's shortcut branch before its
-// main branch where Keras's Functional lists by depth, so they are compared by name.
-void expect_same_layers(const Model& m, json keras_layers, const std::string& what, bool in_order) {
+// Lockstep's layers against Keras's list (name, class, weight shapes), position by position:
+// model.layers() in Keras's order (ResNet50's blocks too: main branch's 1_conv ... 2_relu, then
+// 0_conv, 3_conv, 0_bn, 3_bn by depth), so position-based weight files line up.
+void expect_same_layers(const Model& m, const json& keras_layers, const std::string& what) {
   ASSERT_EQ(m.layers().size(), keras_layers.size()) << what;
-  std::vector<LayerPtr> ours = m.layers();
-  if (!in_order) {
-    std::sort(ours.begin(), ours.end(), [](auto& a, auto& b) { return a->name() < b->name(); });
-    std::sort(keras_layers.begin(), keras_layers.end(),
-              [](const json& a, const json& b) { return a["name"] < b["name"]; });
-  }
+  const std::vector<LayerPtr>& ours = m.layers();
   for (size_t i = 0; i < keras_layers.size(); ++i) {
     const Layer& l = *ours[i];
     const json& k = keras_layers[i];
@@ -132,7 +127,11 @@ void check_keras_file(const fs::path& dir, const Backbone& b) {
   reset_layer_names();
   Model own = b.build(b.options);
   EXPECT_EQ(own.name(), meta["model_name"].get<std::string>());
-  expect_same_layers(own, meta["layers"], b.name, b.name != "resnet50");
+  expect_same_layers(own, meta["layers"], b.name);
+  // model.weights in Keras's order: the same variable paths ("conv1_conv/kernel"), in order.
+  std::vector<std::string> paths;
+  for (const auto& w : own.weights()) paths.push_back(w->name);
+  EXPECT_EQ(json(paths), meta["weight_paths"]) << b.name;
   EXPECT_EQ(own.count_params(), m.count_params()) << b.name;
   randomize_batch_norm(own, 31);
   Tensor y = own.predict(x);

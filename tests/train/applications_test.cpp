@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 using namespace lockstep;
 
@@ -66,6 +68,22 @@ TEST(Applications, ResNet50MatchesKerasCounts) {
   EXPECT_EQ(m.weights().size(), 318u);
   EXPECT_EQ(layer(m, "conv1_pad").config()["padding"], json::parse("[[3, 3], [3, 3]]"));
   EXPECT_EQ(m.layers().back()->name(), "avg_pool");
+  // model.layers in Keras's order (by depth, as Keras 3.15 lists it): a block's main branch
+  // first, then the shortcut and the last convolution, which lie at the same depth.
+  std::vector<std::string> names;
+  for (size_t i = 7; i < 19; ++i) names.push_back(m.layers()[i]->name());
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "conv2_block1_1_conv", "conv2_block1_1_bn", "conv2_block1_1_relu",
+                       "conv2_block1_2_conv", "conv2_block1_2_bn", "conv2_block1_2_relu",
+                       "conv2_block1_0_conv", "conv2_block1_3_conv", "conv2_block1_0_bn",
+                       "conv2_block1_3_bn", "conv2_block1_add", "conv2_block1_out"}));
+  // weights() follows: conv2_block1_2_bn's 4 weights, then 0_conv's kernel and bias.
+  const auto w = m.weights();
+  size_t k = 0;
+  while (k < w.size() && w[k]->name != "conv2_block1_0_conv/kernel") ++k;
+  ASSERT_LT(k + 2, w.size());
+  EXPECT_EQ(w[k - 1]->name, "conv2_block1_2_bn/moving_variance");
+  EXPECT_EQ(w[k + 2]->name, "conv2_block1_3_conv/kernel");
   expect_finite_output(m, Shape{2, 2048});
 }
 

@@ -113,6 +113,93 @@ TEST(CostReport, TimesThresholdsCostAndFiles) {
   EXPECT_FALSE(std::filesystem::exists(dir / ("run.json.tmp-" + std::to_string(getpid()))));
 }
 
+// Transfer learning's two fits in one report (begin_phase): the epochs of both, tagged, with
+// the clock, training time and samples carried on; per-phase figures and the totals.
+TEST(CostReport, TwoPhasesOneReport) {
+  auto dir = test_util::temp_dir("cost_report_phases", true);
+  auto [x, y] = blobs(96, 1);
+  auto [vx, vy] = blobs(48, 2);
+  Model m = classifier();
+  auto report = callbacks::CostReport(
+      {.path = (dir / "run.json").string(), .price_per_hour = 2.0, .verbose = 0});
+  report->begin_phase("head");
+  History h1 = m.fit(x, y,
+                     {.batch_size = 16,
+                      .epochs = 2,
+                      .verbose = 0,
+                      .callbacks = {report},
+                      .validation_data = ValidationData(vx, vy)});
+  json after_head = read_json(dir / "run.json");
+  ASSERT_EQ(after_head["phases"].size(), 1u);
+  m.compile({.optimizer = optimizers::SGD(0.01),
+             .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}),
+             .metrics = {"accuracy"}});
+  report->begin_phase("fine-tune");
+  History h2 = m.fit(x, y,
+                     {.batch_size = 16,
+                      .epochs = 5,
+                      .verbose = 0,
+                      .callbacks = {report},
+                      .validation_data = ValidationData(vx, vy),
+                      .initial_epoch = 2});
+  json r = read_json(dir / "run.json");
+  ASSERT_EQ(r["epochs"].size(), 5u);
+  double last_wall = 0, last_train = 0;
+  for (size_t e = 0; e < 5; ++e) {
+    const json& ep = r["epochs"][e];
+    EXPECT_EQ(ep["epoch"].get<int>(), int(e) + 1);
+    EXPECT_EQ(ep["phase"], e < 2 ? "head" : "fine-tune");
+    EXPECT_GE(ep["wall_seconds"].get<double>(), last_wall);  // one clock for both phases
+    EXPECT_GE(ep["train_seconds"].get<double>(), last_train);
+    const auto& val = (e < 2 ? h1 : h2).history.at("val_accuracy");
+    EXPECT_NEAR(ep["monitor_value"].get<double>(), val[e < 2 ? e : e - 2], 1e-9);
+    last_wall = ep["wall_seconds"].get<double>(), last_train = ep["train_seconds"].get<double>();
+  }
+  // Totals over both phases.
+  EXPECT_EQ(r["samples"].get<int64_t>(), 5 * 96);
+  EXPECT_NEAR(r["train_seconds"].get<double>(), h1.train_seconds + h2.train_seconds, 1e-9);
+  EXPECT_NEAR(r["total_cost"].get<double>(), 2.0 * last_wall / 3600, 1e-12);
+  // Per phase.
+  ASSERT_EQ(r["phases"].size(), 2u);
+  const json& head = r["phases"][0];
+  const json& tune = r["phases"][1];
+  EXPECT_EQ(head["name"], "head");
+  EXPECT_EQ(head["first_epoch"].get<int>(), 1);
+  EXPECT_EQ(head["last_epoch"].get<int>(), 2);
+  EXPECT_EQ(head["samples"].get<int64_t>(), 2 * 96);
+  EXPECT_NEAR(head["train_seconds"].get<double>(), h1.train_seconds, 1e-9);
+  EXPECT_NEAR(head["images_per_second"].get<double>(), h1.images_per_second, 1e-6);
+  EXPECT_EQ(head, after_head["phases"][0]);  // the second phase leaves the first's alone
+  EXPECT_EQ(tune["name"], "fine-tune");
+  EXPECT_EQ(tune["first_epoch"].get<int>(), 3);
+  EXPECT_EQ(tune["epochs"].get<int>(), 3);
+  EXPECT_EQ(tune["samples"].get<int64_t>(), 3 * 96);
+  EXPECT_NEAR(tune["train_seconds"].get<double>(), h2.train_seconds, 1e-9);
+  EXPECT_LE(head["wall_seconds"].get<double>() + tune["wall_seconds"].get<double>(),
+            last_wall + 1e-9);
+  EXPECT_NEAR(tune["cost"].get<double>(), 2.0 * tune["wall_seconds"].get<double>() / 3600, 1e-12);
+  // A fit without begin_phase starts a new report.
+  m.fit(x, y, {.batch_size = 16, .epochs = 1, .verbose = 0, .callbacks = {report}});
+  json fresh = report->report();
+  EXPECT_EQ(fresh["epochs"].size(), 1u);
+  EXPECT_FALSE(fresh.contains("phases"));
+  EXPECT_EQ(fresh["samples"].get<int64_t>(), 96);
+  EXPECT_THROW(report->begin_phase(""), Error);
+  // Unpriced ("price_per_hour": null), printed: both phases, and the PNG has the time chart only.
+  auto unpriced = callbacks::CostReport({.path = (dir / "free.json").string(), .verbose = 1});
+  unpriced->begin_phase("head");
+  m.fit(x, y, {.batch_size = 16, .epochs = 1, .verbose = 0, .callbacks = {unpriced},
+               .validation_data = ValidationData(vx, vy)});
+  unpriced->begin_phase("fine-tune");
+  m.fit(x, y, {.batch_size = 16, .epochs = 2, .verbose = 0, .callbacks = {unpriced},
+               .validation_data = ValidationData(vx, vy), .initial_epoch = 1});
+  json f = read_json(dir / "free.json");
+  EXPECT_TRUE(f["price_per_hour"].is_null());
+  EXPECT_EQ(f["phases"].size(), 2u);
+  EXPECT_FALSE(f["phases"][1].contains("cost"));
+  EXPECT_EQ(read_png((dir / "free.png").string()).shape(), (Shape{400, 560, 3}));
+}
+
 TEST(CostReport, TwoReplicasAndPriceTable) {
   auto dir = test_util::temp_dir("cost_report_2", true);
   { std::ofstream(dir / "prices.json") << R"({"a100": 3.93, "tpu_v4": 12.88})"; }

@@ -113,3 +113,31 @@ TEST(HistoryPlot, BadHistoriesAreErrors) {
   e = test_util::error_of([] { viz::save_history_plot({{"loss", {1.0}}}, "/proc/no/dir/c.png"); });
   EXPECT_NE(e.find("/proc/no/dir/c.png"), std::string::npos) << e;
 }
+
+// Two training phases (transfer learning): a dashed line in kPhaseColor midway between the
+// last head epoch and the first fine-tuning epoch in every panel, none elsewhere; phases out
+// of order are an error naming the phase.
+TEST(HistoryPlot, PhaseBoundaryIsDrawnBetweenThePhases) {
+  viz::SeriesMap h = history();
+  viz::HistoryPlot plain = viz::render_history_plot(h);
+  viz::HistoryPlot plot = viz::render_history_plot(h, {.phases = {{0, "head"}, {3, "fine-tune"}}});
+  ASSERT_EQ(plot.panels.size(), 3u);
+  for (const auto& p : plot.panels) {
+    const int x = (p.pixel(2, p.y_min).first + p.pixel(3, p.y_min).first) / 2;
+    // Dashes: 5 of every 8 pixels down the plot area, in the phase colour.
+    const int64_t on_line = count_color(plot.image, x, p.top, x, p.bottom - 1, viz::kPhaseColor);
+    EXPECT_GE(on_line, (p.bottom - p.top) / 2) << p.name;
+    EXPECT_LT(on_line, p.bottom - p.top) << p.name << ": dashed, not solid";
+    EXPECT_EQ(count_color(plain.image, x, p.top, x, p.bottom - 1, viz::kPhaseColor), 0) << p.name;
+    // The phase names (text in the phase colour) at the top, near each phase's start.
+    EXPECT_GT(count_color(plot.image, x + 4, p.top + 4, x + 60, p.top + 12, viz::kPhaseColor), 0);
+    EXPECT_GT(
+        count_color(plot.image, p.left + 4, p.top + 4, p.left + 40, p.top + 12, viz::kPhaseColor),
+        0);
+    // Between epochs 1 and 2 (the same phase): no line.
+    const int x01 = (p.pixel(0, p.y_min).first + p.pixel(1, p.y_min).first) / 2;
+    EXPECT_EQ(count_color(plot.image, x01, p.top + 20, x01, p.bottom - 1, viz::kPhaseColor), 0);
+  }
+  EXPECT_THROW(viz::render_history_plot(h, {.phases = {{0, "head"}, {5, "fine-tune"}}}), Error);
+  EXPECT_THROW(viz::render_history_plot(h, {.phases = {{1, "head"}}}), Error);
+}

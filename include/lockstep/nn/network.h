@@ -47,7 +47,9 @@ class Network {
   void summary(std::ostream& os) const;
   void summary() const;                       ///< ... on stdout
   std::string name() const { return name_; }  ///< "sequential", "functional", or the given name
-  /// The layers, in Keras's model.layers order (Sequential: the list, InputLayer first).
+  /// The layers, in Keras's model.layers order (Sequential: the list, InputLayer first;
+  /// functional: by depth from the inputs, ties in traversal order, as Keras's map_graph, so
+  /// a branch's longer path comes first).
   const std::vector<LayerPtr>& layers() const { return layers_; }
   LayerPtr get_layer(const std::string& name) const;  ///< by name; throws listing the names
   /// Keras order: by layer, then weight order. The weights and trainable_weights() hand out the
@@ -117,6 +119,7 @@ class Network {
 
  private:
   std::vector<VariablePtr> collect_weights() const;  // weights() without the device sync
+  void order_layers_by_depth();                      // layers_ in Keras's map_graph order
 };
 
 /// The network behind a layer made by Network::as_layer() (a nested model), or nullptr.

@@ -50,6 +50,14 @@ struct CostReportOptions {
 class CostReportCallback : public Callback {
  public:
   virtual json report() const = 0;  ///< the report so far
+  /// Makes the next fit a named phase of one run (transfer learning: "head", then
+  /// "fine-tune"): call it before each fit, the first included, and pass this same callback
+  /// to each. A later phase's epochs are appended to the earlier ones' (each tagged "phase"),
+  /// the clock, the training time and the sample count carry on, and the report gains
+  /// "phases" (per phase: epochs, wall and training seconds, samples, images/s, compile
+  /// seconds, cost) while its top-level figures are the totals. Without it each fit starts
+  /// a new report.
+  virtual void begin_phase(const std::string& name) = 0;
 };
 
 /// Reads /proc/cpuinfo's first "model name" (or "unknown").

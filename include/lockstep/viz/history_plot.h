@@ -11,6 +11,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lockstep/core/tensor.h"
@@ -29,7 +30,15 @@ struct HistoryPlotOptions {
   /// Logs not plotted.
   std::vector<std::string> exclude = {"input_wait_seconds", "input_wait_fraction"};
   std::string validation_label = "validation";  ///< the val_ line's legend entry (e.g. "test")
+  /// Training phases of one run (transfer learning: "head", then "fine-tune"), each as (its
+  /// first epoch's index, its name), in order, the first at 0: a dashed line in kPhaseColor
+  /// between the last epoch of one phase and the first of the next, and each phase's name at
+  /// the top of every panel where it starts. Empty: one phase, nothing drawn.
+  std::vector<std::pair<int, std::string>> phases;
 };
+
+/// The phase boundary's colour (RGB).
+inline constexpr uint8_t kPhaseColor[3] = {44, 160, 44};  ///< matplotlib's C2
 
 /// Line colours (RGB).
 inline constexpr uint8_t kTrainColor[3] = {31, 119, 180};       ///< matplotlib's C0

@@ -98,3 +98,11 @@ TEST(ClusterNumbers, SlurmNodeListRangesBeyond64BitsAreErrors) {
   expect_error([] { ld::expand_slurm_nodelist("n[99999999999999999999]"); },
                {"99999999999999999999"});
 }
+
+// Found by cluster_env_fuzz's 600 s run: bracket groups multiply, and "u[0-102,...]" three times
+// over expanded 10^6+ names (a 10 s timeout). The limit is checked while expanding.
+TEST(ClusterNumbers, SlurmNodeListsWhoseRangesMultiplyPastTheLimitAreErrors) {
+  expect_error([] { ld::expand_slurm_nodelist("a[0-999]b[0-999]c[0-999]"); },
+               {"expands to more than 65536 nodes", "a[0-999]b[0-999]c[0-999]"});
+  EXPECT_EQ(ld::expand_slurm_nodelist("a[0-255]b[0-255]").size(), 65536u);
+}

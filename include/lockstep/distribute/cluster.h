@@ -1,6 +1,7 @@
 // Cluster resolvers: who the workers are and which one this process is, read from TF_CONFIG,
 // the MPI environment (mpirun), the Slurm environment (srun), or a single local worker.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,8 +22,12 @@ struct HostPort {
 /// Parses "host:port" or "[v6]:port"; `what` names the address in errors ("TF_CONFIG worker 1").
 HostPort parse_host_port(const std::string& address, const std::string& what);
 
+/// The most node names a Slurm node list may expand to (bracket groups multiply).
+inline constexpr int64_t kMaxSlurmNodes = 65536;
+
 /// Expands a Slurm node list: "node[1-3,7],other" -> {node1, node2, node3, node7, other};
-/// keeps zero padding ("n[08-10]" -> n08, n09, n10). Throws lockstep::Error on bad syntax.
+/// keeps zero padding ("n[08-10]" -> n08, n09, n10). Throws lockstep::Error on bad syntax
+/// or a list of more than kMaxSlurmNodes names.
 std::vector<std::string> expand_slurm_nodelist(const std::string& nodelist);
 
 /// The cluster this process belongs to: how many workers, which one this is, where worker 0

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -72,6 +73,12 @@ class LockstepCliHardening : public ::testing::Test {
   }
   fs::path dir;
 };
+
+bool fashion_mnist_installed() {
+  const char* env = std::getenv("LOCKSTEP_FASHION_MNIST_DIR");
+  const fs::path d = env && *env ? env : "/usr/share/datasets/fashion-mnist";
+  return fs::exists(d / "train-images-idx3-ubyte.gz");
+}
 
 }  // namespace
 
@@ -176,4 +183,21 @@ TEST_F(LockstepCliHardening, TrainUnderAFileSizeLimitKeepsThePreviousModel) {
     EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos) << e.path();
   CliRun summary = run("summary " + p("m.keras"));
   EXPECT_EQ(summary.rc, 0) << summary.out;
+}
+
+// Issue 25 item 9: `fashion_mnist --csv /dev/full` exited 0 with no warning. Like `lockstep
+// train --csv /dev/full` (CsvToAFullDeviceFailsLoudly) it fails naming CSVLogger and the path.
+TEST_F(LockstepCliHardening, FashionMnistCsvToAFullDeviceFailsLoudly) {
+  const std::string bin = std::string(LOCKSTEP_BINARY_DIR) + "/bin/fashion_mnist";
+  if (!fs::exists(bin)) GTEST_SKIP() << bin << " not built";
+  if (!fashion_mnist_installed()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  CliRun r = run("--train-samples 64 --test-samples 32 --batch-size 32 --epochs 1 --threads 1 "
+                 "--csv /dev/full --out-dir " + p("out"),
+                 "", 300, bin);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("fashion_mnist: error"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("CSVLogger"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("/dev/full"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\"test_accuracy\""), std::string::npos) << r.out;  // no success line
 }

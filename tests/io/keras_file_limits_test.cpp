@@ -271,3 +271,24 @@ TEST(KerasFileLimits, WeightsReadInAChildProcessComeBackWhole) {
   test_util::write_binary(not_h5, "plain text, not HDF5");
   expect_has(error_of([&] { io::read_h5_tensors(not_h5); }), {not_h5, "is not an HDF5 file"});
 }
+
+// Issue 25 item 10: nlohmann's raw message named no file. A plain syntax error (a missing
+// comma on line 3) in a model JSON says which JSON and where (nlohmann's line and column); in a
+// .keras file, the file and its member.
+TEST(KerasFileLimits, JsonSyntaxErrorsNameTheFileAndTheLine) {
+  const std::string bad = "{\"class_name\": \"Sequential\",\n \"config\": {\"name\": \"s\",\n"
+                          "  \"layers\": [] \"trainable\": true}}";
+  expect_has(error_of([&] { model_from_json(bad); }),
+             {"model JSON", "not valid JSON", "line 3, column"});
+  const std::string path = tmp("syntax.keras");
+  test_util::write_binary(path, test_util::make_zip({{"config.json", bad, true},
+                                                     {"metadata.json", "{}"},
+                                                     {"model.weights.h5", ""}}));
+  expect_has(error_of([&] { load_model(path); }),
+             {path, "config.json", "not valid JSON", "line 3, column"});
+  test_util::write_binary(path, test_util::make_zip({{"config.json", small_model().to_json()},
+                                                     {"metadata.json", "{\"keras_version\": }"},
+                                                     {"model.weights.h5", ""}}));
+  expect_has(error_of([&] { load_model(path); }),
+             {path, "metadata.json", "not valid JSON", "line 1, column"});
+}

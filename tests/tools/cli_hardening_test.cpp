@@ -201,3 +201,15 @@ TEST_F(LockstepCliHardening, FashionMnistCsvToAFullDeviceFailsLoudly) {
   EXPECT_NE(r.out.find("/dev/full"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("\"test_accuracy\""), std::string::npos) << r.out;  // no success line
 }
+
+// Issue 25 item 10 through the command line: a model JSON with a syntax error names the file
+// and nlohmann's line and column.
+TEST_F(LockstepCliHardening, SummaryOfAJsonSyntaxErrorNamesTheFileAndLine) {
+  std::ofstream(p("bad.json")) << "{\"class_name\": \"Sequential\",\n \"config\": {\"name\": "
+                                  "\"s\",\n  \"layers\": [] \"trainable\": true}}";
+  CliRun r = run("summary " + p("bad.json"));
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find(p("bad.json")), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not valid JSON"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("line 3, column"), std::string::npos) << r.out;
+}

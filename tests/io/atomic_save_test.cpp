@@ -6,13 +6,17 @@
 // are not regular files (a FIFO, a character device) are refused and left as they were; a
 // temporary is never written through a link planted at its name. And a real full disk: a small
 // tmpfs, filled, where the test can mount one.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -213,4 +217,38 @@ TEST(AtomicSave, SavesOnAFullTmpfsKeepThePreviousFiles) {
       60);
   if (verdict.rfind("SKIP: ", 0) == 0) GTEST_SKIP() << verdict.substr(6);
   EXPECT_EQ(verdict, "");
+}
+
+// Issue 25 item 10: the final rename itself fails (the target is a mount point: a file
+// bind-mounted over it in a private mount namespace of a forked child, so rename(2) says EBUSY).
+// The save fails naming the file and the rename, the target keeps its bytes and no temporary
+// (the old ".tmp-*.zip" debris) is left in the folder. Skipped without CAP_SYS_ADMIN.
+TEST(AtomicSave, AFailedFinalRenameLeavesNoTemporary) {
+  const fs::path dir = test_util::temp_dir("atomic_rename", /*fresh=*/true);
+  const std::string path = (dir / "m.keras").string();
+  const std::string other = (dir.parent_path() / ("lockstep_atomic_rename_src_" +
+                                                   std::to_string(::getpid()) + ".keras"))
+                                .string();
+  model_with_units(2).save(other);
+  test_util::write_binary(path, "placeholder");
+  const std::string verdict = test_util::in_child([&]() -> std::string {
+    if (::unshare(CLONE_NEWNS) != 0)
+      return std::string("SKIP: cannot make a mount namespace: ") + std::strerror(errno);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount(other.c_str(), path.c_str(), nullptr, MS_BIND, nullptr) != 0)
+      return std::string("SKIP: cannot bind-mount: ") + std::strerror(errno);
+    const std::string before = test_util::read_text_file(path);
+    const std::string e = error_of([&] { model_with_units(40).save(path); });
+    std::string problems;
+    if (e.find(path) == std::string::npos || e.find("cannot rename") == std::string::npos)
+      problems += "error: '" + e + "'; ";
+    if (test_util::read_text_file(path) != before) problems += "the target changed; ";
+    for (const auto& n : files_in(dir))
+      if (n != "m.keras") problems += "left " + n + "; ";
+    return problems.empty() ? std::string("OK") : problems;
+  });
+  fs::remove(other);
+  if (verdict.rfind("SKIP: ", 0) == 0) GTEST_SKIP() << verdict.substr(6);
+  EXPECT_EQ(verdict, "OK");
+  EXPECT_EQ(test_util::read_text_file(path), "placeholder");
 }

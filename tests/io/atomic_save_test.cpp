@@ -252,3 +252,60 @@ TEST(AtomicSave, AFailedFinalRenameLeavesNoTemporary) {
   EXPECT_EQ(verdict, "OK");
   EXPECT_EQ(test_util::read_text_file(path), "placeholder");
 }
+
+// Issue 25 item 6: a save that was killed leaves "<target>.tmp-<pid>-<n>"; the next save of that
+// target removes it when the process is gone and nobody holds it locked. A live process's
+// temporary, another target's and names that are not a save's temporary are kept.
+TEST(AtomicSave, SaveRemovesTemporariesOfKilledSavesOnly) {
+  const fs::path dir = test_util::temp_dir("atomic_stale", /*fresh=*/true);
+  const std::string target = (dir / "m.keras").string();
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ::waitpid(dead, nullptr, 0);
+  const pid_t alive = ::fork();
+  if (alive == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  ASSERT_GT(alive, 0);
+  const std::string d = std::to_string(dead), a = std::to_string(alive);
+  const std::vector<std::string> stale = {target + ".tmp-" + d + "-0",
+                                          target + ".tmp-" + d + "-17.zip",
+                                          target + ".tmp-" + d + "-3.weights.h5"};
+  const std::vector<std::string> kept = {target + ".tmp-" + a + "-0",  // alive
+                                         (dir / ("other.keras.tmp-" + d + "-0")).string(),
+                                         target + ".tmp-" + d,  // a checkpoint's name pattern
+                                         target + ".tmp-" + d + "-x", target + ".tmp-notapid-0",
+                                         target + ".tmp-" + d + "-0.bak"};
+  for (const auto& p : stale) test_util::write_binary(p, std::string(4096, 'x'));
+  for (const auto& p : kept) test_util::write_binary(p, std::string(4096, 'x'));
+  model_with_units(2).save(target);
+  for (const auto& p : stale) EXPECT_FALSE(fs::exists(p)) << p << ": a killed save's temporary";
+  for (const auto& p : kept) EXPECT_TRUE(fs::exists(p)) << p << ": removed, but not stale";
+  EXPECT_EQ(load_model(target).count_params(), 34);
+  // A temporary held locked (a save in progress on another host of a shared filesystem, whose
+  // PID means nothing here) is kept even though no local process has that PID.
+  const std::string locked = target + ".tmp-" + d + "-1";
+  test_util::write_binary(locked, "in progress");
+  const int fd = ::open(locked.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const pid_t holder = ::fork();  // flock is per open file: a child keeps it after we close
+  if (holder == 0) {
+    ::flock(fd, LOCK_EX);
+    ::pause();
+    ::_exit(0);
+  }
+  ASSERT_GT(holder, 0);
+  ::close(fd);
+  for (int i = 0; i < 2000; ++i) {  // until the child holds the lock
+    const int probe = ::open(locked.c_str(), O_RDONLY | O_CLOEXEC);
+    const bool held = ::flock(probe, LOCK_EX | LOCK_NB) != 0;
+    ::close(probe);
+    if (held) break;
+    ::usleep(1000);
+  }
+  model_with_units(2).save(target);
+  EXPECT_TRUE(fs::exists(locked)) << "removed a temporary that a process holds locked";
+  for (pid_t p : {alive, holder}) ::kill(p, SIGKILL), ::waitpid(p, nullptr, 0);
+}

@@ -226,9 +226,9 @@ TEST(AtomicSave, SavesOnAFullTmpfsKeepThePreviousFiles) {
 TEST(AtomicSave, AFailedFinalRenameLeavesNoTemporary) {
   const fs::path dir = test_util::temp_dir("atomic_rename", /*fresh=*/true);
   const std::string path = (dir / "m.keras").string();
-  const std::string other = (dir.parent_path() / ("lockstep_atomic_rename_src_" +
-                                                   std::to_string(::getpid()) + ".keras"))
-                                .string();
+  const std::string other =
+      (dir.parent_path() / ("lockstep_atomic_rename_src_" + std::to_string(::getpid()) + ".keras"))
+          .string();
   model_with_units(2).save(other);
   test_util::write_binary(path, "placeholder");
   const std::string verdict = test_util::in_child([&]() -> std::string {
@@ -276,7 +276,8 @@ TEST(AtomicSave, SaveRemovesTemporariesOfKilledSavesOnly) {
   const std::vector<std::string> kept = {target + ".tmp-" + a + "-0",  // alive
                                          (dir / ("other.keras.tmp-" + d + "-0")).string(),
                                          target + ".tmp-" + d,  // a checkpoint's name pattern
-                                         target + ".tmp-" + d + "-x", target + ".tmp-notapid-0",
+                                         target + ".tmp-" + d + "-x",
+                                         target + ".tmp-notapid-0",
                                          target + ".tmp-" + d + "-0.bak"};
   for (const auto& p : stale) test_util::write_binary(p, std::string(4096, 'x'));
   for (const auto& p : kept) test_util::write_binary(p, std::string(4096, 'x'));

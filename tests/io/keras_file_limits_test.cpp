@@ -276,14 +276,15 @@ TEST(KerasFileLimits, WeightsReadInAChildProcessComeBackWhole) {
 // comma on line 3) in a model JSON says which JSON and where (nlohmann's line and column); in a
 // .keras file, the file and its member.
 TEST(KerasFileLimits, JsonSyntaxErrorsNameTheFileAndTheLine) {
-  const std::string bad = "{\"class_name\": \"Sequential\",\n \"config\": {\"name\": \"s\",\n"
-                          "  \"layers\": [] \"trainable\": true}}";
+  const std::string bad =
+      "{\"class_name\": \"Sequential\",\n \"config\": {\"name\": \"s\",\n"
+      "  \"layers\": [] \"trainable\": true}}";
   expect_has(error_of([&] { model_from_json(bad); }),
              {"model JSON", "not valid JSON", "line 3, column"});
   const std::string path = tmp("syntax.keras");
-  test_util::write_binary(path, test_util::make_zip({{"config.json", bad, true},
-                                                     {"metadata.json", "{}"},
-                                                     {"model.weights.h5", ""}}));
+  test_util::write_binary(
+      path, test_util::make_zip(
+                {{"config.json", bad, true}, {"metadata.json", "{}"}, {"model.weights.h5", ""}}));
   expect_has(error_of([&] { load_model(path); }),
              {path, "config.json", "not valid JSON", "line 3, column"});
   test_util::write_binary(path, test_util::make_zip({{"config.json", small_model().to_json()},
@@ -305,10 +306,10 @@ TEST(KerasFileLimits, HugeConv2DFiltersInAKerasFileAreAnError) {
   KTensor in = Input({8, 8, 3}, "in");
   Model(in, Conv2D(4, 3, {.name = "c"})(in), "s").save_weights(weights);
   const std::string path = tmp("huge_conv.keras");
-  test_util::write_binary(path, test_util::make_zip({{"config.json", config, true},
-                                                     {"metadata.json", "{}"},
-                                                     {"model.weights.h5",
-                                                      test_util::read_text_file(weights)}}));
+  test_util::write_binary(
+      path, test_util::make_zip({{"config.json", config, true},
+                                 {"metadata.json", "{}"},
+                                 {"model.weights.h5", test_util::read_text_file(weights)}}));
   const std::string e = test_util::in_child([&] { return error_of([&] { load_model(path); }); });
   expect_has(e, {path, "config.json", "Conv2D 'c'", "weight 'kernel'"});
 }

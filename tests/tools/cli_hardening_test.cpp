@@ -165,8 +165,8 @@ TEST_F(LockstepCliHardening, TrainUnderAFileSizeLimitKeepsThePreviousModel) {
   write_image_folder();
   write_config("small.json");
   write_config("big.json", 8000);  // 3 x 8000 + 8000 x 2 floats: about 160 KB more
-  const std::string train = " --data-dir " + p("images") +
-                            " --epochs 1 --batch-size 4 --seed 1 --out " + p("m.keras");
+  const std::string train =
+      " --data-dir " + p("images") + " --epochs 1 --batch-size 4 --seed 1 --out " + p("m.keras");
   CliRun good = run("train --model " + p("small.json") + train, "", 120);
   ASSERT_EQ(good.rc, 0) << good.out;
   const std::string before = test_util::read_text_file(p("m.keras"));
@@ -192,9 +192,11 @@ TEST_F(LockstepCliHardening, FashionMnistCsvToAFullDeviceFailsLoudly) {
   if (!fs::exists(bin)) GTEST_SKIP() << bin << " not built";
   if (!fashion_mnist_installed()) GTEST_SKIP() << "Fashion-MNIST not installed";
   if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
-  CliRun r = run("--train-samples 64 --test-samples 32 --batch-size 32 --epochs 1 --threads 1 "
-                 "--csv /dev/full --out-dir " + p("out"),
-                 "", 300, bin);
+  CliRun r =
+      run("--train-samples 64 --test-samples 32 --batch-size 32 --epochs 1 --threads 1 "
+          "--csv /dev/full --out-dir " +
+              p("out"),
+          "", 300, bin);
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find("fashion_mnist: error"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("CSVLogger"), std::string::npos) << r.out;

@@ -2,6 +2,7 @@
 #include "lockstep/core/file_io.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -116,6 +117,43 @@ int create_temporary(const std::string& path, const std::string& what, std::stri
   LS_FAIL(prefix(what, path), "cannot create a temporary file beside it: 100 names taken");
 }
 
+// Removes the temporaries "<path>.tmp-<pid>-<n>" (older versions added ".zip" or
+// ".weights.h5") that saves of this same target left when they were killed: only those whose
+// process is gone (kill(pid, 0) says ESRCH) and that no process holds locked (every save holds
+// an exclusive flock on its temporary until the rename, which also protects a save running on
+// another host of a shared filesystem). The same rule as checkpoint.cpp's sweep of
+// "<path>.tmp-<pid>". Best effort: errors are ignored.
+void remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const std::string prefix = target.filename().string() + ".tmp-";
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string rest = name.substr(prefix.size());
+    const size_t dash = rest.find('-');
+    if (dash == 0 || dash == std::string::npos || dash > 9) continue;
+    const std::string pid_digits = rest.substr(0, dash);
+    const size_t n_end = rest.find_first_not_of("0123456789", dash + 1);
+    const std::string suffix = n_end == std::string::npos ? "" : rest.substr(n_end);
+    if (pid_digits.find_first_not_of("0123456789") != std::string::npos || n_end == dash + 1 ||
+        (suffix != "" && suffix != ".zip" && suffix != ".weights.h5"))
+      continue;
+    const long pid = std::stol(pid_digits);
+    if (pid <= 0 || pid == long(::getpid())) continue;
+    if (::kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    const int fd = ::open(it->path().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) continue;
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::flock(fd, LOCK_EX | LOCK_NB) == 0)
+      ::unlink(it->path().c_str());
+    ::close(fd);
+  }
+}
+
 }  // namespace
 
 std::string file_kind(const std::string& path) {
@@ -158,6 +196,7 @@ void write_file_atomic(const std::string& path, const void* data, size_t bytes,
   LS_CHECK(!exists || S_ISREG(st.st_mode), prefix(what, path), "is ", kind_of(st.st_mode),
            ", not a regular file: Lockstep saves only to regular files, by writing a temporary "
            "and renaming it over the target (name a file path, or /dev/stdout to stream it)");
+  remove_stale_temporaries(path);  // left by saves of this target that were killed
   std::string tmp;
   Fd fd(create_temporary(path, what, &tmp));
   try {

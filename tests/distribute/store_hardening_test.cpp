@@ -606,3 +606,32 @@ TEST(StoreHardening, StrangersAreEvictedFirstWhenTheStoreIsFull) {
   ::close(late);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(members[size_t(i)]->get_string("m0"), "joined");
 }
+
+// Issue 25 item 7: a real worker that cannot join because every slot is held by the job's
+// members is told the store is full, not to check that worker 0 is running (the old
+// "Connection refused" text pointed the wrong way).
+TEST(StoreHardening, AWorkerShutOutOfAFullStoreIsToldItIsFull) {
+  ld::StoreServerOptions options;
+  options.token = "token-for-the-full-store-test-05";
+  options.max_connections = 2;
+  ld::StoreServer server("127.0.0.1", 0, options);
+  std::vector<std::unique_ptr<ld::StoreClient>> members;
+  for (int i = 0; i < 2; ++i) {
+    members.push_back(
+        std::make_unique<ld::StoreClient>("127.0.0.1", server.port(), 30s, options.token));
+    members.back()->set("m" + std::to_string(i), "joined");
+  }
+  std::string error;
+  try {
+    ld::StoreClient late("127.0.0.1", server.port(), 1500ms, options.token);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  ASSERT_FALSE(error.empty()) << "a third client joined a store limited to 2 connections";
+  EXPECT_NE(error.find("it is full"), std::string::npos) << error;
+  EXPECT_NE(error.find("max_connections"), std::string::npos) << error;
+  EXPECT_NE(error.find("not unreachable"), std::string::npos) << error;
+  EXPECT_EQ(error.find("check that worker 0"), std::string::npos) << error;
+  EXPECT_NE(error.find("127.0.0.1:" + std::to_string(server.port())), std::string::npos) << error;
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(members[size_t(i)]->get_string("m1"), "joined");
+}

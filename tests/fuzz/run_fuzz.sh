@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target of a fuzz build (cmake --preset fuzz) for SECONDS each, JOBS at a
 # time, starting from its committed seed corpus (tests/fuzz/corpus/<target>/) and its crash
-# regressions (tests/fuzz/regressions/<target>/, inputs that once failed: each must pass now).
+# regressions (tests/fuzz/regressions/<target>/, inputs that once failed: each must pass now),
+# with the dictionary tests/fuzz/<target>.dict where there is one (keras_config_fuzz).
 # New interesting inputs go to BUILD/fuzz-corpus/<target>/ (kept between runs, never into the
 # source tree); a failure's input to BUILD/fuzz-artifacts/<target>/. Prints executions per
 # target; exits 1 when any target found something (its log is printed).
@@ -47,6 +48,9 @@ run_one() {
     extra=(-malloc_limit_mb=1000000000)
     asan=${asan/allocator_may_return_null=0/allocator_may_return_null=1}
   fi
+  # A dictionary of JSON tokens, Keras config keys and class names (tests/fuzz/<corpus>.dict),
+  # for the targets that read a model config as JSON text.
+  [ -f "$src/${name%_fuzz}.dict" ] && extra+=(-dict="$src/${name%_fuzz}.dict")
   TMPDIR=$corpus/.. ASAN_OPTIONS=$asan "$build/bin/$name" -max_total_time="$seconds" -timeout=10 \
     -rss_limit_mb=2048 "${extra[@]}" -print_final_stats=1 -artifact_prefix="$artifacts/" \
     "${dirs[@]}" >"$build/fuzz-$name.log" 2>&1

@@ -6,13 +6,17 @@
 // are not regular files (a FIFO, a character device) are refused and left as they were; a
 // temporary is never written through a link planted at its name. And a real full disk: a small
 // tmpfs, filled, where the test can mount one.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -213,4 +217,96 @@ TEST(AtomicSave, SavesOnAFullTmpfsKeepThePreviousFiles) {
       60);
   if (verdict.rfind("SKIP: ", 0) == 0) GTEST_SKIP() << verdict.substr(6);
   EXPECT_EQ(verdict, "");
+}
+
+// Issue 25 item 10: the final rename itself fails (the target is a mount point: a file
+// bind-mounted over it in a private mount namespace of a forked child, so rename(2) says EBUSY).
+// The save fails naming the file and the rename, the target keeps its bytes and no temporary
+// (the old ".tmp-*.zip" debris) is left in the folder. Skipped without CAP_SYS_ADMIN.
+TEST(AtomicSave, AFailedFinalRenameLeavesNoTemporary) {
+  const fs::path dir = test_util::temp_dir("atomic_rename", /*fresh=*/true);
+  const std::string path = (dir / "m.keras").string();
+  const std::string other =
+      (dir.parent_path() / ("lockstep_atomic_rename_src_" + std::to_string(::getpid()) + ".keras"))
+          .string();
+  model_with_units(2).save(other);
+  test_util::write_binary(path, "placeholder");
+  const std::string verdict = test_util::in_child([&]() -> std::string {
+    if (::unshare(CLONE_NEWNS) != 0)
+      return std::string("SKIP: cannot make a mount namespace: ") + std::strerror(errno);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount(other.c_str(), path.c_str(), nullptr, MS_BIND, nullptr) != 0)
+      return std::string("SKIP: cannot bind-mount: ") + std::strerror(errno);
+    const std::string before = test_util::read_text_file(path);
+    const std::string e = error_of([&] { model_with_units(40).save(path); });
+    std::string problems;
+    if (e.find(path) == std::string::npos || e.find("cannot rename") == std::string::npos)
+      problems += "error: '" + e + "'; ";
+    if (test_util::read_text_file(path) != before) problems += "the target changed; ";
+    for (const auto& n : files_in(dir))
+      if (n != "m.keras") problems += "left " + n + "; ";
+    return problems.empty() ? std::string("OK") : problems;
+  });
+  fs::remove(other);
+  if (verdict.rfind("SKIP: ", 0) == 0) GTEST_SKIP() << verdict.substr(6);
+  EXPECT_EQ(verdict, "OK");
+  EXPECT_EQ(test_util::read_text_file(path), "placeholder");
+}
+
+// Issue 25 item 6: a save that was killed leaves "<target>.tmp-<pid>-<n>"; the next save of that
+// target removes it when the process is gone and nobody holds it locked. A live process's
+// temporary, another target's and names that are not a save's temporary are kept.
+TEST(AtomicSave, SaveRemovesTemporariesOfKilledSavesOnly) {
+  const fs::path dir = test_util::temp_dir("atomic_stale", /*fresh=*/true);
+  const std::string target = (dir / "m.keras").string();
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ::waitpid(dead, nullptr, 0);
+  const pid_t alive = ::fork();
+  if (alive == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  ASSERT_GT(alive, 0);
+  const std::string d = std::to_string(dead), a = std::to_string(alive);
+  const std::vector<std::string> stale = {target + ".tmp-" + d + "-0",
+                                          target + ".tmp-" + d + "-17.zip",
+                                          target + ".tmp-" + d + "-3.weights.h5"};
+  const std::vector<std::string> kept = {target + ".tmp-" + a + "-0",  // alive
+                                         (dir / ("other.keras.tmp-" + d + "-0")).string(),
+                                         target + ".tmp-" + d,  // a checkpoint's name pattern
+                                         target + ".tmp-" + d + "-x",
+                                         target + ".tmp-notapid-0",
+                                         target + ".tmp-" + d + "-0.bak"};
+  for (const auto& p : stale) test_util::write_binary(p, std::string(4096, 'x'));
+  for (const auto& p : kept) test_util::write_binary(p, std::string(4096, 'x'));
+  model_with_units(2).save(target);
+  for (const auto& p : stale) EXPECT_FALSE(fs::exists(p)) << p << ": a killed save's temporary";
+  for (const auto& p : kept) EXPECT_TRUE(fs::exists(p)) << p << ": removed, but not stale";
+  EXPECT_EQ(load_model(target).count_params(), 34);
+  // A temporary held locked (a save in progress on another host of a shared filesystem, whose
+  // PID means nothing here) is kept even though no local process has that PID.
+  const std::string locked = target + ".tmp-" + d + "-1";
+  test_util::write_binary(locked, "in progress");
+  const int fd = ::open(locked.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const pid_t holder = ::fork();  // flock is per open file: a child keeps it after we close
+  if (holder == 0) {
+    ::flock(fd, LOCK_EX);
+    ::pause();
+    ::_exit(0);
+  }
+  ASSERT_GT(holder, 0);
+  ::close(fd);
+  for (int i = 0; i < 2000; ++i) {  // until the child holds the lock
+    const int probe = ::open(locked.c_str(), O_RDONLY | O_CLOEXEC);
+    const bool held = ::flock(probe, LOCK_EX | LOCK_NB) != 0;
+    ::close(probe);
+    if (held) break;
+    ::usleep(1000);
+  }
+  model_with_units(2).save(target);
+  EXPECT_TRUE(fs::exists(locked)) << "removed a temporary that a process holds locked";
+  for (pid_t p : {alive, holder}) ::kill(p, SIGKILL), ::waitpid(p, nullptr, 0);
 }

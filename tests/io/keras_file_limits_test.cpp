@@ -271,3 +271,45 @@ TEST(KerasFileLimits, WeightsReadInAChildProcessComeBackWhole) {
   test_util::write_binary(not_h5, "plain text, not HDF5");
   expect_has(error_of([&] { io::read_h5_tensors(not_h5); }), {not_h5, "is not an HDF5 file"});
 }
+
+// Issue 25 item 10: nlohmann's raw message named no file. A plain syntax error (a missing
+// comma on line 3) in a model JSON says which JSON and where (nlohmann's line and column); in a
+// .keras file, the file and its member.
+TEST(KerasFileLimits, JsonSyntaxErrorsNameTheFileAndTheLine) {
+  const std::string bad =
+      "{\"class_name\": \"Sequential\",\n \"config\": {\"name\": \"s\",\n"
+      "  \"layers\": [] \"trainable\": true}}";
+  expect_has(error_of([&] { model_from_json(bad); }),
+             {"model JSON", "not valid JSON", "line 3, column"});
+  const std::string path = tmp("syntax.keras");
+  test_util::write_binary(
+      path, test_util::make_zip(
+                {{"config.json", bad, true}, {"metadata.json", "{}"}, {"model.weights.h5", ""}}));
+  expect_has(error_of([&] { load_model(path); }),
+             {path, "config.json", "not valid JSON", "line 3, column"});
+  test_util::write_binary(path, test_util::make_zip({{"config.json", small_model().to_json()},
+                                                     {"metadata.json", "{\"keras_version\": }"},
+                                                     {"model.weights.h5", ""}}));
+  expect_has(error_of([&] { load_model(path); }),
+             {path, "metadata.json", "not valid JSON", "line 1, column"});
+}
+
+// Issue 25 item 1: Conv2D filters 2^62 in a .keras file's config.json (not only a model JSON)
+// is the checked-size error naming the file and the layer, not a crash.
+TEST(KerasFileLimits, HugeConv2DFiltersInAKerasFileAreAnError) {
+  const std::string config = R"({"class_name": "Sequential", "config": {"name": "s", "layers": [
+    {"class_name": "InputLayer", "config": {"batch_shape": [null, 8, 8, 3], "name": "in"}},
+    {"class_name": "Conv2D", "config": {"name": "c", "filters": 4611686018427387904,
+     "kernel_size": [3, 3]}}]}})";
+  // A real weights file (the archive's members are all read before the model is built).
+  const std::string weights = tmp("conv.weights.h5");
+  KTensor in = Input({8, 8, 3}, "in");
+  Model(in, Conv2D(4, 3, {.name = "c"})(in), "s").save_weights(weights);
+  const std::string path = tmp("huge_conv.keras");
+  test_util::write_binary(
+      path, test_util::make_zip({{"config.json", config, true},
+                                 {"metadata.json", "{}"},
+                                 {"model.weights.h5", test_util::read_text_file(weights)}}));
+  const std::string e = test_util::in_child([&] { return error_of([&] { load_model(path); }); });
+  expect_has(e, {path, "config.json", "Conv2D 'c'", "weight 'kernel'"});
+}

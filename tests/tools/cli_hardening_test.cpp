@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -24,10 +25,12 @@ using cli_test::binary;
 using cli_test::CliRun;
 
 // `prefix` runs before the command in the same shell (ulimit, trap); exit 124: the deadline.
-CliRun run(const std::string& args, const std::string& prefix = "", int seconds = 60) {
+// `bin`: another program of build/bin (an example) instead of `lockstep`.
+CliRun run(const std::string& args, const std::string& prefix = "", int seconds = 60,
+           const std::string& bin = binary()) {
   CliRun r;
   const std::string cmd = "bash -c '" + prefix + " exec timeout " + std::to_string(seconds) + " " +
-                          binary() + " " + args + "' 2>&1";
+                          bin + " " + args + "' 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return r;
   char buf[4096];
@@ -49,8 +52,33 @@ class LockstepCliHardening : public ::testing::Test {
     KTensor in = Input({16}, "x");
     Model(in, Dense(units, {.name = "out"})(in), "m").save(p(file));
   }
+  // images/a and images/b: four 6x6 PNGs each, a class folder `lockstep train` can read.
+  void write_image_folder() const {
+    for (const char* cls : {"a", "b"}) {
+      fs::create_directories(dir / "images" / cls);
+      for (int i = 0; i < 4; ++i) {
+        Tensor img = Tensor::zeros(Shape{6, 6, 3}, DType::u8);
+        img.fill(cls[0] == 'a' ? 10.f : 200.f);
+        data::write_image((dir / "images" / cls / (std::to_string(i) + ".png")).string(), img);
+      }
+    }
+  }
+  // A model JSON for the image folder: pooling, a Dense(hidden) layer when `hidden` > 0, then
+  // Dense(2) for the two classes.
+  void write_config(const std::string& file, int hidden = 0) const {
+    KTensor in = Input({6, 6, 3}, "x");
+    KTensor x = GlobalAveragePooling2D()(in);
+    if (hidden > 0) x = Dense(hidden)(x);
+    std::ofstream(p(file)) << Model(in, Dense(2)(x), "tiny").to_json();
+  }
   fs::path dir;
 };
+
+bool fashion_mnist_installed() {
+  const char* env = std::getenv("LOCKSTEP_FASHION_MNIST_DIR");
+  const fs::path d = env && *env ? env : "/usr/share/datasets/fashion-mnist";
+  return fs::exists(d / "train-images-idx3-ubyte.gz");
+}
 
 }  // namespace
 
@@ -119,21 +147,71 @@ TEST_F(LockstepCliHardening, ReportOfAHugeTrainingTimeFinishes) {
 
 TEST_F(LockstepCliHardening, CsvToAFullDeviceFailsLoudly) {
   if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
-  for (const char* cls : {"a", "b"}) {
-    fs::create_directories(dir / "images" / cls);
-    for (int i = 0; i < 4; ++i) {
-      Tensor img = Tensor::zeros(Shape{6, 6, 3}, DType::u8);
-      img.fill(cls[0] == 'a' ? 10.f : 200.f);
-      data::write_image((dir / "images" / cls / (std::to_string(i) + ".png")).string(), img);
-    }
-  }
-  KTensor in = Input({6, 6, 3}, "x");
-  std::ofstream(p("config.json"))
-      << Model(in, Dense(2)(GlobalAveragePooling2D()(in)), "tiny").to_json();
+  write_image_folder();
+  write_config("config.json");
   CliRun r = run("train --model " + p("config.json") + " --data-dir " + p("images") +
                      " --epochs 1 --batch-size 4 --seed 1 --csv /dev/full --out " + p("m.keras"),
                  "", 120);
   EXPECT_NE(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("CSVLogger"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("/dev/full"), std::string::npos) << r.out;
+}
+
+// Issue 25 item 3, the reproduction itself: `lockstep train ... --out m.keras` over a good
+// m.keras under a file-size limit (ulimit -f, SIGXFSZ ignored: a full disk in miniature). It
+// used to exit 139 with m.keras shrunk; now it exits 1 naming the file, m.keras is
+// byte-identical and no temporary is left.
+TEST_F(LockstepCliHardening, TrainUnderAFileSizeLimitKeepsThePreviousModel) {
+  write_image_folder();
+  write_config("small.json");
+  write_config("big.json", 8000);  // 3 x 8000 + 8000 x 2 floats: about 160 KB more
+  const std::string train =
+      " --data-dir " + p("images") + " --epochs 1 --batch-size 4 --seed 1 --out " + p("m.keras");
+  CliRun good = run("train --model " + p("small.json") + train, "", 120);
+  ASSERT_EQ(good.rc, 0) << good.out;
+  const std::string before = test_util::read_text_file(p("m.keras"));
+  ASSERT_GT(before.size(), 0u);
+  const std::string limit = std::to_string(before.size() / 1024 + 16);  // 1 KiB blocks
+  CliRun r = run("train --model " + p("big.json") + train,
+                 "ulimit -f " + limit + "; trap \"\" XFSZ;", 120);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find(p("m.keras")), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("write failed"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("HDF5-DIAG"), std::string::npos) << r.out;
+  EXPECT_EQ(test_util::read_text_file(p("m.keras")), before) << "the previous model changed";
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos) << e.path();
+  CliRun summary = run("summary " + p("m.keras"));
+  EXPECT_EQ(summary.rc, 0) << summary.out;
+}
+
+// Issue 25 item 9: `fashion_mnist --csv /dev/full` exited 0 with no warning. Like `lockstep
+// train --csv /dev/full` (CsvToAFullDeviceFailsLoudly) it fails naming CSVLogger and the path.
+TEST_F(LockstepCliHardening, FashionMnistCsvToAFullDeviceFailsLoudly) {
+  const std::string bin = std::string(LOCKSTEP_BINARY_DIR) + "/bin/fashion_mnist";
+  if (!fs::exists(bin)) GTEST_SKIP() << bin << " not built";
+  if (!fashion_mnist_installed()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  CliRun r =
+      run("--train-samples 64 --test-samples 32 --batch-size 32 --epochs 1 --threads 1 "
+          "--csv /dev/full --out-dir " +
+              p("out"),
+          "", 300, bin);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("fashion_mnist: error"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("CSVLogger"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("/dev/full"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\"test_accuracy\""), std::string::npos) << r.out;  // no success line
+}
+
+// Issue 25 item 10 through the command line: a model JSON with a syntax error names the file
+// and nlohmann's line and column.
+TEST_F(LockstepCliHardening, SummaryOfAJsonSyntaxErrorNamesTheFileAndLine) {
+  std::ofstream(p("bad.json")) << "{\"class_name\": \"Sequential\",\n \"config\": {\"name\": "
+                                  "\"s\",\n  \"layers\": [] \"trainable\": true}}";
+  CliRun r = run("summary " + p("bad.json"));
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find(p("bad.json")), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not valid JSON"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("line 3, column"), std::string::npos) << r.out;
 }

@@ -11,7 +11,9 @@
 // O_NOFOLLOW in the target's folder ("<path>.tmp-<pid>-<n>", never a link someone planted), are
 // fsync'ed, and the temporary is renamed over the target, then the folder is fsync'ed. Every
 // write, fsync, close and rename is checked; on failure the temporary is removed and the error
-// names the file and the system's reason. Targets that are not regular files are refused (a
+// names the file and the system's reason. Before it writes, a save removes the temporaries of
+// this target that killed saves left behind (their PID gone and no lock held on them; a live
+// process's temporary is never touched). Targets that are not regular files are refused (a
 // device such as /dev/full or /dev/null, a FIFO, a folder) — renaming over them would replace the
 // device node — except the streams a user means to write to: /dev/stdout, /dev/stderr, /dev/fd/N
 // and /proc/self/fd/N get a plain, checked write.

@@ -8,6 +8,7 @@
 #ifndef LOCKSTEP_XLA
 TEST(XlaModel, NeedsTheXlaBuild) { GTEST_SKIP() << "built without LOCKSTEP_XLA"; }
 #else
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -27,6 +28,13 @@ constexpr double kTol = 1e-4;
 using xla_test::dense_model;
 std::pair<Tensor, Tensor> dense_data() { return xla_test::dense_data(11); }
 CompileConfig xla_config(const std::string& backend) { return xla_test::adam_config(backend); }
+
+// The host backend xla is compared with: "cpu" (oneDNN), or "reference" in a build without
+// oneDNN (bench/device_check.sh's portable pack for the GPU machine).
+std::string host_backend() {
+  const auto names = registered_backends();
+  return std::find(names.begin(), names.end(), "cpu") != names.end() ? "cpu" : "reference";
+}
 
 std::vector<double> fit_losses(Model& m, const Tensor& x, const Tensor& y) {
   std::vector<double> losses;
@@ -80,7 +88,7 @@ void check_20_steps(Model (*build)(), const Shape& image, int classes,
   for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t((i * 5 + i / 3) % classes);
   Tensor y = Tensor::from_vector_i32({160}, labels);
   xla.set_weights(cpu.get_weights());
-  cpu.compile(config("cpu"));
+  cpu.compile(config(host_backend()));
   xla.compile(config("xla"));
   std::vector<double> want, got;
   for (auto [m, losses] : {std::pair{&cpu, &want}, std::pair{&xla, &got}}) {
@@ -126,7 +134,7 @@ TEST(XlaModel, FitEvaluatePredictMatchTheCpuBackend) {
   auto [x, y] = dense_data();
   Model cpu = dense_model(), xla = dense_model();
   xla.set_weights(cpu.get_weights());
-  cpu.compile(xla_config("cpu"));
+  cpu.compile(xla_config(host_backend()));
   xla.compile(xla_config("xla"));
   const std::vector<double> want = fit_losses(cpu, x, y), got = fit_losses(xla, x, y);
   ASSERT_EQ(got.size(), 12u);

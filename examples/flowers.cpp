@@ -85,8 +85,8 @@ struct Args {
   int fine_tune_epochs = 0;
   std::string backup_dir;      // --backup-dir: BackupAndRestore there
   int wait_for_signal_at = 0;  // the preemption test's hook
-  std::string backbone;       // --backbone NAME: transfer learning on a keras.applications model
-  std::string save_backbone;  // --save-backbone PREFIX
+  std::string backbone;        // --backbone NAME: transfer learning on a keras.applications model
+  std::string save_backbone;   // --save-backbone PREFIX
 };
 
 static void usage() {
@@ -523,14 +523,13 @@ int main(int argc, char** argv) {
       std::printf(")\n");
       const std::vector<ls::Tensor> base_mid =
           transfer ? snapshot(base) : std::vector<ls::Tensor>{};
-      auto more =
-          model.fit(train_ds, {.epochs = args.epochs + args.fine_tune_epochs,
-                               .callbacks = phase_callbacks(
-                                   log_callbacks(args, chief, report, "fine-tune", true),
-                                   "fine_tune"),
-                               .validation_data = val_ds,
-                               .initial_epoch = args.epochs,
-                               .seed = args.seed});
+      auto more = model.fit(
+          train_ds, {.epochs = args.epochs + args.fine_tune_epochs,
+                     .callbacks = phase_callbacks(
+                         log_callbacks(args, chief, report, "fine-tune", true), "fine_tune"),
+                     .validation_data = val_ds,
+                     .initial_epoch = args.epochs,
+                     .seed = args.seed});
       append_history(hist, more);
       hist.stopped_on_nan = more.stopped_on_nan, hist.stop_reason = more.stop_reason;
       if (transfer) {

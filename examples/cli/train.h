@@ -96,7 +96,8 @@ inline TrainArgs parse_train_args(const Args& a) {
   LS_CHECK(t.strategy.empty() || t.strategy == "one_device" || t.strategy == "mirrored",
            "train: --strategy must be one_device or mirrored, got '", t.strategy, "'");
   t.replicas = int(a.integer("--replicas", 1, 1, 1 << 16));
-  LS_CHECK(t.replicas == 1 || t.strategy.empty(), "train: --replicas (XlaStrategy on the devices "
+  LS_CHECK(t.replicas == 1 || t.strategy.empty(),
+           "train: --replicas (XlaStrategy on the devices "
            "of --device xla:...) and --strategy are two strategies; give one");
   t.checkpoint = a.get("--checkpoint");
   t.backup_dir = a.get("--backup-dir");
@@ -218,16 +219,16 @@ inline std::string curves_path(const TrainArgs& t) {
 }
 
 inline int run_train(const std::vector<std::string>& argv) {
-  CommandSpec spec{
-      "train",
-      kTrainUsage,
-      {"--model", "--data-dir", "--epochs", "--out", "--batch-size", "--validation-split", "--seed",
-       "--learning-rate", "--strategy", "--device", "--replicas", "--threads", "--checkpoint",
-       "--backup-dir",
-       "--tensorboard", "--csv", "--report", "--price-per-hour", "--prices", "--machine"},
-      {},
-      0,
-      0};
+  CommandSpec spec{"train",
+                   kTrainUsage,
+                   {"--model",      "--data-dir",         "--epochs",      "--out",
+                    "--batch-size", "--validation-split", "--seed",        "--learning-rate",
+                    "--strategy",   "--device",           "--replicas",    "--threads",
+                    "--checkpoint", "--backup-dir",       "--tensorboard", "--csv",
+                    "--report",     "--price-per-hour",   "--prices",      "--machine"},
+                   {},
+                   0,
+                   0};
   Args a = parse_args(spec, argv);
   if (a.help) return std::fputs(kTrainUsage, stdout), 0;
   const TrainArgs t = parse_train_args(a);

@@ -83,8 +83,9 @@ void expand_one(const std::string& item, const std::string& whole, std::vector<s
     LS_CHECK(!item.empty(), "Slurm node list '", whole, "': empty node name");
     // Several bracket groups multiply ("a[0-999]b[0-999]c[0-999]" is 10^9 names): the list is
     // refused as soon as it passes the limit, before the product is enumerated.
-    LS_CHECK(out.size() < size_t(kMaxSlurmNodes), "Slurm node list '", whole, "' expands to more than ",
-             kMaxSlurmNodes, " nodes (its bracket ranges multiply); check SLURM_STEP_NODELIST");
+    LS_CHECK(out.size() < size_t(kMaxSlurmNodes), "Slurm node list '", whole,
+             "' expands to more than ", kMaxSlurmNodes,
+             " nodes (its bracket ranges multiply); check SLURM_STEP_NODELIST");
     out.push_back(item);
     return;
   }

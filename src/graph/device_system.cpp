@@ -43,8 +43,10 @@ DeviceSystem connect_devices(const std::string& backend, const std::string& targ
                                        "scripts/setup_xla.sh for the xla backend")
                          : "these can: " + known,
            ")");
-  LS_CHECK(device_count >= 0, "connect: the device count must be >= 0 (0: the plugin's default), "
-           "got ", device_count);
+  LS_CHECK(device_count >= 0,
+           "connect: the device count must be >= 0 (0: the plugin's default), "
+           "got ",
+           device_count);
   return connector(target, device_count);
 }
 

@@ -103,10 +103,11 @@ void register_placeholders() {
 // statistics: the replicas' values are averaged) or "same" (every replica writes the same value:
 // the iteration count). Unset (undeclared): a replicated program refuses the write. Kernel backends
 // run one replica per program and ignore it.
-const AttrDecl kAggregationAttr{"aggregation", str, optional,
-                                "how the replicas of a program on several devices combine their writes: sum (metric "
-                                "totals), mean (moving statistics) or same (a step count); unset: "
-                                "refused there"};
+const AttrDecl kAggregationAttr{
+    "aggregation", str, optional,
+    "how the replicas of a program on several devices combine their writes: sum (metric "
+    "totals), mean (moving statistics) or same (a step count); unset: "
+    "refused there"};
 
 void register_views_and_writes() {
   add_op(kGroup, {.name = op::identity,

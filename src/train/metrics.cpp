@@ -157,8 +157,10 @@ class ConfusionRatio : public Metric {
                                   : labels;
       denominators.push_back(one_entry(g, recall_ ? weighted_labels : positive));
     }
-    g.add_multi(op::assign_add, {g.variable(total_), joined(g, true_positives)}, metric_ops::summed());
-    g.add_multi(op::assign_add, {g.variable(count_), joined(g, denominators)}, metric_ops::summed());
+    g.add_multi(op::assign_add, {g.variable(total_), joined(g, true_positives)},
+                metric_ops::summed());
+    g.add_multi(op::assign_add, {g.variable(count_), joined(g, denominators)},
+                metric_ops::summed());
   }
 
   float result() const override { return values()[0]; }

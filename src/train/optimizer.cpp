@@ -234,8 +234,8 @@ void Optimizer::apply(Graph& g, const std::vector<Value>& grads,
     update(g, g.variable(v), gs[k], lr, t, v);
   }
   // (every replica counts the same step: nothing to combine across replicas)
-  g.add_multi(op::assign_add, {it, g.scalar(1.f)}, Attrs{{"aggregation", std::string("same")}},
-              "", iterations_);
+  g.add_multi(op::assign_add, {it, g.scalar(1.f)}, Attrs{{"aggregation", std::string("same")}}, "",
+              iterations_);
 }
 
 namespace optimizers {

@@ -305,8 +305,10 @@ int device_replicas_for(const Network& model, Program::Kind kind, int64_t batch,
   const int64_t below = batch / devices * devices, above = below + devices;
   LS_CHECK(kind != Program::Kind::train, "model '", model.name(), "': a training batch of ", batch,
            " rows does not divide among the ", devices, " devices of ",
-           replication->strategy().name, " (one replica per device); use a batch size that is "
-           "a multiple of ", devices, " (", below > 0 ? std::to_string(below) + " or " : "", above,
+           replication->strategy().name,
+           " (one replica per device); use a batch size that is "
+           "a multiple of ",
+           devices, " (", below > 0 ? std::to_string(below) + " or " : "", above,
            "), or batch the dataset with drop_remainder so the last batch is full too");
   return 1;
 }

@@ -128,8 +128,8 @@ Tensor render_cost_report_plot(const std::vector<json>& reports) {
     const std::string fallback = "run " + std::to_string(i + 1);
     by_time.series.push_back(report_series(reports[i], "train_seconds", fallback));
     // CostReport writes "price_per_hour": null when no price was given.
-    const json* price = reports[i].contains("price_per_hour") ? &reports[i]["price_per_hour"]
-                                                              : nullptr;
+    const json* price =
+        reports[i].contains("price_per_hour") ? &reports[i]["price_per_hour"] : nullptr;
     priced = priced && price && price->is_number() && price->get<double>() > 0;
     if (priced) by_cost.series.push_back(report_series(reports[i], "cost", fallback));
     if (i == 0 && reports[i].contains("thresholds"))

@@ -50,9 +50,9 @@ const ld::XlaClusterResolver* two_devices(std::string* why_not) {
   return r.get();
 }
 
-#define TWO_DEVICES_OR_SKIP()                                             \
-  std::string why_not;                                                    \
-  const ld::XlaClusterResolver* resolver = two_devices(&why_not);         \
+#define TWO_DEVICES_OR_SKIP()                                     \
+  std::string why_not;                                            \
+  const ld::XlaClusterResolver* resolver = two_devices(&why_not); \
   if (!resolver) GTEST_SKIP() << "no PJRT CPU plugin (run scripts/setup_xla.sh): " << why_not
 
 // The largest |a - b| / (1 + |b|) over every element of two weight lists (*where: which
@@ -100,8 +100,8 @@ Run train(Model (*build)(), const std::vector<Tensor>& initial, const ld::Strate
   auto fit = [&](Model& m) {
     m.set_weights(initial);
     m.compile(xla_test::adam_config("xla"));
-    run.history = m.fit(x, y, {.batch_size = batch, .epochs = epochs, .verbose = 0,
-                               .shuffle = false});
+    run.history =
+        m.fit(x, y, {.batch_size = batch, .epochs = epochs, .verbose = 0, .shuffle = false});
     run.evaluated = m.evaluate(x, y, {.batch_size = batch, .verbose = 0});
     run.predicted = m.predict(x, 32);
     run.weights = m.get_weights();
@@ -128,10 +128,11 @@ void expect_replicas_match_one(Model (*build)(), const Tensor& x, const Tensor& 
   Run one = train(build, initial, nullptr, x, y, batch, epochs);
   size_t where = 0;
   const double diff = max_relative_difference(two.weights, one.weights, &where);
-  std::printf("[ measured ] %s: 2 replicas vs 1, largest weight difference %.3g (weight %zu; "
-              "relative + absolute; tolerance %.0e), loss %.7f vs %.7f\n",
-              what, diff, where, kTol, two.history.history.at("loss").back(),
-              one.history.history.at("loss").back());
+  std::printf(
+      "[ measured ] %s: 2 replicas vs 1, largest weight difference %.3g (weight %zu; "
+      "relative + absolute; tolerance %.0e), loss %.7f vs %.7f\n",
+      what, diff, where, kTol, two.history.history.at("loss").back(),
+      one.history.history.at("loss").back());
   EXPECT_LE(diff, kTol);
   // They trained: the weights moved from the initial ones.
   EXPECT_GT(max_relative_difference(initial, one.weights), 1e-3);
@@ -149,8 +150,9 @@ Model conv_bn_model() {
   using namespace layers;
   BatchNormOptions sync{.synchronized = true};
   return Sequential({Input({8, 8, 3}), Conv2D(6, 3, {.padding = "same", .use_bias = false}),
-                     BatchNormalization(sync), ReLU(), Conv2D(8, 3, {.strides = {2, 2}, .use_bias = false}),
-                     BatchNormalization(sync), ReLU(), GlobalAveragePooling2D(), Dense(3)});
+                     BatchNormalization(sync), ReLU(),
+                     Conv2D(8, 3, {.strides = {2, 2}, .use_bias = false}), BatchNormalization(sync),
+                     ReLU(), GlobalAveragePooling2D(), Dense(3)});
 }
 
 std::pair<Tensor, Tensor> image_data() {

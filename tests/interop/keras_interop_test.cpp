@@ -352,10 +352,10 @@ TEST(KerasInterop, BothDirectionsAgainstRealKeras) {
   fs::path dir = test_util::temp_dir("keras_interop", /*fresh=*/true);
   // Lockstep -> Keras.
   int seed = 1;
-  for (Model* mp : {new Model(lockstep_cnn()), new Model(lockstep_functional()),
-                    new Model(lockstep_augmented()), new Model(lockstep_nested()),
-                    new Model(lockstep_layers()), new Model(lockstep_extra()),
-                    new Model(lockstep_decoder())}) {
+  for (Model* mp :
+       {new Model(lockstep_cnn()), new Model(lockstep_functional()),
+        new Model(lockstep_augmented()), new Model(lockstep_nested()), new Model(lockstep_layers()),
+        new Model(lockstep_extra()), new Model(lockstep_decoder())}) {
     std::unique_ptr<Model> m(mp);
     randomize(*m, 100 * seed++);
     Shape s = m->inputs()[0].shape();

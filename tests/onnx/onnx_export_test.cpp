@@ -152,8 +152,7 @@ TEST(OnnxExport, BatchNormFoldsIntoConvAndDenseElseStaysAnInferenceNode) {
 
 TEST(OnnxExport, EveryTestModelPassesTheCheckerAndShapeInference) {
   for (auto make : {onnx_test::resnet_block, onnx_test::branchy, onnx_test::preprocessing_stack,
-                    onnx_test::inverted_residual, onnx_test::extra_layers,
-                    onnx_test::decoder}) {
+                    onnx_test::inverted_residual, onnx_test::extra_layers, onnx_test::decoder}) {
     Model m = make();
     SCOPED_TRACE(m.name());
     lsx::ExportReport report;

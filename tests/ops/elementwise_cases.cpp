@@ -51,18 +51,26 @@ LS_OP_CASES(elementwise_binary) {
   }
   c.push_back(binary("div", "pos_num_neg_den", in({3, 2}), in({3, 2}, -2.f, -0.5f)));
   // Ties: gradient split evenly between the two inputs.
-  c.push_back(OpCase{.name = "maximum_grad", .op = "maximum_grad",
+  c.push_back(OpCase{.name = "maximum_grad",
+                     .op = "maximum_grad",
                      .inputs = {in({2, 3}), vals({2, 3}, {1, 2, 3, 4, 5, 6}), vals({3}, {0, 2, 9})},
                      .check_grad = false});
-  c.push_back(OpCase{.name = "minimum_grad", .op = "minimum_grad",
+  c.push_back(OpCase{.name = "minimum_grad",
+                     .op = "minimum_grad",
                      .inputs = {in({2, 3}), vals({2, 3}, {1, 2, 3, 4, 5, 6}), vals({3}, {0, 2, 9})},
                      .check_grad = false});
   // Large: the parallel paths of the cpu kernels.
-  c.push_back(OpCase{.name = "add_large_same", .op = "add", .inputs = {in({256, 256}), in({256, 256})},
+  c.push_back(OpCase{.name = "add_large_same",
+                     .op = "add",
+                     .inputs = {in({256, 256}), in({256, 256})},
                      .check_grad = false});
-  c.push_back(OpCase{.name = "mul_large_row", .op = "mul", .inputs = {in({512, 128}), in({128})},
+  c.push_back(OpCase{.name = "mul_large_row",
+                     .op = "mul",
+                     .inputs = {in({512, 128}), in({128})},
                      .check_grad = false});
-  c.push_back(OpCase{.name = "sub_large_scalar", .op = "sub", .inputs = {in({}), in({300, 200})},
+  c.push_back(OpCase{.name = "sub_large_scalar",
+                     .op = "sub",
+                     .inputs = {in({}), in({300, 200})},
                      .check_grad = false});
   return c;
 }
@@ -75,17 +83,20 @@ LS_OP_CASES(elementwise_unary) {
   c.push_back(unary("sqrt", "sqrt", in({5}, 0.5f, 3.f)));
   c.push_back(unary("square", "square", in({2, 2, 2, 2})));
   c.push_back(unary("abs", "abs", away({3, 4}, -1.f, 1.f, {0.f})));
-  c.push_back(unary("scale_shift", "scale_shift", in({2, 3}), Attrs{{"scale", 2.5}, {"shift", -1.0}}));
+  c.push_back(
+      unary("scale_shift", "scale_shift", in({2, 3}), Attrs{{"scale", 2.5}, {"shift", -1.0}}));
   c.push_back(unary("scale_shift_default", "scale_shift", in({4})));
   c.push_back(unary("relu", "relu", away({2, 3, 4}, -2.f, 2.f, {0.f})));
   c.push_back(unary("relu6", "relu6", away({4, 6}, -2.f, 8.f, {0.f, 6.f}, 0.1f)));
   c.push_back(unary("sigmoid", "sigmoid", in({3, 4}, -4.f, 4.f)));
   c.push_back(unary("tanh", "tanh", in({3, 4}, -2.f, 2.f)));
   c.push_back(unary("gelu", "gelu", in({3, 4}, -3.f, 3.f)));
-  c.push_back(unary("gelu_approximate", "gelu", in({3, 4}, -3.f, 3.f), Attrs{{"approximate", true}}));
+  c.push_back(
+      unary("gelu_approximate", "gelu", in({3, 4}, -3.f, 3.f), Attrs{{"approximate", true}}));
   c.push_back(unary("swish", "swish", in({3, 4}, -3.f, 3.f)));
   c.push_back(unary("leaky_relu", "leaky_relu", away({3, 4}, -2.f, 2.f, {0.f})));
-  c.push_back(unary("leaky_relu_alpha", "leaky_relu", away({3, 4}, -2.f, 2.f, {0.f}), Attrs{{"alpha", 0.01}}));
+  c.push_back(unary("leaky_relu_alpha", "leaky_relu", away({3, 4}, -2.f, 2.f, {0.f}),
+                    Attrs{{"alpha", 0.01}}));
   c.push_back(unary("elu", "elu", away({3, 4}, -3.f, 2.f, {0.f})));
   c.push_back(unary("elu_alpha", "elu", away({3, 4}, -3.f, 2.f, {0.f}), Attrs{{"alpha", 0.5}}));
   c.push_back(unary("softplus", "softplus", in({3, 4}, -5.f, 5.f)));
@@ -99,14 +110,19 @@ LS_OP_CASES(elementwise_unary) {
   c.push_back(grad_op("sigmoid_grad", in({3, 4}, 0.f, 1.f)));
   c.push_back(grad_op("tanh_grad", in({3, 4})));
   c.push_back(grad_op("gelu_grad", in({3, 4}, -3.f, 3.f)));
-  c.push_back(OpCase{.name = "gelu_grad_approximate", .op = "gelu_grad",
-                     .attrs = Attrs{{"approximate", true}}, .inputs = {in({3, 4}), in({3, 4}, -3.f, 3.f)},
+  c.push_back(OpCase{.name = "gelu_grad_approximate",
+                     .op = "gelu_grad",
+                     .attrs = Attrs{{"approximate", true}},
+                     .inputs = {in({3, 4}), in({3, 4}, -3.f, 3.f)},
                      .check_grad = false});
   c.push_back(grad_op("swish_grad", in({3, 4}, -3.f, 3.f)));
   c.push_back(grad_op("leaky_relu_grad", in({3, 4}), Attrs{{"alpha", 0.3}}));
   c.push_back(grad_op("elu_grad", in({3, 4}, -3.f, 2.f)));
-  c.push_back(OpCase{.name = "elu_grad_alpha", .op = "elu_grad", .attrs = Attrs{{"alpha", 1.7}},
-                     .inputs = {in({3, 4}), in({3, 4}, -3.f, 2.f)}, .check_grad = false});
+  c.push_back(OpCase{.name = "elu_grad_alpha",
+                     .op = "elu_grad",
+                     .attrs = Attrs{{"alpha", 1.7}},
+                     .inputs = {in({3, 4}), in({3, 4}, -3.f, 2.f)},
+                     .check_grad = false});
   c.push_back(grad_op("softplus_grad", in({3, 4}, -3.f, 3.f)));
   c.push_back(grad_op("abs_grad", in({3, 4})));
   OpCase big_grad = grad_op("relu_grad", in({300, 200}));

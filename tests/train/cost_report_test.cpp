@@ -188,11 +188,20 @@ TEST(CostReport, TwoPhasesOneReport) {
   // Unpriced ("price_per_hour": null), printed: both phases, and the PNG has the time chart only.
   auto unpriced = callbacks::CostReport({.path = (dir / "free.json").string(), .verbose = 1});
   unpriced->begin_phase("head");
-  m.fit(x, y, {.batch_size = 16, .epochs = 1, .verbose = 0, .callbacks = {unpriced},
-               .validation_data = ValidationData(vx, vy)});
+  m.fit(x, y,
+        {.batch_size = 16,
+         .epochs = 1,
+         .verbose = 0,
+         .callbacks = {unpriced},
+         .validation_data = ValidationData(vx, vy)});
   unpriced->begin_phase("fine-tune");
-  m.fit(x, y, {.batch_size = 16, .epochs = 2, .verbose = 0, .callbacks = {unpriced},
-               .validation_data = ValidationData(vx, vy), .initial_epoch = 1});
+  m.fit(x, y,
+        {.batch_size = 16,
+         .epochs = 2,
+         .verbose = 0,
+         .callbacks = {unpriced},
+         .validation_data = ValidationData(vx, vy),
+         .initial_epoch = 1});
   json f = read_json(dir / "free.json");
   EXPECT_TRUE(f["price_per_hour"].is_null());
   EXPECT_EQ(f["phases"].size(), 2u);

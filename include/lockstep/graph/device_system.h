@@ -28,8 +28,7 @@ struct DeviceSystem {
 /// How a backend connects: `target` names the devices ("cpu", "cuda", "tpu", or a plugin's
 /// .so path); `device_count` is the count to ask for where the plugin lets one choose it (the
 /// CPU plugin), 0 for its default. Throws a lockstep::Error that says what to do.
-using DeviceConnector =
-    std::function<DeviceSystem(const std::string& target, int device_count)>;
+using DeviceConnector = std::function<DeviceSystem(const std::string& target, int device_count)>;
 
 /// Registers `backend`'s connector (a backend module does, at load time).
 void register_device_connector(const std::string& backend, DeviceConnector connector);

@@ -59,8 +59,8 @@ DeviceSystem connect(const std::string& target, int device_count) {
   } catch (const Error& e) {
     throw Error("connect: cannot connect to PJRT plugin '" + spec + "': " + e.what());
   }
-  LS_CHECK(device_count == 0 || int(client->devices().size()) >= device_count, "connect: ",
-           device_count, " devices asked for, but plugin '", spec, "' has ",
+  LS_CHECK(device_count == 0 || int(client->devices().size()) >= device_count,
+           "connect: ", device_count, " devices asked for, but plugin '", spec, "' has ",
            client->devices().size(), " (", client->describe(),
            "); ask for at most that many (only the CPU plugin's count can be chosen)");
   c.client = client, c.target = spec, c.device_count = device_count;

@@ -390,8 +390,7 @@ bool register_builtins() {
   register_layer("PReLU", prelu);
   for (std::string cls :
        {"Flatten", "Reshape", "Dropout", "SpatialDropout2D", "Activation", "ReLU", "LeakyReLU",
-        "ELU", "Rescaling", "Add", "Multiply", "Concatenate", "ZeroPadding2D",
-        "UpSampling2D"})
+        "ELU", "Rescaling", "Add", "Multiply", "Concatenate", "ZeroPadding2D", "UpSampling2D"})
     register_layer(cls, [cls](const json& c) { return simple(cls, c); });
   for (std::string cls :
        {"RandomFlip", "RandomRotation", "RandomZoom", "RandomTranslation", "RandomBrightness",

@@ -122,8 +122,7 @@ class BatchNormLayer : public Layer {
     Value b = g.add(op::scale_shift, {batch}, Attrs{{"scale", 1.0 - m}, {"shift", 0.0}}, name());
     Value nv = g.add(op::add, {a, b}, {}, name());
     // (replicas see their own batches: the moving statistics are averaged across them)
-    g.add_multi(op::assign, {moving, nv}, Attrs{{"aggregation", std::string("mean")}}, name(),
-                var);
+    g.add_multi(op::assign, {moving, nv}, Attrs{{"aggregation", std::string("mean")}}, name(), var);
   }
 
   layers::BatchNormOptions o_;

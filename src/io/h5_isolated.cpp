@@ -1,8 +1,9 @@
 // Reading HDF5 files in a child process (io/h5_util.h: read_isolated). libhdf5 1.10 trusts
-// sizes it reads from the file: keras_weights_fuzz found crafted .weights.h5 files for which it
-// allocates a buffer sized from the file, the allocation fails, and it reads through the NULL
-// pointer (H5F__accum_read) — a crash inside the library that no check of ours before or
-// after the call can catch in the same process. So every read of a file the user hands us runs
+// addresses it reads from the file: keras_weights_fuzz found crafted .weights.h5 files whose
+// symbol-table message puts a group's local heap or B-tree at the undefined address 0xff..ff;
+// the range check in H5F__accum_read wraps and the library copies from NULL — a crash inside
+// the library that no check of ours before or after the call can catch in the same process
+// (any address of any HDF5 structure can do it: checking them all is a second HDF5 parser). So every read of a file the user hands us runs
 // in a fork()ed child: the child parses with libhdf5 and streams the tensors and strings back
 // through a pipe; if it dies (a signal), the parent reports the file as damaged, naming it.
 //

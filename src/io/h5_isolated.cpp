@@ -3,9 +3,10 @@
 // symbol-table message puts a group's local heap or B-tree at the undefined address 0xff..ff;
 // the range check in H5F__accum_read wraps and the library copies from NULL — a crash inside
 // the library that no check of ours before or after the call can catch in the same process
-// (any address of any HDF5 structure can do it: checking them all is a second HDF5 parser). So every read of a file the user hands us runs
-// in a fork()ed child: the child parses with libhdf5 and streams the tensors and strings back
-// through a pipe; if it dies (a signal), the parent reports the file as damaged, naming it.
+// (any address of any HDF5 structure can do it: checking them all is a second HDF5 parser).
+// So every read of a file the user hands us runs in a fork()ed child: the child parses with
+// libhdf5 and streams the tensors and strings back through a pipe; if it dies (a signal), the
+// parent reports the file as damaged, naming it.
 //
 // Thread safety after fork: only the forking thread exists in the child. The child uses
 // malloc (glibc resets its locks at fork), Lockstep's tensors (no locks) and libhdf5, whose

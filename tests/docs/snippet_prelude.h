@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "lockstep/distribute/strategy.h"
+#include "lockstep/distribute/xla_strategy.h"
 #include "lockstep/io/checkpoint.h"
 #include "lockstep/lockstep.h"
 #include "lockstep/tools/export.h"

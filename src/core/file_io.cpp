@@ -105,7 +105,7 @@ int create_temporary(const std::string& path, const std::string& what, std::stri
     *tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
     const int fd = ::open(tmp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd >= 0) {
-      ::flock(fd, LOCK_EX | LOCK_NB);  // marks it in use (checkpoint.cpp's stale-file sweep)
+      ::flock(fd, LOCK_EX | LOCK_NB);  // marks it in use (remove_stale_temporaries)
       return fd;
     }
     if (errno != EEXIST) {
@@ -117,13 +117,23 @@ int create_temporary(const std::string& path, const std::string& what, std::stri
   LS_FAIL(prefix(what, path), "cannot create a temporary file beside it: 100 names taken");
 }
 
-// Removes the temporaries "<path>.tmp-<pid>-<n>" (older versions added ".zip" or
-// ".weights.h5") that saves of this same target left when they were killed: only those whose
-// process is gone (kill(pid, 0) says ESRCH) and that no process holds locked (every save holds
-// an exclusive flock on its temporary until the rename, which also protects a save running on
-// another host of a shared filesystem). The same rule as checkpoint.cpp's sweep of
-// "<path>.tmp-<pid>". Best effort: errors are ignored.
-void remove_stale_temporaries(const std::string& path) {
+// write_file_atomic's temporaries: "<pid>-<n>" (older versions added ".zip" or ".weights.h5").
+long atomic_temporary_pid(const std::string& rest) {
+  const size_t dash = rest.find('-');
+  if (dash == 0 || dash == std::string::npos || dash > 9) return 0;
+  const std::string pid_digits = rest.substr(0, dash);
+  const size_t n_end = rest.find_first_not_of("0123456789", dash + 1);
+  const std::string suffix = n_end == std::string::npos ? "" : rest.substr(n_end);
+  if (pid_digits.find_first_not_of("0123456789") != std::string::npos || n_end == dash + 1 ||
+      (suffix != "" && suffix != ".zip" && suffix != ".weights.h5"))
+    return 0;
+  return std::stol(pid_digits);
+}
+
+}  // namespace
+
+void remove_stale_temporaries(const std::string& path,
+                              const std::function<long(const std::string& rest)>& pid_of) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const std::string prefix = target.filename().string() + ".tmp-";
@@ -133,16 +143,7 @@ void remove_stale_temporaries(const std::string& path) {
   for (; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string rest = name.substr(prefix.size());
-    const size_t dash = rest.find('-');
-    if (dash == 0 || dash == std::string::npos || dash > 9) continue;
-    const std::string pid_digits = rest.substr(0, dash);
-    const size_t n_end = rest.find_first_not_of("0123456789", dash + 1);
-    const std::string suffix = n_end == std::string::npos ? "" : rest.substr(n_end);
-    if (pid_digits.find_first_not_of("0123456789") != std::string::npos || n_end == dash + 1 ||
-        (suffix != "" && suffix != ".zip" && suffix != ".weights.h5"))
-      continue;
-    const long pid = std::stol(pid_digits);
+    const long pid = pid_of(name.substr(prefix.size()));
     if (pid <= 0 || pid == long(::getpid())) continue;
     if (::kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
     const int fd = ::open(it->path().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
@@ -153,8 +154,6 @@ void remove_stale_temporaries(const std::string& path) {
     ::close(fd);
   }
 }
-
-}  // namespace
 
 std::string file_kind(const std::string& path) {
   struct stat st {};
@@ -196,7 +195,8 @@ void write_file_atomic(const std::string& path, const void* data, size_t bytes,
   LS_CHECK(!exists || S_ISREG(st.st_mode), prefix(what, path), "is ", kind_of(st.st_mode),
            ", not a regular file: Lockstep saves only to regular files, by writing a temporary "
            "and renaming it over the target (name a file path, or /dev/stdout to stream it)");
-  remove_stale_temporaries(path);  // left by saves of this target that were killed
+  remove_stale_temporaries(path,
+                           atomic_temporary_pid);  // left by saves of this target that were killed
   std::string tmp;
   Fd fd(create_temporary(path, what, &tmp));
   try {

@@ -79,32 +79,12 @@ std::string temporary_name(const std::string& path, long pid) {
   return path + ".tmp-" + std::to_string(pid);
 }
 
-// Removes "<path>.tmp-<pid>" files that saves to the same path left behind when they were killed:
-// only those whose process is gone (kill(pid, 0) says ESRCH) and that no process holds locked
-// (every save holds an exclusive flock on its temporary until the rename, which also protects a
-// save running on another host of a shared filesystem). Best effort: errors are ignored.
-void remove_stale_temporaries(const std::string& path) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const std::string prefix = target.filename().string() + ".tmp-";
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::error_code ec;
-  fs::directory_iterator it(dir, ec), end;
-  for (; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string digits = name.substr(prefix.size());
-    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
-    const long pid = std::stol(digits);
-    if (pid <= 0 || pid == long(::getpid())) continue;
-    if (::kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
-    const int fd = ::open(it->path().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) continue;
-    struct stat st {};
-    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::flock(fd, LOCK_EX | LOCK_NB) == 0)
-      ::unlink(it->path().c_str());
-    ::close(fd);
-  }
+// The .lsckpt writer's temporaries: "<path>.tmp-<pid>" (removed by remove_stale_temporaries,
+// core/file_io.h, when a killed save left one).
+long checkpoint_temporary_pid(const std::string& rest) {
+  if (rest.empty() || rest.size() > 9 || rest.find_first_not_of("0123456789") != std::string::npos)
+    return 0;
+  return std::stol(rest);
 }
 
 // Reads a whole file with POSIX calls (no stream exceptions); errors name the file.
@@ -178,7 +158,7 @@ void write_checkpoint_file(const std::string& path, const CheckpointFile& file) 
   LS_CHECK(::stat(path.c_str(), &target_st) != 0 || S_ISREG(target_st.st_mode), "checkpoint '",
            path, "': is ", file_kind(path), ", not a regular file (a checkpoint is saved by ",
            "renaming a temporary over it; name a file path)");
-  remove_stale_temporaries(path);
+  remove_stale_temporaries(path, checkpoint_temporary_pid);
   std::string tmp = temporary_name(path, long(::getpid()));
   // Never written through a link planted at the temporary's name: the name is removed (it is
   // this process's own, by its PID) and created anew, exclusively, without following links.

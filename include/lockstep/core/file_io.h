@@ -20,6 +20,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,5 +55,14 @@ inline void write_file_atomic(const std::string& path, const std::vector<uint8_t
 /// The kind of file at `path` in words ("a FIFO", "a character device", "a folder"), following
 /// links; "missing" when it does not exist.
 std::string file_kind(const std::string& path);
+
+/// Removes the temporaries that killed saves of `path` left beside it: the files named
+/// "<path's file name>.tmp-REST" for which `pid_of(REST)` returns a process id (0: not one of
+/// this save's temporaries) whose process is gone, and that no process holds locked (a save
+/// holds an exclusive flock on its temporary until the rename, which also protects a save on
+/// another host of a shared filesystem). Best effort: errors are ignored. write_file_atomic and
+/// the .lsckpt writer call it with their own naming.
+void remove_stale_temporaries(const std::string& path,
+                              const std::function<long(const std::string& rest)>& pid_of);
 
 }  // namespace lockstep

@@ -1,4 +1,4 @@
-// cpu backend: conv2d forward (fused bias + relu post-op), backward-data and backward-weights
+// cpu backend: conv2d forward (fused bias + relu / relu6 post-op), backward-data and backward-weights
 // on oneDNN. Primitives and reorders are created once per node; run() only rebinds pointers.
 //
 // Algorithm: float32 3x3 stride-1 convolutions with enough channels and positions run as
@@ -174,9 +174,12 @@ class ConvFwd final : public ConvKernel {
   ConvFwd(const ConvGeom& g, const ConvTypes& t) {
     Mds m = user_mds(g, t);
     auto attr = user_scratchpad_attr();
-    if (g.relu) {
+    if (g.relu || g.relu6) {
       dnnl::post_ops po;
-      po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
+      if (g.relu)
+        po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
+      else
+        po.append_eltwise(1.f, algorithm::eltwise_clip, 0.f, 6.f);
       attr.set_post_ops(po);
     }
     auto pd = fwd_pd(g, t, m, g.fused_bias, attr);

@@ -187,15 +187,19 @@ void fold_batch_norm(Graph& g, std::vector<Value>& outputs, std::vector<std::str
   }
 }
 
-// A relu6 whose input comes from a conv2d (activation linear), each the only reader of the one
-// before through the identities earlier fusions left (a folded batch norm): the conv clips its
-// own output (activation relu6) and the relu6 becomes an identity, saving a pass over the
-// activation (MobileNetV2's Conv -> BatchNormalization -> ReLU(6) in inference).
-void fuse_conv_relu6(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
+// A relu6 or swish whose input comes from a conv2d (activation linear), each the only reader of
+// the one before through the identities earlier fusions left (a folded batch norm): the conv
+// applies it to its own output (activation relu6 / swish) and the activation node becomes an
+// identity, saving a pass over the activation (MobileNetV2's Conv -> BatchNormalization ->
+// ReLU(6), EfficientNet's Conv -> BatchNormalization -> swish, in inference). In training the
+// activation's gradient reads the conv's output too, so nothing fuses.
+void fuse_conv_activation(Graph& g, std::vector<Value>& outputs,
+                          std::vector<std::string>& report) {
   auto sched = schedule_nodes(g, outputs);
   auto cons = consumers_of(g, sched, outputs);
   for (int i : sched) {
-    if (g.node(i).op != op::relu6) continue;
+    const bool relu6 = g.node(i).op == op::relu6;
+    if (!relu6 && g.node(i).op != op::swish) continue;
     Value src = g.node(i).inputs[0];
     int reader = i;
     bool single = true;
@@ -210,9 +214,10 @@ void fuse_conv_relu6(Graph& g, std::vector<Value>& outputs, std::vector<std::str
         cons[{src.node, 0}] != std::vector<int>{reader} ||
         g.node(i).outputs[0] != conv.outputs[0])
       continue;
-    g.node(src.node).attrs.set("activation", "relu6");
+    const std::string name = relu6 ? "relu6" : "swish";
+    g.node(src.node).attrs.set("activation", name);
     make_view(g.node(i), g.node(i).inputs[0]);
-    report.push_back("fused conv2d+relu6 '" + g.node(src.node).name + "'");
+    report.push_back("fused conv2d+" + name + " '" + g.node(src.node).name + "'");
   }
 }
 
@@ -270,7 +275,7 @@ void fuse_for_kernels(Graph& g, std::vector<Value>& outputs, std::vector<std::st
   fuse_conv_bias_relu(g, outputs, report);
   fuse_batch_norm(g, outputs, report);
   fold_batch_norm(g, outputs, report);
-  fuse_conv_relu6(g, outputs, report);
+  fuse_conv_activation(g, outputs, report);
   fold_pad_into_conv(g, outputs, report);
   fuse_pool_relu_grad(g, outputs, report);
 }

@@ -26,14 +26,27 @@ bool is_row_of(const Shape& small, const Shape& big) {
   return true;
 }
 
+// Whether `small` is [N, 1, ..., 1, C] against big [N, ..., C] (rank >= 3): one row of C per
+// batch entry, repeated over the middle axes (squeeze-and-excitation's scale of a feature map).
+bool is_batch_row_of(const Shape& small, const Shape& big) {
+  if (small.rank() != big.rank() || big.rank() < 3 || small[0] != big[0] || small[-1] != big[-1])
+    return false;
+  for (int i = 1; i + 1 < small.rank(); ++i)
+    if (small[i] != 1) return false;
+  return true;
+}
+
+// b_row / a_row: one small row for every row of the big operand, or with `per` > 0 the next
+// small row every `per` rows (is_batch_row_of).
 enum class Mode { same, b_scalar, a_scalar, b_row, a_row };
 
 template <class F, class T>
 struct BinaryKernel : Kernel {
   F f0;
   Mode mode;
-  int64_t inner;
-  BinaryKernel(F f, Mode m, int64_t inner) : f0(f), mode(m), inner(inner) {}
+  int64_t inner, per;
+  BinaryKernel(F f, Mode m, int64_t inner, int64_t per)
+      : f0(f), mode(m), inner(inner), per(per) {}
   void run(const KernelArgs& k) override {
     const T* a = k.in(0).data<T>();
     const T* b = k.in(1).data<T>();
@@ -64,7 +77,7 @@ struct BinaryKernel : Kernel {
 #pragma omp parallel for if (n > kParallelMin) schedule(static)
         for (int64_t r = 0; r < rows; ++r) {
           const T* full = (brow ? a : b) + r * in;
-          const T* row = brow ? b : a;
+          const T* row = (brow ? b : a) + (per > 0 ? r / per * in : 0);
           T* yr = y + r * in;
           if (brow) {
 #pragma omp simd
@@ -86,7 +99,7 @@ KernelFactory binary_factory(F f) {
     const Shape &a = in[0].shape, &b = in[1].shape;
     Shape out = ops::broadcast_shapes(a, b);
     Mode mode;
-    int64_t inner = 1;
+    int64_t inner = 1, per = 0;
     if (a == out && b == out)
       mode = Mode::same;
     else if (a == out && b.numel() == 1)
@@ -97,12 +110,16 @@ KernelFactory binary_factory(F f) {
       mode = Mode::b_row, inner = b.numel();
     else if (b == out && is_row_of(a, b) && a.numel() > 0)
       mode = Mode::a_row, inner = a.numel();
+    else if (a == out && is_batch_row_of(b, a) && b.numel() > 0)
+      mode = Mode::b_row, inner = b[-1], per = a.numel() / (a[0] * b[-1]);
+    else if (b == out && is_batch_row_of(a, b) && a.numel() > 0)
+      mode = Mode::a_row, inner = a[-1], per = b.numel() / (b[0] * a[-1]);
     else
       return reference_fallback(n, in,
                                 "general broadcasting (" + a.str() + " with " + b.str() +
-                                    "): the cpu loops cover same shapes, scalars and rows");
+                                    "): the cpu loops cover same shapes, scalars, rows and per-batch rows");
     return by_float_kind(n, in, binary_factory(f), [&](auto t) -> std::unique_ptr<Kernel> {
-      return std::make_unique<BinaryKernel<F, decltype(t)>>(f, mode, inner);
+      return std::make_unique<BinaryKernel<F, decltype(t)>>(f, mode, inner, per);
     });
   };
 }

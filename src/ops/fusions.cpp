@@ -193,8 +193,7 @@ void fold_batch_norm(Graph& g, std::vector<Value>& outputs, std::vector<std::str
 // identity, saving a pass over the activation (MobileNetV2's Conv -> BatchNormalization ->
 // ReLU(6), EfficientNet's Conv -> BatchNormalization -> swish, in inference). In training the
 // activation's gradient reads the conv's output too, so nothing fuses.
-void fuse_conv_activation(Graph& g, std::vector<Value>& outputs,
-                          std::vector<std::string>& report) {
+void fuse_conv_activation(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
   auto sched = schedule_nodes(g, outputs);
   auto cons = consumers_of(g, sched, outputs);
   for (int i : sched) {
@@ -210,8 +209,7 @@ void fuse_conv_activation(Graph& g, std::vector<Value>& outputs,
     }
     const Node& conv = g.node(src.node);
     if (!single || conv.op != op::conv2d || src.index != 0 || conv.outputs.size() != 1 ||
-        attr_s(conv, "activation") != "linear" ||
-        cons[{src.node, 0}] != std::vector<int>{reader} ||
+        attr_s(conv, "activation") != "linear" || cons[{src.node, 0}] != std::vector<int>{reader} ||
         g.node(i).outputs[0] != conv.outputs[0])
       continue;
     const std::string name = relu6 ? "relu6" : "swish";

@@ -183,7 +183,8 @@ void register_matmul_conv() {
                  "fusion pass folds a following bias_add and relu into it.",
           .attrs = conv_attrs(
               {{"fused_bias", boolean, false, "input 2 is a bias added to y"},
-               {"activation", str, "linear", "\"linear\", \"relu\", \"relu6\" or \"swish\" (no gradient), applied last"},
+               {"activation", str, "linear",
+                "\"linear\", \"relu\", \"relu6\" or \"swish\" (no gradient), applied last"},
                {"src_layout", str, "nhwc",
                 "x's memory layout: \"nhwc\", or \"nChw16c\" (channels blocked by 16), which the "
                 "cpu backend's layout pass sets when every reader of a conv's output takes it"},

@@ -297,7 +297,6 @@ TEST(BatchNormFusion, InferenceKeepsABatchNormWhoseConvOutputIsShared) {
   EXPECT_EQ(count_lines(exe.report(), "folded"), 0);
 }
 
-
 // Inference, MobileNetV2's strided block: pad -> depthwise conv2d (valid) -> batch_norm_infer ->
 // relu6. The pad becomes the conv's explicit pads, the batch norm folds into the conv and the
 // relu6 rides on it (activation relu6); the program matches the unfused, eager and reference
@@ -308,11 +307,13 @@ TEST(BatchNormFusion, InferencePadConvBatchNormRelu6BecomeOneConv) {
   Value x = g.input({DType::f32, Shape{2, 9, 9, C}}, "x");
   Value w = g.input({DType::f32, Shape{3, 3, 1, C}}, "w");
   std::vector<Value> feeds{x, w};
-  Value p = g.add("pad", {x}, Attrs{{"before", std::vector<int64_t>{0, 0, 0, 0}},
-                                    {"after", std::vector<int64_t>{0, 1, 1, 0}}},
+  Value p = g.add("pad", {x},
+                  Attrs{{"before", std::vector<int64_t>{0, 0, 0, 0}},
+                        {"after", std::vector<int64_t>{0, 1, 1, 0}}},
                   "pad");
   Value y = g.add("conv2d", {p, w},
-                  Attrs{{"groups", C}, {"strides", std::vector<int64_t>{2, 2}},
+                  Attrs{{"groups", C},
+                        {"strides", std::vector<int64_t>{2, 2}},
                         {"padding", std::string("valid")}},
                   "conv");
   std::vector<Value> bn_in{y};
@@ -335,8 +336,9 @@ TEST(BatchNormFusion, InferencePadConvBatchNormRelu6BecomeOneConv) {
     in.emplace_back(size_t(g.type(f).shape.numel()));
     const std::string& name = g.node(f.node).name;
     for (float& v : in.back())
-      v = name == "var" ? rng.uniform(0.5f, 2.f) : name == "x" ? rng.uniform(-4.f, 4.f)
-                                                              : rng.uniform(-1.f, 1.f);
+      v = name == "var" ? rng.uniform(0.5f, 2.f)
+          : name == "x" ? rng.uniform(-4.f, 4.f)
+                        : rng.uniform(-1.f, 1.f);
   }
   const auto got = run(fused, in), want = run(unfused, in), oracle = run(eager, in),
              ref = run(reference, in);

@@ -1,5 +1,6 @@
-// cpu backend: conv2d forward (fused bias + relu / relu6 / swish post-op), backward-data and backward-weights
-// on oneDNN. Primitives and reorders are created once per node; run() only rebinds pointers.
+// cpu backend: conv2d forward (fused bias + relu / relu6 / swish post-op), backward-data and
+// backward-weights on oneDNN. Primitives and reorders are created once per node; run() only
+// rebinds pointers.
 //
 // Algorithm: float32 3x3 stride-1 convolutions with enough channels and positions run as
 // Winograd F(4x4, 3x3) (oneDNN's jit_wino_4x3), forward and both backward passes; everything

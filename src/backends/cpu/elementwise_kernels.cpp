@@ -48,8 +48,7 @@ struct BinaryKernel : Kernel {
   F f0;
   Mode mode;
   int64_t inner, per;
-  BinaryKernel(F f, Mode m, int64_t inner, int64_t per)
-      : f0(f), mode(m), inner(inner), per(per) {}
+  BinaryKernel(F f, Mode m, int64_t inner, int64_t per) : f0(f), mode(m), inner(inner), per(per) {}
   void run(const KernelArgs& k) override {
     const T* a = k.in(0).data<T>();
     const T* b = k.in(1).data<T>();
@@ -118,9 +117,10 @@ KernelFactory binary_factory(F f) {
     else if (b == out && is_batch_row_of(a, b) && a.numel() > 0)
       mode = Mode::a_row, inner = a[-1], per = b.numel() / (b[0] * a[-1]);
     else
-      return reference_fallback(n, in,
-                                "general broadcasting (" + a.str() + " with " + b.str() +
-                                    "): the cpu loops cover same shapes, scalars, rows and per-batch rows");
+      return reference_fallback(
+          n, in,
+          "general broadcasting (" + a.str() + " with " + b.str() +
+              "): the cpu loops cover same shapes, scalars, rows and per-batch rows");
     return by_float_kind(n, in, binary_factory(f), [&](auto t) -> std::unique_ptr<Kernel> {
       return std::make_unique<BinaryKernel<F, decltype(t)>>(f, mode, inner, per);
     });
@@ -204,7 +204,7 @@ inline float vec_sigmoid(float x) {
   const float er = p * r * r + r + 1.f;
   const float scale = std::bit_cast<float>((std::bit_cast<int32_t>(m) - 0x4B400000 + 127) << 23);
   const float e = a < -87.3f ? 0.f : er * scale;  // e^-|x|
-  const float s = 1.f / (1.f + e);                 // sigmoid(|x|)
+  const float s = 1.f / (1.f + e);                // sigmoid(|x|)
   const float y = x >= 0 ? s : e * s;
   return x != x ? x : y;
 }

@@ -1,4 +1,4 @@
-// The fusions whose fused forms the ops declare (conv2d's fused_bias and activation,
+// The fusions whose fused forms the ops declare (conv2d's fused_bias, activation and pads,
 // batch_norm_*'s activation and residual, max_pool2d_grad's activation, batch_norm_fold): the
 // rewrites of ops/internal/fusions.h, which the kernel backends run (every kernel backend
 // implements the fused forms). Each names its ops through the op ids.
@@ -187,6 +187,65 @@ void fold_batch_norm(Graph& g, std::vector<Value>& outputs, std::vector<std::str
   }
 }
 
+// A relu6 or swish whose input comes from a conv2d (activation linear), each the only reader of
+// the one before through the identities earlier fusions left (a folded batch norm): the conv
+// applies it to its own output (activation relu6 / swish) and the activation node becomes an
+// identity, saving a pass over the activation (MobileNetV2's Conv -> BatchNormalization ->
+// ReLU(6), EfficientNet's Conv -> BatchNormalization -> swish, in inference). In training the
+// activation's gradient reads the conv's output too, so nothing fuses.
+void fuse_conv_activation(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
+  auto sched = schedule_nodes(g, outputs);
+  auto cons = consumers_of(g, sched, outputs);
+  for (int i : sched) {
+    const bool relu6 = g.node(i).op == op::relu6;
+    if (!relu6 && g.node(i).op != op::swish) continue;
+    Value src = g.node(i).inputs[0];
+    int reader = i;
+    bool single = true;
+    while (is_view(g.node(src.node))) {
+      single = single && cons[{src.node, 0}] == std::vector<int>{reader};
+      reader = src.node;
+      src = g.node(src.node).inputs[0];
+    }
+    const Node& conv = g.node(src.node);
+    if (!single || conv.op != op::conv2d || src.index != 0 || conv.outputs.size() != 1 ||
+        attr_s(conv, "activation") != "linear" || cons[{src.node, 0}] != std::vector<int>{reader} ||
+        g.node(i).outputs[0] != conv.outputs[0])
+      continue;
+    const std::string name = relu6 ? "relu6" : "swish";
+    g.node(src.node).attrs.set("activation", name);
+    make_view(g.node(i), g.node(i).inputs[0]);
+    report.push_back("fused conv2d+" + name + " '" + g.node(src.node).name + "'");
+  }
+}
+
+// Inference: pad (zeros on the two spatial axes of an NHWC tensor only) whose only reader is a
+// conv2d with "valid" padding becomes that conv's explicit pads (Keras's ZeroPadding2D ahead of
+// a strided conv in MobileNetV2 and EfficientNet): no padded copy of the activation is written.
+// In training the pad's output has a second reader (the filter gradient), so it stays.
+void fold_pad_into_conv(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
+  auto sched = schedule_nodes(g, outputs);
+  auto cons = consumers_of(g, sched, outputs);
+  for (int i : sched) {
+    const Node& conv = g.node(i);
+    if (conv.op != op::conv2d || conv.attrs.has("pads") || attr_s(conv, "padding") != "valid")
+      continue;
+    const Value src = conv.inputs[0];
+    const Node& pad = g.node(src.node);
+    if (pad.op != op::pad || src.index != 0 || cons[{src.node, 0}] != std::vector<int>{i} ||
+        g.type(pad.inputs[0]).shape.rank() != 4)
+      continue;
+    const auto &b = attr_ints(pad, "before"), &a = attr_ints(pad, "after");
+    if (b[0] != 0 || a[0] != 0 || b[3] != 0 || a[3] != 0) continue;
+    const std::vector<int64_t> pads{b[1], a[1], b[2], a[2]};
+    const Value x = pad.inputs[0];
+    Node& cv = g.node(i);
+    cv.attrs.set("pads", pads);
+    cv.inputs[0] = x;
+    report.push_back("folded pad '" + g.node(src.node).name + "' into conv2d '" + cv.name + "'");
+  }
+}
+
 // relu_grad(max_pool2d_grad(dy, x, y), x), where the pool read a relu's output x (conv + relu ->
 // max_pool, the reference CNN's): one max_pool2d_grad that masks dx by x > 0 itself, saving a
 // pass over the pool's input-sized gradient. x may reach the two through identities.
@@ -214,6 +273,8 @@ void fuse_for_kernels(Graph& g, std::vector<Value>& outputs, std::vector<std::st
   fuse_conv_bias_relu(g, outputs, report);
   fuse_batch_norm(g, outputs, report);
   fold_batch_norm(g, outputs, report);
+  fuse_conv_activation(g, outputs, report);
+  fold_pad_into_conv(g, outputs, report);
   fuse_pool_relu_grad(g, outputs, report);
 }
 

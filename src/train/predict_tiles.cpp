@@ -103,11 +103,18 @@ bool rows_independent(const Graph& g, const std::vector<Value>& inputs,
 
 int64_t predict_tile_rows(int64_t batch, int64_t row_bytes) {
   int64_t rows = row_bytes > 0 ? kTileBytes / row_bytes : batch;
-  if (const char* e = std::getenv("LOCKSTEP_PREDICT_TILE"); e && *e)
+  int64_t min_tiles = 2;
+  if (const char* e = std::getenv("LOCKSTEP_PREDICT_TILE"); e && *e) {
     rows = parse_int("LOCKSTEP_PREDICT_TILE", e, 0, int64_t(1) << 30);
-  else
+  } else {
+    // A row wider than kTileBytes / 8 makes the 8-row floor overshoot the target: such a tile
+    // hardly stays in cache, yet every tile repeats the step's fixed costs (each kernel's
+    // thread synchronisation, weight reorders, the batch-norm folds). Those tile only batches
+    // of at least kMinTilesWide tiles.
+    if (rows < 8) min_tiles = kMinTilesWide;
     rows = std::max<int64_t>(8, rows / 8 * 8);
-  return rows > 0 && batch >= 2 * rows ? rows : 0;
+  }
+  return rows > 0 && batch >= min_tiles * rows ? rows : 0;
 }
 
 }  // namespace lockstep

@@ -297,5 +297,58 @@ TEST(BatchNormFusion, InferenceKeepsABatchNormWhoseConvOutputIsShared) {
   EXPECT_EQ(count_lines(exe.report(), "folded"), 0);
 }
 
+// Inference, MobileNetV2's strided block: pad -> depthwise conv2d (valid) -> batch_norm_infer ->
+// relu6. The pad becomes the conv's explicit pads, the batch norm folds into the conv and the
+// relu6 rides on it (activation relu6); the program matches the unfused, eager and reference
+// ones, with values spread past both of relu6's kinks (0 and 6).
+TEST(BatchNormFusion, InferencePadConvBatchNormRelu6BecomeOneConv) {
+  Graph g;
+  const int64_t C = 16;
+  Value x = g.input({DType::f32, Shape{2, 9, 9, C}}, "x");
+  Value w = g.input({DType::f32, Shape{3, 3, 1, C}}, "w");
+  std::vector<Value> feeds{x, w};
+  Value p = g.add("pad", {x},
+                  Attrs{{"before", std::vector<int64_t>{0, 0, 0, 0}},
+                        {"after", std::vector<int64_t>{0, 1, 1, 0}}},
+                  "pad");
+  Value y = g.add("conv2d", {p, w},
+                  Attrs{{"groups", C},
+                        {"strides", std::vector<int64_t>{2, 2}},
+                        {"padding", std::string("valid")}},
+                  "conv");
+  std::vector<Value> bn_in{y};
+  for (const char* q : {"gamma", "beta", "mean", "var"}) {
+    bn_in.push_back(g.input({DType::f32, Shape{C}}, q));
+    feeds.push_back(bn_in.back());
+  }
+  Value out = g.add("relu6", {g.add("batch_norm_infer", bn_in, Attrs{{"epsilon", 1e-3}}, "bn")});
+  Executable fused(g, feeds, {out});
+  Executable unfused(g, feeds, {out}, CompileOptions{.fuse = false});
+  Executable eager(g, feeds, {out}, CompileOptions{.eager = true});
+  Executable reference(g, feeds, {out}, CompileOptions{.backend = "reference"});
+  std::string all;
+  for (const std::string& l : fused.report()) all += l + "\n";
+  EXPECT_EQ(count_lines(fused.report(), "folded pad 'pad' into conv2d 'conv'"), 1) << all;
+  EXPECT_EQ(count_lines(fused.report(), "fused conv2d+relu6 'conv'"), 1) << all;
+  Philox rng(17);
+  std::vector<std::vector<float>> in;
+  for (Value f : feeds) {
+    in.emplace_back(size_t(g.type(f).shape.numel()));
+    const std::string& name = g.node(f.node).name;
+    for (float& v : in.back())
+      v = name == "var" ? rng.uniform(0.5f, 2.f)
+          : name == "x" ? rng.uniform(-4.f, 4.f)
+                        : rng.uniform(-1.f, 1.f);
+  }
+  const auto got = run(fused, in), want = run(unfused, in), oracle = run(eager, in),
+             ref = run(reference, in);
+  int clipped = 0;
+  for (float v : want[0]) clipped += v == 6.f;
+  EXPECT_GT(clipped, 0) << "no value reached relu6's upper kink";
+  EXPECT_LE(worst(got[0], want[0], 1e-5, 1e-5), 1.0) << "vs unfused";
+  EXPECT_LE(worst(got[0], oracle[0], 1e-5, 1e-5), 1.0) << "vs eager";
+  EXPECT_LE(worst(got[0], ref[0], 1e-5, 1e-5), 1.0) << "vs reference";
+}
+
 }  // namespace
 }  // namespace lockstep

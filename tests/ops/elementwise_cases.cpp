@@ -72,6 +72,32 @@ LS_OP_CASES(elementwise_binary) {
                      .op = "sub",
                      .inputs = {in({}), in({300, 200})},
                      .check_grad = false});
+  // The cpu backend's vectorised sigmoid (swish, its gradient) on the parallel path, and on
+  // values past exp's float range.
+  c.push_back(OpCase{
+      .name = "swish_large", .op = "swish", .inputs = {in({300, 200})}, .check_grad = false});
+  c.push_back(OpCase{.name = "swish_grad_large",
+                     .op = "swish_grad",
+                     .inputs = {in({300, 200}), in({300, 200})},
+                     .check_grad = false});
+  c.push_back(OpCase{.name = "sigmoid_wide_range",
+                     .op = "sigmoid",
+                     .inputs = {vals({8}, {-120, -87.5, -30, -0.5, 0, 3, 40, 100})},
+                     .check_grad = false});
+  c.push_back(OpCase{.name = "swish_wide_range",
+                     .op = "swish",
+                     .inputs = {vals({8}, {-120, -87.5, -30, -0.5, 0, 3, 40, 100})},
+                     .check_grad = false});
+  // Per-batch rows ([N, 1, 1, C] against [N, H, W, C]: squeeze-and-excitation's scale), both
+  // operand orders, small (with gradients) and large (the parallel path).
+  c.push_back(
+      OpCase{.name = "mul_batch_row", .op = "mul", .inputs = {in({2, 3, 2, 4}), in({2, 1, 1, 4})}});
+  c.push_back(
+      OpCase{.name = "sub_batch_row_first", .op = "sub", .inputs = {in({3, 1, 5}), in({3, 4, 5})}});
+  c.push_back(OpCase{.name = "mul_large_batch_row",
+                     .op = "mul",
+                     .inputs = {in({4, 24, 24, 32}), in({4, 1, 1, 32})},
+                     .check_grad = false});
   return c;
 }
 

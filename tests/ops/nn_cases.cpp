@@ -67,6 +67,21 @@ LS_OP_CASES(nn_matmul_conv) {
                                     {"padding", "same"}},
                      .inputs = {in({1, 6, 6, 4}), in({3, 3, 2, 4}), in({4})},
                      .check_grad = false});
+  c.push_back(OpCase{.name = "conv2d_fused_bias_relu6_depthwise_pads",
+                     .op = "conv2d",
+                     .attrs = Attrs{{"fused_bias", true},
+                                    {"activation", "relu6"},
+                                    {"groups", 4},
+                                    {"strides", I{2, 2}},
+                                    {"pads", I{0, 1, 0, 1}}},
+                     .inputs = {in({2, 6, 6, 4}), in({3, 3, 1, 4}), in({4})},
+                     .check_grad = false});
+  c.push_back(
+      OpCase{.name = "conv2d_fused_bias_swish",
+             .op = "conv2d",
+             .attrs = Attrs{{"fused_bias", true}, {"activation", "swish"}, {"padding", "same"}},
+             .inputs = {in({2, 5, 5, 2}), in({3, 3, 2, 3}), in({3})},
+             .check_grad = false});
   // Backward ops directly (their gradients are conv2d / the other backward op).
   c.push_back(OpCase{
       .name = "conv2d_backward_input_same_s2",

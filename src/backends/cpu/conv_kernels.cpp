@@ -1,5 +1,6 @@
-// cpu backend: conv2d forward (fused bias + relu post-op), backward-data and backward-weights
-// on oneDNN. Primitives and reorders are created once per node; run() only rebinds pointers.
+// cpu backend: conv2d forward (fused bias + relu / relu6 / swish post-op), backward-data and
+// backward-weights on oneDNN. Primitives and reorders are created once per node; run() only
+// rebinds pointers.
 //
 // Algorithm: float32 3x3 stride-1 convolutions with enough channels and positions run as
 // Winograd F(4x4, 3x3) (oneDNN's jit_wino_4x3), forward and both backward passes; everything
@@ -174,9 +175,14 @@ class ConvFwd final : public ConvKernel {
   ConvFwd(const ConvGeom& g, const ConvTypes& t) {
     Mds m = user_mds(g, t);
     auto attr = user_scratchpad_attr();
-    if (g.relu) {
+    if (g.relu || g.relu6 || g.swish) {
       dnnl::post_ops po;
-      po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
+      if (g.relu)
+        po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
+      else if (g.relu6)
+        po.append_eltwise(1.f, algorithm::eltwise_clip, 0.f, 6.f);
+      else
+        po.append_eltwise(1.f, algorithm::eltwise_swish, 1.f, 0.f);
       attr.set_post_ops(po);
     }
     auto pd = fwd_pd(g, t, m, g.fused_bias, attr);

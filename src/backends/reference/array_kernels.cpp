@@ -49,23 +49,43 @@ void store(void* p, DType t, int64_t i, double v) {
   }
 }
 
-// Offset in the sliced input of element i of the slice output.
-struct SliceMap {
-  int r = 0;
-  int64_t begin[Shape::kMaxRank], out[Shape::kMaxRank], stride[Shape::kMaxRank];
-  SliceMap(const Node& n, const Shape& in, const Shape& o) {
-    const auto& b = attr_ints(n, "begin");
-    r = in.rank();
-    Shape st = in.contiguous_strides();
-    for (int d = 0; d < r; ++d) begin[d] = b[d], out[d] = o[d], stride[d] = st[d];
-  }
-  int64_t operator()(int64_t i) const {
-    int64_t off = 0;
-    for (int d = r - 1; d >= 0; --d) {
-      off += (i % out[d] + begin[d]) * stride[d];
-      i /= out[d];
+// Copies the box `box` (a shape) from src at offset src_off into dst at offset dst_off, both
+// dense row-major: the trailing axes the box covers whole in src and dst merge into one
+// contiguous run, so each run is one memcpy (a 96-channel NHWC row of a pad or slice is one
+// copy, not 96 element copies with a div/mod per axis each).
+struct BoxCopy {
+  int r = 0, k = 0;  // axes [0, k) are iterated, [k, r) form the run
+  int64_t box[Shape::kMaxRank], src_stride[Shape::kMaxRank], dst_stride[Shape::kMaxRank];
+  int64_t src_base = 0, dst_base = 0, rows = 1, run = 1;  // in elements
+  BoxCopy(const Shape& src, const std::vector<int64_t>& src_off, const Shape& dst,
+          const std::vector<int64_t>& dst_off, const Shape& b) {
+    r = b.rank();
+    const Shape ss = src.contiguous_strides(), ds = dst.contiguous_strides();
+    for (int d = 0; d < r; ++d) {
+      box[d] = b[d], src_stride[d] = ss[d], dst_stride[d] = ds[d];
+      src_base += src_off[size_t(d)] * ss[d];
+      dst_base += dst_off[size_t(d)] * ds[d];
     }
-    return off;
+    k = r;
+    while (k > 0) {
+      run *= box[k - 1];
+      --k;
+      if (k == 0 || !(box[k] == src[k] && box[k] == dst[k])) break;
+    }
+    if (r == 0) run = 1;
+    for (int d = 0; d < k; ++d) rows *= box[d];
+  }
+  void operator()(const char* s, char* d, size_t es) const {
+    if (run == 0) return;
+    for (int64_t row = 0; row < rows; ++row) {
+      int64_t so = src_base, dof = dst_base;
+      for (int64_t i = row, a = k - 1; a >= 0; --a) {
+        const int64_t idx = i % box[a];
+        i /= box[a];
+        so += idx * src_stride[a], dof += idx * dst_stride[a];
+      }
+      std::memcpy(d + size_t(dof) * es, s + size_t(so) * es, size_t(run) * es);
+    }
   }
 };
 
@@ -91,36 +111,35 @@ std::unique_ptr<Kernel> concat(const Node& n, const Types& in) {
 }
 
 std::unique_ptr<Kernel> slice(const Node& n, const Types& in) {
-  return make_kernel([map = SliceMap(n, in[0].shape, n.outputs[0].shape)](const KernelArgs& a) {
-    size_t es = dtype_size(a.in(0).dtype());
-    const char* x = static_cast<const char*>(a.in(0).raw());
-    char* y = static_cast<char*>(a.out(0).raw());
-    for (int64_t i = 0, e = a.out(0).numel(); i < e; ++i)
-      std::memcpy(y + i * es, x + map(i) * es, es);
+  const Shape& o = n.outputs[0].shape;
+  BoxCopy copy(in[0].shape, attr_ints(n, "begin"), o, std::vector<int64_t>(size_t(o.rank()), 0), o);
+  return make_kernel([copy](const KernelArgs& a) {
+    copy(static_cast<const char*>(a.in(0).raw()), static_cast<char*>(a.out(0).raw()),
+         dtype_size(a.in(0).dtype()));
   });
 }
 
-// (dy, x) -> dx: the slice map of x's shape.
+// (dy, x) -> dx: dy written into zeros at `begin`.
 std::unique_ptr<Kernel> slice_grad(const Node& n, const Types& in) {
-  return make_kernel([map = SliceMap(n, in[1].shape, in[0].shape)](const KernelArgs& a) {
-    const float* dy = a.in(0).data<float>();
-    float* dx = a.out(0).data<float>();
-    std::memset(dx, 0, a.out(0).nbytes());
-    for (int64_t i = 0, e = a.in(0).numel(); i < e; ++i) dx[map(i)] = dy[i];
+  const Shape& dy = in[0].shape;
+  BoxCopy copy(dy, std::vector<int64_t>(size_t(dy.rank()), 0), in[1].shape, attr_ints(n, "begin"),
+               dy);
+  return make_kernel([copy](const KernelArgs& a) {
+    std::memset(a.out(0).raw(), 0, a.out(0).nbytes());
+    copy(static_cast<const char*>(a.in(0).raw()), static_cast<char*>(a.out(0).raw()),
+         dtype_size(a.out(0).dtype()));
   });
 }
 
-// x written into zeros at `before`: the slice map of the output's shape.
+// x written into zeros at `before`.
 std::unique_ptr<Kernel> pad(const Node& n, const Types& in) {
-  Node view = n;
-  view.attrs.set("begin", attr_ints(n, "before"));
-  return make_kernel([map = SliceMap(view, n.outputs[0].shape, in[0].shape)](const KernelArgs& a) {
-    size_t es = dtype_size(a.in(0).dtype());
-    const char* x = static_cast<const char*>(a.in(0).raw());
-    char* y = static_cast<char*>(a.out(0).raw());
-    std::memset(y, 0, a.out(0).nbytes());
-    for (int64_t i = 0, e = a.in(0).numel(); i < e; ++i)
-      std::memcpy(y + map(i) * es, x + i * es, es);
+  const Shape& x = in[0].shape;
+  BoxCopy copy(x, std::vector<int64_t>(size_t(x.rank()), 0), n.outputs[0].shape,
+               attr_ints(n, "before"), x);
+  return make_kernel([copy](const KernelArgs& a) {
+    std::memset(a.out(0).raw(), 0, a.out(0).nbytes());
+    copy(static_cast<const char*>(a.in(0).raw()), static_cast<char*>(a.out(0).raw()),
+         dtype_size(a.in(0).dtype()));
   });
 }
 

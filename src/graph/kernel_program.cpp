@@ -287,6 +287,22 @@ void KernelProgram::print_profile() const {
   const double steps = double(step_->step);
   std::fprintf(stderr, "profile: %llu steps, %.3f ms/step in kernels\n",
                (unsigned long long)step_->step, 1e3 * total / steps);
+  // Per op type first (where a model's time goes), then the costliest single kernels.
+  std::map<std::string, std::pair<double, int>> by_op;
+  for (const Step* st : order) {
+    auto& e = by_op[graph_.node(st->node).op];
+    e.first += st->seconds;
+    ++e.second;
+  }
+  std::vector<std::pair<double, std::string>> ops;
+  for (auto& [op, e] : by_op) ops.push_back({e.first, op});
+  std::sort(ops.rbegin(), ops.rend());
+  for (auto& [sec, op] : ops) {
+    if (sec < 0.005 * total) break;
+    std::fprintf(stderr, "  %6.2f ms %5.1f%%  %-22s x%d\n", 1e3 * sec / steps, 100.0 * sec / total,
+                 op.c_str(), by_op[op].second);
+  }
+  std::fprintf(stderr, "  --\n");
   for (const Step* st : order) {
     if (st->seconds < 0.005 * total) break;
     const Node& nd = graph_.node(st->node);

@@ -199,5 +199,31 @@ TEST(ResNetLayouts, OutputsAndOtherReadersKeepNhwc) {
   EXPECT_EQ(layout_lines(exe), "");
 }
 
+// EfficientNet's inverted-residual core: 1x1 expand, 5x5 depthwise (strided and not), 1x1
+// project. The depthwise filter gradients run Lockstep's kernel (oneDNN's depthwise kernel takes
+// 3x3 only) on the blocked activations the layout pass keeps between the convolutions.
+TEST(DepthwiseLayouts, BlockedDepthwise5x5TrainStepMatchesUnblockedAndReference) {
+  Program p;
+  Graph& g = p.g;
+  Value x = input(p, Shape{4, 9, 9, 16}, "x");
+  auto depthwise = [&](Value v, int64_t stride, const std::string& name) {
+    const int64_t c = g.type(v).shape[3];
+    return g.add(
+        "conv2d", {v, input(p, Shape{5, 5, 1, c}, name + "_w")},
+        Attrs{{"padding", std::string("same")}, {"strides", I{stride, stride}}, {"groups", c}},
+        name);
+  };
+  Value e = g.add("relu", {conv(p, x, Shape{1, 1, 16, 48}, "valid", 1, "expand")});
+  Value d1 = g.add("relu", {depthwise(e, 1, "dw1")});
+  Value d2 = g.add("relu", {depthwise(d1, 2, "dw2")});
+  Value y = conv(p, d2, Shape{1, 1, 48, 32}, "valid", 1, "project");
+  Value pooled = g.add("reduce_mean", {y}, Attrs{{"axes", I{1, 2}}, {"keepdims", false}}, "gap");
+  finish(p, g.add("matmul", {pooled, input(p, Shape{32, 10}, "dense")}));
+  check(p,
+        {"'dw1 (conv2d)', 'relu', 'dw2 (conv2d)'", "'dw1/grad (conv2d_backward_filter)'",
+         "'dw2/grad (conv2d_backward_filter)'"},
+        1e-4);
+}
+
 }  // namespace
 }  // namespace lockstep

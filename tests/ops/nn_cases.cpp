@@ -101,6 +101,34 @@ LS_OP_CASES(nn_matmul_conv) {
              .op = "conv2d_backward_filter",
              .attrs = Attrs{{"filter_shape", I{3, 3, 1, 4}}, {"groups", 2}, {"padding", "same"}},
              .inputs = {in({1, 4, 4, 4}), in({1, 4, 4, 2})}});
+  // Depthwise filters other than 3x3 run Lockstep's kernel (depthwise_kernels.cpp), not
+  // oneDNN's: 5x5 'same' over 20 channels (a full 16-channel block and a 4-lane tail), 5x5
+  // strided with asymmetric pads, a dilated 3x3 at batch 1 (more threads than images: split by
+  // rows), 7x7. Each also runs in bfloat16 (the harness's mixed-precision pass).
+  c.push_back(
+      OpCase{.name = "conv2d_backward_filter_depthwise_5x5_tail",
+             .op = "conv2d_backward_filter",
+             .attrs = Attrs{{"filter_shape", I{5, 5, 1, 20}}, {"groups", 20}, {"padding", "same"}},
+             .inputs = {in({2, 6, 7, 20}), in({2, 6, 7, 20})}});
+  c.push_back(OpCase{.name = "conv2d_backward_filter_depthwise_5x5_s2_pads",
+                     .op = "conv2d_backward_filter",
+                     .attrs = Attrs{{"filter_shape", I{5, 5, 1, 16}},
+                                    {"groups", 16},
+                                    {"strides", I{2, 2}},
+                                    {"pads", I{1, 2, 2, 1}}},
+                     .inputs = {in({3, 4, 4, 16}), in({3, 9, 9, 16})}});
+  c.push_back(OpCase{.name = "conv2d_backward_filter_depthwise_dil2_batch1",
+                     .op = "conv2d_backward_filter",
+                     .attrs = Attrs{{"filter_shape", I{3, 3, 1, 32}},
+                                    {"groups", 32},
+                                    {"dilations", I{2, 2}},
+                                    {"padding", "same"}},
+                     .inputs = {in({1, 7, 6, 32}), in({1, 7, 6, 32})}});
+  c.push_back(
+      OpCase{.name = "conv2d_backward_filter_depthwise_7x7",
+             .op = "conv2d_backward_filter",
+             .attrs = Attrs{{"filter_shape", I{7, 7, 1, 16}}, {"groups", 16}, {"padding", "same"}},
+             .inputs = {in({2, 5, 5, 16}), in({2, 5, 5, 16})}});
   // Conv2DTranspose's forms: explicit pads with forward-window slack (stride 3 > kernel 2:
   // the last output rows take no input), and a dilated kernel with asymmetric pads.
   c.push_back(OpCase{

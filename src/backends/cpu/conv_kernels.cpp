@@ -17,6 +17,7 @@
 #include <cstring>
 #include <string>
 
+#include "backends/cpu/depthwise_kernels.h"
 #include "backends/cpu/dnnl_common.h"
 #include "lockstep/core/config.h"
 #include "ops/internal/nn_geometry.h"
@@ -115,7 +116,8 @@ auto with_algorithm(const ConvGeom& g, const ConvTypes& t, const Mds& m, MakePd 
   };
   if (t.x_blocked || t.y_blocked) {
     auto pd = make(algorithm::convolution_direct, with_any(m.x), with_any(m.y));
-    if (std::string(pd.impl_info_str()).find("ref") == std::string::npos) return pd;
+    const std::string impl = pd.impl_info_str();
+    if (impl.find("ref") == std::string::npos && impl.find("gemm") == std::string::npos) return pd;
   }
   return make(algorithm::convolution_direct, m.act(nhwc(m.x)), m.act(nhwc(m.y)));
 }
@@ -139,6 +141,7 @@ class ConvKernel : public Kernel {
  public:
   size_t workspace_bytes() const override { return scratch_.aligned() + ws_.bytes; }
   std::string algorithm() const override { return winograd_ ? "winograd" : ""; }
+  const std::string& impl() const { return impl_; }  // oneDNN's implementation name
   void run(const KernelArgs& a) override {
     char* ws = static_cast<char*>(a.workspace);
     scratch_.bind(ws);
@@ -154,7 +157,8 @@ class ConvKernel : public Kernel {
   // Call after the Args and exec_ are set up: creates the scratchpad and wires it.
   template <class Pd>
   void finish(const Pd& pd) {
-    winograd_ = std::string(pd.impl_info_str()).find("wino") != std::string::npos;
+    impl_ = pd.impl_info_str();
+    winograd_ = impl_.find("wino") != std::string::npos;
     const memory::desc prim_scratch = pd.scratchpad_desc();
     scratch_.bytes = std::max(scratch_.bytes, prim_scratch.get_size());
     scratch_.init();
@@ -168,6 +172,7 @@ class ConvKernel : public Kernel {
   WsPlan ws_;
   Scratch scratch_;
   bool winograd_ = false;
+  std::string impl_;
 };
 
 class ConvFwd final : public ConvKernel {
@@ -285,7 +290,16 @@ KernelFactory conv_bwd_weights_factory() {
     ConvTypes t{to_dt(in[1].dtype), to_dt(n.outputs[0].dtype), to_dt(in[0].dtype)};
     set_layouts(n, t);
     Shape ws(attr_ints(n, "filter_shape"));
-    return std::make_unique<ConvBwdWeights>(ops::conv_geometry(in[1].shape, ws, n), t);
+    const ConvGeom g = ops::conv_geometry(in[1].shape, ws, n);
+    auto onednn = std::make_unique<ConvBwdWeights>(g, t);
+    // oneDNN's depthwise kernel (jit_dw) takes 3x3 filters only; other depthwise filters run
+    // Lockstep's (depthwise_kernels.cpp), 3-10x faster than oneDNN's grouped or gemm fallback.
+    if (onednn->impl().find("jit_dw") == std::string::npos &&
+        !config::env_flag("LOCKSTEP_DEPTHWISE_ONEDNN"))
+      if (auto k = depthwise_backward_filter(g, in[1].dtype, in[0].dtype, n.outputs[0].dtype,
+                                             t.x_blocked, t.y_blocked))
+        return k;
+    return onednn;
   };
 }
 

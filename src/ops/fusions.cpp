@@ -47,9 +47,10 @@ void fuse_conv_bias_relu(Graph& g, std::vector<Value>& outputs, std::vector<std:
 
 // batch_norm_train -> relu and batch_norm_train -> add(·, z) -> relu become one
 // batch_norm_train (activation relu, residual z): one pass writes relu(bn(x) + z); the same for
-// batch_norm_infer (inference and evaluation programs, z its 6th input). In the
-// backward, relu_grad(dy, y) -> batch_norm_train_grad becomes one batch_norm_train_grad that
-// masks dy by y > 0 itself; when the masked gradient has other consumers (the residual
+// batch_norm_infer (inference and evaluation programs, z its 6th input); batch_norm_train ->
+// relu6 becomes activation relu6. In the backward, relu_grad(dy, y) (relu6_grad) ->
+// batch_norm_train_grad becomes one batch_norm_train_grad that masks dy by y > 0 (0 < y < 6)
+// itself; when the masked gradient has other consumers (the residual
 // branch), the first fused gradient node also writes it (emit_dy, output 3).
 void fuse_batch_norm(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
   auto sched = schedule_nodes(g, outputs);
@@ -74,6 +75,14 @@ void fuse_batch_norm(Graph& g, std::vector<Value>& outputs, std::vector<std::str
       report.push_back("fused " + kind + "+relu '" + bn.name + "'");
       continue;
     }
+    // MobileNetV2's BatchNormalization -> ReLU(max_value=6), in training (in inference the
+    // batch norm folds into the conv, which takes the relu6: fuse_conv_relu6).
+    if (next.op == op::relu6 && next.outputs[0] == t && bn.op == op::batch_norm_train) {
+      bn.attrs.set("activation", "relu6");
+      make_view(next, Value{i, 0});
+      report.push_back("fused " + kind + "+relu6 '" + bn.name + "'");
+      continue;
+    }
     if (next.op != op::add || next.inputs.size() != 2 || next.outputs[0] != t) continue;
     const Value z = next.inputs[0] == Value{i, 0} ? next.inputs[1] : next.inputs[0];
     if (g.type(z) != t || z == Value{i, 0}) continue;
@@ -88,7 +97,8 @@ void fuse_batch_norm(Graph& g, std::vector<Value>& outputs, std::vector<std::str
     report.push_back("fused " + kind + "+add+relu '" + bn.name + "'");
   }
   for (int i : sched) {
-    if (g.node(i).op != op::relu_grad) continue;
+    const bool relu6 = g.node(i).op == op::relu6_grad;
+    if (g.node(i).op != op::relu_grad && !relu6) continue;
     const Value dy = g.node(i).inputs[0], y = g.node(i).inputs[1];
     const TensorType t = g.node(i).outputs[0];
     if (g.type(dy) != t || g.type(y) != t) continue;
@@ -118,8 +128,9 @@ void fuse_batch_norm(Graph& g, std::vector<Value>& outputs, std::vector<std::str
       in.push_back(y);
       in.insert(in.end(), bg.inputs.begin() + 5, bg.inputs.end());  // dmean, dvar
       bg.inputs = std::move(in);
-      bg.attrs.set("activation", "relu");
-      report.push_back("fused relu_grad+batch_norm_train_grad '" + bg.name + "'");
+      bg.attrs.set("activation", relu6 ? "relu6" : "relu");
+      report.push_back(std::string(relu6 ? "fused relu6_grad" : "fused relu_grad") +
+                       "+batch_norm_train_grad '" + bg.name + "'");
     }
     if (!others.empty()) {
       Node& bg = g.node(emit);

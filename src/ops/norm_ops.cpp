@@ -43,12 +43,16 @@ constexpr const char* kGroup = "norm";
 const std::vector<AttrDecl> kEpsilon = {
     {"epsilon", f64, 1e-3, "added to the variance before the square root (Keras default)"}};
 
-// The fused activation of batch_norm_train(_grad): "linear" or "relu".
+// Whether batch_norm_train(_grad) or batch_norm_infer has a fused activation: "linear" (no),
+// "relu" or "relu6" (yes; relu6 not with a residual, and not on batch_norm_infer).
 static bool fused_relu(const Node& n) {
   const std::string& act = attr_s(n, "activation");
-  LS_CHECK(act == "linear" || act == "relu", "activation must be \"linear\" or \"relu\", got '",
-           act, "'");
-  return act == "relu";
+  LS_CHECK(act == "linear" || act == "relu" || act == "relu6",
+           "activation must be \"linear\", \"relu\" or \"relu6\", got '", act, "'");
+  LS_CHECK(act != "relu6" || n.op == op::batch_norm_train_grad ||
+               (n.op == op::batch_norm_train && !attr_b(n, "residual")),
+           "activation \"relu6\" takes no residual and is for batch_norm_train(_grad) only");
+  return act != "linear";
 }
 
 Types batch_norm_train_infer(const Node& n, const Types& in) {
@@ -63,7 +67,7 @@ Types batch_norm_train_infer(const Node& n, const Types& in) {
 }
 
 // (dy, x, gamma, mean, var[, y][, dmean, dvar]): y (the fused forward's output, whose sign
-// masks dy) with activation "relu".
+// masks dy) with activation "relu" or "relu6".
 Types batch_norm_train_grad_infer(const Node& n, const Types& in) {
   const size_t base = fused_relu(n) ? 6 : 5;
   LS_CHECK(in.size() == base || in.size() == base + 2, "expects ", base, " or ", base + 2,
@@ -85,7 +89,9 @@ Types batch_norm_train_grad_infer(const Node& n, const Types& in) {
 static std::vector<Value> batch_norm_train_grad(GradBuilder& b, const Node& n,
                                                 const std::vector<Value>& dy) {
   std::vector<Value> d = dy;
-  if (fused_relu(n)) d[0] = b.add(op::relu_grad, {d[0], Value{n.id, 0}});
+  if (fused_relu(n))
+    d[0] = b.add(attr_s(n, "activation") == "relu6" ? op::relu6_grad : op::relu_grad,
+                 {d[0], Value{n.id, 0}});
   std::vector<Value> in{d[0], n.inputs[0], n.inputs[1], Value{n.id, 1}, Value{n.id, 2}};
   if (!is_zero(b, d[1]) || !is_zero(b, d[2])) {
     in.push_back(d[1]);
@@ -166,8 +172,9 @@ void register_batch_norm_train() {
                          "axis (biased variance).",
                   .attrs = {kEpsilon[0],
                             {"activation", str, "linear",
-                             "\"linear\" or \"relu\", applied last (the compiler's fusion pass "
-                             "folds a following residual add and relu into it)"},
+                             "\"linear\", \"relu\" or \"relu6\" (no residual), applied last (the "
+                             "compiler's fusion pass folds a following residual add and relu, or "
+                             "a relu6, into it)"},
                             {"residual", boolean, false,
                              "a 4th input z shaped like x, added before the activation"},
                             {"layout", str, "nhwc",
@@ -187,8 +194,9 @@ void register_batch_norm_train() {
                  "themselves get gradients.",
           .attrs = {kEpsilon[0],
                     {"activation", str, "linear",
-                     "\"relu\": dy is the gradient at the output y of a batch_norm_train "
-                     "fused with relu (input 5), masked here by y > 0"},
+                     "\"relu\" (\"relu6\"): dy is the gradient at the output y of a "
+                     "batch_norm_train fused with relu (relu6) (input 5), masked here by y > 0 "
+                     "(and y < 6)"},
                     {"emit_dy", boolean, false,
                      "with relu: output 3 is the masked dy (the residual input's gradient)"},
                     {"layout", str, "nhwc",

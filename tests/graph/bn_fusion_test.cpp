@@ -132,6 +132,76 @@ void check_fused_matches_unfused(bool bf16) {
 TEST(BatchNormFusion, FusedMatchesUnfusedAndEagerF32) { check_fused_matches_unfused(false); }
 TEST(BatchNormFusion, FusedMatchesUnfusedAndEagerBf16) { check_fused_matches_unfused(true); }
 
+// MobileNetV2's BatchNormalization -> ReLU(max_value=6) in training: batch_norm_train -> relu6
+// becomes one batch_norm_train (activation relu6), and relu6_grad -> batch_norm_train_grad one
+// gradient node that masks dy by 0 < y < 6. Two layers, gamma large enough that outputs clip at
+// both 0 and 6; fused = unfused = eager = reference backend, f32 and bf16 activations.
+void check_relu6(bool bf16) {
+  Graph g;
+  Value x = g.input({DType::f32, kX}, "x");
+  Value w = g.input({DType::f32, kX}, "w");
+  std::vector<Value> feeds{x, w}, wrt{x};
+  auto bn_relu6 = [&](Value v, int k) {
+    Value gamma = g.input({DType::f32, Shape{kC}}, "gamma"),
+          beta = g.input({DType::f32, Shape{kC}}, "beta");
+    feeds.push_back(gamma);
+    feeds.push_back(beta);
+    wrt.push_back(gamma);
+    wrt.push_back(beta);
+    return g.add("relu6", {g.add_multi("batch_norm_train", {v, gamma, beta},
+                                       Attrs{{"epsilon", 1e-3}}, "bn" + std::to_string(k))[0]});
+  };
+  Value h = bf16 ? g.add("cast", {x}, Attrs{{"dtype", std::string("bfloat16")}}) : x;
+  Value y = bn_relu6(bn_relu6(h, 0), 1);
+  if (bf16) y = g.add("cast", {y}, Attrs{{"dtype", std::string("float32")}});
+  Value loss = g.add("reduce_sum", {g.add("mul", {y, w})},
+                     Attrs{{"axes", I{0, 1, 2, 3}}, {"keepdims", false}});
+  std::vector<Value> fetch{loss, y};
+  for (Value d : gradients(g, loss, wrt)) fetch.push_back(d);
+
+  Executable fused(g, feeds, fetch);
+  Executable unfused(g, feeds, fetch, CompileOptions{.fuse = false});
+  Executable eager(g, feeds, fetch, CompileOptions{.eager = true});
+  Executable reference(g, feeds, fetch, CompileOptions{.backend = "reference"});
+  const auto& r = fused.report();
+  std::string all;
+  for (const std::string& l : r) all += l + "\n";
+  EXPECT_EQ(count_lines(r, "fused batch_norm+relu6"), 2) << all;
+  EXPECT_EQ(count_lines(r, "fused relu6_grad+batch_norm_train_grad"), 2) << all;
+  for (const Node& n : fused.graph().nodes()) EXPECT_NE(n.op, "relu6");
+  // The relu6 nodes are views now (free); the two relu6_grad nodes are gone.
+  EXPECT_EQ(fused.num_scheduled(), unfused.num_scheduled() - 2);
+
+  Philox rng(11);
+  std::vector<std::vector<float>> in;
+  auto fill = [&](int64_t n, float lo, float hi) {
+    std::vector<float> t(static_cast<size_t>(n));
+    for (float& f : t) f = rng.uniform(lo, hi);
+    in.push_back(t);
+  };
+  fill(kX.numel(), -2.f, 2.f);
+  fill(kX.numel(), -1.f, 1.f);
+  for (int k = 0; k < 2; ++k) {
+    fill(kC, 3.f, 5.f);  // gamma: bn(x) spans about [-7, 9]
+    fill(kC, 0.5f, 1.5f);
+  }
+  const auto got = run(fused, in), want = run(unfused, in), oracle = run(eager, in),
+             ref = run(reference, in);
+  // The output clips at both ends somewhere, so both sides of the mask are exercised.
+  const auto& out = got[1];
+  EXPECT_GT(std::count(out.begin(), out.end(), 0.f), 0);
+  EXPECT_GT(std::count(out.begin(), out.end(), 6.f), 0);
+  const double atol = bf16 ? 5e-2 : 1e-4, rtol = bf16 ? 5e-2 : 1e-4;
+  for (size_t k = 0; k < got.size(); ++k) {
+    EXPECT_LE(worst(got[k], want[k], atol, rtol), 1.0) << "fetch " << k << " vs unfused";
+    EXPECT_LE(worst(got[k], oracle[k], atol, rtol), 1.0) << "fetch " << k << " vs eager";
+    EXPECT_LE(worst(ref[k], want[k], atol, rtol), 1.0) << "fetch " << k << " reference";
+  }
+}
+
+TEST(BatchNormFusion, TrainRelu6FusedMatchesUnfusedEagerAndReferenceF32) { check_relu6(false); }
+TEST(BatchNormFusion, TrainRelu6FusedMatchesUnfusedEagerAndReferenceBf16) { check_relu6(true); }
+
 // Directional finite differences of the fused program's loss along random directions, for x
 // and for every gamma and beta, against the fused program's gradients.
 TEST(BatchNormFusion, FusedGradientsMatchFiniteDifferences) {

@@ -26,6 +26,9 @@ struct Dims {
   // batch_norm_train(_grad) fused with relu (forward: after adding the residual input 3;
   // backward: dy masked by y = input 5 > 0, and written to output 3 with emit_dy).
   bool relu = false, residual = false, emit_dy = false;
+  // Fused relu6 (relu is set too): the activation clips at 6 as well, and the gradient's mask
+  // is 0 < y < 6.
+  bool cap = false;
 };
 
 Dims dims_of(const Node& n, const Shape& x) {
@@ -35,7 +38,8 @@ Dims dims_of(const Node& n, const Shape& x) {
   d.M = d.R;
   if (n.op == op::batch_norm_train || n.op == op::batch_norm_train_grad ||
       n.op == op::batch_norm_infer) {
-    d.relu = attr_s(n, "activation") == "relu";
+    d.cap = attr_s(n, "activation") == "relu6";
+    d.relu = d.cap || attr_s(n, "activation") == "relu";
     if (attr_s(n, "layout") == "nChw16c") {
       LS_CHECK(x.rank() == 4 && C % 16 == 0, n.op, " '", n.name,
                "': a blocked (nChw16c) x must be 4-D with channels a multiple of 16, got ",
@@ -124,9 +128,9 @@ struct BnWs {
 // of each channel, so the shifted sums do not cancel), then mean = k + S1/M and
 // var = S2/M - (S1/M)^2 (M values per channel).
 // The forward's last pass over rows [r0, r1): y = x * scale + shift per channel, then + z
-// (Res) and relu (Relu) (as the unfused ops round in f32; in bf16 without the intermediate
-// roundings).
-template <class T, bool Relu, bool Res>
+// (Res) and relu (Relu), clipped at 6 with Cap (relu6) (as the unfused ops round in f32; in bf16
+// without the intermediate roundings).
+template <class T, bool Relu, bool Res, bool Cap = false>
 inline void bn_out_rows(const Dims& d, const T* x, const T* z, T* y, int64_t r0, int64_t r1,
                         const float* sc, const float* sh) {
   const int64_t W = d.W;
@@ -141,6 +145,7 @@ inline void bn_out_rows(const Dims& d, const T* x, const T* z, T* y, int64_t r0,
       float o = ld(xr[c]) * scr[c] + shr[c];
       if constexpr (Res) o += ld(zr[c]);
       if constexpr (Relu) o = std::max(o, 0.f);
+      if constexpr (Cap) o = std::min(o, 6.f);
       yr[c] = st<T>(o);
     }
   });
@@ -154,6 +159,8 @@ inline void bn_out(const Dims& d, const T* x, const T* z, T* y, int64_t r0, int6
     bn_out_rows<T, true, true>(d, x, z, y, r0, r1, scale, shift);
   else if (d.residual)
     bn_out_rows<T, false, true>(d, x, z, y, r0, r1, scale, shift);
+  else if (d.cap)
+    bn_out_rows<T, true, false, true>(d, x, z, y, r0, r1, scale, shift);
   else if (d.relu)
     bn_out_rows<T, true, false>(d, x, z, y, r0, r1, scale, shift);
   else
@@ -217,15 +224,17 @@ void bn_train(const Dims& d, const Params& p, float* params, const KernelArgs& a
   }
 }
 
-// relu_grad folded into the gradient: dy where y > 0.
-template <class T>
+// relu_grad (or relu6_grad: cap) folded into the gradient: dy where y > 0 (and y < 6).
+template <bool Cap, class T>
 inline float masked(T dy, T y) {
-  return ld(y) > 0.f ? ld(dy) : 0.f;
+  const float v = ld(y);
+  if constexpr (Cap) return v > 0.f && v < 6.f ? ld(dy) : 0.f;
+  return v > 0.f ? ld(dy) : 0.f;
 }
 
 // One row of bn_train_grad's first pass: per-channel sums of dy (masked by y > 0 with Relu) and
 // of dy * (x - mean); with dzr, the masked dy is written there too.
-template <class T, bool Relu>
+template <class T, bool Relu, bool Cap>
 [[gnu::always_inline]] inline void bn_grad_row_sums(const T* __restrict dyr, const T* __restrict xr,
                                                     const T* __restrict yr, T* __restrict dzr,
                                                     const float* __restrict mu,
@@ -236,7 +245,7 @@ template <class T, bool Relu>
 #pragma omp simd
       for (int64_t c = 0; c < W; ++c) {
         // dy or 0, both exact in T: storing it loses nothing.
-        const float g = masked(dyr[c], yr[c]);
+        const float g = masked<Cap>(dyr[c], yr[c]);
         dzr[c] = st<T>(g);
         p1[c] += g;
         p2[c] += g * (ld(xr[c]) - mu[c]);
@@ -244,7 +253,7 @@ template <class T, bool Relu>
     } else {
 #pragma omp simd
       for (int64_t c = 0; c < W; ++c) {
-        const float g = masked(dyr[c], yr[c]);
+        const float g = masked<Cap>(dyr[c], yr[c]);
         p1[c] += g;
         p2[c] += g * (ld(xr[c]) - mu[c]);
       }
@@ -261,7 +270,7 @@ template <class T, bool Relu>
 
 // One row of bn_train_grad's second pass: dx = a*dy + b*(x - mean) + c, dy masked by y > 0
 // when yr is given (Relu without a stored dz).
-template <class T, bool Relu>
+template <class T, bool Relu, bool Cap>
 [[gnu::always_inline]] inline void bn_grad_row_dx(const T* __restrict dyr, const T* __restrict xr,
                                                   const T* __restrict yr, T* __restrict dxr,
                                                   const float* __restrict fa,
@@ -271,7 +280,7 @@ template <class T, bool Relu>
   if (Relu && yr) {
 #pragma omp simd
     for (int64_t c = 0; c < W; ++c)
-      dxr[c] = st<T>(fa[c] * masked(dyr[c], yr[c]) + fb[c] * (ld(xr[c]) - mu[c]) + fc[c]);
+      dxr[c] = st<T>(fa[c] * masked<Cap>(dyr[c], yr[c]) + fb[c] * (ld(xr[c]) - mu[c]) + fc[c]);
   } else {
 #pragma omp simd
     for (int64_t c = 0; c < W; ++c)
@@ -282,7 +291,7 @@ template <class T, bool Relu>
 // dx = a*dy + b*(x - mean) + c0 per channel, after one reduction pass for sum(dy), sum(dy*xhat).
 // Fused with relu (Relu): dy is masked by y > 0 in both passes; with emit_dy the first pass
 // writes the masked dy (dz) and the second reads it back.
-template <class T, bool Relu>
+template <class T, bool Relu, bool Cap = false>
 void bn_train_grad_impl(const Dims& d, const Params& p, float* params, const KernelArgs& a) {
   const T *dy = a.in(0).data<T>(), *x = a.in(1).data<T>();
   const T* yv = Relu ? a.in(5).data<T>() : nullptr;
@@ -310,8 +319,9 @@ void bn_train_grad_impl(const Dims& d, const Params& p, float* params, const Ker
     for (int64_t rb = r0; rb < r1; rb += kBlock) {
       for (int64_t c = 0; c < C; ++c) b1[c] = b2[c] = 0;
       for_rows(d, rb, std::min(r1, rb + kBlock), [&](int64_t r, int64_t off) {
-        bn_grad_row_sums<T, Relu>(dy + r * W, x + r * W, Relu ? yv + r * W : nullptr,
-                                  dz ? dz + r * W : nullptr, mean + off, b1 + off, b2 + off, W);
+        bn_grad_row_sums<T, Relu, Cap>(dy + r * W, x + r * W, Relu ? yv + r * W : nullptr,
+                                       dz ? dz + r * W : nullptr, mean + off, b1 + off, b2 + off,
+                                       W);
       });
       for (int64_t c = 0; c < C; ++c) s1[c] += b1[c], s2[c] += b2[c];
     }
@@ -331,15 +341,18 @@ void bn_train_grad_impl(const Dims& d, const Params& p, float* params, const Ker
       kc[c] = float(-gm[c] * rstd * sdy / d.M + (dmean ? dmean[c] / d.M : 0.0));
     }
     for_rows(d, r0, r1, [&](int64_t r, int64_t off) {
-      bn_grad_row_dx<T, Relu>((dz ? dz : dy) + r * W, x + r * W, Relu && !dz ? yv + r * W : nullptr,
-                              dx + r * W, ka + off, kb + off, kc + off, mean + off, W);
+      bn_grad_row_dx<T, Relu, Cap>((dz ? dz : dy) + r * W, x + r * W,
+                                   Relu && !dz ? yv + r * W : nullptr, dx + r * W, ka + off,
+                                   kb + off, kc + off, mean + off, W);
     });
   }
 }
 
 template <class T>
 void bn_train_grad(const Dims& d, const Params& p, float* params, const KernelArgs& a) {
-  if (d.relu)
+  if (d.cap)
+    bn_train_grad_impl<T, true, true>(d, p, params, a);
+  else if (d.relu)
     bn_train_grad_impl<T, true>(d, p, params, a);
   else
     bn_train_grad_impl<T, false>(d, p, params, a);
@@ -477,7 +490,8 @@ LOCKSTEP_REGISTER(cpu_norm_kernels) {
   R.add_kernel(op::batch_norm_train, "cpu",
                factory(bn_train<float>, bn_train<bf16>, 0, {0, 3}, {1, 2}, bn_ws),
                /*takes_bf16=*/true);
-  // Fused with relu, input 5 is y (shaped like x) and the statistics' gradients move to 6, 7.
+  // Fused with relu or relu6, input 5 is y (shaped like x) and the statistics' gradients move to
+  // 6, 7.
   KernelFactory bn_grad =
       factory(bn_train_grad<float>, bn_train_grad<bf16>, 1, {0, 1}, {2, 3, 4, 5, 6}, bn_ws);
   KernelFactory bn_grad_relu =
@@ -485,7 +499,8 @@ LOCKSTEP_REGISTER(cpu_norm_kernels) {
   R.add_kernel(
       op::batch_norm_train_grad, "cpu",
       [bn_grad, bn_grad_relu](const Node& n, const std::vector<TensorType>& in) {
-        return attr_s(n, "activation") == "relu" ? bn_grad_relu(n, in) : bn_grad(n, in);
+        const std::string& act = attr_s(n, "activation");
+        return act == "relu" || act == "relu6" ? bn_grad_relu(n, in) : bn_grad(n, in);
       },
       /*takes_bf16=*/true);
   R.add_kernel(op::batch_norm_infer, "cpu",

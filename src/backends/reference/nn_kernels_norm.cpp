@@ -11,7 +11,10 @@ namespace {
 struct Dims {
   int64_t R, C;
   double eps;
-  bool relu = false, emit_dy = false;  // batch_norm_train(_grad)/_infer fused with relu
+  // batch_norm_train(_grad)/_infer fused with relu, or with relu6 (relu and relu6 both set)
+  bool relu = false, relu6 = false, emit_dy = false;
+  float act(float o) const { return relu6 ? std::min(std::max(o, 0.f), 6.f) : std::max(o, 0.f); }
+  bool passes(float y) const { return y > 0 && (!relu6 || y < 6); }  // relu(6)_grad's mask
 };
 
 Dims dims_of(const Node& n, const Shape& x) {
@@ -19,7 +22,8 @@ Dims dims_of(const Node& n, const Shape& x) {
   Dims d{x.numel() / C, C, attr_f(n, "epsilon")};
   if (n.op == op::batch_norm_train || n.op == op::batch_norm_train_grad ||
       n.op == op::batch_norm_infer) {
-    d.relu = attr_s(n, "activation") == "relu";
+    d.relu6 = attr_s(n, "activation") == "relu6";
+    d.relu = d.relu6 || attr_s(n, "activation") == "relu";
     d.emit_dy = n.op == op::batch_norm_train_grad && attr_b(n, "emit_dy");
   }
   return d;
@@ -39,7 +43,7 @@ void bn_train(Dims d, const KernelArgs& a) {
       const int64_t i = r * d.C + c;
       float o = float(gm[c] * (x[i] - m) * rstd + bt[c]);  // the unfused op's rounding
       if (z) o += z[i];
-      y[i] = d.relu ? std::max(o, 0.f) : o;
+      y[i] = d.relu ? d.act(o) : o;
     }
     mean[c] = float(m);
     var[c] = float(v);
@@ -57,7 +61,7 @@ void bn_train_grad(Dims d, const KernelArgs& a) {
   if (d.relu) {  // dy at relu's output y: relu_grad first, into dz or the workspace
     const float* y = in_f(a, 5);
     float* m = d.emit_dy ? out_f(a, 3) : static_cast<float*>(a.workspace);
-    for (int64_t i = 0; i < d.R * d.C; ++i) m[i] = y[i] > 0 ? dy[i] : 0.f;
+    for (int64_t i = 0; i < d.R * d.C; ++i) m[i] = d.passes(y[i]) ? dy[i] : 0.f;
     dy = m;
   }
   for (int64_t c = 0; c < d.C; ++c) {
@@ -89,7 +93,7 @@ void bn_infer(Dims d, const KernelArgs& a) {
       const double rstd = 1.0 / std::sqrt(double(var[c]) + d.eps);
       float o = float(gm[c] * (x[r * d.C + c] - mean[c]) * rstd + bt[c]);
       if (z) o += z[r * d.C + c];
-      y[r * d.C + c] = d.relu ? std::max(o, 0.f) : o;
+      y[r * d.C + c] = d.relu ? d.act(o) : o;
     }
 }
 

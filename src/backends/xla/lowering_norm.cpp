@@ -1,6 +1,6 @@
 // Lowerings of batch and layer normalisation (the last axis is the channel axis), as
 // src/backends/reference/nn_kernels_norm.cpp computes them. batch_norm_train/_infer/_grad map
-// to StableHLO's batch_norm ops; the fused forms (relu, residual) and the statistics'
+// to StableHLO's batch_norm ops; the fused forms (relu, relu6, residual) and the statistics'
 // gradients (dmean, dvar) add their elementwise parts around them.
 #include "backends/xla/lowering.h"
 #include "lockstep/graph/op_registry.h"
@@ -35,16 +35,21 @@ Values batch_norm_train(LoweringContext& cx, const Node& n) {
   Values r = cx.b.batch_norm_training(x, cx.in(n, 1), cx.in(n, 2), attr_f(n, "epsilon"), last(x));
   if (attr_b(n, "residual")) r[0] = cx.b.add(r[0], cx.in(n, 3));
   if (attr_s(n, "activation") == "relu") r[0] = relu(cx, r[0]);
+  if (attr_s(n, "activation") == "relu6")
+    r[0] = cx.b.minimum(relu(cx, r[0]), cx.full_like(r[0], 6.0));
   return r;
 }
 
 // (dy, x, gamma, mean, var[, y][, dmean, dvar]) -> (dx, dgamma, dbeta[, dz])
 Values batch_norm_train_grad(LoweringContext& cx, const Node& n) {
   HloValue dy = cx.in(n, 0), x = cx.in(n, 1), mean = cx.in(n, 3);
-  const bool fused_relu = attr_s(n, "activation") == "relu";
+  const bool fused_relu = attr_s(n, "activation") != "linear";  // relu or relu6
   if (fused_relu) {
     HloValue y = cx.in(n, 5);
     dy = cx.b.select(cx.b.compare(y, cx.full_like(y, 0.0), Compare::GT), dy, cx.full_like(dy, 0.0));
+    if (attr_s(n, "activation") == "relu6")
+      dy = cx.b.select(cx.b.compare(y, cx.full_like(y, 6.0), Compare::LT), dy,
+                       cx.full_like(dy, 0.0));
   }
   Values r =
       cx.b.batch_norm_grad(x, cx.in(n, 2), mean, cx.in(n, 4), dy, attr_f(n, "epsilon"), last(x));

@@ -141,6 +141,55 @@ void fuse_batch_norm(Graph& g, std::vector<Value>& outputs, std::vector<std::str
   }
 }
 
+// Training, EfficientNet's BatchNormalization -> Activation("swish"): s = batch_norm_train(x)
+// read only by swish(s) and by swish_grad(dy, s), whose only reader is that batch norm's
+// batch_norm_train_grad. The batch norm writes swish(s) itself (activation swish; the swish
+// becomes a view), and the gradient node takes dy and beta and recomputes s from x (activation
+// swish): s is never written, and the swish and swish_grad passes are gone.
+void fuse_batch_norm_swish(Graph& g, std::vector<Value>& outputs,
+                           std::vector<std::string>& report) {
+  auto sched = schedule_nodes(g, outputs);
+  auto cons = consumers_of(g, sched, outputs);
+  for (int i : sched) {
+    const Node& bn = g.node(i);
+    if (bn.op != op::batch_norm_train || attr_s(bn, "activation") != "linear" ||
+        attr_b(bn, "residual"))
+      continue;
+    const Value s{i, 0};
+    const auto& readers = cons[{i, 0}];
+    if (readers.size() != 2 || readers[0] < 0 || readers[1] < 0) continue;
+    int sw = -1, sg = -1;
+    for (int k : readers) {
+      const Node& r = g.node(k);
+      if (r.op == op::swish && r.inputs[0] == s) sw = k;
+      if (r.op == op::swish_grad && r.inputs[1] == s && r.inputs[0] != s) sg = k;
+    }
+    if (sw < 0 || sg < 0) continue;
+    const auto& grad_readers = cons[{sg, 0}];
+    if (grad_readers.size() != 1 || grad_readers[0] < 0) continue;
+    const int b = grad_readers[0];
+    const Node& bg = g.node(b);
+    if (bg.op != op::batch_norm_train_grad || attr_s(bg, "activation") != "linear" ||
+        attr_b(bg, "emit_dy") || bg.inputs[0] != Value{sg, 0} || bg.inputs[1] != bn.inputs[0] ||
+        bg.inputs[2] != bn.inputs[1] || bg.inputs[3] != Value{i, 1} ||
+        bg.inputs[4] != Value{i, 2} ||
+        std::count(bg.inputs.begin(), bg.inputs.end(), Value{sg, 0}) != 1 ||
+        g.type(g.node(sg).inputs[0]) != bn.outputs[0])
+      continue;
+    const Value dy = g.node(sg).inputs[0], beta = bn.inputs[2];
+    g.node(i).attrs.set("activation", "swish");
+    make_view(g.node(sw), s);
+    Node& grad = g.node(b);
+    std::vector<Value> in(grad.inputs.begin(), grad.inputs.begin() + 5);
+    in[0] = dy;
+    in.push_back(beta);
+    in.insert(in.end(), grad.inputs.begin() + 5, grad.inputs.end());  // dmean, dvar
+    grad.inputs = std::move(in);
+    grad.attrs.set("activation", "swish");
+    report.push_back("fused batch_norm+swish '" + g.node(i).name + "' and its gradient");
+  }
+}
+
 // Inference: conv2d -> batch_norm_infer (maybe fused with relu, not with a residual) becomes
 // conv2d(x, w * s, beta - mean * s [+ b * s]) with the batch norm's activation, s = gamma /
 // sqrt(var + eps): one batch_norm_fold node computes the folded weights and bias from the live
@@ -283,6 +332,7 @@ void fuse_pool_relu_grad(Graph& g, std::vector<Value>& outputs, std::vector<std:
 void fuse_for_kernels(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
   fuse_conv_bias_relu(g, outputs, report);
   fuse_batch_norm(g, outputs, report);
+  fuse_batch_norm_swish(g, outputs, report);
   fold_batch_norm(g, outputs, report);
   fuse_conv_activation(g, outputs, report);
   fold_pad_into_conv(g, outputs, report);

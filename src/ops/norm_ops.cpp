@@ -44,14 +44,15 @@ const std::vector<AttrDecl> kEpsilon = {
     {"epsilon", f64, 1e-3, "added to the variance before the square root (Keras default)"}};
 
 // Whether batch_norm_train(_grad) or batch_norm_infer has a fused activation: "linear" (no),
-// "relu" or "relu6" (yes; relu6 not with a residual, and not on batch_norm_infer).
+// "relu", "relu6" or "swish" (yes; relu6 and swish not with a residual, and not on
+// batch_norm_infer).
 static bool fused_relu(const Node& n) {
   const std::string& act = attr_s(n, "activation");
-  LS_CHECK(act == "linear" || act == "relu" || act == "relu6",
-           "activation must be \"linear\", \"relu\" or \"relu6\", got '", act, "'");
-  LS_CHECK(act != "relu6" || n.op == op::batch_norm_train_grad ||
+  LS_CHECK(act == "linear" || act == "relu" || act == "relu6" || act == "swish",
+           "activation must be \"linear\", \"relu\", \"relu6\" or \"swish\", got '", act, "'");
+  LS_CHECK(act == "linear" || act == "relu" || n.op == op::batch_norm_train_grad ||
                (n.op == op::batch_norm_train && !attr_b(n, "residual")),
-           "activation \"relu6\" takes no residual and is for batch_norm_train(_grad) only");
+           "activation \"", act, "\" takes no residual and is for batch_norm_train(_grad) only");
   return act != "linear";
 }
 
@@ -67,7 +68,7 @@ Types batch_norm_train_infer(const Node& n, const Types& in) {
 }
 
 // (dy, x, gamma, mean, var[, y][, dmean, dvar]): y (the fused forward's output, whose sign
-// masks dy) with activation "relu" or "relu6".
+// masks dy) with activation "relu" or "relu6"; beta with "swish".
 Types batch_norm_train_grad_infer(const Node& n, const Types& in) {
   const size_t base = fused_relu(n) ? 6 : 5;
   LS_CHECK(in.size() == base || in.size() == base + 2, "expects ", base, " or ", base + 2,
@@ -77,8 +78,12 @@ Types batch_norm_train_grad_infer(const Node& n, const Types& in) {
            " differ");
   for (size_t i = 2; i < in.size(); ++i)
     if (i != 5 || base == 5) check_param(in[i], C, "gamma/mean/var");
-  if (base == 6) LS_CHECK(in[5] == in[0], "y ", in[5].str(), " differs from dy ", in[0].str());
-  LS_CHECK(!attr_b(n, "emit_dy") || base == 6, "emit_dy needs activation \"relu\"");
+  const bool swish = attr_s(n, "activation") == "swish";
+  if (swish) check_param(in[5], C, "beta");
+  if (base == 6 && !swish)
+    LS_CHECK(in[5] == in[0], "y ", in[5].str(), " differs from dy ", in[0].str());
+  LS_CHECK(!attr_b(n, "emit_dy") || (base == 6 && !swish),
+           "emit_dy needs activation \"relu\" or \"relu6\"");
   Types out{in[1], f32(Shape{C}), f32(Shape{C})};
   if (attr_b(n, "emit_dy")) out.push_back(in[0]);
   return out;
@@ -89,6 +94,9 @@ Types batch_norm_train_grad_infer(const Node& n, const Types& in) {
 static std::vector<Value> batch_norm_train_grad(GradBuilder& b, const Node& n,
                                                 const std::vector<Value>& dy) {
   std::vector<Value> d = dy;
+  LS_CHECK(attr_s(n, "activation") != "swish", "batch_norm_train '", n.name,
+           "': activation \"swish\" is set by the fusion pass after autodiff and has no gradient "
+           "builder; differentiate the unfused graph");
   if (fused_relu(n))
     d[0] = b.add(attr_s(n, "activation") == "relu6" ? op::relu6_grad : op::relu_grad,
                  {d[0], Value{n.id, 0}});
@@ -172,9 +180,9 @@ void register_batch_norm_train() {
                          "axis (biased variance).",
                   .attrs = {kEpsilon[0],
                             {"activation", str, "linear",
-                             "\"linear\", \"relu\" or \"relu6\" (no residual), applied last (the "
-                             "compiler's fusion pass folds a following residual add and relu, or "
-                             "a relu6, into it)"},
+                             "\"linear\", \"relu\", \"relu6\" or \"swish\" (the last two without "
+                             "a residual), applied last (the compiler's fusion pass folds a "
+                             "following residual add and relu, a relu6 or a swish into it)"},
                             {"residual", boolean, false,
                              "a 4th input z shaped like x, added before the activation"},
                             {"layout", str, "nhwc",
@@ -196,7 +204,8 @@ void register_batch_norm_train() {
                     {"activation", str, "linear",
                      "\"relu\" (\"relu6\"): dy is the gradient at the output y of a "
                      "batch_norm_train fused with relu (relu6) (input 5), masked here by y > 0 "
-                     "(and y < 6)"},
+                     "(and y < 6); \"swish\": dy is at y = swish(s), s = bn(x) recomputed "
+                     "with input 5 = beta"},
                     {"emit_dy", boolean, false,
                      "with relu: output 3 is the masked dy (the residual input's gradient)"},
                     {"layout", str, "nhwc",

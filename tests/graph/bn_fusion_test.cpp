@@ -134,9 +134,10 @@ TEST(BatchNormFusion, FusedMatchesUnfusedAndEagerBf16) { check_fused_matches_unf
 
 // MobileNetV2's BatchNormalization -> ReLU(max_value=6) in training: batch_norm_train -> relu6
 // becomes one batch_norm_train (activation relu6), and relu6_grad -> batch_norm_train_grad one
-// gradient node that masks dy by 0 < y < 6. Two layers, gamma large enough that outputs clip at
-// both 0 and 6; fused = unfused = eager = reference backend, f32 and bf16 activations.
-void check_relu6(bool bf16) {
+// gradient node that masks dy by 0 < y < 6; EfficientNet's -> swish the same way (below). Two
+// layers, gamma large enough that outputs clip at both 0 and 6; fused = unfused = eager = reference
+// backend, f32 and bf16 activations.
+void check_activation(const std::string& act, bool bf16) {
   Graph g;
   Value x = g.input({DType::f32, kX}, "x");
   Value w = g.input({DType::f32, kX}, "w");
@@ -148,8 +149,8 @@ void check_relu6(bool bf16) {
     feeds.push_back(beta);
     wrt.push_back(gamma);
     wrt.push_back(beta);
-    return g.add("relu6", {g.add_multi("batch_norm_train", {v, gamma, beta},
-                                       Attrs{{"epsilon", 1e-3}}, "bn" + std::to_string(k))[0]});
+    return g.add(act, {g.add_multi("batch_norm_train", {v, gamma, beta}, Attrs{{"epsilon", 1e-3}},
+                                   "bn" + std::to_string(k))[0]});
   };
   Value h = bf16 ? g.add("cast", {x}, Attrs{{"dtype", std::string("bfloat16")}}) : x;
   Value y = bn_relu6(bn_relu6(h, 0), 1);
@@ -166,10 +167,14 @@ void check_relu6(bool bf16) {
   const auto& r = fused.report();
   std::string all;
   for (const std::string& l : r) all += l + "\n";
-  EXPECT_EQ(count_lines(r, "fused batch_norm+relu6"), 2) << all;
-  EXPECT_EQ(count_lines(r, "fused relu6_grad+batch_norm_train_grad"), 2) << all;
-  for (const Node& n : fused.graph().nodes()) EXPECT_NE(n.op, "relu6");
-  // The relu6 nodes are views now (free); the two relu6_grad nodes are gone.
+  if (act == "relu6") {
+    EXPECT_EQ(count_lines(r, "fused batch_norm+relu6"), 2) << all;
+    EXPECT_EQ(count_lines(r, "fused relu6_grad+batch_norm_train_grad"), 2) << all;
+  } else {
+    EXPECT_EQ(count_lines(r, "fused batch_norm+swish"), 2) << all;
+  }
+  for (const Node& n : fused.graph().nodes()) EXPECT_NE(n.op, act);
+  // The activations are views now (free); the two activation gradients are gone.
   EXPECT_EQ(fused.num_scheduled(), unfused.num_scheduled() - 2);
 
   Philox rng(11);
@@ -187,10 +192,11 @@ void check_relu6(bool bf16) {
   }
   const auto got = run(fused, in), want = run(unfused, in), oracle = run(eager, in),
              ref = run(reference, in);
-  // The output clips at both ends somewhere, so both sides of the mask are exercised.
-  const auto& out = got[1];
-  EXPECT_GT(std::count(out.begin(), out.end(), 0.f), 0);
-  EXPECT_GT(std::count(out.begin(), out.end(), 6.f), 0);
+  if (act == "relu6") {  // clipped at both ends somewhere: both sides of the mask exercised
+    const auto& out = got[1];
+    EXPECT_GT(std::count(out.begin(), out.end(), 0.f), 0);
+    EXPECT_GT(std::count(out.begin(), out.end(), 6.f), 0);
+  }
   const double atol = bf16 ? 5e-2 : 1e-4, rtol = bf16 ? 5e-2 : 1e-4;
   for (size_t k = 0; k < got.size(); ++k) {
     EXPECT_LE(worst(got[k], want[k], atol, rtol), 1.0) << "fetch " << k << " vs unfused";
@@ -199,8 +205,20 @@ void check_relu6(bool bf16) {
   }
 }
 
-TEST(BatchNormFusion, TrainRelu6FusedMatchesUnfusedEagerAndReferenceF32) { check_relu6(false); }
-TEST(BatchNormFusion, TrainRelu6FusedMatchesUnfusedEagerAndReferenceBf16) { check_relu6(true); }
+TEST(BatchNormFusion, TrainRelu6FusedMatchesUnfusedEagerAndReferenceF32) {
+  check_activation("relu6", false);
+}
+TEST(BatchNormFusion, TrainRelu6FusedMatchesUnfusedEagerAndReferenceBf16) {
+  check_activation("relu6", true);
+}
+// EfficientNet's BatchNormalization -> swish: the forward writes swish(bn(x)), the gradient
+// recomputes bn(x) from x and beta.
+TEST(BatchNormFusion, TrainSwishFusedMatchesUnfusedEagerAndReferenceF32) {
+  check_activation("swish", false);
+}
+TEST(BatchNormFusion, TrainSwishFusedMatchesUnfusedEagerAndReferenceBf16) {
+  check_activation("swish", true);
+}
 
 // Directional finite differences of the fused program's loss along random directions, for x
 // and for every gamma and beta, against the fused program's gradients.

@@ -257,6 +257,34 @@ LS_OP_CASES(nn_norm) {
                      .op = "batch_norm_train",
                      .attrs = Attrs{{"epsilon", 1e-3}, {"residual", true}},
                      .inputs = {in({16, 5}), in({5}), in({5}), in({16, 5})}});
+  // batch_norm_train -> relu6 (MobileNetV2) and -> swish (EfficientNet), as the fusion pass
+  // writes them; gamma in [3, 5] so bn(x) crosses both of relu6's kinks. The fused gradient
+  // ops directly: relu6's masks dy by its input 5, y (values on both sides of 0 and 6);
+  // swish's recomputes bn(x) from its input 5, beta.
+  OpInput big_gamma{.shape = {3}, .lo = 3.f, .hi = 5.f};
+  c.push_back(OpCase{.name = "batch_norm_train_relu6",
+                     .op = "batch_norm_train",
+                     .attrs = Attrs{{"epsilon", 1e-3}, {"activation", "relu6"}},
+                     .inputs = {in({4, 3, 2, 3}), big_gamma, in({3})},
+                     .fd_eps = 1e-3f});
+  c.push_back(OpCase{.name = "batch_norm_train_swish",
+                     .op = "batch_norm_train",
+                     .attrs = Attrs{{"epsilon", 1e-3}, {"activation", "swish"}},
+                     .inputs = {in({4, 3, 2, 3}), big_gamma, in({3})},
+                     .check_grad = false});
+  OpInput var3{.shape = {3}, .lo = 0.5f, .hi = 1.5f};
+  c.push_back(OpCase{.name = "batch_norm_train_grad_relu6",
+                     .op = "batch_norm_train_grad",
+                     .attrs = Attrs{{"epsilon", 1e-3}, {"activation", "relu6"}},
+                     .inputs = {in({4, 3, 2, 3}), in({4, 3, 2, 3}), in({3}), in({3}), var3,
+                                OpInput{.shape = {4, 3, 2, 3}, .lo = -2.f, .hi = 8.f}},
+                     .check_grad = false});
+  c.push_back(
+      OpCase{.name = "batch_norm_train_grad_swish",
+             .op = "batch_norm_train_grad",
+             .attrs = Attrs{{"epsilon", 1e-3}, {"activation", "swish"}},
+             .inputs = {in({4, 3, 2, 3}), in({4, 3, 2, 3}), big_gamma, in({3}), var3, in({3})},
+             .check_grad = false});
   OpInput var{.shape = {4}, .lo = 0.5f, .hi = 1.5f};
   c.push_back(OpCase{.name = "batch_norm_infer",
                      .op = "batch_norm_infer",

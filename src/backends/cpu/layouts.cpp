@@ -48,7 +48,8 @@ std::vector<PortGroup> blocked_ports(const Graph& g, const Node& n) {
   }
   if (op == op::batch_norm_train_grad) {
     PortGroup p{{0, 1, out_port(0)}, "layout"};
-    if (attr_s(n, "activation") != "linear") p.ports.push_back(5);  // relu, relu6: y
+    const std::string& act = attr_s(n, "activation");
+    if (act == "relu" || act == "relu6") p.ports.push_back(5);  // y (with swish: beta, [C])
     if (attr_b(n, "emit_dy")) p.ports.push_back(out_port(3));
     return {p};
   }

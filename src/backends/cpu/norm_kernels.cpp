@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backends/cpu/vec_math.h"
 #include "ops/internal/kernel_util.h"
 
 namespace lockstep::cpu {
@@ -29,6 +30,10 @@ struct Dims {
   // Fused relu6 (relu is set too): the activation clips at 6 as well, and the gradient's mask
   // is 0 < y < 6.
   bool cap = false;
+  // Fused swish (EfficientNet's BatchNormalization -> Activation("swish")): y = s * sigmoid(s)
+  // of s = bn(x); the gradient recomputes s from x (its input 5 is beta) and applies swish's
+  // derivative to dy itself.
+  bool swish = false;
 };
 
 Dims dims_of(const Node& n, const Shape& x) {
@@ -40,6 +45,7 @@ Dims dims_of(const Node& n, const Shape& x) {
       n.op == op::batch_norm_infer) {
     d.cap = attr_s(n, "activation") == "relu6";
     d.relu = d.cap || attr_s(n, "activation") == "relu";
+    d.swish = attr_s(n, "activation") == "swish";
     if (attr_s(n, "layout") == "nChw16c") {
       LS_CHECK(x.rank() == 4 && C % 16 == 0, n.op, " '", n.name,
                "': a blocked (nChw16c) x must be 4-D with channels a multiple of 16, got ",
@@ -109,9 +115,9 @@ struct Params {
 constexpr int64_t kBlock = 64;  // rows summed in f32 before they join the f64 totals
 
 // Batch-norm workspace: per-thread f64 partial sums (2*T*C) and f32 block sums (2*T*C), then
-// per-channel f32 coefficients (4*C); the params area follows (Params).
+// per-channel f32 coefficients (6*C); the params area follows (Params).
 size_t bn_ws(const Dims& d) {
-  return sizeof(double) * 2 * d.T * d.C + sizeof(float) * d.C * (2 * d.T + 4);
+  return sizeof(double) * 2 * d.T * d.C + sizeof(float) * d.C * (2 * d.T + 6);
 }
 struct BnWs {
   double* part;
@@ -130,7 +136,7 @@ struct BnWs {
 // The forward's last pass over rows [r0, r1): y = x * scale + shift per channel, then + z
 // (Res) and relu (Relu), clipped at 6 with Cap (relu6) (as the unfused ops round in f32; in bf16
 // without the intermediate roundings).
-template <class T, bool Relu, bool Res, bool Cap = false>
+template <class T, bool Relu, bool Res, bool Cap = false, bool Swish = false>
 inline void bn_out_rows(const Dims& d, const T* x, const T* z, T* y, int64_t r0, int64_t r1,
                         const float* sc, const float* sh) {
   const int64_t W = d.W;
@@ -146,6 +152,7 @@ inline void bn_out_rows(const Dims& d, const T* x, const T* z, T* y, int64_t r0,
       if constexpr (Res) o += ld(zr[c]);
       if constexpr (Relu) o = std::max(o, 0.f);
       if constexpr (Cap) o = std::min(o, 6.f);
+      if constexpr (Swish) o = o * vec_sigmoid(o);
       yr[c] = st<T>(o);
     }
   });
@@ -161,6 +168,8 @@ inline void bn_out(const Dims& d, const T* x, const T* z, T* y, int64_t r0, int6
     bn_out_rows<T, false, true>(d, x, z, y, r0, r1, scale, shift);
   else if (d.cap)
     bn_out_rows<T, true, false, true>(d, x, z, y, r0, r1, scale, shift);
+  else if (d.swish)
+    bn_out_rows<T, false, false, false, true>(d, x, z, y, r0, r1, scale, shift);
   else if (d.relu)
     bn_out_rows<T, true, false>(d, x, z, y, r0, r1, scale, shift);
   else
@@ -348,9 +357,92 @@ void bn_train_grad_impl(const Dims& d, const Params& p, float* params, const Ker
   }
 }
 
+// The gradient of a batch_norm_train fused with swish: dy is at y = swish(s), s = bn(x) =
+// x * scale + shift (recomputed from gamma, beta = input 5, mean and var). The first pass forms
+// g = dy * swish'(s) (into dx, which the second pass then overwrites in place) and the sums of
+// g and g * (x - mean); the second, dx = a*g + b*(x - mean) + c.
+template <class T>
+void bn_train_grad_swish(const Dims& d, const Params& p, float* params, const KernelArgs& a) {
+  const T *dy = a.in(0).data<T>(), *x = a.in(1).data<T>();
+  const float *gm = p.get(a, 2, params), *mean = p.get(a, 3, params), *var = p.get(a, 4, params),
+              *bt = p.get(a, 5, params);
+  const float* dmean = a.num_inputs > 6 ? p.get(a, 6, params) : nullptr;
+  const float* dvar = a.num_inputs > 6 ? p.get(a, 7, params) : nullptr;
+  T* dx = a.out(0).data<T>();
+  float *dg = out_f(a, 1), *db = out_f(a, 2);
+  const int64_t C = d.C;
+  BnWs w(d, a.workspace);
+  float *ka = w.coef, *kb = ka + C, *kc = kb + C, *sc = kc + C, *sh = sc + C;
+  for (int64_t c = 0; c < C; ++c) {
+    const double s = gm[c] / std::sqrt(double(var[c]) + d.eps);
+    sc[c] = float(s);
+    sh[c] = float(bt[c] - mean[c] * s);
+  }
+#pragma omp parallel num_threads(d.T)
+  {
+    int64_t r0, r1;
+    rows_of(d, &r0, &r1);
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    double* __restrict s1 = w.part + 2 * t * C;
+    double* __restrict s2 = s1 + C;
+    float* __restrict b1 = w.block + 2 * t * C;
+    float* __restrict b2 = b1 + C;
+    const int64_t W = d.W;
+    for (int64_t c = 0; c < C; ++c) s1[c] = s2[c] = 0;
+    for (int64_t rb = r0; rb < r1; rb += kBlock) {
+      for (int64_t c = 0; c < C; ++c) b1[c] = b2[c] = 0;
+      for_rows(d, rb, std::min(r1, rb + kBlock), [&](int64_t r, int64_t off) {
+        const T* __restrict dyr = dy + r * W;
+        const T* __restrict xr = x + r * W;
+        T* __restrict gr = dx + r * W;
+        const float* __restrict mu = mean + off;
+        const float* __restrict scr = sc + off;
+        const float* __restrict shr = sh + off;
+        float* __restrict p1 = b1 + off;
+        float* __restrict p2 = b2 + off;
+#pragma omp simd
+        for (int64_t c = 0; c < W; ++c) {
+          const float xv = ld(xr[c]), s = xv * scr[c] + shr[c], sg = vec_sigmoid(s);
+          // Rounded to T as the unfused swish_grad's output is, then used as stored.
+          const float g = ld(st<T>(ld(dyr[c]) * (sg + s * sg * (1.f - sg))));
+          gr[c] = st<T>(g);
+          p1[c] += g;
+          p2[c] += g * (xv - mu[c]);
+        }
+      });
+      for (int64_t c = 0; c < C; ++c) s1[c] += b1[c], s2[c] += b2[c];
+    }
+#pragma omp barrier
+#pragma omp single
+    for (int64_t c = 0; c < C; ++c) {
+      double sdy = 0, sdyxc = 0;
+      for (int j = 0; j < nt; ++j) {
+        sdy += w.part[2 * j * C + c];
+        sdyxc += w.part[2 * j * C + C + c];
+      }
+      const double rstd = 1.0 / std::sqrt(double(var[c]) + d.eps), sdyx = sdyxc * rstd;
+      dg[c] = float(sdyx);
+      db[c] = float(sdy);
+      ka[c] = float(gm[c] * rstd);
+      kb[c] = float(-gm[c] * rstd * rstd * sdyx / d.M + (dvar ? 2.0 * dvar[c] / d.M : 0.0));
+      kc[c] = float(-gm[c] * rstd * sdy / d.M + (dmean ? dmean[c] / d.M : 0.0));
+    }
+    for_rows(d, r0, r1, [&](int64_t r, int64_t off) {
+      T* gr = dx + r * W;  // g in, dx out, element by element
+      const T* __restrict xr = x + r * W;
+      const float *fa = ka + off, *fb = kb + off, *fc = kc + off, *mu = mean + off;
+#pragma omp simd
+      for (int64_t c = 0; c < W; ++c)
+        gr[c] = st<T>(fa[c] * ld(gr[c]) + fb[c] * (ld(xr[c]) - mu[c]) + fc[c]);
+    });
+  }
+}
+
 template <class T>
 void bn_train_grad(const Dims& d, const Params& p, float* params, const KernelArgs& a) {
-  if (d.cap)
+  if (d.swish)
+    bn_train_grad_swish<T>(d, p, params, a);
+  else if (d.cap)
     bn_train_grad_impl<T, true, true>(d, p, params, a);
   else if (d.relu)
     bn_train_grad_impl<T, true>(d, p, params, a);
@@ -496,10 +588,14 @@ LOCKSTEP_REGISTER(cpu_norm_kernels) {
       factory(bn_train_grad<float>, bn_train_grad<bf16>, 1, {0, 1}, {2, 3, 4, 5, 6}, bn_ws);
   KernelFactory bn_grad_relu =
       factory(bn_train_grad<float>, bn_train_grad<bf16>, 1, {0, 1, 5}, {2, 3, 4, 6, 7}, bn_ws);
+  // Fused with swish, input 5 is beta (per channel).
+  KernelFactory bn_grad_swish =
+      factory(bn_train_grad<float>, bn_train_grad<bf16>, 1, {0, 1}, {2, 3, 4, 5, 6, 7}, bn_ws);
   R.add_kernel(
       op::batch_norm_train_grad, "cpu",
-      [bn_grad, bn_grad_relu](const Node& n, const std::vector<TensorType>& in) {
+      [bn_grad, bn_grad_relu, bn_grad_swish](const Node& n, const std::vector<TensorType>& in) {
         const std::string& act = attr_s(n, "activation");
+        if (act == "swish") return bn_grad_swish(n, in);
         return act == "relu" || act == "relu6" ? bn_grad_relu(n, in) : bn_grad(n, in);
       },
       /*takes_bf16=*/true);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/internal/kernel_math.h"
 #include "ops/internal/kernel_util.h"
 
 namespace lockstep {
@@ -13,6 +14,7 @@ struct Dims {
   double eps;
   // batch_norm_train(_grad)/_infer fused with relu, or with relu6 (relu and relu6 both set)
   bool relu = false, relu6 = false, emit_dy = false;
+  bool swish = false;  // batch_norm_train(_grad) fused with swish (input 5 of the grad: beta)
   float act(float o) const { return relu6 ? std::min(std::max(o, 0.f), 6.f) : std::max(o, 0.f); }
   bool passes(float y) const { return y > 0 && (!relu6 || y < 6); }  // relu(6)_grad's mask
 };
@@ -24,6 +26,7 @@ Dims dims_of(const Node& n, const Shape& x) {
       n.op == op::batch_norm_infer) {
     d.relu6 = attr_s(n, "activation") == "relu6";
     d.relu = d.relu6 || attr_s(n, "activation") == "relu";
+    d.swish = attr_s(n, "activation") == "swish";
     d.emit_dy = n.op == op::batch_norm_train_grad && attr_b(n, "emit_dy");
   }
   return d;
@@ -43,7 +46,7 @@ void bn_train(Dims d, const KernelArgs& a) {
       const int64_t i = r * d.C + c;
       float o = float(gm[c] * (x[i] - m) * rstd + bt[c]);  // the unfused op's rounding
       if (z) o += z[i];
-      y[i] = d.relu ? d.act(o) : o;
+      y[i] = d.relu ? d.act(o) : d.swish ? o * ew::sigmoid(o) : o;
     }
     mean[c] = float(m);
     var[c] = float(v);
@@ -54,10 +57,21 @@ void bn_train(Dims d, const KernelArgs& a) {
 void bn_train_grad(Dims d, const KernelArgs& a) {
   const float *dy = in_f(a, 0), *x = in_f(a, 1), *gm = in_f(a, 2), *mean = in_f(a, 3),
               *var = in_f(a, 4);
-  const int s = d.relu ? 6 : 5;  // first statistics gradient
+  const int s = d.relu || d.swish ? 6 : 5;  // first statistics gradient
   const float* dmean = a.num_inputs > s ? in_f(a, s) : nullptr;
   const float* dvar = a.num_inputs > s ? in_f(a, s + 1) : nullptr;
   float *dx = out_f(a, 0), *dg = out_f(a, 1), *db = out_f(a, 2);
+  if (d.swish) {  // dy at swish(s), s = bn(x) as the forward rounds it: swish_grad first
+    const float* bt = in_f(a, 5);
+    float* m = static_cast<float*>(a.workspace);
+    for (int64_t i = 0; i < d.R * d.C; ++i) {
+      const int64_t c = i % d.C;
+      const double rstd = 1.0 / std::sqrt(double(var[c]) + d.eps);
+      const float s = float(gm[c] * (x[i] - mean[c]) * rstd + bt[c]), sg = ew::sigmoid(s);
+      m[i] = dy[i] * (sg + s * sg * (1.f - sg));
+    }
+    dy = m;
+  }
   if (d.relu) {  // dy at relu's output y: relu_grad first, into dz or the workspace
     const float* y = in_f(a, 5);
     float* m = d.emit_dy ? out_f(a, 3) : static_cast<float*>(a.workspace);
@@ -184,7 +198,8 @@ template <void (*F)(Dims, const KernelArgs&)>
 KernelFactory factory(int x_input) {
   return [x_input](const Node& n, const std::vector<TensorType>& in) {
     Dims d = dims_of(n, in[x_input].shape);
-    const size_t ws = x_input == 1 && d.relu && !d.emit_dy ? sizeof(float) * size_t(d.R * d.C) : 0;
+    const bool masked = x_input == 1 && ((d.relu && !d.emit_dy) || d.swish);
+    const size_t ws = masked ? sizeof(float) * size_t(d.R * d.C) : 0;
     return make_kernel([d](const KernelArgs& a) { F(d, a); }, ws);
   };
 }

@@ -37,14 +37,25 @@ Values batch_norm_train(LoweringContext& cx, const Node& n) {
   if (attr_s(n, "activation") == "relu") r[0] = relu(cx, r[0]);
   if (attr_s(n, "activation") == "relu6")
     r[0] = cx.b.minimum(relu(cx, r[0]), cx.full_like(r[0], 6.0));
+  if (attr_s(n, "activation") == "swish") r[0] = cx.b.multiply(r[0], cx.b.logistic(r[0]));
   return r;
 }
 
 // (dy, x, gamma, mean, var[, y][, dmean, dvar]) -> (dx, dgamma, dbeta[, dz])
 Values batch_norm_train_grad(LoweringContext& cx, const Node& n) {
   HloValue dy = cx.in(n, 0), x = cx.in(n, 1), mean = cx.in(n, 3);
-  const bool fused_relu = attr_s(n, "activation") != "linear";  // relu or relu6
-  if (fused_relu) {
+  const bool swish = attr_s(n, "activation") == "swish";
+  const bool fused_relu = attr_s(n, "activation") != "linear";  // relu, relu6 or swish
+  if (swish) {  // dy at swish(s), s = bn(x) recomputed with beta (input 5)
+    HloValue g_rstd = cx.b.multiply(cx.in(n, 2), rstd_of(cx, cx.in(n, 4), attr_f(n, "epsilon")));
+    HloValue s = cx.b.add(
+        cx.b.multiply(cx.b.subtract(x, per_channel(cx, mean, x)), per_channel(cx, g_rstd, x)),
+        per_channel(cx, cx.in(n, 5), x));
+    HloValue sg = cx.b.logistic(s);
+    HloValue one = cx.full_like(s, 1.0);
+    dy = cx.b.multiply(dy,
+                       cx.b.add(sg, cx.b.multiply(cx.b.multiply(s, sg), cx.b.subtract(one, sg))));
+  } else if (fused_relu) {
     HloValue y = cx.in(n, 5);
     dy = cx.b.select(cx.b.compare(y, cx.full_like(y, 0.0), Compare::GT), dy, cx.full_like(dy, 0.0));
     if (attr_s(n, "activation") == "relu6")

@@ -98,6 +98,10 @@ void register_binaries() {
     add_op(kGroup, {.name = op.name,
                     .signature = "(a, b) -> y",
                     .doc = std::string(op.doc) + ", elementwise with numpy broadcasting.",
+                    .attrs = {{"layout", str, "nhwc",
+                               "\"nChw16c\" where the cpu backend's layout pass keeps the "
+                               "[N, H, W, C] operand and y blocked and the other operand is one "
+                               "[1, 1, C] row per image (squeeze-and-excitation's scale)"}},
                     .infer = binary_infer,
                     .grad = op.grad,
                     .bf16 = true,

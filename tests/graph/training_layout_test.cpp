@@ -225,5 +225,24 @@ TEST(DepthwiseLayouts, BlockedDepthwise5x5TrainStepMatchesUnblockedAndReference)
         1e-4);
 }
 
+// EfficientNet's squeeze-and-excitation: x -> conv -> swish -> h; s = sigmoid(conv1x1(relu(
+// conv1x1(mean over H, W of h)))); y = h * s ([N, H, W, C] times one [1, 1, C] row per image)
+// -> project conv. The scale multiply and its gradient's multiply take h and y blocked (the
+// per-image row stays plain), so h, y and the convs around them need no reorder.
+TEST(SqueezeExcitationLayouts, BlockedScaleTrainStepMatchesUnblockedAndReference) {
+  Program p;
+  Graph& g = p.g;
+  Value x = input(p, Shape{4, 6, 6, 16}, "x");
+  Value h = g.add("swish", {conv(p, x, Shape{3, 3, 16, 32}, "same", 1, "expand")});
+  Value sq = g.add("reduce_mean", {h}, Attrs{{"axes", I{1, 2}}, {"keepdims", true}}, "squeeze");
+  Value r = g.add("relu", {conv(p, sq, Shape{1, 1, 32, 8}, "valid", 1, "se_reduce")});
+  Value s = g.add("sigmoid", {conv(p, r, Shape{1, 1, 8, 32}, "valid", 1, "se_expand")});
+  Value y = g.add("mul", {h, s}, {}, "excite");
+  Value out = conv(p, y, Shape{1, 1, 32, 16}, "valid", 1, "project");
+  Value pooled = g.add("reduce_mean", {out}, Attrs{{"axes", I{1, 2}}, {"keepdims", false}});
+  finish(p, g.add("matmul", {pooled, input(p, Shape{16, 10}, "dense")}));
+  check(p, {"'excite (mul)', 'project (conv2d)'", "'squeeze (reduce_mean)'"}, 1e-4);
+}
+
 }  // namespace
 }  // namespace lockstep

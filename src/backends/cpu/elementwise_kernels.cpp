@@ -105,7 +105,18 @@ KernelFactory binary_factory(F f) {
     Shape out = ops::broadcast_shapes(a, b);
     Mode mode;
     int64_t inner = 1, per = 0;
-    if (a == out && b == out)
+    if (n.attrs.has("layout") && attr_s(n, "layout") == "nChw16c") {
+      // The layout pass's blocked [N, C/16, H, W, 16] image operand with one [1, 1, C] row per
+      // image: 16-element rows, the row's next 16 channels every H*W of them.
+      LS_CHECK(out.rank() == 4 && out[3] % 16 == 0 && float_kind(n, in) == FloatKind::f32, n.op,
+               " '", n.name,
+               "': a blocked (nChw16c) operand must be float32, 4-D, with "
+               "channels a multiple of 16, got ",
+               out.str());
+      mode = a == out ? Mode::b_row : Mode::a_row;
+      inner = 16;
+      per = out[1] * out[2];
+    } else if (a == out && b == out)
       mode = Mode::same;
     else if (a == out && b.numel() == 1)
       mode = Mode::b_scalar;

@@ -59,6 +59,17 @@ std::vector<PortGroup> blocked_ports(const Graph& g, const Node& n) {
   if ((op == op::reduce_sum_grad || op == op::reduce_mean_grad) &&
       channel_reduction(n, n.outputs[0].shape))
     return {{{1, out_port(0)}, "layout"}};  // input 1 gives only the shape
+  if (op == op::add || op == op::sub || op == op::mul || op == op::div) {
+    // [N, H, W, C] with one [1, 1, C] row per image (EfficientNet's squeeze-and-excitation
+    // scale, and its gradient): the image operand and y blocked, the row plain.
+    const Shape &a = g.type(n.inputs[0]).shape, &b = g.type(n.inputs[1]).shape;
+    const Shape& y = n.outputs[0].shape;
+    auto per_image_row = [&](const Shape& r) {
+      return y.rank() == 4 && r == Shape{y[0], 1, 1, y[3]} && y[1] * y[2] > 1;
+    };
+    if (a == y && per_image_row(b)) return {{{0, out_port(0)}, "layout"}};
+    if (b == y && per_image_row(a)) return {{{1, out_port(0)}, "layout"}};
+  }
   if (OpRegistry::get().op(op).layout_agnostic) {
     // Elementwise over tensors of one shape (no broadcasting): any layout, the same for all.
     PortGroup p{{out_port(0)}, ""};

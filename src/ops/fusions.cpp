@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "graph/internal/passes.h"
+#include "ops/internal/nn_geometry.h"
 #include "ops/internal/op_util.h"
 
 namespace lockstep::ops {
@@ -279,30 +280,121 @@ void fuse_conv_activation(Graph& g, std::vector<Value>& outputs, std::vector<std
   }
 }
 
-// Inference: pad (zeros on the two spatial axes of an NHWC tensor only) whose only reader is a
-// conv2d with "valid" padding becomes that conv's explicit pads (Keras's ZeroPadding2D ahead of
-// a strided conv in MobileNetV2 and EfficientNet): no padded copy of the activation is written.
-// In training the pad's output has a second reader (the filter gradient), so it stays.
+// Whether conv node n (conv2d, conv2d_backward_input or _filter) pads "valid" without explicit
+// pads, with conv2d c's strides, dilations and groups: n computes c's geometry on c's input.
+bool same_valid_conv(const Node& n, const Node& c) {
+  return attr_s(n, "padding") == "valid" && !n.attrs.has("pads") &&
+         attr_ints(n, "strides") == attr_ints(c, "strides") &&
+         attr_ints(n, "dilations") == attr_ints(c, "dilations") &&
+         attr_i(n, "groups") == attr_i(c, "groups");
+}
+
+// pad P = pad(x) (zeros on the two spatial axes of an NHWC tensor only; the op pads with zeros
+// only) ahead of a conv2d C with "valid" padding (Keras's ZeroPadding2D ahead of a strided conv
+// in MobileNetV2 and EfficientNet) becomes C's explicit pads [top, bottom, left, right], so no
+// padded copy of the activation is written:
+//  - inference: C is P's only reader; C reads x.
+//  - training: P's other readers are C's filter gradients (conv2d_backward_filter reading P as
+//    x, C's geometry and filter shape); they take the pads and read x too. P's gradient, a slice
+//    S of C's input gradient B (conv2d_backward_input of C's filter and geometry on P's shape,
+//    S its only reader) that cuts the pads back off, becomes B with the pads on x's shape (the
+//    rows and columns S dropped are the ones B no longer computes) and S a view of it. Each
+//    rewrite is an identity of its own, so a B/S pair that does not match (say x needs no
+//    gradient) stays as it is and the forward ones still fold.
+// In training every pad must be at most the window's reach ((k - 1) * dilation, what "same"
+// padding gives at most), which every backend's backward kernels take. A pad with any other
+// reader (or that is an output) stays.
 void fold_pad_into_conv(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
   auto sched = schedule_nodes(g, outputs);
   auto cons = consumers_of(g, sched, outputs);
+  std::vector<int> input_grads;  // every conv2d_backward_input, candidates for B
+  for (int i : sched)
+    if (g.node(i).op == op::conv2d_backward_input) input_grads.push_back(i);
   for (int i : sched) {
-    const Node& conv = g.node(i);
-    if (conv.op != op::conv2d || conv.attrs.has("pads") || attr_s(conv, "padding") != "valid")
-      continue;
-    const Value src = conv.inputs[0];
-    const Node& pad = g.node(src.node);
-    if (pad.op != op::pad || src.index != 0 || cons[{src.node, 0}] != std::vector<int>{i} ||
-        g.type(pad.inputs[0]).shape.rank() != 4)
-      continue;
-    const auto &b = attr_ints(pad, "before"), &a = attr_ints(pad, "after");
+    if (g.node(i).op != op::pad) continue;
+    const Value p{i, 0}, x = g.node(i).inputs[0];
+    const Shape xs = g.type(x).shape, ps = g.type(p).shape;
+    if (xs.rank() != 4) continue;
+    const std::vector<int64_t> b = attr_ints(g.node(i), "before"),
+                               a = attr_ints(g.node(i), "after");
     if (b[0] != 0 || a[0] != 0 || b[3] != 0 || a[3] != 0) continue;
     const std::vector<int64_t> pads{b[1], a[1], b[2], a[2]};
-    const Value x = pad.inputs[0];
-    Node& cv = g.node(i);
-    cv.attrs.set("pads", pads);
-    cv.inputs[0] = x;
-    report.push_back("folded pad '" + g.node(src.node).name + "' into conv2d '" + cv.name + "'");
+    // P's readers: one conv2d C reading it as x, any number of filter gradients F.
+    std::vector<int> readers = cons[{i, 0}];
+    std::sort(readers.begin(), readers.end());
+    readers.erase(std::unique(readers.begin(), readers.end()), readers.end());
+    int c = -1;
+    std::vector<int> filters;
+    bool ok = true;
+    for (int k : readers) {
+      if (k < 0) {
+        ok = false;
+        break;
+      }
+      const Node& r = g.node(k);
+      const auto uses = std::count(r.inputs.begin(), r.inputs.end(), p);
+      if (r.op == op::conv2d && c < 0 && r.inputs[0] == p && uses == 1)
+        c = k;
+      else if (r.op == op::conv2d_backward_filter && r.inputs[1] == p && uses == 1)
+        filters.push_back(k);
+      else
+        ok = false;
+    }
+    if (!ok || c < 0) continue;
+    const Node& conv = g.node(c);
+    if (attr_s(conv, "padding") != "valid" || conv.attrs.has("pads")) continue;
+    const Shape& ws = g.type(conv.inputs[1]).shape;
+    for (int f : filters)
+      ok = ok && same_valid_conv(g.node(f), conv) &&
+           attr_ints(g.node(f), "filter_shape") == ws.vec();
+    // C's input gradients B read by one slice S that cuts the pads off (P's gradient).
+    std::vector<std::pair<int, int>> grads;  // (B, S)
+    for (int k : input_grads) {
+      const Node& bi = g.node(k);
+      if (bi.inputs[1] != conv.inputs[1] || !same_valid_conv(bi, conv) ||
+          attr_ints(bi, "input_shape") != ps.vec())
+        continue;
+      const auto& rd = cons[{k, 0}];
+      if (rd.size() != 1 || rd[0] < 0) continue;
+      const Node& s = g.node(rd[0]);
+      if (s.op != op::slice || s.inputs[0] != Value{k, 0} || attr_ints(s, "begin") != b) continue;
+      const auto& size = attr_ints(s, "size");
+      bool cut = size.size() == 4;
+      for (int d = 0; cut && d < 4; ++d)
+        cut = (xs[d] >= 0 && size[size_t(d)] == xs[d]) ||
+              (size[size_t(d)] == -1 && a[size_t(d)] == 0);
+      if (cut && s.outputs[0].dtype == bi.outputs[0].dtype) grads.push_back({k, rd[0]});
+    }
+    const bool training = !filters.empty() || !grads.empty();
+    if (training) {
+      const ConvGeom geo = conv_geometry(ps, ws, conv);
+      const int64_t reach_h = (geo.KH - 1) * geo.DH, reach_w = (geo.KW - 1) * geo.DW;
+      ok = ok && pads[0] <= reach_h && pads[1] <= reach_h && pads[2] <= reach_w &&
+           pads[3] <= reach_w;
+    }
+    if (!ok) continue;
+    const std::string pad_name = g.node(i).name;
+    g.node(c).attrs.set("pads", pads);
+    g.node(c).inputs[0] = x;
+    for (int f : filters) {
+      g.node(f).attrs.set("pads", pads);
+      g.node(f).inputs[1] = x;
+    }
+    for (auto [k, sl] : grads) {
+      Node& bi = g.node(k);
+      bi.attrs.set("pads", pads);
+      bi.attrs.set("input_shape", xs.vec());
+      bi.outputs[0] = g.node(sl).outputs[0];
+      make_view(g.node(sl), Value{k, 0});
+    }
+    std::string what;
+    if (!filters.empty() && !grads.empty())
+      what = " and its gradients";
+    else if (!filters.empty())
+      what = " and its filter gradient";
+    else if (!grads.empty())
+      what = " and its input gradient";
+    report.push_back("folded pad '" + pad_name + "' into conv2d '" + g.node(c).name + "'" + what);
   }
 }
 

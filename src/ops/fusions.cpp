@@ -191,6 +191,21 @@ void fuse_batch_norm_swish(Graph& g, std::vector<Value>& outputs,
   }
 }
 
+// Node i's input 0, followed back through the identities earlier fusions left (a bias_add
+// fused into the conv): the value that produces it. `reader` ends as the node that reads that
+// value (i, or the last view), `single` false unless each view is the only reader of the one
+// before.
+template <class Consumers>
+Value producer_through_views(const Graph& g, Consumers& cons, int i, int& reader, bool& single) {
+  Value src = g.node(i).inputs[0];
+  while (is_view(g.node(src.node))) {
+    single = single && cons[{src.node, 0}] == std::vector<int>{reader};
+    reader = src.node;
+    src = g.node(src.node).inputs[0];
+  }
+  return src;
+}
+
 // Inference: conv2d -> batch_norm_infer (maybe fused with relu, not with a residual) becomes
 // conv2d(x, w * s, beta - mean * s [+ b * s]) with the batch norm's activation, s = gamma /
 // sqrt(var + eps): one batch_norm_fold node computes the folded weights and bias from the live
@@ -201,16 +216,9 @@ void fold_batch_norm(Graph& g, std::vector<Value>& outputs, std::vector<std::str
   auto cons = consumers_of(g, sched, outputs);
   for (int i : sched) {
     if (g.node(i).op != op::batch_norm_infer || attr_b(g.node(i), "residual")) continue;
-    // Through the identities earlier fusions left (a bias_add fused into the conv), each the
-    // only reader of the one before.
-    Value src = g.node(i).inputs[0];
     int reader = i;
     bool single = true;
-    while (is_view(g.node(src.node))) {
-      single = single && cons[{src.node, 0}] == std::vector<int>{reader};
-      reader = src.node;
-      src = g.node(src.node).inputs[0];
-    }
+    const Value src = producer_through_views(g, cons, i, reader, single);
     const int c = src.node;
     const Node& conv = g.node(c);
     if (!single || conv.op != op::conv2d || src.index != 0 ||
@@ -260,14 +268,9 @@ void fuse_conv_activation(Graph& g, std::vector<Value>& outputs, std::vector<std
   for (int i : sched) {
     const bool relu6 = g.node(i).op == op::relu6;
     if (!relu6 && g.node(i).op != op::swish) continue;
-    Value src = g.node(i).inputs[0];
     int reader = i;
     bool single = true;
-    while (is_view(g.node(src.node))) {
-      single = single && cons[{src.node, 0}] == std::vector<int>{reader};
-      reader = src.node;
-      src = g.node(src.node).inputs[0];
-    }
+    const Value src = producer_through_views(g, cons, i, reader, single);
     const Node& conv = g.node(src.node);
     if (!single || conv.op != op::conv2d || src.index != 0 || conv.outputs.size() != 1 ||
         attr_s(conv, "activation") != "linear" || cons[{src.node, 0}] != std::vector<int>{reader} ||

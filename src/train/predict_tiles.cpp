@@ -107,11 +107,11 @@ int64_t predict_tile_rows(int64_t batch, int64_t row_bytes) {
   if (const char* e = std::getenv("LOCKSTEP_PREDICT_TILE"); e && *e) {
     rows = parse_int("LOCKSTEP_PREDICT_TILE", e, 0, int64_t(1) << 30);
   } else {
-    // A row wider than kTileBytes / 8 makes the 8-row floor overshoot the target: such a tile
-    // hardly stays in cache, yet every tile repeats the step's fixed costs (each kernel's
-    // thread synchronisation, weight reorders, the batch-norm folds). Those tile only batches
-    // of at least kMinTilesWide tiles.
-    if (rows < 8) min_tiles = kMinTilesWide;
+    // A row wider than kTileBytes / 16 makes tiles of fewer than 16 rows (or the 8-row floor
+    // overshoots the target): every tile repeats the step's fixed costs (each kernel's thread
+    // synchronisation, weight reorders, the batch-norm folds) over few rows. Those tile only
+    // batches of at least kMinTilesWide tiles.
+    if (rows < 16) min_tiles = kMinTilesWide;
     rows = std::max<int64_t>(8, rows / 8 * 8);
   }
   return rows > 0 && batch >= min_tiles * rows ? rows : 0;

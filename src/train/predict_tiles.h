@@ -26,13 +26,14 @@ bool rows_independent(const Graph& g, const std::vector<Value>& inputs,
 
 // Rows per tile for a predict batch of `batch` rows whose widest activation takes `row_bytes`
 // per row: about kTileBytes of that activation per tile, at least 8 rows, a multiple of 8;
-// 0 (no tiling) when the batch is less than two tiles, or less than kMinTilesWide tiles when
-// the 8-row floor overshoots kTileBytes. LOCKSTEP_PREDICT_TILE=N forces N rows
+// 0 (no tiling) when the batch is less than two tiles, or less than kMinTilesWide tiles when a
+// tile has fewer than 16 rows. LOCKSTEP_PREDICT_TILE=N forces N rows
 // (0: never tile).
 inline constexpr int64_t kTileBytes = int64_t(4) << 20;
-// Tiles a batch needs before it is tiled when a row is wider than kTileBytes / 8 (see
-// predict_tile_rows): MobileNetV2 at 96 px (884 KB per row) ran its batch of 32 as four 8-row
-// tiles, about 4x the per-step kernel launches for no cache gain.
+// Tiles a batch needs before it is tiled when a row is wider than kTileBytes / 16 (see
+// predict_tile_rows): MobileNetV2 at 96 px (884 KB per row in float32, 442 KB in bfloat16) ran
+// its batch of 32 as four 8-row tiles, about 4x the per-step kernel launches for no cache gain
+// (bfloat16 EfficientNetB0 / MobileNetV2 inference ~30% slower than untiled).
 inline constexpr int64_t kMinTilesWide = 8;
 int64_t predict_tile_rows(int64_t batch, int64_t row_bytes);
 

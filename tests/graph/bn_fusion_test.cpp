@@ -86,14 +86,7 @@ int count_lines(const std::vector<std::string>& report, const std::string& what)
   }));
 }
 
-// Largest |a - b| / (atol + rtol * max|b|) over the tensor: <= 1 passes.
-double worst(const std::vector<float>& a, const std::vector<float>& b, double atol, double rtol) {
-  double scale = 0, err = 0;
-  for (float v : b) scale = std::max(scale, double(std::fabs(v)));
-  for (size_t i = 0; i < a.size(); ++i)
-    err = std::max(err, std::fabs(double(a[i]) - b[i]) / (atol + rtol * scale));
-  return err;
-}
+using test_util::worst;
 
 void check_fused_matches_unfused(bool bf16) {
   Program p = block(bf16);

@@ -130,12 +130,16 @@ TEST(PredictTileRows, SizeAndOverride) {
   EXPECT_EQ(predict_tile_rows(1000, 147456), 24);  // 4 MiB of the widest activation, to 8 rows
   EXPECT_EQ(predict_tile_rows(1000, 1 << 22), 8);  // at least 8
   EXPECT_EQ(predict_tile_rows(40, 147456), 0);     // under two tiles: not worth it
-  // Rows wider than 512 KiB (MobileNetV2 at 96 px: 884,736 bytes): 8-row tiles only for a batch
-  // of at least kMinTilesWide of them.
+  // Rows wider than 256 KiB (MobileNetV2 at 96 px: 884,736 bytes): tiles of under 16 rows only
+  // for a batch of at least kMinTilesWide of them.
   EXPECT_EQ(predict_tile_rows(32, 884736), 0);
   EXPECT_EQ(predict_tile_rows(63, 884736), 0);
   EXPECT_EQ(predict_tile_rows(64, 884736), 8);
   EXPECT_EQ(predict_tile_rows(1000, 1 << 22), 8);
+  // Tiles of fewer than 16 rows likewise (MobileNetV2 in bfloat16: 442,368 bytes, 9 -> 8 rows).
+  EXPECT_EQ(predict_tile_rows(32, 442368), 0);
+  EXPECT_EQ(predict_tile_rows(64, 442368), 8);
+  EXPECT_EQ(predict_tile_rows(32, 262144), 16);  // 16 rows: two tiles are enough
   TileEnv env("0");
   EXPECT_EQ(predict_tile_rows(1000, 147456), 0);
 }

@@ -128,6 +128,57 @@ struct BnWs {
         coef(block + 2 * d.T * d.C) {}
 };
 
+// bn(x) = x * scale + shift per channel with the given statistics (in double, rounded once).
+inline void scale_shift(const Dims& d, const float* gm, const float* bt, const float* mean,
+                        const float* var, float* scale, float* shift) {
+  for (int64_t c = 0; c < d.C; ++c) {
+    const double s = gm[c] / std::sqrt(double(var[c]) + d.eps);
+    scale[c] = float(s);
+    shift[c] = float(bt[c] - mean[c] * s);
+  }
+}
+
+// Thread t's per-channel sums over its rows [r0, r1): row(r, off, p1, p2) adds row r (first
+// channel off) into the f32 block sums p1, p2, which join the thread's f64 totals (w.part)
+// every kBlock rows.
+template <class Row>
+inline void sum_rows(const Dims& d, const BnWs& w, int t, int64_t r0, int64_t r1, Row&& row) {
+  const int64_t C = d.C;
+  double* __restrict s1 = w.part + 2 * t * C;
+  double* __restrict s2 = s1 + C;
+  float* __restrict b1 = w.block + 2 * t * C;
+  float* __restrict b2 = b1 + C;
+  for (int64_t c = 0; c < C; ++c) s1[c] = s2[c] = 0;
+  for (int64_t rb = r0; rb < r1; rb += kBlock) {
+    for (int64_t c = 0; c < C; ++c) b1[c] = b2[c] = 0;
+    for_rows(d, rb, std::min(r1, rb + kBlock),
+             [&](int64_t r, int64_t off) { row(r, off, b1 + off, b2 + off); });
+    for (int64_t c = 0; c < C; ++c) s1[c] += b1[c], s2[c] += b2[c];
+  }
+}
+
+// The gradient's per-channel results from the nt threads' sums of dy and dy * (x - mean):
+// dgamma, dbeta, and the coefficients of dx = a*dy + b*(x - mean) + c (with the statistics'
+// gradients dmean, dvar when given).
+inline void grad_coefficients(const Dims& d, const BnWs& w, int nt, const float* gm,
+                              const float* var, const float* dmean, const float* dvar, float* dg,
+                              float* db, float* ka, float* kb, float* kc) {
+  const int64_t C = d.C;
+  for (int64_t c = 0; c < C; ++c) {
+    double sdy = 0, sdyxc = 0;
+    for (int j = 0; j < nt; ++j) {
+      sdy += w.part[2 * j * C + c];
+      sdyxc += w.part[2 * j * C + C + c];
+    }
+    const double rstd = 1.0 / std::sqrt(double(var[c]) + d.eps), sdyx = sdyxc * rstd;
+    dg[c] = float(sdyx);
+    db[c] = float(sdy);
+    ka[c] = float(gm[c] * rstd);
+    kb[c] = float(-gm[c] * rstd * rstd * sdyx / d.M + (dvar ? 2.0 * dvar[c] / d.M : 0.0));
+    kc[c] = float(-gm[c] * rstd * sdy / d.M + (dmean ? dmean[c] / d.M : 0.0));
+  }
+}
+
 // T: the storage of x, y, dy and dx (f32, or bf16 under mixed precision: loads widen to f32,
 // sums run in f32 over blocks of kBlock rows and in f64 across blocks, stores round once).
 // One pass for the statistics: sums of (x - k) and (x - k)^2 with k = the first row (a sample
@@ -192,29 +243,20 @@ void bn_train(const Dims& d, const Params& p, float* params, const KernelArgs& a
     int64_t r0, r1;
     rows_of(d, &r0, &r1);
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    double* __restrict s1 = w.part + 2 * t * C;
-    double* __restrict s2 = s1 + C;
-    float* __restrict b1 = w.block + 2 * t * C;
-    float* __restrict b2 = b1 + C;
     const float* __restrict kc = k;
     const int64_t W = d.W;
-    for (int64_t c = 0; c < C; ++c) s1[c] = s2[c] = 0;
-    for (int64_t rb = r0; rb < r1; rb += kBlock) {
-      for (int64_t c = 0; c < C; ++c) b1[c] = b2[c] = 0;
-      for_rows(d, rb, std::min(r1, rb + kBlock), [&](int64_t r, int64_t off) {
-        const T* __restrict xr = x + r * W;
-        float* __restrict p1 = b1 + off;
-        float* __restrict p2 = b2 + off;
-        const float* __restrict kr = kc + off;
+    sum_rows(d, w, t, r0, r1, [&](int64_t r, int64_t off, float* q1, float* q2) {
+      const T* __restrict xr = x + r * W;
+      float* __restrict p1 = q1;
+      float* __restrict p2 = q2;
+      const float* __restrict kr = kc + off;
 #pragma omp simd
-        for (int64_t c = 0; c < W; ++c) {
-          const float v = ld(xr[c]) - kr[c];
-          p1[c] += v;
-          p2[c] += v * v;
-        }
-      });
-      for (int64_t c = 0; c < C; ++c) s1[c] += b1[c], s2[c] += b2[c];
-    }
+      for (int64_t c = 0; c < W; ++c) {
+        const float v = ld(xr[c]) - kr[c];
+        p1[c] += v;
+        p2[c] += v * v;
+      }
+    });
 #pragma omp barrier
 #pragma omp single
     for (int64_t c = 0; c < C; ++c) {
@@ -319,36 +361,14 @@ void bn_train_grad_impl(const Dims& d, const Params& p, float* params, const Ker
     int64_t r0, r1;
     rows_of(d, &r0, &r1);
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    double* __restrict s1 = w.part + 2 * t * C;
-    double* __restrict s2 = s1 + C;
-    float* __restrict b1 = w.block + 2 * t * C;
-    float* __restrict b2 = b1 + C;
     const int64_t W = d.W;
-    for (int64_t c = 0; c < C; ++c) s1[c] = s2[c] = 0;
-    for (int64_t rb = r0; rb < r1; rb += kBlock) {
-      for (int64_t c = 0; c < C; ++c) b1[c] = b2[c] = 0;
-      for_rows(d, rb, std::min(r1, rb + kBlock), [&](int64_t r, int64_t off) {
-        bn_grad_row_sums<T, Relu, Cap>(dy + r * W, x + r * W, Relu ? yv + r * W : nullptr,
-                                       dz ? dz + r * W : nullptr, mean + off, b1 + off, b2 + off,
-                                       W);
-      });
-      for (int64_t c = 0; c < C; ++c) s1[c] += b1[c], s2[c] += b2[c];
-    }
+    sum_rows(d, w, t, r0, r1, [&](int64_t r, int64_t off, float* p1, float* p2) {
+      bn_grad_row_sums<T, Relu, Cap>(dy + r * W, x + r * W, Relu ? yv + r * W : nullptr,
+                                     dz ? dz + r * W : nullptr, mean + off, p1, p2, W);
+    });
 #pragma omp barrier
 #pragma omp single
-    for (int64_t c = 0; c < C; ++c) {
-      double sdy = 0, sdyxc = 0;
-      for (int j = 0; j < nt; ++j) {
-        sdy += w.part[2 * j * C + c];
-        sdyxc += w.part[2 * j * C + C + c];
-      }
-      const double rstd = 1.0 / std::sqrt(double(var[c]) + d.eps), sdyx = sdyxc * rstd;
-      dg[c] = float(sdyx);
-      db[c] = float(sdy);
-      ka[c] = float(gm[c] * rstd);
-      kb[c] = float(-gm[c] * rstd * rstd * sdyx / d.M + (dvar ? 2.0 * dvar[c] / d.M : 0.0));
-      kc[c] = float(-gm[c] * rstd * sdy / d.M + (dmean ? dmean[c] / d.M : 0.0));
-    }
+    grad_coefficients(d, w, nt, gm, var, dmean, dvar, dg, db, ka, kb, kc);
     for_rows(d, r0, r1, [&](int64_t r, int64_t off) {
       bn_grad_row_dx<T, Relu, Cap>((dz ? dz : dy) + r * W, x + r * W,
                                    Relu && !dz ? yv + r * W : nullptr, dx + r * W, ka + off,
@@ -373,60 +393,35 @@ void bn_train_grad_swish(const Dims& d, const Params& p, float* params, const Ke
   const int64_t C = d.C;
   BnWs w(d, a.workspace);
   float *ka = w.coef, *kb = ka + C, *kc = kb + C, *sc = kc + C, *sh = sc + C;
-  for (int64_t c = 0; c < C; ++c) {
-    const double s = gm[c] / std::sqrt(double(var[c]) + d.eps);
-    sc[c] = float(s);
-    sh[c] = float(bt[c] - mean[c] * s);
-  }
+  scale_shift(d, gm, bt, mean, var, sc, sh);
 #pragma omp parallel num_threads(d.T)
   {
     int64_t r0, r1;
     rows_of(d, &r0, &r1);
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    double* __restrict s1 = w.part + 2 * t * C;
-    double* __restrict s2 = s1 + C;
-    float* __restrict b1 = w.block + 2 * t * C;
-    float* __restrict b2 = b1 + C;
     const int64_t W = d.W;
-    for (int64_t c = 0; c < C; ++c) s1[c] = s2[c] = 0;
-    for (int64_t rb = r0; rb < r1; rb += kBlock) {
-      for (int64_t c = 0; c < C; ++c) b1[c] = b2[c] = 0;
-      for_rows(d, rb, std::min(r1, rb + kBlock), [&](int64_t r, int64_t off) {
-        const T* __restrict dyr = dy + r * W;
-        const T* __restrict xr = x + r * W;
-        T* __restrict gr = dx + r * W;
-        const float* __restrict mu = mean + off;
-        const float* __restrict scr = sc + off;
-        const float* __restrict shr = sh + off;
-        float* __restrict p1 = b1 + off;
-        float* __restrict p2 = b2 + off;
+    sum_rows(d, w, t, r0, r1, [&](int64_t r, int64_t off, float* q1, float* q2) {
+      const T* __restrict dyr = dy + r * W;
+      const T* __restrict xr = x + r * W;
+      T* __restrict gr = dx + r * W;
+      const float* __restrict mu = mean + off;
+      const float* __restrict scr = sc + off;
+      const float* __restrict shr = sh + off;
+      float* __restrict p1 = q1;
+      float* __restrict p2 = q2;
 #pragma omp simd
-        for (int64_t c = 0; c < W; ++c) {
-          const float xv = ld(xr[c]), s = xv * scr[c] + shr[c], sg = vec_sigmoid(s);
-          // Rounded to T as the unfused swish_grad's output is, then used as stored.
-          const float g = ld(st<T>(ld(dyr[c]) * (sg + s * sg * (1.f - sg))));
-          gr[c] = st<T>(g);
-          p1[c] += g;
-          p2[c] += g * (xv - mu[c]);
-        }
-      });
-      for (int64_t c = 0; c < C; ++c) s1[c] += b1[c], s2[c] += b2[c];
-    }
+      for (int64_t c = 0; c < W; ++c) {
+        const float xv = ld(xr[c]), s = xv * scr[c] + shr[c], sg = vec_sigmoid(s);
+        // Rounded to T as the unfused swish_grad's output is, then used as stored.
+        const float g = ld(st<T>(ld(dyr[c]) * (sg + s * sg * (1.f - sg))));
+        gr[c] = st<T>(g);
+        p1[c] += g;
+        p2[c] += g * (xv - mu[c]);
+      }
+    });
 #pragma omp barrier
 #pragma omp single
-    for (int64_t c = 0; c < C; ++c) {
-      double sdy = 0, sdyxc = 0;
-      for (int j = 0; j < nt; ++j) {
-        sdy += w.part[2 * j * C + c];
-        sdyxc += w.part[2 * j * C + C + c];
-      }
-      const double rstd = 1.0 / std::sqrt(double(var[c]) + d.eps), sdyx = sdyxc * rstd;
-      dg[c] = float(sdyx);
-      db[c] = float(sdy);
-      ka[c] = float(gm[c] * rstd);
-      kb[c] = float(-gm[c] * rstd * rstd * sdyx / d.M + (dvar ? 2.0 * dvar[c] / d.M : 0.0));
-      kc[c] = float(-gm[c] * rstd * sdy / d.M + (dmean ? dmean[c] / d.M : 0.0));
-    }
+    grad_coefficients(d, w, nt, gm, var, dmean, dvar, dg, db, ka, kb, kc);
     for_rows(d, r0, r1, [&](int64_t r, int64_t off) {
       T* gr = dx + r * W;  // g in, dx out, element by element
       const T* __restrict xr = x + r * W;
@@ -461,11 +456,7 @@ void bn_infer(const Dims& d, const Params& p, float* params, const KernelArgs& a
   const int64_t C = d.C;
   float* scale = static_cast<float*>(a.workspace);
   float* shift = scale + C;
-  for (int64_t c = 0; c < C; ++c) {
-    const double s = gm[c] / std::sqrt(double(var[c]) + d.eps);
-    scale[c] = float(s);
-    shift[c] = float(bt[c] - mean[c] * s);
-  }
+  scale_shift(d, gm, bt, mean, var, scale, shift);
 #pragma omp parallel num_threads(d.T)
   {
     int64_t r0, r1;

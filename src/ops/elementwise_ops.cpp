@@ -60,6 +60,13 @@ struct MathOp {
   std::vector<std::string> keras_activations = {};
 };
 
+// add/sub/mul/div's one attribute, set by the cpu layout pass only.
+const std::vector<AttrDecl> kBinaryLayout = {
+    {"layout", str, "nhwc",
+     "\"nChw16c\" where the cpu backend's layout pass keeps the [N, H, W, C] operand and y "
+     "blocked and the other operand is one [1, 1, C] row per image (squeeze-and-excitation's "
+     "scale)"}};
+
 void register_binaries() {
   const MathOp binaries[] = {
       {op::add,
@@ -98,10 +105,7 @@ void register_binaries() {
     add_op(kGroup, {.name = op.name,
                     .signature = "(a, b) -> y",
                     .doc = std::string(op.doc) + ", elementwise with numpy broadcasting.",
-                    .attrs = {{"layout", str, "nhwc",
-                               "\"nChw16c\" where the cpu backend's layout pass keeps the "
-                               "[N, H, W, C] operand and y blocked and the other operand is one "
-                               "[1, 1, C] row per image (squeeze-and-excitation's scale)"}},
+                    .attrs = kBinaryLayout,
                     .infer = binary_infer,
                     .grad = op.grad,
                     .bf16 = true,

@@ -49,9 +49,9 @@ void fuse_conv_bias_relu(Graph& g, std::vector<Value>& outputs, std::vector<std:
 // batch_norm_train -> relu and batch_norm_train -> add(·, z) -> relu become one
 // batch_norm_train (activation relu, residual z): one pass writes relu(bn(x) + z); the same for
 // batch_norm_infer (inference and evaluation programs, z its 6th input); batch_norm_train ->
-// relu6 becomes activation relu6. In the backward, relu_grad(dy, y) (relu6_grad) ->
-// batch_norm_train_grad becomes one batch_norm_train_grad that masks dy by y > 0 (0 < y < 6)
-// itself; when the masked gradient has other consumers (the residual
+// relu6 becomes activation relu6. In the backward (fuse_batch_norm_grad), relu_grad(dy, y)
+// (relu6_grad) -> batch_norm_train_grad becomes one batch_norm_train_grad that masks dy by
+// y > 0 (0 < y < 6) itself; when the masked gradient has other consumers (the residual
 // branch), the first fused gradient node also writes it (emit_dy, output 3).
 void fuse_batch_norm(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
   auto sched = schedule_nodes(g, outputs);
@@ -97,6 +97,14 @@ void fuse_batch_norm(Graph& g, std::vector<Value>& outputs, std::vector<std::str
     make_view(g.node(k), Value{i, 0});
     report.push_back("fused " + kind + "+add+relu '" + bn.name + "'");
   }
+}
+
+// fuse_batch_norm's backward half: relu_grad(dy, y) (relu6_grad) -> batch_norm_train_grad
+// becomes one batch_norm_train_grad (activation relu / relu6, y its input 5); emit_dy where the
+// masked gradient has other readers.
+void fuse_batch_norm_grad(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
+  auto sched = schedule_nodes(g, outputs);
+  auto cons = consumers_of(g, sched, outputs);
   for (int i : sched) {
     const bool relu6 = g.node(i).op == op::relu6_grad;
     if (g.node(i).op != op::relu_grad && !relu6) continue;
@@ -292,6 +300,65 @@ bool same_valid_conv(const Node& n, const Node& c) {
          attr_i(n, "groups") == attr_i(c, "groups");
 }
 
+// fold_pad_into_conv's gradient side: the input gradients B of conv C (C's filter and geometry
+// on the padded shape ps) whose only reader is a slice S cutting the pads (before b, after a)
+// back off to x's shape xs: P's gradient. (B, S) pairs.
+template <class Consumers>
+std::vector<std::pair<int, int>> pad_gradients(const Graph& g, Consumers& cons,
+                                               const std::vector<int>& input_grads,
+                                               const Node& conv, const Shape& xs, const Shape& ps,
+                                               const std::vector<int64_t>& b,
+                                               const std::vector<int64_t>& a) {
+  std::vector<std::pair<int, int>> grads;
+  for (int k : input_grads) {
+    const Node& bi = g.node(k);
+    if (bi.inputs[1] != conv.inputs[1] || !same_valid_conv(bi, conv) ||
+        attr_ints(bi, "input_shape") != ps.vec())
+      continue;
+    const auto& rd = cons[{k, 0}];
+    if (rd.size() != 1 || rd[0] < 0) continue;
+    const Node& s = g.node(rd[0]);
+    if (s.op != op::slice || s.inputs[0] != Value{k, 0} || attr_ints(s, "begin") != b) continue;
+    const auto& size = attr_ints(s, "size");
+    bool cut = size.size() == 4;
+    for (int d = 0; cut && d < 4; ++d)
+      cut =
+          (xs[d] >= 0 && size[size_t(d)] == xs[d]) || (size[size_t(d)] == -1 && a[size_t(d)] == 0);
+    if (cut && s.outputs[0].dtype == bi.outputs[0].dtype) grads.push_back({k, rd[0]});
+  }
+  return grads;
+}
+
+// fold_pad_into_conv's rewrite of pad node p: conv c and its filter gradients take the pads and
+// read x; each (B, S) gradient pair computes on x's shape and S becomes a view of B.
+void apply_pad_fold(Graph& g, int p, int c, const std::vector<int>& filters,
+                    const std::vector<std::pair<int, int>>& grads, const std::vector<int64_t>& pads,
+                    std::vector<std::string>& report) {
+  const Value x = g.node(p).inputs[0];
+  g.node(c).attrs.set("pads", pads);
+  g.node(c).inputs[0] = x;
+  for (int f : filters) {
+    g.node(f).attrs.set("pads", pads);
+    g.node(f).inputs[1] = x;
+  }
+  for (auto [k, sl] : grads) {
+    Node& bi = g.node(k);
+    bi.attrs.set("pads", pads);
+    bi.attrs.set("input_shape", g.type(x).shape.vec());
+    bi.outputs[0] = g.node(sl).outputs[0];
+    make_view(g.node(sl), Value{k, 0});
+  }
+  std::string what;
+  if (!filters.empty() && !grads.empty())
+    what = " and its gradients";
+  else if (!filters.empty())
+    what = " and its filter gradient";
+  else if (!grads.empty())
+    what = " and its input gradient";
+  report.push_back("folded pad '" + g.node(p).name + "' into conv2d '" + g.node(c).name + "'" +
+                   what);
+}
+
 // pad P = pad(x) (zeros on the two spatial axes of an NHWC tensor only; the op pads with zeros
 // only) ahead of a conv2d C with "valid" padding (Keras's ZeroPadding2D ahead of a strided conv
 // in MobileNetV2 and EfficientNet) becomes C's explicit pads [top, bottom, left, right], so no
@@ -350,24 +417,7 @@ void fold_pad_into_conv(Graph& g, std::vector<Value>& outputs, std::vector<std::
     for (int f : filters)
       ok = ok && same_valid_conv(g.node(f), conv) &&
            attr_ints(g.node(f), "filter_shape") == ws.vec();
-    // C's input gradients B read by one slice S that cuts the pads off (P's gradient).
-    std::vector<std::pair<int, int>> grads;  // (B, S)
-    for (int k : input_grads) {
-      const Node& bi = g.node(k);
-      if (bi.inputs[1] != conv.inputs[1] || !same_valid_conv(bi, conv) ||
-          attr_ints(bi, "input_shape") != ps.vec())
-        continue;
-      const auto& rd = cons[{k, 0}];
-      if (rd.size() != 1 || rd[0] < 0) continue;
-      const Node& s = g.node(rd[0]);
-      if (s.op != op::slice || s.inputs[0] != Value{k, 0} || attr_ints(s, "begin") != b) continue;
-      const auto& size = attr_ints(s, "size");
-      bool cut = size.size() == 4;
-      for (int d = 0; cut && d < 4; ++d)
-        cut = (xs[d] >= 0 && size[size_t(d)] == xs[d]) ||
-              (size[size_t(d)] == -1 && a[size_t(d)] == 0);
-      if (cut && s.outputs[0].dtype == bi.outputs[0].dtype) grads.push_back({k, rd[0]});
-    }
+    const auto grads = pad_gradients(g, cons, input_grads, conv, xs, ps, b, a);
     const bool training = !filters.empty() || !grads.empty();
     if (training) {
       const ConvGeom geo = conv_geometry(ps, ws, conv);
@@ -375,29 +425,7 @@ void fold_pad_into_conv(Graph& g, std::vector<Value>& outputs, std::vector<std::
       ok = ok && pads[0] <= reach_h && pads[1] <= reach_h && pads[2] <= reach_w &&
            pads[3] <= reach_w;
     }
-    if (!ok) continue;
-    const std::string pad_name = g.node(i).name;
-    g.node(c).attrs.set("pads", pads);
-    g.node(c).inputs[0] = x;
-    for (int f : filters) {
-      g.node(f).attrs.set("pads", pads);
-      g.node(f).inputs[1] = x;
-    }
-    for (auto [k, sl] : grads) {
-      Node& bi = g.node(k);
-      bi.attrs.set("pads", pads);
-      bi.attrs.set("input_shape", xs.vec());
-      bi.outputs[0] = g.node(sl).outputs[0];
-      make_view(g.node(sl), Value{k, 0});
-    }
-    std::string what;
-    if (!filters.empty() && !grads.empty())
-      what = " and its gradients";
-    else if (!filters.empty())
-      what = " and its filter gradient";
-    else if (!grads.empty())
-      what = " and its input gradient";
-    report.push_back("folded pad '" + pad_name + "' into conv2d '" + g.node(c).name + "'" + what);
+    if (ok) apply_pad_fold(g, i, c, filters, grads, pads, report);
   }
 }
 
@@ -427,6 +455,7 @@ void fuse_pool_relu_grad(Graph& g, std::vector<Value>& outputs, std::vector<std:
 void fuse_for_kernels(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
   fuse_conv_bias_relu(g, outputs, report);
   fuse_batch_norm(g, outputs, report);
+  fuse_batch_norm_grad(g, outputs, report);
   fuse_batch_norm_swish(g, outputs, report);
   fold_batch_norm(g, outputs, report);
   fuse_conv_activation(g, outputs, report);

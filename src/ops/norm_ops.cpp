@@ -46,7 +46,7 @@ const std::vector<AttrDecl> kEpsilon = {
 // Whether batch_norm_train(_grad) or batch_norm_infer has a fused activation: "linear" (no),
 // "relu", "relu6" or "swish" (yes; relu6 and swish not with a residual, and not on
 // batch_norm_infer).
-static bool fused_relu(const Node& n) {
+static bool fused_activation(const Node& n) {
   const std::string& act = attr_s(n, "activation");
   LS_CHECK(act == "linear" || act == "relu" || act == "relu6" || act == "swish",
            "activation must be \"linear\", \"relu\", \"relu6\" or \"swish\", got '", act, "'");
@@ -58,7 +58,7 @@ static bool fused_relu(const Node& n) {
 
 Types batch_norm_train_infer(const Node& n, const Types& in) {
   const bool residual = attr_b(n, "residual");
-  fused_relu(n);
+  fused_activation(n);
   expect_inputs(in, residual ? 4 : 3);
   int64_t C = channels(in[0]);
   check_param(in[1], C, "gamma");
@@ -70,7 +70,7 @@ Types batch_norm_train_infer(const Node& n, const Types& in) {
 // (dy, x, gamma, mean, var[, y][, dmean, dvar]): y (the fused forward's output, whose sign
 // masks dy) with activation "relu" or "relu6"; beta with "swish".
 Types batch_norm_train_grad_infer(const Node& n, const Types& in) {
-  const size_t base = fused_relu(n) ? 6 : 5;
+  const size_t base = fused_activation(n) ? 6 : 5;
   LS_CHECK(in.size() == base || in.size() == base + 2, "expects ", base, " or ", base + 2,
            " inputs, got ", in.size());
   int64_t C = channels(in[1]);
@@ -97,7 +97,7 @@ static std::vector<Value> batch_norm_train_grad(GradBuilder& b, const Node& n,
   LS_CHECK(attr_s(n, "activation") != "swish", "batch_norm_train '", n.name,
            "': activation \"swish\" is set by the fusion pass after autodiff and has no gradient "
            "builder; differentiate the unfused graph");
-  if (fused_relu(n))
+  if (fused_activation(n))
     d[0] = b.add(attr_s(n, "activation") == "relu6" ? op::relu6_grad : op::relu_grad,
                  {d[0], Value{n.id, 0}});
   std::vector<Value> in{d[0], n.inputs[0], n.inputs[1], Value{n.id, 1}, Value{n.id, 2}};

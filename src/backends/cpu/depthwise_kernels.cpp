@@ -8,12 +8,12 @@
 // dy[n, oh, ow, c] * x[n, oh*SH - PT + kh*DH, ow*SW - PL + kw*DW, c].
 //
 // Vectorised over 16 channels (one AVX-512 register of float32): every output position loads its
-// 16 dy values once and multiplies them into the KH*KW tap accumulators (kept on the stack; the
-// compiler keeps them in registers for the common sizes). Work is split over channel blocks and,
-// where there are too few blocks for the threads, over images, with per-split partial sums in the
-// workspace added at the end. The same loop reads NHWC (16 channels of a position contiguous)
-// and nChw16c (the blocked layout the layout pass keeps float32 activations in): only the strides
-// differ.
+// 16 dy values once and multiplies them into the KH*KW tap accumulators (for 3x3 and 5x5 a local
+// copy the compiler keeps in registers for a whole output row). Work is split over the threads
+// by output rows (n, oh), each split walking every channel block of its rows into its own
+// accumulators in the workspace, added at the end (DepthwiseBackwardFilter). The same loop reads
+// NHWC (16 channels of a position contiguous) and nChw16c (the blocked layout the layout pass
+// keeps float32 activations in): only the strides differ.
 #include "backends/cpu/depthwise_kernels.h"
 
 #include <omp.h>
@@ -29,7 +29,7 @@ namespace {
 using ops::ConvGeom;
 
 constexpr int64_t kLanes = 16;    // channels per vector
-constexpr int64_t kMaxTaps = 49;  // up to 7x7 filters; larger ones run oneDNN
+constexpr int64_t kMaxTaps = 49;  // up to 7x7 filters (the sizes tested); larger ones run oneDNN
 
 // Element strides of one image, one row, one position and one 16-channel block.
 struct Strides {

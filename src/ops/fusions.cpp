@@ -214,6 +214,16 @@ Value producer_through_views(const Graph& g, Consumers& cons, int i, int& reader
   return src;
 }
 
+// The float32 value a mixed-precision conv operand v was cast from: cast(f32) -> v, or
+// cast(f32) -> reshape -> v (the reshape is re-applied by the caller, to the float32 value);
+// v itself when it is float32 or `mixed` is false; an invalid Value otherwise.
+Value f32_source(const Graph& g, Value v, bool mixed) {
+  if (!mixed || g.type(v).dtype == DType::f32) return v;
+  const Node* n = &g.node(v.node);
+  if (n->op == op::reshape) n = &g.node(n->inputs[0].node);
+  return n->op == op::cast && g.type(n->inputs[0]).dtype == DType::f32 ? n->inputs[0] : Value{};
+}
+
 // Inference: conv2d -> batch_norm_infer (maybe fused with relu, not with a residual) becomes
 // conv2d(x, w * s, beta - mean * s [+ b * s]) with the batch norm's activation, s = gamma /
 // sqrt(var + eps): one batch_norm_fold node computes the folded weights and bias from the live
@@ -232,23 +242,24 @@ void fold_batch_norm(Graph& g, std::vector<Value>& outputs, std::vector<std::str
     if (!single || conv.op != op::conv2d || src.index != 0 ||
         attr_s(conv, "activation") != "linear" || cons[{c, 0}] != std::vector<int>{reader})
       continue;
-    // Mixed precision: the conv reads bfloat16 weights (and bias) cast from float32 values;
+    // Mixed precision: the conv reads bfloat16 weights (and bias) cast from float32 values
+    // (a depthwise kernel through a reshape of the cast: (kh, kw, C, 1) -> (kh, kw, 1, C));
     // the fold takes those float32 sources, and its weights are cast to bfloat16 for the conv
     // (its bias stays float32, which a bf16 conv takes).
     const bool mixed = conv.outputs[0].dtype == DType::bf16;
-    auto f32_source = [&](Value v) {
-      if (!mixed || g.type(v).dtype == DType::f32) return v;
-      const Node& cast = g.node(v.node);
-      return cast.op == op::cast && g.type(cast.inputs[0]).dtype == DType::f32 ? cast.inputs[0]
-                                                                               : Value{};
-    };
-    std::vector<Value> in{f32_source(conv.inputs[1])};
+    const std::vector<Value> conv_in = conv.inputs;
+    const TensorType conv_out = conv.outputs[0];
+    std::vector<Value> in{f32_source(g, conv_in[1], mixed)};
     for (int k = 1; k < 5; ++k) in.push_back(g.node(i).inputs[size_t(k)]);
-    if (conv.inputs.size() == 3) in.push_back(f32_source(conv.inputs[2]));
-    bool f32 = conv.outputs[0].dtype == DType::f32 || mixed;
+    if (conv_in.size() == 3) in.push_back(f32_source(g, conv_in[2], mixed));
+    bool f32 = conv_out.dtype == DType::f32 || mixed;
     for (Value v : in) f32 = f32 && v.valid() && g.type(v).dtype == DType::f32;
-    const Shape& w = g.type(conv.inputs[1]).shape;
-    if (!f32 || w[-1] != conv.outputs[0].shape[-1] || reaches(g, in, c)) continue;
+    const Shape& w = g.type(conv_in[1]).shape;
+    if (!f32 || w[-1] != conv_out.shape[-1] || reaches(g, in, c)) continue;
+    // The depthwise kernel's reshape, now on the float32 source.
+    if (g.type(in[0]).shape != w)
+      in[0] = g.add(op::reshape, {in[0]}, g.node(conv_in[1].node).attrs,
+                    g.node(conv_in[1].node).name);
     const std::string bn_name = g.node(i).name, activation = attr_s(g.node(i), "activation");
     auto fold = g.add_multi(op::batch_norm_fold, in,
                             Attrs{{"epsilon", attr_f(g.node(i), "epsilon")}}, bn_name + "/fold");

@@ -244,5 +244,24 @@ TEST(SqueezeExcitationLayouts, BlockedScaleTrainStepMatchesUnblockedAndReference
   check(p, {"'excite (mul)', 'project (conv2d)'", "'squeeze (reduce_mean)'"}, 1e-4);
 }
 
+// EfficientNet's drop-connect: project conv -> y * m, m one scalar per image [N, 1, 1, 1] (a
+// Dropout with noise_shape (None, 1, 1, 1), no gradient), + the shortcut (a conv's) -> conv. The multiply and its
+// gradient take y and the product blocked (each image's elements are contiguous in nChw16c
+// too), so the residual add and the convs around it need no reorder.
+TEST(DropConnectLayouts, BlockedPerImageScaleTrainStepMatchesUnblockedAndReference) {
+  Program p;
+  Graph& g = p.g;
+  Value x = input(p, Shape{4, 6, 6, 16}, "x");
+  Value m = g.add("stop_gradient", {input(p, Shape{4, 1, 1, 1}, "mask")});
+  Value shortcut = conv(p, x, Shape{3, 3, 16, 16}, "same", 1, "stem");
+  Value h = g.add("relu", {conv(p, shortcut, Shape{3, 3, 16, 32}, "same", 1, "expand")});
+  Value y = conv(p, h, Shape{1, 1, 32, 16}, "valid", 1, "project");
+  Value d = g.add("add", {g.add("mul", {y, m}, {}, "drop"), shortcut}, {}, "residual");
+  Value out = conv(p, d, Shape{3, 3, 16, 16}, "same", 1, "next");
+  Value pooled = g.add("reduce_mean", {out}, Attrs{{"axes", I{1, 2}}, {"keepdims", false}});
+  finish(p, g.add("matmul", {pooled, input(p, Shape{16, 10}, "dense")}));
+  check(p, {"'project (conv2d)', 'drop (mul)', 'residual (add)', 'next (conv2d)'"}, 1e-4);
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -98,6 +98,18 @@ LS_OP_CASES(elementwise_binary) {
                      .op = "mul",
                      .inputs = {in({4, 24, 24, 32}), in({4, 1, 1, 32})},
                      .check_grad = false});
+  // Per-image scalars ([N, 1, 1, 1] against [N, H, W, C]: a drop-connect mask), both operand
+  // orders, small (with gradients) and large: the parallel path's 4096-element chunks straddle
+  // the images (6,864 elements each).
+  c.push_back(OpCase{
+      .name = "mul_batch_scalar", .op = "mul", .inputs = {in({3, 2, 3, 5}), in({3, 1, 1, 1})}});
+  c.push_back(OpCase{.name = "div_batch_scalar_first",
+                     .op = "div",
+                     .inputs = {in({2, 1, 1}), in({2, 4, 3}, 0.5f, 2.f)}});
+  c.push_back(OpCase{.name = "mul_large_batch_scalar",
+                     .op = "mul",
+                     .inputs = {in({5, 13, 11, 48}), in({5, 1, 1, 1})},
+                     .check_grad = false});
   return c;
 }
 

@@ -42,9 +42,18 @@ bool is_batch_row_of(const Shape& small, const Shape& big) {
   return true;
 }
 
+// Whether `small` is [N, 1, ..., 1] against big [N, ...] (rank >= 2): one scalar per batch
+// entry (a Dropout with noise_shape (None, 1, 1, 1), EfficientNet's drop-connect mask). The
+// entry's block is contiguous in every layout the backend uses, blocked ones included.
+bool is_batch_scalar_of(const Shape& small, const Shape& big) {
+  return small.rank() == big.rank() && big.rank() >= 2 && small[0] == big[0] &&
+         small.numel() == small[0];
+}
+
 // b_row / a_row: one small row for every row of the big operand, or with `per` > 0 the next
-// small row every `per` rows (is_batch_row_of).
-enum class Mode { same, b_scalar, a_scalar, b_row, a_row };
+// small row every `per` rows (is_batch_row_of). b_image / a_image: one scalar per block of
+// `inner` elements (is_batch_scalar_of).
+enum class Mode { same, b_scalar, a_scalar, b_row, a_row, b_image, a_image };
 
 template <class F, class T>
 struct BinaryKernel : Kernel {
@@ -94,6 +103,30 @@ struct BinaryKernel : Kernel {
         }
         break;
       }
+      case Mode::b_image:
+      case Mode::a_image: {
+        const bool bimg = mode == Mode::b_image;
+        const int64_t images = n / inner, in = inner;
+        const T* full = bimg ? a : b;
+        const T* small = bimg ? b : a;
+        // Split by elements, not images (a batch may be smaller than the thread count).
+#pragma omp parallel for if (n > kParallelMin) schedule(static)
+        for (int64_t c = 0; c < (n + 4095) / 4096; ++c) {
+          const int64_t lo = c * 4096, hi = std::min(n, lo + 4096);
+          for (int64_t img = lo / in; img < images && img * in < hi; ++img) {
+            const int64_t s = std::max(lo, img * in), e = std::min(hi, (img + 1) * in);
+            const T v = small[img];
+            if (bimg) {
+#pragma omp simd
+              for (int64_t i = s; i < e; ++i) y[i] = f(full[i], v);
+            } else {
+#pragma omp simd
+              for (int64_t i = s; i < e; ++i) y[i] = f(v, full[i]);
+            }
+          }
+        }
+        break;
+      }
     }
   }
 };
@@ -126,6 +159,10 @@ KernelFactory binary_factory(F f) {
       mode = Mode::b_row, inner = b.numel();
     else if (b == out && is_row_of(a, b) && a.numel() > 0)
       mode = Mode::a_row, inner = a.numel();
+    else if (a == out && is_batch_scalar_of(b, a) && a.numel() > 0)
+      mode = Mode::b_image, inner = a.numel() / a[0];
+    else if (b == out && is_batch_scalar_of(a, b) && b.numel() > 0)
+      mode = Mode::a_image, inner = b.numel() / b[0];
     else if (a == out && is_batch_row_of(b, a) && b.numel() > 0)
       mode = Mode::b_row, inner = b[-1], per = a.numel() / (a[0] * b[-1]);
     else if (b == out && is_batch_row_of(a, b) && a.numel() > 0)

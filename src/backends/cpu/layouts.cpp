@@ -69,6 +69,13 @@ std::vector<PortGroup> blocked_ports(const Graph& g, const Node& n) {
     };
     if (a == y && per_image_row(b)) return {{{0, out_port(0)}, "layout"}};
     if (b == y && per_image_row(a)) return {{{1, out_port(0)}, "layout"}};
+    // One scalar per image (a drop-connect mask [N, 1, 1, 1]): each image's elements are
+    // contiguous in any layout, so the kernel needs no attribute.
+    auto per_image_scalar = [&](const Shape& r) {
+      return y.rank() == 4 && r == Shape{y[0], 1, 1, 1};
+    };
+    if (a == y && per_image_scalar(b)) return {{{0, out_port(0)}, ""}};
+    if (b == y && per_image_scalar(a)) return {{{1, out_port(0)}, ""}};
   }
   if (OpRegistry::get().op(op).layout_agnostic) {
     // Elementwise over tensors of one shape (no broadcasting): any layout, the same for all.

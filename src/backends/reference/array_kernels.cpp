@@ -168,9 +168,10 @@ LOCKSTEP_REGISTER(reference_array_kernels) {
                    store(a.out(0).raw(), to, i, load(a.in(0).raw(), ti, i));
                }),
                /*takes_bf16=*/true);
-  R.add_kernel(op::concat, kRef, concat);
-  R.add_kernel(op::slice, kRef, slice);
-  R.add_kernel(op::slice_grad, kRef, slice_grad);
+  // Byte copies: any element size, bfloat16 included (no conversion of the whole input).
+  R.add_kernel(op::concat, kRef, concat, /*takes_bf16=*/true);
+  R.add_kernel(op::slice, kRef, slice, /*takes_bf16=*/true);
+  R.add_kernel(op::slice_grad, kRef, slice_grad);  // (float32 dx: the adapter converts dy)
   R.add_kernel(op::pad, kRef, pad, /*takes_bf16=*/true);
   R.add_kernel(op::dropout, kRef, dropout);
 }

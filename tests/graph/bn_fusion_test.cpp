@@ -361,6 +361,52 @@ TEST(BatchNormFusion, InferenceFoldsIntoConvWithBiasAndRelu) { check_fold(true, 
 TEST(BatchNormFusion, InferenceFoldsIntoBf16Conv) { check_fold(false, true, true); }
 TEST(BatchNormFusion, InferenceFoldsIntoBf16ConvWithBias) { check_fold(true, false, true); }
 
+// Mixed precision, a depthwise conv as DepthwiseConv2D builds it: the float32 kernel (3, 3, C, 1)
+// cast to bfloat16 and reshaped to (3, 3, 1, C). The fold takes the float32 kernel through a
+// reshape of its own; the program matches the unfused, eager and reference ones.
+TEST(BatchNormFusion, InferenceFoldsIntoBf16DepthwiseConv) {
+  Graph g;
+  const int64_t C = 16;
+  Value x = g.input({DType::f32, Shape{2, 7, 7, C}}, "x");
+  Value w = g.input({DType::f32, Shape{3, 3, C, 1}}, "w");
+  std::vector<Value> feeds{x, w};
+  auto bf16 = [&](Value v) { return g.add("cast", {v}, Attrs{{"dtype", std::string("bfloat16")}}); };
+  Value k = g.add("reshape", {bf16(w)}, Attrs{{"shape", std::vector<int64_t>{3, 3, 1, C}}});
+  Value y = g.add("conv2d", {bf16(x), k},
+                  Attrs{{"groups", C}, {"padding", std::string("same")}}, "dw");
+  std::vector<Value> bn_in{y};
+  for (const char* q : {"gamma", "beta", "mean", "var"}) {
+    bn_in.push_back(g.input({DType::f32, Shape{C}}, q));
+    feeds.push_back(bn_in.back());
+  }
+  Value out = g.add("cast", {g.add("relu6", {g.add("batch_norm_infer", bn_in,
+                                                   Attrs{{"epsilon", 1e-3}}, "bn")})},
+                    Attrs{{"dtype", std::string("float32")}});
+  Executable fused(g, feeds, {out});
+  Executable unfused(g, feeds, {out}, CompileOptions{.fuse = false});
+  Executable eager(g, feeds, {out}, CompileOptions{.eager = true});
+  Executable reference(g, feeds, {out}, CompileOptions{.backend = "reference"});
+  std::string all;
+  for (const std::string& l : fused.report()) all += l + "\n";
+  EXPECT_EQ(count_lines(fused.report(), "folded batch_norm_infer 'bn' into conv2d 'dw'"), 1) << all;
+  EXPECT_EQ(count_lines(fused.report(), "fused conv2d+relu6 'dw'"), 1) << all;
+  Philox rng(19);
+  std::vector<std::vector<float>> in;
+  for (Value f : feeds) {
+    in.emplace_back(size_t(g.type(f).shape.numel()));
+    const std::string& name = g.node(f.node).name;
+    for (float& v : in.back())
+      v = name == "var" ? rng.uniform(0.5f, 2.f)
+          : name == "x" ? rng.uniform(-4.f, 4.f)
+                        : rng.uniform(-1.f, 1.f);
+  }
+  const auto got = run(fused, in), want = run(unfused, in), oracle = run(eager, in),
+             ref = run(reference, in);
+  EXPECT_LE(worst(got[0], want[0], 3e-2, 3e-2), 1.0) << "vs unfused";
+  EXPECT_LE(worst(got[0], oracle[0], 3e-2, 3e-2), 1.0) << "vs eager";
+  EXPECT_LE(worst(got[0], ref[0], 3e-2, 3e-2), 1.0) << "vs reference";
+}
+
 // The conv's output read by something else besides the batch norm: no fold.
 TEST(BatchNormFusion, InferenceKeepsABatchNormWhoseConvOutputIsShared) {
   Graph g;

@@ -2,6 +2,7 @@
 #include "lockstep/graph/graph.h"
 
 #include <algorithm>
+#include <atomic>
 #include <sstream>
 
 #include "lockstep/graph/op_registry.h"
@@ -102,6 +103,16 @@ Value Graph::variable(const VariablePtr& var) {
 }
 
 Value Graph::scalar(float v) { return add(op::constant, {}, Attrs{{"value", double(v)}}); }
+
+namespace {
+std::atomic<uint64_t>& host_epoch() {
+  static std::atomic<uint64_t> epoch{0};
+  return epoch;
+}
+}  // namespace
+
+uint64_t variable_host_epoch() { return host_epoch().load(std::memory_order_acquire); }
+void note_variable_host_write() { host_epoch().fetch_add(1, std::memory_order_acq_rel); }
 
 Graph Graph::specialise_batch(int64_t batch) const {
   Graph g;

@@ -1,5 +1,6 @@
 // The program of a kernel backend (graph/internal/kernel_program.h). Contents:
 //   KernelProgram        the compiled program: schedule, arena, kernels, run, profile
+//   plan_weight_cache()  the nodes computed from unwritten weights alone, run only when stale
 //   plan_arena()         buffer lifetimes of the scheduled graph -> plan_memory -> views
 //   build_kernel()       a node's kernel: the backend's, the reference fallback, bf16 adapter
 //   run_eager()          op by op with fresh buffers (run_eagerly, the test oracle)
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "graph/internal/memory_plan.h"
 #include "graph/internal/passes.h"
@@ -111,11 +113,13 @@ class KernelProgram final : public CompiledGraph {
       for (Value v : inputs_)
         input_tensors_.push_back(Tensor::zeros(graph_.type(v).shape, graph_.type(v).dtype));
     } else {
+      plan_weight_cache();
       plan_arena();
       build_kernels();
     }
   }
   ~KernelProgram() override {
+    if (options_.residence && (cached_steps_ || writes_held_)) options_.residence->forget(this);
     if (profiling_enabled() && step_->step > 0 && !steps_.empty()) print_profile();
     steps_.clear();
     if (arena_) allocator_->deallocate(arena_);
@@ -140,8 +144,10 @@ class KernelProgram final : public CompiledGraph {
   const std::vector<std::string>& report() const override { return report_; }
 
  private:
+  void plan_weight_cache();
   void plan_arena();
   void build_kernels();
+  void run_steps(size_t begin, size_t end);
   void run_eager();
   void print_profile() const;
 
@@ -160,7 +166,58 @@ class KernelProgram final : public CompiledGraph {
   void* workspace_ = nullptr;
   DeviceAllocator* allocator_ = nullptr;  // of options_.device: arena and workspace
   std::vector<std::string> report_;
+  // The weight cache (plan_weight_cache): per node, whether it is computed from variables the
+  // program does not write alone; its steps come first, cached_steps_ of them, and run when
+  // the values they read may have changed.
+  std::vector<char> cached_;
+  size_t cached_steps_ = 0;
+  bool writes_held_ = false;  // a side effect writes a variable the residence holds
+  bool cache_filled_ = false;
+  uint64_t cache_epoch_ = 0;  // variable_host_epoch() when the cached steps last ran
 };
+
+// The nodes whose values depend on variables alone that no node of this program writes, held by
+// the model's DeviceResidence (so every program and host write of them is announced): a batch
+// norm folded into its conv's weights, a weight's bf16 cast. Their values stay in the arena
+// between runs and are recomputed only when the residence or variable_host_epoch() says a
+// variable may have changed. Random ops (a "seed" attribute) and nodes without inputs are not
+// cached. The schedule puts them first (their inputs are variables and each other), so one
+// prefix of the steps computes them.
+void KernelProgram::plan_weight_cache() {
+  const std::shared_ptr<DeviceResidence>& residence = options_.residence;
+  if (!residence || !config::env_flag("LOCKSTEP_WEIGHT_CACHE", true)) return;
+  const OpRegistry& registry = OpRegistry::get();
+  std::set<const Variable*> written;
+  for (int i : schedule_) {
+    const Node& nd = graph_.node(i);
+    if (!registry.op(nd.op).side_effects) continue;
+    if (nd.variable) written.insert(nd.variable.get());
+    for (Value v : nd.inputs)
+      if (const Node& in = graph_.node(v.node); in.variable) written.insert(in.variable.get());
+    writes_held_ = writes_held_ || (nd.variable && residence->holds(nd.variable.get()));
+  }
+  cached_.assign(size_t(graph_.size()), 0);
+  int count = 0;
+  for (int i : schedule_) {
+    const Node& nd = graph_.node(i);
+    const OpDef& def = registry.op(nd.op);
+    bool c = false;
+    if (def.source == Source::variable) {
+      c = nd.variable && residence->holds(nd.variable.get()) && !written.count(nd.variable.get());
+    } else if (def.source == Source::none && !def.side_effects && !def.attr("seed") &&
+               !nd.inputs.empty()) {
+      c = true;
+      for (Value v : nd.inputs) c = c && cached_[size_t(v.node)];
+    }
+    cached_[size_t(i)] = c;
+    count += c && def.source == Source::none && def.alias_input < 0;
+  }
+  if (count == 0) return;
+  std::stable_partition(schedule_.begin(), schedule_.end(),
+                        [&](int i) { return cached_[size_t(i)] != 0; });
+  report_.push_back("weight cache: " + std::to_string(count) +
+                    " nodes computed from unwritten weights run only when they change");
+}
 
 void KernelProgram::plan_arena() {
   const OpRegistry& registry = OpRegistry::get();
@@ -194,7 +251,12 @@ void KernelProgram::plan_arena() {
   };
   for (int i : schedule_)
     for (Value v : graph_.node(i).inputs)
-      if (BufferLife* b = life(v)) b->last = std::max(b->last, pos[size_t(i)]);
+      if (BufferLife* b = life(v))
+        // A cached value read by an uncached node is read again by the next runs.
+        b->last = std::max(b->last, !cached_.empty() && cached_[size_t(v.node)] &&
+                                            !cached_[size_t(i)]
+                                        ? end
+                                        : pos[size_t(i)]);
   for (const auto& list : {outputs_, inputs_})  // fetched, and written by the caller
     for (Value v : list)
       if (BufferLife* b = life(v)) b->last = end;
@@ -254,6 +316,7 @@ void KernelProgram::build_kernels() {
     if (std::string a = st->kernel->algorithm(); !a.empty())
       report_.push_back("algorithm: " + nd.op + " (" + nd.name + "): " + a);
     workspace_bytes_ = std::max(workspace_bytes_, st->kernel->workspace_bytes());
+    if (!cached_.empty() && cached_[size_t(i)]) ++cached_steps_;
     steps_.push_back(std::move(st));
   }
   std::sort(fallbacks.begin(), fallbacks.end());
@@ -267,14 +330,34 @@ void KernelProgram::build_kernels() {
 
 void KernelProgram::run() {
   if (options_.eager) return run_eager();
+  size_t first = 0;
+  if (cached_steps_) {
+    // Stale when another program or the host wrote a held variable since the last fill (the
+    // residence's version), or host code was handed variables (the epoch).
+    const uint64_t epoch = variable_host_epoch();
+    const bool stale = options_.residence->before_run(this);
+    if (stale || !cache_filled_ || epoch != cache_epoch_) {
+      run_steps(0, cached_steps_);
+      cache_filled_ = true;
+      cache_epoch_ = epoch;
+    }
+    first = cached_steps_;
+  }
+  run_steps(first, steps_.size());
+  // This program's writes make the other programs' caches stale.
+  if (writes_held_) options_.residence->after_run(this, [] {});
+}
+
+void KernelProgram::run_steps(size_t begin, size_t end) {
   if (!profiling_enabled()) {
-    for (auto& st : steps_) st->kernel->run(st->args);
+    for (size_t k = begin; k < end; ++k) steps_[k]->kernel->run(steps_[k]->args);
     return;
   }
-  for (auto& st : steps_) {
+  for (size_t k = begin; k < end; ++k) {
     auto t0 = std::chrono::steady_clock::now();
-    st->kernel->run(st->args);
-    st->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    steps_[k]->kernel->run(steps_[k]->args);
+    steps_[k]->seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 }
 

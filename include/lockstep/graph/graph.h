@@ -27,6 +27,14 @@ struct Variable {
 /// Variables are shared by the layers, graphs and optimizers that use them.
 using VariablePtr = std::shared_ptr<Variable>;
 
+/// A process-wide count that moves whenever host code is handed variables it may write outside
+/// a model's own bookkeeping (Layer::weights(), Normalization::adapt()). A compiled program that
+/// keeps values computed from variables alone (a folded batch norm's weights) recomputes them
+/// when it or the model's DeviceResidence version moves.
+uint64_t variable_host_epoch();
+/// Moves variable_host_epoch() (host code is about to write, or may write, variables).
+void note_variable_host_write();
+
 /// One output of one node.
 struct Value {
   int node = -1;  ///< the producing node's id in its Graph (-1: no value)

@@ -116,8 +116,11 @@ class Layer : public std::enable_shared_from_this<Layer> {
   bool trainable = true;
 
   /// Keras weight order: the order weights were added (e.g. kernel, bias; gamma, beta,
-  /// moving_mean, moving_variance).
-  const std::vector<VariablePtr>& weights() const { return weights_; }
+  /// moving_mean, moving_variance). The caller may write them (note_variable_host_write()).
+  const std::vector<VariablePtr>& weights() const {
+    note_variable_host_write();
+    return weights_;
+  }
   std::vector<VariablePtr> trainable_weights() const;      ///< weights() fit updates
   std::vector<VariablePtr> non_trainable_weights() const;  ///< the others (moving statistics)
   int64_t count_params() const;                            ///< the number of weight elements

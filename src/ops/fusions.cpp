@@ -279,14 +279,16 @@ void fold_batch_norm(Graph& g, std::vector<Value>& outputs, std::vector<std::str
 // the one before through the identities earlier fusions left (a folded batch norm): the conv
 // applies it to its own output (activation relu6 / swish) and the activation node becomes an
 // identity, saving a pass over the activation (MobileNetV2's Conv -> BatchNormalization ->
-// ReLU(6), EfficientNet's Conv -> BatchNormalization -> swish, in inference). In training the
-// activation's gradient reads the conv's output too, so nothing fuses.
+// ReLU(6), EfficientNet's Conv -> BatchNormalization -> swish, in inference), and a sigmoid
+// (EfficientNet's squeeze-and-excitation gate, Conv2D(activation="sigmoid")). In training a
+// gradient that reads the conv's output (swish_grad) keeps the nodes apart; sigmoid_grad reads
+// the sigmoid's output, which the fused conv writes, so a conv+sigmoid fuses there too.
 void fuse_conv_activation(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
   auto sched = schedule_nodes(g, outputs);
   auto cons = consumers_of(g, sched, outputs);
   for (int i : sched) {
-    const bool relu6 = g.node(i).op == op::relu6;
-    if (!relu6 && g.node(i).op != op::swish) continue;
+    const std::string kind = g.node(i).op;
+    if (!(kind == op::relu6) && !(kind == op::swish) && !(kind == op::sigmoid)) continue;
     int reader = i;
     bool single = true;
     const Value src = producer_through_views(g, cons, i, reader, single);
@@ -295,7 +297,7 @@ void fuse_conv_activation(Graph& g, std::vector<Value>& outputs, std::vector<std
         attr_s(conv, "activation") != "linear" || cons[{src.node, 0}] != std::vector<int>{reader} ||
         g.node(i).outputs[0] != conv.outputs[0])
       continue;
-    const std::string name = relu6 ? "relu6" : "swish";
+    const std::string& name = kind;  // the activation's op name is the conv's activation
     g.node(src.node).attrs.set("activation", name);
     make_view(g.node(i), g.node(i).inputs[0]);
     report.push_back("fused conv2d+" + name + " '" + g.node(src.node).name + "'");

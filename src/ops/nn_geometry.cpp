@@ -105,11 +105,12 @@ ConvGeom conv2d_geometry(const Shape& x, const Shape& w, const Node& n) {
   ConvGeom g = conv_geometry(x, w, n);
   g.fused_bias = attr_b(n, "fused_bias");
   const std::string& act = attr_s(n, "activation");
-  LS_CHECK(act == "linear" || act == "relu" || act == "relu6" || act == "swish",
-           "conv2d activation must be linear, relu, relu6 or swish, got ", act);
+  LS_CHECK(act == "linear" || act == "relu" || act == "relu6" || act == "swish" || act == "sigmoid",
+           "conv2d activation must be linear, relu, relu6, swish or sigmoid, got ", act);
   g.relu = act == "relu";
   g.relu6 = act == "relu6";
   g.swish = act == "swish";
+  g.sigmoid = act == "sigmoid";
   return g;
 }
 

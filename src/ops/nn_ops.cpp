@@ -55,6 +55,7 @@ static std::vector<Value> grad_conv(GradBuilder& b, const Node& n, const std::ve
   Value G = dy[0];
   if (attr_s(n, "activation") == "relu") G = b.add(op::relu_grad, {G, Value{n.id, 0}});
   if (attr_s(n, "activation") == "relu6") G = b.add(op::relu6_grad, {G, Value{n.id, 0}});
+  if (attr_s(n, "activation") == "sigmoid") G = b.add(op::sigmoid_grad, {G, Value{n.id, 0}});
   LS_CHECK(attr_s(n, "activation") != "swish", "conv2d '", n.name,
            "': activation swish is an inference fusion (its gradient needs the conv's output "
            "before the swish, which the fused node does not keep); differentiate the unfused "
@@ -184,7 +185,8 @@ void register_matmul_conv() {
           .attrs = conv_attrs(
               {{"fused_bias", boolean, false, "input 2 is a bias added to y"},
                {"activation", str, "linear",
-                "\"linear\", \"relu\", \"relu6\" or \"swish\" (no gradient), applied last"},
+                "\"linear\", \"relu\", \"relu6\", \"sigmoid\" or \"swish\" (no gradient), "
+                "applied last"},
                {"src_layout", str, "nhwc",
                 "x's memory layout: \"nhwc\", or \"nChw16c\" (channels blocked by 16), which the "
                 "cpu backend's layout pass sets when every reader of a conv's output takes it"},

@@ -82,6 +82,12 @@ LS_OP_CASES(nn_matmul_conv) {
              .attrs = Attrs{{"fused_bias", true}, {"activation", "swish"}, {"padding", "same"}},
              .inputs = {in({2, 5, 5, 2}), in({3, 3, 2, 3}), in({3})},
              .check_grad = false});
+  // The squeeze-and-excitation gate: its gradient goes through sigmoid_grad of the output.
+  c.push_back(
+      OpCase{.name = "conv2d_fused_bias_sigmoid",
+             .op = "conv2d",
+             .attrs = Attrs{{"fused_bias", true}, {"activation", "sigmoid"}, {"padding", "same"}},
+             .inputs = {in({2, 5, 5, 2}), in({3, 3, 2, 3}), in({3})}});
   // Backward ops directly (their gradients are conv2d / the other backward op).
   c.push_back(OpCase{
       .name = "conv2d_backward_input_same_s2",

@@ -180,12 +180,14 @@ class ConvFwd final : public ConvKernel {
   ConvFwd(const ConvGeom& g, const ConvTypes& t) {
     Mds m = user_mds(g, t);
     auto attr = user_scratchpad_attr();
-    if (g.relu || g.relu6 || g.swish) {
+    if (g.relu || g.relu6 || g.swish || g.sigmoid) {
       dnnl::post_ops po;
       if (g.relu)
         po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
       else if (g.relu6)
         po.append_eltwise(1.f, algorithm::eltwise_clip, 0.f, 6.f);
+      else if (g.sigmoid)
+        po.append_eltwise(1.f, algorithm::eltwise_logistic, 0.f, 0.f);
       else
         po.append_eltwise(1.f, algorithm::eltwise_swish, 1.f, 0.f);
       attr.set_post_ops(po);

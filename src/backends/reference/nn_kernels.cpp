@@ -59,6 +59,7 @@ void conv_fwd(const ConvGeom& g, const float* x, const float* w, const float* b,
     double v = acc[i] + (b ? b[i % g.O] : 0.0);
     y[i] = float(g.relu ? std::max(v, 0.0) : g.relu6 ? std::min(std::max(v, 0.0), 6.0) : v);
     if (g.swish) y[i] *= ew::sigmoid(y[i]);
+    if (g.sigmoid) y[i] = ew::sigmoid(y[i]);
   }
 }
 

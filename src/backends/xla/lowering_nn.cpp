@@ -43,6 +43,7 @@ Values conv2d(LoweringContext& cx, const Node& n) {
   if (g.relu6)
     y = cx.b.select(cx.b.compare(y, cx.full_like(y, 6.0), Compare::LT), y, cx.full_like(y, 6.0));
   if (g.swish) y = cx.b.multiply(y, cx.b.logistic(y));
+  if (g.sigmoid) y = cx.b.logistic(y);
   return {y};
 }
 

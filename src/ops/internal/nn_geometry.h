@@ -19,6 +19,7 @@ struct ConvGeom {
   int64_t OH = 0, OW = 0;  // output (-1 when the input dim is unknown)
   bool fused_bias = false, relu = false;
   bool relu6 = false, swish = false;  // min(max(y, 0), 6); y * sigmoid(y) (inference only)
+  bool sigmoid = false;               // 1 / (1 + e^-y) (squeeze-and-excitation's gate)
   int64_t Cg() const { return C / G; }
   int64_t Og() const { return O / G; }
   double flops() const { return 2.0 * N * OH * OW * O * KH * KW * Cg(); }

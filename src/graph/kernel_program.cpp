@@ -119,7 +119,7 @@ class KernelProgram final : public CompiledGraph {
     }
   }
   ~KernelProgram() override {
-    if (options_.residence && (cached_steps_ || writes_held_)) options_.residence->forget(this);
+    if (options_.residence && (uses_constants_ || writes_held_)) options_.residence->forget(this);
     if (profiling_enabled() && step_->step > 0 && !steps_.empty()) print_profile();
     steps_.clear();
     if (arena_) allocator_->deallocate(arena_);
@@ -173,6 +173,8 @@ class KernelProgram final : public CompiledGraph {
   size_t cached_steps_ = 0;
   bool writes_held_ = false;  // a side effect writes a variable the residence holds
   bool cache_filled_ = false;
+  bool uses_constants_ = false;     // cached steps, or steps with constant inputs
+  uint64_t constants_version_ = 0;  // KernelArgs::constants_version: moves at each refill
   uint64_t cache_epoch_ = 0;  // variable_host_epoch() when the cached steps last ran
 };
 
@@ -212,7 +214,7 @@ void KernelProgram::plan_weight_cache() {
     cached_[size_t(i)] = c;
     count += c && def.source == Source::none && def.alias_input < 0;
   }
-  if (count == 0) return;
+  if (count == 0) return;  // (constant variables alone may still be read: build_kernels)
   std::stable_partition(schedule_.begin(), schedule_.end(),
                         [&](int i) { return cached_[size_t(i)] != 0; });
   report_.push_back("weight cache: " + std::to_string(count) +
@@ -323,21 +325,34 @@ void KernelProgram::build_kernels() {
   fallbacks.erase(std::unique(fallbacks.begin(), fallbacks.end()), fallbacks.end());
   report_.insert(report_.end(), fallbacks.begin(), fallbacks.end());
   if (workspace_bytes_) workspace_ = allocator_->allocate(workspace_bytes_);
-  for (auto& st : steps_)
+  for (auto& st : steps_) {
     st->args = KernelArgs{st->in.data(),       int(st->in.size()), st->out.data(),
                           int(st->out.size()), workspace_,         step_};
+    // Inputs the weight cache keeps (unwritten variables and values computed from them alone),
+    // read by a step that runs every time: the kernel may keep a reordered copy of them.
+    const Node& nd = graph_.node(st->node);
+    uint32_t mask = 0;
+    for (size_t k = 0; k < nd.inputs.size() && k < 32 && !cached_.empty(); ++k)
+      if (cached_[size_t(nd.inputs[k].node)] && !cached_[size_t(st->node)]) mask |= 1u << k;
+    if (!mask) continue;
+    st->args.constant_inputs = mask;
+    st->args.constants_version = &constants_version_;
+    st->kernel->set_constant_inputs(mask);
+    uses_constants_ = true;
+  }
 }
 
 void KernelProgram::run() {
   if (options_.eager) return run_eager();
   size_t first = 0;
-  if (cached_steps_) {
+  if (uses_constants_) {
     // Stale when another program or the host wrote a held variable since the last fill (the
     // residence's version), or host code was handed variables (the epoch).
     const uint64_t epoch = variable_host_epoch();
     const bool stale = options_.residence->before_run(this);
     if (stale || !cache_filled_ || epoch != cache_epoch_) {
       run_steps(0, cached_steps_);
+      ++constants_version_;  // kernels refresh what they keep of the constant inputs
       cache_filled_ = true;
       cache_epoch_ = epoch;
     }

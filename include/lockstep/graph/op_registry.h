@@ -35,6 +35,11 @@ struct KernelArgs {
   int num_outputs = 0;             ///< the node's output count
   void* workspace = nullptr;       ///< workspace_bytes() of scratch, valid during run()
   const StepInfo* step = nullptr;  ///< step counter, seed and replica (random ops read them)
+  /// Bit i set: input i holds weights the program keeps between runs (a variable it does not
+  /// write, or a value computed from such variables alone), whose contents change only when
+  /// *constants_version does. A kernel may keep work derived from them (a reordered copy).
+  uint32_t constant_inputs = 0;
+  const uint64_t* constants_version = nullptr;  ///< see constant_inputs (null when none)
   const Tensor& in(int i) const { return inputs[i]; }  ///< Input `i` (not bounds-checked).
   Tensor& out(int i) const { return outputs[i]; }      ///< Output `i` (not bounds-checked).
 };
@@ -54,6 +59,9 @@ class Kernel {
   /// Non-empty when the kernel chose an algorithm worth knowing (the cpu conv's "winograd"):
   /// the executable's report() lists it as "algorithm: <op> (<node>): <what>".
   virtual std::string algorithm() const { return {}; }
+  /// Called once after the factory, before any run, with the KernelArgs::constant_inputs bits
+  /// of its node: a kernel that keeps a reordered copy of such inputs allocates it here.
+  virtual void set_constant_inputs(uint32_t mask) { (void)mask; }
 };
 
 /// Builds a kernel for one node with its concrete input types (shapes known).

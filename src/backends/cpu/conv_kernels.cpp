@@ -146,11 +146,30 @@ class ConvKernel : public Kernel {
     char* ws = static_cast<char*>(a.workspace);
     scratch_.bind(ws);
     char* bufs = ws + scratch_.aligned();
-    for (int i = 0; i < n_args_; ++i) args_[i].bind(a.in(i).raw(), bufs);
+    for (int i = 0; i < n_args_; ++i) {
+      if (kept_[i].empty()) {
+        args_[i].bind(a.in(i).raw(), bufs);
+        args_[i].before();
+        continue;
+      }
+      // A constant input (inference or frozen weights): reordered once per constants version
+      // into this kernel's own buffer, not every run.
+      args_[i].user.set_data_handle(a.in(i).raw());
+      args_[i].prim.set_data_handle(kept_data(i));
+      if (*a.constants_version != kept_version_[i] || !kept_valid_[i]) {
+        args_[i].reorder.run();
+        kept_version_[i] = *a.constants_version;
+        kept_valid_[i] = true;
+      }
+    }
     out_.bind(a.out(0).raw(), bufs);
-    for (int i = 0; i < n_args_; ++i) args_[i].before();
     exec_.run();
     out_.after();
+  }
+  void set_constant_inputs(uint32_t mask) override {
+    for (int i = 0; i < n_args_; ++i)
+      if ((mask >> i & 1) && args_[i].reordered && !args_[i].output)
+        kept_[i].resize(args_[i].prim.get_desc().get_size() + 64);
   }
 
  protected:
@@ -168,6 +187,14 @@ class ConvKernel : public Kernel {
   }
   Arg args_[3], out_;
   int n_args_ = 0;
+  // set_constant_inputs: the reordered copies of constant inputs, and the version they hold.
+  std::vector<char> kept_[3];
+  uint64_t kept_version_[3] = {0, 0, 0};
+  bool kept_valid_[3] = {false, false, false};
+  void* kept_data(int i) {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(kept_[i].data());
+    return reinterpret_cast<void*>((p + 63) & ~uintptr_t(63));
+  }
   Exec exec_;
   WsPlan ws_;
   Scratch scratch_;

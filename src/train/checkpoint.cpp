@@ -52,6 +52,7 @@ void assign(const std::vector<VariablePtr>& vars, const CheckpointFile& f,
              dtype_name(v.dtype()), v.shape().str(), " (different architecture?)");
   }
   for (size_t i = 0; i < vars.size(); ++i) vars[i]->value.copy_from(src[i]->value);
+  note_variable_host_write();  // compiled programs refresh their weight caches
 }
 
 }  // namespace

@@ -106,6 +106,7 @@ void load_optimizer_state(Model& model, const std::vector<io::NamedTensor>& tens
   size_t first_slot = 1;
   if (!opt->has_schedule()) opt->set_learning_rate(src[1]->to_vector()[0]), first_slot = 2;
   for (size_t i = first_slot; i < vars.size(); ++i) vars[i]->value.copy_from(*src[i]);
+  note_variable_host_write();  // compiled programs refresh their weight caches
 }
 
 }  // namespace lockstep::train

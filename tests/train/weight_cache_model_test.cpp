@@ -78,3 +78,28 @@ TEST(WeightCacheModel, PredictFollowsFitSetWeightsAndLayerWrites) {
     EXPECT_LT(max_abs_diff(n.model.predict(x), g.model.predict(x)), 1e-4f);
   }
 }
+
+// adapt() after a prediction: the Normalization's statistics change, and the compiled predict
+// program (which keeps the standard deviation it derives from the variance) sees them.
+TEST(WeightCacheModel, PredictFollowsNormalizationAdapt) {
+  reset_layer_names();
+  set_random_seed(3);
+  NormalizationHandle norm = Normalization();
+  Model m = Sequential({Input({4}), norm, Dense(2)});
+  m.compile({.optimizer = optimizers::SGD(0.1), .loss = losses::MeanSquaredError()});
+  const Tensor x = test_util::lcg_inputs(Shape{6, 4}, 8);
+  norm.adapt(x);
+  const Tensor p0 = m.predict(x);
+  Tensor scaled = x.clone();
+  for (int64_t i = 0; i < scaled.numel(); ++i)
+    scaled.data<float>()[i] = 3.f * scaled.data<float>()[i] + 1.f;
+  norm.adapt(scaled);
+  const Tensor p1 = m.predict(x);
+  EXPECT_GT(max_abs_diff(p0, p1), 1e-3f);
+  reset_layer_names();
+  set_random_seed(3);
+  NormalizationHandle norm2 = Normalization();
+  Model fresh = Sequential({Input({4}), norm2, Dense(2)});
+  fresh.set_weights(m.get_weights());
+  EXPECT_LT(max_abs_diff(p1, fresh.predict(x)), 1e-5f);
+}

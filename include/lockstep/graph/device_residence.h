@@ -12,7 +12,9 @@
 // after_run() with a function that copies them to the host; from then on the host values are
 // stale until to_host(). Variables not held (metric accumulators, the optimizer's iteration
 // count and learning rate, a replica's copies) the backend keeps in sync with the host every
-// step. Kernel backends run on the host values themselves and never use it.
+// step. Kernel backends run on the host values themselves; their programs use it to know when
+// what they compute from weights alone is stale (the weight cache: a kernel program that writes
+// a held variable calls after_run() with a no-op download, one that caches asks before_run()).
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -118,6 +118,7 @@ class NormalizationLayer : public Layer {
   }
   void finalize_state() {
     LS_CHECK(count_ > 0, "Normalization '", name(), "': adapt() saw no data");
+    note_variable_host_write();  // compiled programs recompute what they derived from these
     float* m = mean_->value.data<float>();
     float* v = var_->value.data<float>();
     for (int64_t k = 0; k < nstat_; ++k) {

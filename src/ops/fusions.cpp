@@ -99,6 +99,21 @@ void fuse_batch_norm(Graph& g, std::vector<Value>& outputs, std::vector<std::str
   }
 }
 
+// The beta of the batch_norm_train that wrote y (through views) with activation `act` and no
+// residual, from the same x, gamma and statistics gradient node bg reads; invalid otherwise.
+// float32 only: a bfloat16 y was rounded on the way to memory, which a kernel running between
+// conversions (the reference's) cannot see to recompute.
+Value forward_beta(const Graph& g, Value y, const Node& bg, const std::string& act) {
+  if (g.type(y).dtype != DType::f32) return {};
+  while (is_view(g.node(y.node))) y = g.node(y.node).inputs[0];
+  const Node& bn = g.node(y.node);
+  if (bn.op != op::batch_norm_train || y.index != 0 || attr_s(bn, "activation") != act ||
+      attr_b(bn, "residual") || bn.inputs[0] != bg.inputs[1] || bn.inputs[1] != bg.inputs[2] ||
+      bg.inputs[3] != Value{y.node, 1} || bg.inputs[4] != Value{y.node, 2})
+    return {};
+  return bn.inputs[2];
+}
+
 // fuse_batch_norm's backward half: relu_grad(dy, y) (relu6_grad) -> batch_norm_train_grad
 // becomes one batch_norm_train_grad (activation relu / relu6, y its input 5); emit_dy where the
 // masked gradient has other readers.
@@ -132,14 +147,19 @@ void fuse_batch_norm_grad(Graph& g, std::vector<Value>& outputs, std::vector<std
     }
     for (int k : fused) {
       Node& bg = g.node(k);
+      // y written by this very batch norm (fused relu / relu6, no residual): the mask is
+      // recomputed from x and beta, and y is not read (two fewer passes over a tensor of x's size).
+      const Value beta = forward_beta(g, y, bg, relu6 ? "relu6" : "relu");
       std::vector<Value> in(bg.inputs.begin(), bg.inputs.begin() + 5);
       in[0] = dy;
-      in.push_back(y);
+      in.push_back(beta.valid() ? beta : y);
       in.insert(in.end(), bg.inputs.begin() + 5, bg.inputs.end());  // dmean, dvar
       bg.inputs = std::move(in);
       bg.attrs.set("activation", relu6 ? "relu6" : "relu");
+      if (beta.valid()) bg.attrs.set("mask_from_x", true);
       report.push_back(std::string(relu6 ? "fused relu6_grad" : "fused relu_grad") +
-                       "+batch_norm_train_grad '" + bg.name + "'");
+                       "+batch_norm_train_grad '" + bg.name + "'" +
+                       (beta.valid() ? " (mask from x)" : ""));
     }
     if (!others.empty()) {
       Node& bg = g.node(emit);

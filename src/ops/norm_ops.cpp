@@ -68,7 +68,8 @@ Types batch_norm_train_infer(const Node& n, const Types& in) {
 }
 
 // (dy, x, gamma, mean, var[, y][, dmean, dvar]): y (the fused forward's output, whose sign
-// masks dy) with activation "relu" or "relu6"; beta with "swish".
+// masks dy) with activation "relu" or "relu6"; beta with "swish", or with relu / relu6 and
+// mask_from_x (the mask recomputed from s = bn(x)).
 Types batch_norm_train_grad_infer(const Node& n, const Types& in) {
   const size_t base = fused_activation(n) ? 6 : 5;
   LS_CHECK(in.size() == base || in.size() == base + 2, "expects ", base, " or ", base + 2,
@@ -79,8 +80,10 @@ Types batch_norm_train_grad_infer(const Node& n, const Types& in) {
   for (size_t i = 2; i < in.size(); ++i)
     if (i != 5 || base == 5) check_param(in[i], C, "gamma/mean/var");
   const bool swish = attr_s(n, "activation") == "swish";
-  if (swish) check_param(in[5], C, "beta");
-  if (base == 6 && !swish)
+  const bool from_x = attr_b(n, "mask_from_x");
+  LS_CHECK(!from_x || (base == 6 && !swish), "mask_from_x needs activation \"relu\" or \"relu6\"");
+  if (swish || from_x) check_param(in[5], C, "beta");
+  if (base == 6 && !swish && !from_x)
     LS_CHECK(in[5] == in[0], "y ", in[5].str(), " differs from dy ", in[0].str());
   LS_CHECK(!attr_b(n, "emit_dy") || (base == 6 && !swish),
            "emit_dy needs activation \"relu\" or \"relu6\"");
@@ -208,6 +211,9 @@ void register_batch_norm_train() {
                      "with input 5 = beta"},
                     {"emit_dy", boolean, false,
                      "with relu: output 3 is the masked dy (the residual input's gradient)"},
+                    {"mask_from_x", boolean, false,
+                     "with relu (relu6) and no residual: input 5 is beta and the mask is "
+                     "recomputed from s = bn(x) (0 < s < 6) instead of read from y"},
                     {"layout", str, "nhwc",
                      "x's (and the tensors shaped like it) memory layout: \"nhwc\", or "
                      "\"nChw16c\" where the cpu backend's layout pass sets it"}},

@@ -49,7 +49,8 @@ std::vector<PortGroup> blocked_ports(const Graph& g, const Node& n) {
   if (op == op::batch_norm_train_grad) {
     PortGroup p{{0, 1, out_port(0)}, "layout"};
     const std::string& act = attr_s(n, "activation");
-    if (act == "relu" || act == "relu6") p.ports.push_back(5);  // y (with swish: beta, [C])
+    if ((act == "relu" || act == "relu6") && !attr_b(n, "mask_from_x"))
+      p.ports.push_back(5);  // y (with swish or mask_from_x: beta, [C])
     if (attr_b(n, "emit_dy")) p.ports.push_back(out_port(3));
     return {p};
   }

@@ -30,6 +30,9 @@ struct Dims {
   // Fused relu6 (relu is set too): the activation clips at 6 as well, and the gradient's mask
   // is 0 < y < 6.
   bool cap = false;
+  // The gradient's relu / relu6 mask recomputed from s = bn(x) (input 5 is beta, mask_from_x),
+  // rounded as the forward stored y, instead of read from y.
+  bool from_x = false;
   // Fused swish (EfficientNet's BatchNormalization -> Activation("swish")): y = s * sigmoid(s)
   // of s = bn(x); the gradient recomputes s from x (its input 5 is beta) and applies swish's
   // derivative to dy itself.
@@ -59,7 +62,10 @@ Dims dims_of(const Node& n, const Shape& x) {
   }
   if (n.op == op::batch_norm_train || n.op == op::batch_norm_infer)
     d.residual = attr_b(n, "residual");
-  if (n.op == op::batch_norm_train_grad) d.emit_dy = attr_b(n, "emit_dy");
+  if (n.op == op::batch_norm_train_grad) {
+    d.emit_dy = attr_b(n, "emit_dy");
+    d.from_x = attr_b(n, "mask_from_x");
+  }
   return d;
 }
 
@@ -377,6 +383,70 @@ void bn_train_grad_impl(const Dims& d, const Params& p, float* params, const Ker
   }
 }
 
+// relu_grad (relu6_grad) folded into the gradient with the mask recomputed: s = x * scale +
+// shift (gamma, beta = input 5, mean and var), rounded to T as the forward stored relu(6)(s).
+template <bool Cap, class T>
+inline float masked_from_x(T dy, float xv, float scale, float shift) {
+  const float v = ld(st<T>(xv * scale + shift));
+  if constexpr (Cap) return v > 0.f && v < 6.f ? ld(dy) : 0.f;
+  return v > 0.f ? ld(dy) : 0.f;
+}
+
+// bn_train_grad_impl with mask_from_x: the same two passes, reading dy and x (and writing the
+// masked dy to dz with emit_dy) but never y.
+template <class T, bool Cap>
+void bn_train_grad_from_x(const Dims& d, const Params& p, float* params, const KernelArgs& a) {
+  const T *dy = a.in(0).data<T>(), *x = a.in(1).data<T>();
+  const float *gm = p.get(a, 2, params), *mean = p.get(a, 3, params), *var = p.get(a, 4, params),
+              *bt = p.get(a, 5, params);
+  const float* dmean = a.num_inputs > 6 ? p.get(a, 6, params) : nullptr;
+  const float* dvar = a.num_inputs > 6 ? p.get(a, 7, params) : nullptr;
+  T* dz = d.emit_dy ? a.out(3).data<T>() : nullptr;
+  T* dx = a.out(0).data<T>();
+  float *dg = out_f(a, 1), *db = out_f(a, 2);
+  const int64_t C = d.C;
+  BnWs w(d, a.workspace);
+  float *ka = w.coef, *kb = ka + C, *kc = kb + C, *sc = kc + C, *sh = sc + C;
+  scale_shift(d, gm, bt, mean, var, sc, sh);
+#pragma omp parallel num_threads(d.T)
+  {
+    int64_t r0, r1;
+    rows_of(d, &r0, &r1);
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t W = d.W;
+    sum_rows(d, w, t, r0, r1, [&](int64_t r, int64_t off, float* __restrict p1,
+                                  float* __restrict p2) {
+      const T* __restrict dyr = dy + r * W;
+      const T* __restrict xr = x + r * W;
+      T* __restrict dzr = dz ? dz + r * W : nullptr;
+      const float *__restrict mu = mean + off, *__restrict scr = sc + off, *__restrict shr = sh + off;
+#pragma omp simd
+      for (int64_t c = 0; c < W; ++c) {
+        const float xv = ld(xr[c]), g = masked_from_x<Cap>(dyr[c], xv, scr[c], shr[c]);
+        if (dzr) dzr[c] = st<T>(g);
+        p1[c] += g;
+        p2[c] += g * (xv - mu[c]);
+      }
+    });
+#pragma omp barrier
+#pragma omp single
+    grad_coefficients(d, w, nt, gm, var, dmean, dvar, dg, db, ka, kb, kc);
+    for_rows(d, r0, r1, [&](int64_t r, int64_t off) {
+      const T* __restrict dyr = dy + r * W;
+      const T* __restrict xr = x + r * W;
+      T* __restrict dxr = dx + r * W;
+      const float *fa = ka + off, *fb = kb + off, *fc = kc + off, *mu = mean + off,
+                  *scr = sc + off, *shr = sh + off;
+#pragma omp simd
+      for (int64_t c = 0; c < W; ++c) {
+        const float xv = ld(xr[c]);
+        dxr[c] = st<T>(fa[c] * masked_from_x<Cap>(dyr[c], xv, scr[c], shr[c]) +
+                       fb[c] * (xv - mu[c]) + fc[c]);
+      }
+    });
+  }
+}
+
 // The gradient of a batch_norm_train fused with swish: dy is at y = swish(s), s = bn(x) =
 // x * scale + shift (recomputed from gamma, beta = input 5, mean and var). The first pass forms
 // g = dy * swish'(s) (into dx, which the second pass then overwrites in place) and the sums of
@@ -437,6 +507,10 @@ template <class T>
 void bn_train_grad(const Dims& d, const Params& p, float* params, const KernelArgs& a) {
   if (d.swish)
     bn_train_grad_swish<T>(d, p, params, a);
+  else if (d.from_x && d.cap)
+    bn_train_grad_from_x<T, true>(d, p, params, a);
+  else if (d.from_x)
+    bn_train_grad_from_x<T, false>(d, p, params, a);
   else if (d.cap)
     bn_train_grad_impl<T, true, true>(d, p, params, a);
   else if (d.relu)
@@ -579,14 +653,14 @@ LOCKSTEP_REGISTER(cpu_norm_kernels) {
       factory(bn_train_grad<float>, bn_train_grad<bf16>, 1, {0, 1}, {2, 3, 4, 5, 6}, bn_ws);
   KernelFactory bn_grad_relu =
       factory(bn_train_grad<float>, bn_train_grad<bf16>, 1, {0, 1, 5}, {2, 3, 4, 6, 7}, bn_ws);
-  // Fused with swish, input 5 is beta (per channel).
+  // Fused with swish, or with relu / relu6 and mask_from_x, input 5 is beta (per channel).
   KernelFactory bn_grad_swish =
       factory(bn_train_grad<float>, bn_train_grad<bf16>, 1, {0, 1}, {2, 3, 4, 5, 6, 7}, bn_ws);
   R.add_kernel(
       op::batch_norm_train_grad, "cpu",
       [bn_grad, bn_grad_relu, bn_grad_swish](const Node& n, const std::vector<TensorType>& in) {
         const std::string& act = attr_s(n, "activation");
-        if (act == "swish") return bn_grad_swish(n, in);
+        if (act == "swish" || attr_b(n, "mask_from_x")) return bn_grad_swish(n, in);
         return act == "relu" || act == "relu6" ? bn_grad_relu(n, in) : bn_grad(n, in);
       },
       /*takes_bf16=*/true);

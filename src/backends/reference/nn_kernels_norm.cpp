@@ -15,6 +15,7 @@ struct Dims {
   // batch_norm_train(_grad)/_infer fused with relu, or with relu6 (relu and relu6 both set)
   bool relu = false, relu6 = false, emit_dy = false;
   bool swish = false;  // batch_norm_train(_grad) fused with swish (input 5 of the grad: beta)
+  bool from_x = false;  // the grad's relu(6) mask recomputed from bn(x) (input 5: beta)
   float act(float o) const { return relu6 ? std::min(std::max(o, 0.f), 6.f) : std::max(o, 0.f); }
   bool passes(float y) const { return y > 0 && (!relu6 || y < 6); }  // relu(6)_grad's mask
 };
@@ -28,6 +29,7 @@ Dims dims_of(const Node& n, const Shape& x) {
     d.relu = d.relu6 || attr_s(n, "activation") == "relu";
     d.swish = attr_s(n, "activation") == "swish";
     d.emit_dy = n.op == op::batch_norm_train_grad && attr_b(n, "emit_dy");
+    d.from_x = n.op == op::batch_norm_train_grad && attr_b(n, "mask_from_x");
   }
   return d;
 }
@@ -73,9 +75,19 @@ void bn_train_grad(Dims d, const KernelArgs& a) {
     dy = m;
   }
   if (d.relu) {  // dy at relu's output y: relu_grad first, into dz or the workspace
-    const float* y = in_f(a, 5);
     float* m = d.emit_dy ? out_f(a, 3) : static_cast<float*>(a.workspace);
-    for (int64_t i = 0; i < d.R * d.C; ++i) m[i] = d.passes(y[i]) ? dy[i] : 0.f;
+    if (d.from_x) {  // y = relu(6)(bn(x)) recomputed with beta (input 5), as the forward rounds
+      const float* bt = in_f(a, 5);
+      for (int64_t i = 0; i < d.R * d.C; ++i) {
+        const int64_t c = i % d.C;
+        const double rstd = 1.0 / std::sqrt(double(var[c]) + d.eps);
+        const float y = d.act(float(gm[c] * (x[i] - mean[c]) * rstd + bt[c]));
+        m[i] = d.passes(y) ? dy[i] : 0.f;
+      }
+    } else {
+      const float* y = in_f(a, 5);
+      for (int64_t i = 0; i < d.R * d.C; ++i) m[i] = d.passes(y[i]) ? dy[i] : 0.f;
+    }
     dy = m;
   }
   for (int64_t c = 0; c < d.C; ++c) {

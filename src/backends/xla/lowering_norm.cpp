@@ -57,6 +57,13 @@ Values batch_norm_train_grad(LoweringContext& cx, const Node& n) {
                        cx.b.add(sg, cx.b.multiply(cx.b.multiply(s, sg), cx.b.subtract(one, sg))));
   } else if (fused_relu) {
     HloValue y = cx.in(n, 5);
+    if (attr_b(n, "mask_from_x")) {  // s = bn(x) recomputed with beta (input 5): its sign masks
+      HloValue g_rstd =
+          cx.b.multiply(cx.in(n, 2), rstd_of(cx, cx.in(n, 4), attr_f(n, "epsilon")));
+      y = cx.b.add(
+          cx.b.multiply(cx.b.subtract(x, per_channel(cx, mean, x)), per_channel(cx, g_rstd, x)),
+          per_channel(cx, cx.in(n, 5), x));
+    }
     dy = cx.b.select(cx.b.compare(y, cx.full_like(y, 0.0), Compare::GT), dy, cx.full_like(dy, 0.0));
     if (attr_s(n, "activation") == "relu6")
       dy = cx.b.select(cx.b.compare(y, cx.full_like(y, 6.0), Compare::LT), dy,

@@ -175,7 +175,7 @@ class KernelProgram final : public CompiledGraph {
   bool cache_filled_ = false;
   bool uses_constants_ = false;     // cached steps, or steps with constant inputs
   uint64_t constants_version_ = 0;  // KernelArgs::constants_version: moves at each refill
-  uint64_t cache_epoch_ = 0;  // variable_host_epoch() when the cached steps last ran
+  uint64_t cache_epoch_ = 0;        // variable_host_epoch() when the cached steps last ran
 };
 
 // The nodes whose values depend on variables alone that no node of this program writes, held by
@@ -255,10 +255,10 @@ void KernelProgram::plan_arena() {
     for (Value v : graph_.node(i).inputs)
       if (BufferLife* b = life(v))
         // A cached value read by an uncached node is read again by the next runs.
-        b->last = std::max(b->last, !cached_.empty() && cached_[size_t(v.node)] &&
-                                            !cached_[size_t(i)]
-                                        ? end
-                                        : pos[size_t(i)]);
+        b->last =
+            std::max(b->last, !cached_.empty() && cached_[size_t(v.node)] && !cached_[size_t(i)]
+                                  ? end
+                                  : pos[size_t(i)]);
   for (const auto& list : {outputs_, inputs_})  // fetched, and written by the caller
     for (Value v : list)
       if (BufferLife* b = life(v)) b->last = end;

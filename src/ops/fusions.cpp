@@ -278,8 +278,8 @@ void fold_batch_norm(Graph& g, std::vector<Value>& outputs, std::vector<std::str
     if (!f32 || w[-1] != conv_out.shape[-1] || reaches(g, in, c)) continue;
     // The depthwise kernel's reshape, now on the float32 source.
     if (g.type(in[0]).shape != w)
-      in[0] = g.add(op::reshape, {in[0]}, g.node(conv_in[1].node).attrs,
-                    g.node(conv_in[1].node).name);
+      in[0] =
+          g.add(op::reshape, {in[0]}, g.node(conv_in[1].node).attrs, g.node(conv_in[1].node).name);
     const std::string bn_name = g.node(i).name, activation = attr_s(g.node(i), "activation");
     auto fold = g.add_multi(op::batch_norm_fold, in,
                             Attrs{{"epsilon", attr_f(g.node(i), "epsilon")}}, bn_name + "/fold");

@@ -162,7 +162,7 @@ LoadWeightsReport load_legacy_weights(Network& model, const std::string& path,
   // All checked: now copy (in place, so compiled programs keep their views).
   for (auto& [to, group] : load)
     for (size_t i = 0; i < to.size(); ++i) to[i]->value.copy_from(group->weights[i].value);
-    note_variable_host_write();  // compiled programs refresh their weight caches
+  note_variable_host_write();  // compiled programs refresh their weight caches
   return report;
 }
 

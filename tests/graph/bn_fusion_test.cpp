@@ -375,18 +375,20 @@ TEST(BatchNormFusion, InferenceFoldsIntoBf16DepthwiseConv) {
   Value x = g.input({DType::f32, Shape{2, 7, 7, C}}, "x");
   Value w = g.input({DType::f32, Shape{3, 3, C, 1}}, "w");
   std::vector<Value> feeds{x, w};
-  auto bf16 = [&](Value v) { return g.add("cast", {v}, Attrs{{"dtype", std::string("bfloat16")}}); };
+  auto bf16 = [&](Value v) {
+    return g.add("cast", {v}, Attrs{{"dtype", std::string("bfloat16")}});
+  };
   Value k = g.add("reshape", {bf16(w)}, Attrs{{"shape", std::vector<int64_t>{3, 3, 1, C}}});
-  Value y = g.add("conv2d", {bf16(x), k},
-                  Attrs{{"groups", C}, {"padding", std::string("same")}}, "dw");
+  Value y =
+      g.add("conv2d", {bf16(x), k}, Attrs{{"groups", C}, {"padding", std::string("same")}}, "dw");
   std::vector<Value> bn_in{y};
   for (const char* q : {"gamma", "beta", "mean", "var"}) {
     bn_in.push_back(g.input({DType::f32, Shape{C}}, q));
     feeds.push_back(bn_in.back());
   }
-  Value out = g.add("cast", {g.add("relu6", {g.add("batch_norm_infer", bn_in,
-                                                   Attrs{{"epsilon", 1e-3}}, "bn")})},
-                    Attrs{{"dtype", std::string("float32")}});
+  Value out = g.add(
+      "cast", {g.add("relu6", {g.add("batch_norm_infer", bn_in, Attrs{{"epsilon", 1e-3}}, "bn")})},
+      Attrs{{"dtype", std::string("float32")}});
   Executable fused(g, feeds, {out});
   Executable unfused(g, feeds, {out}, CompileOptions{.fuse = false});
   Executable eager(g, feeds, {out}, CompileOptions{.eager = true});

@@ -35,9 +35,9 @@ Program gate(bool training, bool second_reader) {
   Value x = g.input({DType::f32, Shape{4, 1, 1, 24}}, "x");
   Value w = g.input({DType::f32, Shape{1, 1, 24, 32}}, "w");
   Value b = g.input({DType::f32, Shape{32}}, "b");
-  Value z = g.add("bias_add", {g.add("conv2d", {x, w}, Attrs{{"padding", std::string("valid")}},
-                                     "se_expand"),
-                               b});
+  Value z =
+      g.add("bias_add",
+            {g.add("conv2d", {x, w}, Attrs{{"padding", std::string("valid")}}, "se_expand"), b});
   Value s = g.add("sigmoid", {z});
   p.feeds = {x, w, b};
   if (second_reader) s = g.add("add", {s, g.add("relu", {z})});

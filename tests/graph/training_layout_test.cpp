@@ -245,9 +245,9 @@ TEST(SqueezeExcitationLayouts, BlockedScaleTrainStepMatchesUnblockedAndReference
 }
 
 // EfficientNet's drop-connect: project conv -> y * m, m one scalar per image [N, 1, 1, 1] (a
-// Dropout with noise_shape (None, 1, 1, 1), no gradient), + the shortcut (a conv's) -> conv. The multiply and its
-// gradient take y and the product blocked (each image's elements are contiguous in nChw16c
-// too), so the residual add and the convs around it need no reorder.
+// Dropout with noise_shape (None, 1, 1, 1), no gradient), + the shortcut (a conv's) -> conv. The
+// multiply and its gradient take y and the product blocked (each image's elements are contiguous in
+// nChw16c too), so the residual add and the convs around it need no reorder.
 TEST(DropConnectLayouts, BlockedPerImageScaleTrainStepMatchesUnblockedAndReference) {
   Program p;
   Graph& g = p.g;

@@ -29,10 +29,9 @@ VariablePtr make_var(const std::string& name, Shape s, float lo, float hi, uint6
 // and, with bf16, the weight casts are cacheable); `writer` adds w += 1 (an assign_add).
 struct Net {
   VariablePtr w = make_var("w", Shape{3, 3, 4, 16}, -1.f, 1.f, 1);
-  std::vector<VariablePtr> stats{make_var("gamma", Shape{16}, 0.5f, 1.5f, 2),
-                                 make_var("beta", Shape{16}, -1.f, 1.f, 3),
-                                 make_var("mean", Shape{16}, -1.f, 1.f, 4),
-                                 make_var("var", Shape{16}, 0.5f, 2.f, 5)};
+  std::vector<VariablePtr> stats{
+      make_var("gamma", Shape{16}, 0.5f, 1.5f, 2), make_var("beta", Shape{16}, -1.f, 1.f, 3),
+      make_var("mean", Shape{16}, -1.f, 1.f, 4), make_var("var", Shape{16}, 0.5f, 2.f, 5)};
   std::shared_ptr<DeviceResidence> residence = std::make_shared<DeviceResidence>();
   Graph g;
   Value x, y;
@@ -94,8 +93,8 @@ TEST_P(WeightCache, RecomputesAfterAnotherProgramWritesAWeight) {
   // A second program of the model writes w (w += 1, a side effect): the first one's folded
   // weights are stale and must be recomputed at its next run.
   Graph wg;
-  Value delta = wg.add("constant", {},
-                       Attrs{{"value", 1.0}, {"shape", std::vector<int64_t>{3, 3, 4, 16}}});
+  Value delta =
+      wg.add("constant", {}, Attrs{{"value", 1.0}, {"shape", std::vector<int64_t>{3, 3, 4, 16}}});
   wg.add_multi("assign_add", {wg.variable(n.w), delta}, {}, "w += 1", n.w);
   std::vector<Value> none;
   Executable writer(wg, {}, none, n.options());

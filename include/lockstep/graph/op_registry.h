@@ -39,7 +39,7 @@ struct KernelArgs {
   /// write, or a value computed from such variables alone), whose contents change only when
   /// *constants_version does. A kernel may keep work derived from them (a reordered copy).
   uint32_t constant_inputs = 0;
-  const uint64_t* constants_version = nullptr;  ///< see constant_inputs (null when none)
+  const uint64_t* constants_version = nullptr;         ///< see constant_inputs (null when none)
   const Tensor& in(int i) const { return inputs[i]; }  ///< Input `i` (not bounds-checked).
   Tensor& out(int i) const { return outputs[i]; }      ///< Output `i` (not bounds-checked).
 };

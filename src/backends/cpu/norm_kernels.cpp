@@ -414,12 +414,11 @@ void bn_train_grad_from_x(const Dims& d, const Params& p, float* params, const K
     rows_of(d, &r0, &r1);
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t W = d.W;
-    sum_rows(d, w, t, r0, r1, [&](int64_t r, int64_t off, float* __restrict p1,
-                                  float* __restrict p2) {
+    sum_rows(d, w, t, r0, r1, [&](int64_t r, int64_t off, float* __restrict p1, float* __restrict p2) {
       const T* __restrict dyr = dy + r * W;
       const T* __restrict xr = x + r * W;
       T* __restrict dzr = dz ? dz + r * W : nullptr;
-      const float *__restrict mu = mean + off, *__restrict scr = sc + off, *__restrict shr = sh + off;
+      const float* __restrict mu = mean + off, * __restrict scr = sc + off, * __restrict shr = sh + off;
 #pragma omp simd
       for (int64_t c = 0; c < W; ++c) {
         const float xv = ld(xr[c]), g = masked_from_x<Cap>(dyr[c], xv, scr[c], shr[c]);
@@ -435,8 +434,8 @@ void bn_train_grad_from_x(const Dims& d, const Params& p, float* params, const K
       const T* __restrict dyr = dy + r * W;
       const T* __restrict xr = x + r * W;
       T* __restrict dxr = dx + r * W;
-      const float *fa = ka + off, *fb = kb + off, *fc = kc + off, *mu = mean + off,
-                  *scr = sc + off, *shr = sh + off;
+      const float *fa = ka + off, *fb = kb + off, *fc = kc + off, *mu = mean + off, *scr = sc + off,
+                  *shr = sh + off;
 #pragma omp simd
       for (int64_t c = 0; c < W; ++c) {
         const float xv = ld(xr[c]);

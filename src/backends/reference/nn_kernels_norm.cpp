@@ -14,7 +14,7 @@ struct Dims {
   double eps;
   // batch_norm_train(_grad)/_infer fused with relu, or with relu6 (relu and relu6 both set)
   bool relu = false, relu6 = false, emit_dy = false;
-  bool swish = false;  // batch_norm_train(_grad) fused with swish (input 5 of the grad: beta)
+  bool swish = false;   // batch_norm_train(_grad) fused with swish (input 5 of the grad: beta)
   bool from_x = false;  // the grad's relu(6) mask recomputed from bn(x) (input 5: beta)
   float act(float o) const { return relu6 ? std::min(std::max(o, 0.f), 6.f) : std::max(o, 0.f); }
   bool passes(float y) const { return y > 0 && (!relu6 || y < 6); }  // relu(6)_grad's mask

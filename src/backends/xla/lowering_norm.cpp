@@ -58,8 +58,7 @@ Values batch_norm_train_grad(LoweringContext& cx, const Node& n) {
   } else if (fused_relu) {
     HloValue y = cx.in(n, 5);
     if (attr_b(n, "mask_from_x")) {  // s = bn(x) recomputed with beta (input 5): its sign masks
-      HloValue g_rstd =
-          cx.b.multiply(cx.in(n, 2), rstd_of(cx, cx.in(n, 4), attr_f(n, "epsilon")));
+      HloValue g_rstd = cx.b.multiply(cx.in(n, 2), rstd_of(cx, cx.in(n, 4), attr_f(n, "epsilon")));
       y = cx.b.add(
           cx.b.multiply(cx.b.subtract(x, per_channel(cx, mean, x)), per_channel(cx, g_rstd, x)),
           per_channel(cx, cx.in(n, 5), x));

@@ -383,26 +383,39 @@ void bn_train_grad_impl(const Dims& d, const Params& p, float* params, const Ker
   }
 }
 
-// relu_grad (relu6_grad) folded into the gradient with the mask recomputed: s = x * scale +
-// shift (gamma, beta = input 5, mean and var), rounded to T as the forward stored relu(6)(s).
-template <bool Cap, class T>
-inline float masked_from_x(T dy, float xv, float scale, float shift) {
-  const float v = ld(st<T>(xv * scale + shift));
-  if constexpr (Cap) return v > 0.f && v < 6.f ? ld(dy) : 0.f;
-  return v > 0.f ? ld(dy) : 0.f;
+// g = dy carried back through the fused activation at s = bn(x): swish's derivative (rounded
+// to T as the unfused swish_grad's output is), or relu / relu6's mask on s rounded to T as the
+// forward stored y (mask_from_x).
+enum class AtS { swish, relu, relu6 };
+template <AtS A, class T>
+inline float grad_at_s(T dy, float s) {
+  if constexpr (A == AtS::swish) {
+    const float sg = vec_sigmoid(s);
+    return ld(st<T>(ld(dy) * (sg + s * sg * (1.f - sg))));
+  } else {
+    const float v = ld(st<T>(s));
+    const bool pass = A == AtS::relu6 ? v > 0.f && v < 6.f : v > 0.f;
+    return pass ? ld(dy) : 0.f;
+  }
 }
 
-// bn_train_grad_impl with mask_from_x: the same two passes, reading dy and x (and writing the
-// masked dy to dz with emit_dy) but never y.
-template <class T, bool Cap>
-void bn_train_grad_from_x(const Dims& d, const Params& p, float* params, const KernelArgs& a) {
+// The gradient of a batch_norm_train fused with an activation whose gradient is taken at
+// s = bn(x) = x * scale + shift (recomputed from gamma, beta = input 5, mean and var), not read
+// from y: swish, and relu / relu6 with mask_from_x. The first pass forms g = grad_at_s(dy, s)
+// and the sums of g and g * (x - mean); swish stores g (into dx, which the second pass
+// overwrites in place: its derivative costs more to recompute than to read back), relu(6)
+// recompute it (and write it to dz only with emit_dy). The second pass: dx = a*g +
+// b*(x - mean) + c.
+template <class T, AtS A>
+void bn_train_grad_at_s(const Dims& d, const Params& p, float* params, const KernelArgs& a) {
+  constexpr bool store = A == AtS::swish;
   const T *dy = a.in(0).data<T>(), *x = a.in(1).data<T>();
   const float *gm = p.get(a, 2, params), *mean = p.get(a, 3, params), *var = p.get(a, 4, params),
               *bt = p.get(a, 5, params);
   const float* dmean = a.num_inputs > 6 ? p.get(a, 6, params) : nullptr;
   const float* dvar = a.num_inputs > 6 ? p.get(a, 7, params) : nullptr;
-  T* dz = d.emit_dy ? a.out(3).data<T>() : nullptr;
   T* dx = a.out(0).data<T>();
+  T* gbuf = store ? dx : d.emit_dy ? a.out(3).data<T>() : nullptr;  // where g is written
   float *dg = out_f(a, 1), *db = out_f(a, 2);
   const int64_t C = d.C;
   BnWs w(d, a.workspace);
@@ -417,12 +430,12 @@ void bn_train_grad_from_x(const Dims& d, const Params& p, float* params, const K
     sum_rows(d, w, t, r0, r1, [&](int64_t r, int64_t off, float* __restrict p1, float* __restrict p2) {
       const T* __restrict dyr = dy + r * W;
       const T* __restrict xr = x + r * W;
-      T* __restrict dzr = dz ? dz + r * W : nullptr;
+      T* __restrict gr = gbuf ? gbuf + r * W : nullptr;
       const float* __restrict mu = mean + off, * __restrict scr = sc + off, * __restrict shr = sh + off;
 #pragma omp simd
       for (int64_t c = 0; c < W; ++c) {
-        const float xv = ld(xr[c]), g = masked_from_x<Cap>(dyr[c], xv, scr[c], shr[c]);
-        if (dzr) dzr[c] = st<T>(g);
+        const float xv = ld(xr[c]), g = grad_at_s<A>(dyr[c], xv * scr[c] + shr[c]);
+        if (gr) gr[c] = st<T>(g);
         p1[c] += g;
         p2[c] += g * (xv - mu[c]);
       }
@@ -433,71 +446,15 @@ void bn_train_grad_from_x(const Dims& d, const Params& p, float* params, const K
     for_rows(d, r0, r1, [&](int64_t r, int64_t off) {
       const T* __restrict dyr = dy + r * W;
       const T* __restrict xr = x + r * W;
-      T* __restrict dxr = dx + r * W;
+      T* dxr = dx + r * W;  // with store: g in, dx out, element by element
       const float *fa = ka + off, *fb = kb + off, *fc = kc + off, *mu = mean + off, *scr = sc + off,
                   *shr = sh + off;
 #pragma omp simd
       for (int64_t c = 0; c < W; ++c) {
         const float xv = ld(xr[c]);
-        dxr[c] = st<T>(fa[c] * masked_from_x<Cap>(dyr[c], xv, scr[c], shr[c]) +
-                       fb[c] * (xv - mu[c]) + fc[c]);
+        const float g = store ? ld(dxr[c]) : grad_at_s<A>(dyr[c], xv * scr[c] + shr[c]);
+        dxr[c] = st<T>(fa[c] * g + fb[c] * (xv - mu[c]) + fc[c]);
       }
-    });
-  }
-}
-
-// The gradient of a batch_norm_train fused with swish: dy is at y = swish(s), s = bn(x) =
-// x * scale + shift (recomputed from gamma, beta = input 5, mean and var). The first pass forms
-// g = dy * swish'(s) (into dx, which the second pass then overwrites in place) and the sums of
-// g and g * (x - mean); the second, dx = a*g + b*(x - mean) + c.
-template <class T>
-void bn_train_grad_swish(const Dims& d, const Params& p, float* params, const KernelArgs& a) {
-  const T *dy = a.in(0).data<T>(), *x = a.in(1).data<T>();
-  const float *gm = p.get(a, 2, params), *mean = p.get(a, 3, params), *var = p.get(a, 4, params),
-              *bt = p.get(a, 5, params);
-  const float* dmean = a.num_inputs > 6 ? p.get(a, 6, params) : nullptr;
-  const float* dvar = a.num_inputs > 6 ? p.get(a, 7, params) : nullptr;
-  T* dx = a.out(0).data<T>();
-  float *dg = out_f(a, 1), *db = out_f(a, 2);
-  const int64_t C = d.C;
-  BnWs w(d, a.workspace);
-  float *ka = w.coef, *kb = ka + C, *kc = kb + C, *sc = kc + C, *sh = sc + C;
-  scale_shift(d, gm, bt, mean, var, sc, sh);
-#pragma omp parallel num_threads(d.T)
-  {
-    int64_t r0, r1;
-    rows_of(d, &r0, &r1);
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t W = d.W;
-    sum_rows(d, w, t, r0, r1, [&](int64_t r, int64_t off, float* q1, float* q2) {
-      const T* __restrict dyr = dy + r * W;
-      const T* __restrict xr = x + r * W;
-      T* __restrict gr = dx + r * W;
-      const float* __restrict mu = mean + off;
-      const float* __restrict scr = sc + off;
-      const float* __restrict shr = sh + off;
-      float* __restrict p1 = q1;
-      float* __restrict p2 = q2;
-#pragma omp simd
-      for (int64_t c = 0; c < W; ++c) {
-        const float xv = ld(xr[c]), s = xv * scr[c] + shr[c], sg = vec_sigmoid(s);
-        // Rounded to T as the unfused swish_grad's output is, then used as stored.
-        const float g = ld(st<T>(ld(dyr[c]) * (sg + s * sg * (1.f - sg))));
-        gr[c] = st<T>(g);
-        p1[c] += g;
-        p2[c] += g * (xv - mu[c]);
-      }
-    });
-#pragma omp barrier
-#pragma omp single
-    grad_coefficients(d, w, nt, gm, var, dmean, dvar, dg, db, ka, kb, kc);
-    for_rows(d, r0, r1, [&](int64_t r, int64_t off) {
-      T* gr = dx + r * W;  // g in, dx out, element by element
-      const T* __restrict xr = x + r * W;
-      const float *fa = ka + off, *fb = kb + off, *fc = kc + off, *mu = mean + off;
-#pragma omp simd
-      for (int64_t c = 0; c < W; ++c)
-        gr[c] = st<T>(fa[c] * ld(gr[c]) + fb[c] * (ld(xr[c]) - mu[c]) + fc[c]);
     });
   }
 }
@@ -505,11 +462,11 @@ void bn_train_grad_swish(const Dims& d, const Params& p, float* params, const Ke
 template <class T>
 void bn_train_grad(const Dims& d, const Params& p, float* params, const KernelArgs& a) {
   if (d.swish)
-    bn_train_grad_swish<T>(d, p, params, a);
+    bn_train_grad_at_s<T, AtS::swish>(d, p, params, a);
   else if (d.from_x && d.cap)
-    bn_train_grad_from_x<T, true>(d, p, params, a);
+    bn_train_grad_at_s<T, AtS::relu6>(d, p, params, a);
   else if (d.from_x)
-    bn_train_grad_from_x<T, false>(d, p, params, a);
+    bn_train_grad_at_s<T, AtS::relu>(d, p, params, a);
   else if (d.cap)
     bn_train_grad_impl<T, true, true>(d, p, params, a);
   else if (d.relu)

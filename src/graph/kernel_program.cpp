@@ -196,8 +196,8 @@ void KernelProgram::plan_weight_cache() {
     if (nd.variable) written.insert(nd.variable.get());
     for (Value v : nd.inputs)
       if (const Node& in = graph_.node(v.node); in.variable) written.insert(in.variable.get());
-    writes_held_ = writes_held_ || (nd.variable && residence->holds(nd.variable.get()));
   }
+  for (const Variable* v : written) writes_held_ = writes_held_ || residence->holds(v);
   cached_.assign(size_t(graph_.size()), 0);
   int count = 0;
   for (int i : schedule_) {

@@ -171,11 +171,11 @@ class KernelProgram final : public CompiledGraph {
   // the values they read may have changed.
   std::vector<char> cached_;
   size_t cached_steps_ = 0;
-  bool writes_held_ = false;  // a side effect writes a variable the residence holds
-  bool cache_filled_ = false;
-  bool uses_constants_ = false;     // cached steps, or steps with constant inputs
-  uint64_t constants_version_ = 0;  // KernelArgs::constants_version: moves at each refill
-  uint64_t cache_epoch_ = 0;        // variable_host_epoch() when the cached steps last ran
+  bool writes_held_ = false;     // a side effect writes a variable the residence holds
+  bool uses_constants_ = false;  // cached steps, or steps with constant inputs
+  uint64_t constants_version_ =
+      0;                      // KernelArgs::constants_version: moves at each refill (0: none yet)
+  uint64_t cache_epoch_ = 0;  // variable_host_epoch() when the cached steps last ran
 };
 
 // The nodes whose values depend on variables alone that no node of this program writes, held by
@@ -350,10 +350,9 @@ void KernelProgram::run() {
     // residence's version), or host code was handed variables (the epoch).
     const uint64_t epoch = variable_host_epoch();
     const bool stale = options_.residence->before_run(this);
-    if (stale || !cache_filled_ || epoch != cache_epoch_) {
+    if (stale || constants_version_ == 0 || epoch != cache_epoch_) {
       run_steps(0, cached_steps_);
       ++constants_version_;  // kernels refresh what they keep of the constant inputs
-      cache_filled_ = true;
       cache_epoch_ = epoch;
     }
     first = cached_steps_;

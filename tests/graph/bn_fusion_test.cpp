@@ -366,6 +366,39 @@ TEST(BatchNormFusion, InferenceFoldsIntoConvWithBiasAndRelu) { check_fold(true, 
 TEST(BatchNormFusion, InferenceFoldsIntoBf16Conv) { check_fold(false, true, true); }
 TEST(BatchNormFusion, InferenceFoldsIntoBf16ConvWithBias) { check_fold(true, false, true); }
 
+// A program compiled fused, unfused, eager and on the reference backend, and its output from
+// each on the same inputs: x in [-4, 4] (past relu6's kinks), var in [0.5, 2], the rest in
+// [-1, 1]. `report` and `all` (its lines joined) are the fused program's.
+struct FourWays {
+  std::vector<std::string> report;
+  std::string all;
+  std::vector<float> got, want, oracle, ref;  // fused, unfused, eager, reference
+};
+
+FourWays run_four_ways(const Graph& g, const std::vector<Value>& feeds, Value out, uint64_t seed) {
+  Executable fused(g, feeds, {out});
+  Executable unfused(g, feeds, {out}, CompileOptions{.fuse = false});
+  Executable eager(g, feeds, {out}, CompileOptions{.eager = true});
+  Executable reference(g, feeds, {out}, CompileOptions{.backend = "reference"});
+  FourWays r{fused.report(), "", {}, {}, {}, {}};
+  for (const std::string& l : r.report) r.all += l + "\n";
+  Philox rng(seed);
+  std::vector<std::vector<float>> in;
+  for (Value f : feeds) {
+    in.emplace_back(size_t(g.type(f).shape.numel()));
+    const std::string& name = g.node(f.node).name;
+    for (float& v : in.back())
+      v = name == "var" ? rng.uniform(0.5f, 2.f)
+          : name == "x" ? rng.uniform(-4.f, 4.f)
+                        : rng.uniform(-1.f, 1.f);
+  }
+  r.got = run(fused, in)[0];
+  r.want = run(unfused, in)[0];
+  r.oracle = run(eager, in)[0];
+  r.ref = run(reference, in)[0];
+  return r;
+}
+
 // Mixed precision, a depthwise conv as DepthwiseConv2D builds it: the float32 kernel (3, 3, C, 1)
 // cast to bfloat16 and reshaped to (3, 3, 1, C). The fold takes the float32 kernel through a
 // reshape of its own; the program matches the unfused, eager and reference ones.
@@ -389,29 +422,12 @@ TEST(BatchNormFusion, InferenceFoldsIntoBf16DepthwiseConv) {
   Value out = g.add(
       "cast", {g.add("relu6", {g.add("batch_norm_infer", bn_in, Attrs{{"epsilon", 1e-3}}, "bn")})},
       Attrs{{"dtype", std::string("float32")}});
-  Executable fused(g, feeds, {out});
-  Executable unfused(g, feeds, {out}, CompileOptions{.fuse = false});
-  Executable eager(g, feeds, {out}, CompileOptions{.eager = true});
-  Executable reference(g, feeds, {out}, CompileOptions{.backend = "reference"});
-  std::string all;
-  for (const std::string& l : fused.report()) all += l + "\n";
-  EXPECT_EQ(count_lines(fused.report(), "folded batch_norm_infer 'bn' into conv2d 'dw'"), 1) << all;
-  EXPECT_EQ(count_lines(fused.report(), "fused conv2d+relu6 'dw'"), 1) << all;
-  Philox rng(19);
-  std::vector<std::vector<float>> in;
-  for (Value f : feeds) {
-    in.emplace_back(size_t(g.type(f).shape.numel()));
-    const std::string& name = g.node(f.node).name;
-    for (float& v : in.back())
-      v = name == "var" ? rng.uniform(0.5f, 2.f)
-          : name == "x" ? rng.uniform(-4.f, 4.f)
-                        : rng.uniform(-1.f, 1.f);
-  }
-  const auto got = run(fused, in), want = run(unfused, in), oracle = run(eager, in),
-             ref = run(reference, in);
-  EXPECT_LE(worst(got[0], want[0], 3e-2, 3e-2), 1.0) << "vs unfused";
-  EXPECT_LE(worst(got[0], oracle[0], 3e-2, 3e-2), 1.0) << "vs eager";
-  EXPECT_LE(worst(got[0], ref[0], 3e-2, 3e-2), 1.0) << "vs reference";
+  const FourWays r = run_four_ways(g, feeds, out, 19);
+  EXPECT_EQ(count_lines(r.report, "folded batch_norm_infer 'bn' into conv2d 'dw'"), 1) << r.all;
+  EXPECT_EQ(count_lines(r.report, "fused conv2d+relu6 'dw'"), 1) << r.all;
+  EXPECT_LE(worst(r.got, r.want, 3e-2, 3e-2), 1.0) << "vs unfused";
+  EXPECT_LE(worst(r.got, r.oracle, 3e-2, 3e-2), 1.0) << "vs eager";
+  EXPECT_LE(worst(r.got, r.ref, 3e-2, 3e-2), 1.0) << "vs reference";
 }
 
 // The conv's output read by something else besides the batch norm: no fold.
@@ -456,32 +472,15 @@ TEST(BatchNormFusion, InferencePadConvBatchNormRelu6BecomeOneConv) {
     feeds.push_back(bn_in.back());
   }
   Value out = g.add("relu6", {g.add("batch_norm_infer", bn_in, Attrs{{"epsilon", 1e-3}}, "bn")});
-  Executable fused(g, feeds, {out});
-  Executable unfused(g, feeds, {out}, CompileOptions{.fuse = false});
-  Executable eager(g, feeds, {out}, CompileOptions{.eager = true});
-  Executable reference(g, feeds, {out}, CompileOptions{.backend = "reference"});
-  std::string all;
-  for (const std::string& l : fused.report()) all += l + "\n";
-  EXPECT_EQ(count_lines(fused.report(), "folded pad 'pad' into conv2d 'conv'"), 1) << all;
-  EXPECT_EQ(count_lines(fused.report(), "fused conv2d+relu6 'conv'"), 1) << all;
-  Philox rng(17);
-  std::vector<std::vector<float>> in;
-  for (Value f : feeds) {
-    in.emplace_back(size_t(g.type(f).shape.numel()));
-    const std::string& name = g.node(f.node).name;
-    for (float& v : in.back())
-      v = name == "var" ? rng.uniform(0.5f, 2.f)
-          : name == "x" ? rng.uniform(-4.f, 4.f)
-                        : rng.uniform(-1.f, 1.f);
-  }
-  const auto got = run(fused, in), want = run(unfused, in), oracle = run(eager, in),
-             ref = run(reference, in);
+  const FourWays r = run_four_ways(g, feeds, out, 17);
+  EXPECT_EQ(count_lines(r.report, "folded pad 'pad' into conv2d 'conv'"), 1) << r.all;
+  EXPECT_EQ(count_lines(r.report, "fused conv2d+relu6 'conv'"), 1) << r.all;
   int clipped = 0;
-  for (float v : want[0]) clipped += v == 6.f;
+  for (float v : r.want) clipped += v == 6.f;
   EXPECT_GT(clipped, 0) << "no value reached relu6's upper kink";
-  EXPECT_LE(worst(got[0], want[0], 1e-5, 1e-5), 1.0) << "vs unfused";
-  EXPECT_LE(worst(got[0], oracle[0], 1e-5, 1e-5), 1.0) << "vs eager";
-  EXPECT_LE(worst(got[0], ref[0], 1e-5, 1e-5), 1.0) << "vs reference";
+  EXPECT_LE(worst(r.got, r.want, 1e-5, 1e-5), 1.0) << "vs unfused";
+  EXPECT_LE(worst(r.got, r.oracle, 1e-5, 1e-5), 1.0) << "vs eager";
+  EXPECT_LE(worst(r.got, r.ref, 1e-5, 1e-5), 1.0) << "vs reference";
 }
 
 }  // namespace

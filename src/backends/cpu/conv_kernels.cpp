@@ -156,10 +156,9 @@ class ConvKernel : public Kernel {
       // into this kernel's own buffer, not every run.
       args_[i].user.set_data_handle(a.in(i).raw());
       args_[i].prim.set_data_handle(kept_data(i));
-      if (*a.constants_version != kept_version_[i] || !kept_valid_[i]) {
+      if (*a.constants_version != kept_version_[i]) {
         args_[i].reorder.run();
         kept_version_[i] = *a.constants_version;
-        kept_valid_[i] = true;
       }
     }
     out_.bind(a.out(0).raw(), bufs);
@@ -189,8 +188,7 @@ class ConvKernel : public Kernel {
   int n_args_ = 0;
   // set_constant_inputs: the reordered copies of constant inputs, and the version they hold.
   std::vector<char> kept_[3];
-  uint64_t kept_version_[3] = {0, 0, 0};
-  bool kept_valid_[3] = {false, false, false};
+  uint64_t kept_version_[3] = {0, 0, 0};  // a program's versions start at 1
   void* kept_data(int i) {
     const uintptr_t p = reinterpret_cast<uintptr_t>(kept_[i].data());
     return reinterpret_cast<void*>((p + 63) & ~uintptr_t(63));

@@ -219,21 +219,6 @@ void fuse_batch_norm_swish(Graph& g, std::vector<Value>& outputs,
   }
 }
 
-// Node i's input 0, followed back through the identities earlier fusions left (a bias_add
-// fused into the conv): the value that produces it. `reader` ends as the node that reads that
-// value (i, or the last view), `single` false unless each view is the only reader of the one
-// before.
-template <class Consumers>
-Value producer_through_views(const Graph& g, Consumers& cons, int i, int& reader, bool& single) {
-  Value src = g.node(i).inputs[0];
-  while (is_view(g.node(src.node))) {
-    single = single && cons[{src.node, 0}] == std::vector<int>{reader};
-    reader = src.node;
-    src = g.node(src.node).inputs[0];
-  }
-  return src;
-}
-
 // The float32 value a mixed-precision conv operand v was cast from: cast(f32) -> v, or
 // cast(f32) -> reshape -> v (the reshape is re-applied by the caller, to the float32 value);
 // v itself when it is float32 or `mixed` is false; an invalid Value otherwise.

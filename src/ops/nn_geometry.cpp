@@ -114,6 +114,26 @@ ConvGeom conv2d_geometry(const Shape& x, const Shape& w, const Node& n) {
   return g;
 }
 
+PointwiseDepthwise pointwise_depthwise_geometry(const Shape& x, const Shape& w, const Shape& wd,
+                                                const Node& n) {
+  Node c;
+  c.op = op::conv2d;
+  c.name = n.name;
+  c.attrs.set("fused_bias", true).set("activation", attr_s(n, "activation"));
+  PointwiseDepthwise r;
+  r.pw = conv2d_geometry(x, w, c);
+  LS_CHECK(r.pw.KH == 1 && r.pw.KW == 1 && r.pw.G == 1 && r.pw.SH == 1 && r.pw.SW == 1,
+           "the pointwise filter must be 1x1, got ", w.str());
+  c.attrs.set("activation", attr_s(n, "dw_activation"))
+      .set("strides", attr_ints(n, "dw_strides"))
+      .set("pads", attr_ints(n, "dw_pads"))
+      .set("groups", AttrValue(r.pw.O));
+  r.dw = conv2d_geometry(Shape{r.pw.N, r.pw.OH, r.pw.OW, r.pw.O}, wd, c);
+  LS_CHECK(r.dw.O == r.pw.O, "the depthwise filter must be [kh, kw, 1, ", r.pw.O, "], got ",
+           wd.str());
+  return r;
+}
+
 ConvGeom pool_geometry(const Shape& x, const Node& n) {
   LS_CHECK(x.rank() == 4, "expects a 4-D input [batch, height, width, channels], got ", x.str(),
            " (check Input shape)");

@@ -51,6 +51,17 @@ static std::vector<TensorType> infer_conv(const Node& n, const std::vector<Tenso
   return {f32(Shape{g.N, g.OH, g.OW, g.O})};
 }
 
+static std::vector<TensorType> infer_pointwise_depthwise(const Node& n,
+                                                         const std::vector<TensorType>& in) {
+  expect_inputs(in, 5);
+  for (auto& t : in) expect_f32(t, "conv2d_pointwise_depthwise inputs");
+  const PointwiseDepthwise g =
+      pointwise_depthwise_geometry(in[0].shape, in[1].shape, in[3].shape, n);
+  LS_CHECK(in[2].shape == Shape{g.pw.O} && in[4].shape == Shape{g.pw.O}, "biases have shapes ",
+           in[2].shape.str(), " and ", in[4].shape.str(), ", expected (", g.pw.O, ") each");
+  return {f32(Shape{g.dw.N, g.dw.OH, g.dw.OW, g.dw.O})};
+}
+
 static std::vector<Value> grad_conv(GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
   Value G = dy[0];
   if (attr_s(n, "activation") == "relu") G = b.add(op::relu_grad, {G, Value{n.id, 0}});
@@ -220,6 +231,32 @@ void register_matmul_conv() {
                   .onnx = {.none = kOnnxGradient}});
 }
 
+// Made by the cpu backend's pass (src/backends/cpu/conv_chain.cpp) in programs that need no
+// gradient through the pair: oneDNN computes the depthwise conv from the 1x1 conv's output rows
+// while they are still in cache.
+void register_fused_convs() {
+  const char* act = "\"linear\", \"relu\", \"relu6\" or \"swish\"";
+  add_op(kGroup,
+         {.name = op::conv2d_pointwise_depthwise,
+          .signature = "(x[N, H, W, C], w[1, 1, C, M], b[M], wd[kh, kw, 1, M], bd[M]) -> "
+                       "y[N, OH, OW, M]",
+          .doc = "A 1x1 conv2d (bias b, then activation) whose output only a depthwise conv2d "
+                 "(bias bd, then dw_activation) reads, in one node: the intermediate "
+                 "[N, H, W, M] is never written to memory.",
+          .attrs = {{"activation", str, "linear", std::string("the 1x1 conv's: ") + act},
+                    {"dw_activation", str, "linear", std::string("the depthwise conv's: ") + act},
+                    {"dw_strides", i64_list, Ints{1, 1}, "the depthwise conv's [sh, sw]"},
+                    {"dw_pads", i64_list, Ints{0, 0, 0, 0},
+                     "the depthwise conv's [top, bottom, left, right]"},
+                    kSrcLayout,
+                    kDstLayout},
+          .infer = infer_pointwise_depthwise,
+          .rows = RowRule::per_row,
+          .onnx = {.none = kOnnxBackendFusion},
+          .xla = {.none = "made only by the cpu backend's fusion pass, after the xla backend "
+                          "would have lowered the two conv2d nodes"}});
+}
+
 void register_pools() {
   add_op(kGroup,
          {.name = op::max_pool2d,
@@ -348,6 +385,7 @@ void register_upsample() {
 
 LOCKSTEP_REGISTER(nn_ops) {
   register_matmul_conv();
+  register_fused_convs();
   register_pools();
   register_upsample();
 }

@@ -82,6 +82,29 @@ LS_OP_CASES(nn_matmul_conv) {
              .attrs = Attrs{{"fused_bias", true}, {"activation", "swish"}, {"padding", "same"}},
              .inputs = {in({2, 5, 5, 2}), in({3, 3, 2, 3}), in({3})},
              .check_grad = false});
+  // The cpu backend's 1x1 + depthwise pair (conv_chain.h), inference only: oneDNN's fused
+  // kernel (jit_1x1 with its depthwise post-op: a large pair, whole 16-channel blocks) or its
+  // two-primitive form (small pairs, partial blocks) against the reference's two convolutions.
+  // Stride 1 "same", stride 2 with Keras's correct_pad pads, an odd input with pads 1.
+  auto pw_dw = [&](const char* name, const char* act, const char* dw_act, I strides, I pads, I x,
+                   int64_t m) {
+    c.push_back(
+        OpCase{.name = name,
+               .op = "conv2d_pointwise_depthwise",
+               .attrs = Attrs{{"activation", act},
+                              {"dw_activation", dw_act},
+                              {"dw_strides", strides},
+                              {"dw_pads", pads}},
+               .inputs = {in(Shape(x)), in({1, 1, x[3], m}), in({m}), in({3, 3, 1, m}), in({m})},
+               .check_grad = false});
+  };
+  pw_dw("pointwise_depthwise_same_swish", "swish", "swish", I{1, 1}, I{1, 1, 1, 1}, I{2, 6, 6, 16},
+        32);
+  pw_dw("pointwise_depthwise_s2_relu6", "relu6", "relu6", I{2, 2}, I{0, 1, 0, 1}, I{2, 8, 8, 8},
+        24);
+  pw_dw("pointwise_depthwise_s2_odd", "linear", "relu", I{2, 2}, I{1, 1, 1, 1}, I{1, 7, 5, 16}, 16);
+  pw_dw("pointwise_depthwise_s2_fused", "swish", "swish", I{2, 2}, I{1, 1, 1, 1}, I{8, 47, 47, 16},
+        32);
   // The squeeze-and-excitation gate: its gradient goes through sigmoid_grad of the output.
   c.push_back(
       OpCase{.name = "conv2d_fused_bias_sigmoid",

@@ -31,7 +31,8 @@ struct OpId {
   X(assign_add) X(avg_pool2d) X(avg_pool2d_grad) X(batch_norm_fold) X(batch_norm_infer) \
   X(batch_norm_infer_grad) X(batch_norm_train) X(batch_norm_train_grad) X(bias_add) \
   X(binary_accuracy) X(broadcast_to) X(cast) X(categorical_accuracy) X(concat) X(constant) \
-  X(conv2d) X(conv2d_backward_filter) X(conv2d_backward_input) X(cross_replica_sum) X(div) \
+  X(conv2d) X(conv2d_backward_filter) X(conv2d_backward_input) X(conv2d_pointwise_depthwise) \
+  X(cross_replica_sum) X(div) \
   X(dropout) X(elu) X(elu_grad) X(exp) X(gelu) X(gelu_grad) X(identity) \
   X(image_adjust_brightness) X(image_adjust_brightness_grad) X(image_adjust_contrast) \
   X(image_adjust_contrast_grad) X(image_affine_transform) X(image_affine_transform_grad) \

@@ -1,6 +1,8 @@
 // The cpu backend (lockstep/graph/backend.h): oneDNN convolutions and matmuls, OpenMP loops for
 // the rest, run node by node by the kernel program. Its passes: the op fusions its kernels take,
-// then oneDNN's blocked layouts (LOCKSTEP_LAYOUTS=0 keeps every tensor NHWC, for A/B profiling).
+// the 1x1 + depthwise conv pairs oneDNN fuses (conv_chain.h), then oneDNN's blocked layouts
+// (LOCKSTEP_LAYOUTS=0 keeps every tensor NHWC, for A/B profiling).
+#include "backends/cpu/conv_chain.h"
 #include "backends/cpu/layouts.h"
 #include "graph/internal/kernel_program.h"
 #include "lockstep/core/config.h"
@@ -30,6 +32,7 @@ class CpuBackend final : public KernelBackend {
   void run_passes(Graph& g, std::vector<Value>& outputs,
                   std::vector<std::string>& report) const override {
     ops::fuse_for_kernels(g, outputs, report);
+    fuse_pointwise_depthwise(g, outputs, report);
     if (config::env_flag("LOCKSTEP_LAYOUTS", true)) plan_layouts(g, outputs, report);
   }
 };

@@ -17,9 +17,11 @@
 #include <cstring>
 #include <string>
 
+#include "backends/cpu/conv_chain.h"
 #include "backends/cpu/depthwise_kernels.h"
 #include "backends/cpu/dnnl_common.h"
 #include "lockstep/core/config.h"
+#include "ops/internal/kernel_util.h"
 #include "ops/internal/nn_geometry.h"
 
 namespace lockstep::cpu {
@@ -136,7 +138,37 @@ dnnl::convolution_forward::primitive_desc fwd_pd(const ConvGeom& g, const ConvTy
       });
 }
 
-// Common shape of the three conv kernels: three tensor Args, one primitive, one scratchpad.
+// A conv's fused activation as an eltwise post-op (none for linear).
+void append_activation(dnnl::post_ops& po, const ConvGeom& g) {
+  if (g.relu)
+    po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
+  else if (g.relu6)
+    po.append_eltwise(1.f, algorithm::eltwise_clip, 0.f, 6.f);
+  else if (g.sigmoid)
+    po.append_eltwise(1.f, algorithm::eltwise_logistic, 0.f, 0.f);
+  else if (g.swish)
+    po.append_eltwise(1.f, algorithm::eltwise_swish, 1.f, 0.f);
+}
+
+// conv2d_pointwise_depthwise's primitive: the 1x1 conv with its activation, then oneDNN's
+// depthwise post-op (bias and its own activation after it). m: the 1x1 conv's descriptors (the
+// primitive's dst_desc() is then the depthwise conv's output). x and y in the layouts oneDNN
+// chooses (its fused kernel is jit_1x1, on nChw16c); the Args reorder from the node's.
+dnnl::convolution_forward::primitive_desc pointwise_depthwise_pd(const ops::PointwiseDepthwise& g,
+                                                                 const Mds& m) {
+  dnnl::post_ops po;
+  append_activation(po, g.pw);
+  po.append_dw(dt::f32, dt::f32, dt::f32, g.dw.KH, g.dw.SH, g.dw.PT, 0, {});
+  append_activation(po, g.dw);
+  auto attr = user_scratchpad_attr();
+  attr.set_post_ops(po);
+  dnnl::convolution_forward::desc d(prop_kind::forward_inference, algorithm::convolution_direct,
+                                    with_any(m.x), with_any(m.w), m.b, with_any(m.y), m.strides,
+                                    m.dil, m.pl, m.pr);
+  return dnnl::convolution_forward::primitive_desc(d, attr, engine());
+}
+
+// Common shape of the conv kernels: three tensor Args, one primitive, one scratchpad.
 class ConvKernel : public Kernel {
  public:
   size_t workspace_bytes() const override { return scratch_.aligned() + ws_.bytes; }
@@ -184,11 +216,12 @@ class ConvKernel : public Kernel {
     out_.add_scratch(scratch_.mem);
     exec_.arg(DNNL_ARG_SCRATCHPAD, scratch_.mem);
   }
-  Arg args_[3], out_;
+  static constexpr int kMaxArgs = 5;  // conv2d_pointwise_depthwise's
+  Arg args_[kMaxArgs], out_;
   int n_args_ = 0;
   // set_constant_inputs: the reordered copies of constant inputs, and the version they hold.
-  std::vector<char> kept_[3];
-  uint64_t kept_version_[3] = {0, 0, 0};  // a program's versions start at 1
+  std::vector<char> kept_[kMaxArgs];
+  uint64_t kept_version_[kMaxArgs] = {};  // a program's versions start at 1
   void* kept_data(int i) {
     const uintptr_t p = reinterpret_cast<uintptr_t>(kept_[i].data());
     return reinterpret_cast<void*>((p + 63) & ~uintptr_t(63));
@@ -205,18 +238,9 @@ class ConvFwd final : public ConvKernel {
   ConvFwd(const ConvGeom& g, const ConvTypes& t) {
     Mds m = user_mds(g, t);
     auto attr = user_scratchpad_attr();
-    if (g.relu || g.relu6 || g.swish || g.sigmoid) {
-      dnnl::post_ops po;
-      if (g.relu)
-        po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
-      else if (g.relu6)
-        po.append_eltwise(1.f, algorithm::eltwise_clip, 0.f, 6.f);
-      else if (g.sigmoid)
-        po.append_eltwise(1.f, algorithm::eltwise_logistic, 0.f, 0.f);
-      else
-        po.append_eltwise(1.f, algorithm::eltwise_swish, 1.f, 0.f);
-      attr.set_post_ops(po);
-    }
+    dnnl::post_ops po;
+    append_activation(po, g);
+    if (po.len() > 0) attr.set_post_ops(po);
     auto pd = fwd_pd(g, t, m, g.fused_bias, attr);
     n_args_ = g.fused_bias ? 3 : 2;
     args_[0].init(m.x, pd.src_desc(), false, ws_, &scratch_.bytes);
@@ -227,6 +251,33 @@ class ConvFwd final : public ConvKernel {
     exec_.arg(DNNL_ARG_SRC, args_[0].prim);
     exec_.arg(DNNL_ARG_WEIGHTS, args_[1].prim);
     if (g.fused_bias) exec_.arg(DNNL_ARG_BIAS, args_[2].prim);
+    exec_.arg(DNNL_ARG_DST, out_.prim);
+    finish(pd);
+  }
+};
+
+// x -> dw_conv(conv1x1(x)) in one primitive (the depthwise post-op): inputs x, w, b, wd, bd.
+class PointwiseDepthwiseFwd final : public ConvKernel {
+ public:
+  PointwiseDepthwiseFwd(const ops::PointwiseDepthwise& g, const ConvTypes& t) {
+    const Mds m = user_mds(g.pw, t), d = user_mds(g.dw, t);  // the pair's output is d.y
+    auto pd = pointwise_depthwise_pd(g, m);
+    n_args_ = 5;
+    args_[0].init(m.x, pd.src_desc(), false, ws_, &scratch_.bytes);
+    args_[1].init(m.w, pd.weights_desc(), false, ws_, &scratch_.bytes);
+    args_[2].init(m.b, pd.bias_desc(), false, ws_, &scratch_.bytes);
+    constexpr int kDwWeights = DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS;
+    constexpr int kDwBias = DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS;
+    args_[3].init(d.w, pd.query_md(dnnl::query::exec_arg_md, kDwWeights), false, ws_,
+                  &scratch_.bytes);
+    args_[4].init(d.b, pd.query_md(dnnl::query::exec_arg_md, kDwBias), false, ws_, &scratch_.bytes);
+    out_.init(d.y, pd.dst_desc(), true, ws_, &scratch_.bytes);
+    exec_.prim = dnnl::convolution_forward(pd);
+    exec_.arg(DNNL_ARG_SRC, args_[0].prim);
+    exec_.arg(DNNL_ARG_WEIGHTS, args_[1].prim);
+    exec_.arg(DNNL_ARG_BIAS, args_[2].prim);
+    exec_.arg(kDwWeights, args_[3].prim);
+    exec_.arg(kDwBias, args_[4].prim);
     exec_.arg(DNNL_ARG_DST, out_.prim);
     finish(pd);
   }
@@ -299,6 +350,21 @@ KernelFactory conv_fwd_factory() {
   };
 }
 
+KernelFactory pointwise_depthwise_factory() {
+  return [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
+    ConvTypes t;
+    set_layouts(n, t);
+    const auto g = ops::pointwise_depthwise_geometry(in[0].shape, in[1].shape, in[3].shape, n);
+    // The pass fuses only what oneDNN takes; a node built by hand may not be.
+    if (pointwise_depthwise_impl(g).empty())
+      return reference_fallback(n, in,
+                                "oneDNN takes no 1x1 + depthwise pair of this geometry (its "
+                                "depthwise post-op takes 3x3 filters, one stride, and the output "
+                                "ceil(input / stride))");
+    return std::make_unique<PointwiseDepthwiseFwd>(g, t);
+  };
+}
+
 KernelFactory conv_bwd_data_factory() {
   return [](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
     if (!same_float_type({in[0], in[1], n.outputs[0]}))
@@ -333,9 +399,19 @@ KernelFactory conv_bwd_weights_factory() {
 LOCKSTEP_REGISTER(cpu_conv_kernels) {
   auto& R = OpRegistry::get();
   R.add_kernel(op::conv2d, "cpu", conv_fwd_factory(), /*takes_bf16=*/true);
+  R.add_kernel(op::conv2d_pointwise_depthwise, "cpu", pointwise_depthwise_factory());
   R.add_kernel(op::conv2d_backward_input, "cpu", conv_bwd_data_factory(), true);
   R.add_kernel(op::conv2d_backward_filter, "cpu", conv_bwd_weights_factory(), true);
 }
 
 }  // namespace
+
+std::string pointwise_depthwise_impl(const ops::PointwiseDepthwise& g) {
+  try {
+    return pointwise_depthwise_pd(g, user_mds(g.pw, ConvTypes{})).impl_info_str();
+  } catch (const dnnl::error&) {
+    return {};
+  }
+}
+
 }  // namespace lockstep::cpu

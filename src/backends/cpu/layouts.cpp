@@ -36,7 +36,8 @@ bool channel_reduction(const Node& n, const Shape& x) {
 // What the cpu kernels take blocked (see plan_layouts in executable.h).
 std::vector<PortGroup> blocked_ports(const Graph& g, const Node& n) {
   const auto& op = n.op;
-  if (op == op::conv2d) return {{{0}, "src_layout"}, {{out_port(0)}, "dst_layout"}};
+  if (op == op::conv2d || op == op::conv2d_pointwise_depthwise)
+    return {{{0}, "src_layout"}, {{out_port(0)}, "dst_layout"}};
   if (op == op::conv2d_backward_input) return {{{out_port(0)}, "src_layout"}, {{0}, "dst_layout"}};
   if (op == op::conv2d_backward_filter) return {{{1}, "src_layout"}, {{0}, "dst_layout"}};
   if (op == op::max_pool2d) return {{{0}, "src_layout"}};

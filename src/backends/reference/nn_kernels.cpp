@@ -106,6 +106,22 @@ LOCKSTEP_REGISTER(reference_nn_kernels) {
         },
         sizeof(double) * g.N * g.OH * g.OW * g.O);
   });
+  // The pair as two convolutions, the intermediate in the workspace after the accumulator.
+  R.add_kernel(op::conv2d_pointwise_depthwise, "reference",
+               [](const Node& n, const std::vector<TensorType>& in) {
+                 const ops::PointwiseDepthwise g =
+                     ops::pointwise_depthwise_geometry(in[0].shape, in[1].shape, in[3].shape, n);
+                 const int64_t mid = g.pw.N * g.pw.OH * g.pw.OW * g.pw.O;
+                 const int64_t acc = std::max(mid, g.dw.N * g.dw.OH * g.dw.OW * g.dw.O);
+                 return make_kernel(
+                     [g, acc](const KernelArgs& a) {
+                       double* ws = static_cast<double*>(a.workspace);
+                       float* y1 = reinterpret_cast<float*>(ws + acc);
+                       conv_fwd(g.pw, in_f(a, 0), in_f(a, 1), in_f(a, 2), y1, ws);
+                       conv_fwd(g.dw, y1, in_f(a, 3), in_f(a, 4), out_f(a, 0), ws);
+                     },
+                     sizeof(double) * acc + sizeof(float) * mid);
+               });
   R.add_kernel(
       op::conv2d_backward_input, "reference", [](const Node& n, const std::vector<TensorType>& in) {
         ConvGeom g = ops::conv_geometry(ops::input_shape_attr(n, in[0].shape[0]), in[1].shape, n);

@@ -31,6 +31,11 @@ void make_view(Node& n, Value src);
 bool is_view(const Node& n);
 // v, or what it views through a chain of views.
 Value through_views(const Graph& g, Value v);
+// Node i's input 0, followed back through the views earlier fusions left (a bias_add fused into
+// a conv, a folded batch norm): the value that produces it. `reader` ends as the node that reads
+// that value (i, or the last view); `single` is set false unless each view is the only reader
+// of the one before.
+Value producer_through_views(const Graph& g, Consumers& cons, int i, int& reader, bool& single);
 
 // Neighbouring optimizer updates (kFuseUpdate) of one optimizer (same op, attributes, learning
 // rate and step) become one node with count = n that updates every variable in one pass.

@@ -57,4 +57,14 @@ Value through_views(const Graph& g, Value v) {
   return v;
 }
 
+Value producer_through_views(const Graph& g, Consumers& cons, int i, int& reader, bool& single) {
+  Value src = g.node(i).inputs[0];
+  while (is_view(g.node(src.node))) {
+    single = single && cons[{src.node, 0}] == std::vector<int>{reader};
+    reader = src.node;
+    src = g.node(src.node).inputs[0];
+  }
+  return src;
+}
+
 }  // namespace lockstep

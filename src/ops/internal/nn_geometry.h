@@ -34,6 +34,17 @@ ConvGeom conv_geometry(const Shape& x, const Shape& w, const Node& n);
 // conv2d's geometry: conv_geometry plus its fusion attrs fused_bias and activation.
 ConvGeom conv2d_geometry(const Shape& x, const Shape& w, const Node& n);
 
+// conv2d_pointwise_depthwise's two convolutions (x [N,H,W,C], w [1,1,C,M], wd [kh,kw,1,M]): pw,
+// the 1x1 conv2d (fused bias, the node's activation), and dw, the depthwise conv2d on pw's
+// output (fused bias, dw_activation, dw_strides, dw_pads, groups M), each the geometry a conv2d
+// node with those attributes would have. Throws naming the problem when w is not 1x1 or wd not
+// depthwise over pw's M channels.
+struct PointwiseDepthwise {
+  ConvGeom pw, dw;
+};
+PointwiseDepthwise pointwise_depthwise_geometry(const Shape& x, const Shape& w, const Shape& wd,
+                                                const Node& n);
+
 // Geometry of a pool node for x: O = C, G = C, filter pool_size; strides default to pool_size.
 ConvGeom pool_geometry(const Shape& x, const Node& n);
 

@@ -1,0 +1,93 @@
+// The cpu backend's conv-pair fusion (conv_chain.h).
+#include "backends/cpu/conv_chain.h"
+
+#include <cstdlib>
+#include <optional>
+
+#include "graph/internal/passes.h"
+#include "lockstep/graph/op_registry.h"
+
+namespace lockstep::cpu {
+
+namespace {
+
+int64_t min_intermediate_bytes() {
+  const char* e = std::getenv("LOCKSTEP_DW_FUSION_BYTES");
+  return e && *e ? std::strtoll(e, nullptr, 10) : int64_t(16) << 20;
+}
+
+bool takes_activation(const Node& n) {
+  const std::string& a = attr_s(n, "activation");
+  return a == "linear" || a == "relu" || a == "relu6" || a == "swish";
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The fused node's attributes when conv2d pw (x -> 1x1) and conv2d dw (depthwise, reading pw's
+// output) are a pair oneDNN's depthwise post-op computes: 3x3, one stride and no dilation, the
+// left and top pads equal and the output ceil(input / stride) (the post-op's rule).
+std::optional<Attrs> pair_attrs(const Graph& g, const Node& pw, const Node& dw) {
+  if (pw.inputs.size() != 3 || dw.inputs.size() != 3 || !takes_activation(pw) ||
+      !takes_activation(dw))
+    return std::nullopt;
+  for (const Node* n : {&pw, &dw})
+    for (Value v : n->inputs)
+      if (g.type(v).dtype != DType::f32) return std::nullopt;
+  const Shape& w = g.type(pw.inputs[1]).shape;
+  if (w.rank() != 4 || w[0] != 1 || w[1] != 1 || attr_i(pw, "groups") != 1 ||
+      attr_i(dw, "groups") != w[3])
+    return std::nullopt;
+  const ops::ConvGeom a = ops::conv2d_geometry(g.type(pw.inputs[0]).shape, w, pw);
+  const ops::ConvGeom d =
+      ops::conv2d_geometry(g.type(dw.inputs[0]).shape, g.type(dw.inputs[1]).shape, dw);
+  const bool one_by_one = a.SH == 1 && a.SW == 1 && a.PT + a.PB + a.PL + a.PR == 0;
+  const bool depthwise = d.KH == 3 && d.KW == 3 && d.SH == d.SW && d.DH == 1 && d.DW == 1 &&
+                         d.PT == d.PL && d.OH == ceil_div(d.H, d.SH) &&
+                         d.OW == ceil_div(d.W, d.SW) && d.Cg() == 1 && d.Og() == 1;
+  if (!one_by_one || !depthwise || a.N < 0 || a.H < 0 || a.W < 0) return std::nullopt;
+  return Attrs{{"activation", attr_s(pw, "activation")},
+               {"dw_activation", attr_s(dw, "activation")},
+               {"dw_strides", std::vector<int64_t>{d.SH, d.SW}},
+               {"dw_pads", std::vector<int64_t>{d.PT, d.PB, d.PL, d.PR}}};
+}
+
+}  // namespace
+
+void fuse_pointwise_depthwise(Graph& g, std::vector<Value>& outputs,
+                              std::vector<std::string>& report) {
+  const int64_t min_bytes = min_intermediate_bytes();
+  if (min_bytes < 0) return;
+  const auto sched = schedule_nodes(g, outputs);
+  auto cons = consumers_of(g, sched, outputs);
+  for (int i : sched) {
+    if (g.node(i).op != op::conv2d) continue;
+    int reader = i;
+    bool single = true;
+    const Value src = producer_through_views(g, cons, i, reader, single);
+    const Node& pw = g.node(src.node);
+    const Node& dw = g.node(i);
+    if (!single || pw.op != op::conv2d || src.index != 0 ||
+        cons[{src.node, 0}] != std::vector<int>{reader})
+      continue;
+    const std::optional<Attrs> attrs = pair_attrs(g, pw, dw);
+    if (!attrs) continue;
+    const TensorType& mid = pw.outputs[0];
+    if (int64_t(mid.shape.numel()) * 4 < min_bytes) continue;
+    Node probe;
+    probe.op = op::conv2d_pointwise_depthwise;
+    probe.attrs = *attrs;
+    const std::vector<Value> in = {pw.inputs[0], pw.inputs[1], pw.inputs[2], dw.inputs[1],
+                                   dw.inputs[2]};
+    const std::string impl = pointwise_depthwise_impl(ops::pointwise_depthwise_geometry(
+        g.type(in[0]).shape, g.type(in[1]).shape, g.type(in[3]).shape, probe));
+    if (impl.empty() || impl.find("ref") != std::string::npos) continue;
+    report.push_back("fused conv2d '" + pw.name + "' + depthwise conv2d '" + dw.name +
+                     "' (oneDNN depthwise post-op)");
+    Node& n = g.node(i);
+    n.op = op::conv2d_pointwise_depthwise;
+    n.inputs = in;
+    n.attrs = *attrs;
+  }
+}
+
+}  // namespace lockstep::cpu

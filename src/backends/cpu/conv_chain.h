@@ -1,0 +1,32 @@
+// The cpu backend's conv-pair fusion (run after the op fusions, before the layouts): a 1x1
+// conv2d whose output only a 3x3 depthwise conv2d reads (MobileNetV2's and EfficientNet's
+// expansion -> depthwise, batch norms folded) becomes one conv2d_pointwise_depthwise node, which
+// oneDNN runs as the 1x1 convolution with a depthwise post-op: the rows of the expanded
+// activation are convolved while still in cache and never written to memory. Where the
+// expanded activation is large that saves more than the fused kernel costs; where it fits in
+// the cache the separate convolutions are as fast or faster (96x96 EfficientNetB0 / MobileNetV2
+// at batch 32: 28 MB at 48x48 saves 1-2 ms of ~5; 10 MB at 24x24 does not), so the pass fuses
+// pairs whose intermediate is at least LOCKSTEP_DW_FUSION_BYTES (default 16 MiB; 0: every pair
+// oneDNN fuses; -1: none) and that oneDNN computes fused (pointwise_depthwise_impl). float32 only;
+// the pair must need no gradient (inference, or a frozen backbone), which holds when the depthwise
+// conv is the 1x1 conv's only reader.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "lockstep/graph/graph.h"
+#include "ops/internal/nn_geometry.h"
+
+namespace lockstep::cpu {
+
+void fuse_pointwise_depthwise(Graph& g, std::vector<Value>& outputs,
+                              std::vector<std::string>& report);
+
+// The implementation oneDNN picks for the pair (conv_kernels.cpp), empty when it takes none:
+// "jit_1x1:..." computes the depthwise conv from the 1x1's rows in cache; where oneDNN judges
+// the intermediate small (its own cache estimate), or the channels are not whole 16-channel
+// blocks, it picks "ref_fused_convolution:...", which runs the two convolutions one after the
+// other through a buffer, and the pass leaves such a pair alone.
+std::string pointwise_depthwise_impl(const ops::PointwiseDepthwise& g);
+
+}  // namespace lockstep::cpu

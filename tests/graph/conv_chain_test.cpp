@@ -1,0 +1,141 @@
+// The cpu backend's 1x1 + depthwise pair fusion (src/backends/cpu/conv_chain.h) on
+// EfficientNet's / MobileNetV2's expansion block as the layers trace it: conv2d (1x1) ->
+// batch_norm_infer -> swish -> pad (Keras's correct_pad) -> depthwise conv2d (valid, stride 2)
+// -> batch_norm_infer -> swish. After the batch norms fold and the pad becomes the conv's pads,
+// the two convs become one conv2d_pointwise_depthwise, whose output matches the unfused,
+// eager and reference programs; a program that differentiates through the pair keeps it apart,
+// one that needs no gradient through it (a frozen backbone under a trained head) fuses it; the
+// size threshold and LOCKSTEP_DW_FUSION_BYTES=-1 keep small pairs apart.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "graph/graph_test_util.h"
+#include "lockstep/core/rng.h"
+#include "lockstep/graph/autodiff.h"
+#include "lockstep/graph/executable.h"
+
+namespace lockstep {
+namespace {
+
+using I = std::vector<int64_t>;
+using test_util::worst;
+
+// Sets LOCKSTEP_DW_FUSION_BYTES for one test and restores the default after it.
+struct FusionBytes {
+  explicit FusionBytes(const char* v) { setenv("LOCKSTEP_DW_FUSION_BYTES", v, 1); }
+  ~FusionBytes() { unsetenv("LOCKSTEP_DW_FUSION_BYTES"); }
+};
+
+struct Block {
+  Graph g;
+  std::vector<Value> feeds;
+  Value out, w1, head;  // the block's output; the 1x1 filter; a head weight on the output
+};
+
+// x [8, 48, 48, C] (oneDNN fuses a pair this large) -> 1x1 to M -> bn -> swish -> pad [0,1,0,1] ->
+// depthwise 3x3 s2 -> bn -> swish; head: a per-channel weight the output is multiplied by.
+Block expansion_block(int64_t C, int64_t M) {
+  Block b;
+  Graph& g = b.g;
+  Value x = g.input({DType::f32, Shape{8, 48, 48, C}}, "x");
+  b.w1 = g.input({DType::f32, Shape{1, 1, C, M}}, "w1");
+  Value wd = g.input({DType::f32, Shape{3, 3, 1, M}}, "wd");
+  b.feeds = {x, b.w1, wd};
+  auto bn = [&](Value v, const std::string& name) {
+    std::vector<Value> in{v};
+    for (const char* q : {"gamma", "beta", "mean", "var"}) {
+      in.push_back(g.input({DType::f32, Shape{M}}, q));
+      b.feeds.push_back(in.back());
+    }
+    return g.add("swish", {g.add("batch_norm_infer", in, Attrs{{"epsilon", 1e-3}}, name)});
+  };
+  Value e = bn(g.add("conv2d", {x, b.w1}, {}, "expand"), "expand_bn");
+  Value p = g.add("pad", {e}, Attrs{{"before", I{0, 0, 0, 0}}, {"after", I{0, 1, 1, 0}}});
+  Value d = g.add("conv2d", {p, wd}, Attrs{{"groups", M}, {"strides", I{2, 2}}}, "dwconv");
+  b.out = bn(d, "dw_bn");
+  b.head = g.input({DType::f32, Shape{M}}, "head");
+  b.feeds.push_back(b.head);
+  return b;
+}
+
+std::vector<std::vector<float>> inputs(const Graph& g, const std::vector<Value>& feeds,
+                                       uint64_t seed) {
+  Philox rng(seed);
+  std::vector<std::vector<float>> in;
+  for (Value f : feeds) {
+    in.emplace_back(size_t(g.type(f).shape.numel()));
+    const bool var = g.node(f.node).name == "var";
+    for (float& v : in.back()) v = var ? rng.uniform(0.5f, 2.f) : rng.uniform(-1.f, 1.f);
+  }
+  return in;
+}
+
+int fused_pairs(const Executable& exe) {
+  int n = 0;
+  for (const std::string& l : exe.report())
+    n += l.find("fused conv2d 'expand' + depthwise conv2d 'dwconv'") != std::string::npos;
+  return n;
+}
+
+// Inference: the pair fuses (16 channels in, 32 or 48 expanded) and matches the unfused, eager
+// and reference programs.
+TEST(ConvChainFusion, InferenceFusesTheExpansionAndItsDepthwiseConv) {
+  FusionBytes always("0");
+  for (auto [C, M] : {std::pair<int64_t, int64_t>{16, 32}, {16, 48}}) {
+    Block b = expansion_block(C, M);
+    Executable fused(b.g, b.feeds, {b.out});
+    Executable unfused(b.g, b.feeds, {b.out}, CompileOptions{.fuse = false});
+    Executable eager(b.g, b.feeds, {b.out}, CompileOptions{.eager = true});
+    Executable reference(b.g, b.feeds, {b.out}, CompileOptions{.backend = "reference"});
+    std::string all;
+    for (const std::string& l : fused.report()) all += l + "\n";
+    EXPECT_EQ(fused_pairs(fused), 1) << all;
+    EXPECT_EQ(fused_pairs(unfused), 0);
+    const auto in = inputs(b.g, b.feeds, 7);
+    const auto got = test_util::run_once(fused, in)[0];
+    EXPECT_LE(worst(got, test_util::run_once(unfused, in)[0], 1e-5, 1e-5), 1.0) << "vs unfused";
+    EXPECT_LE(worst(got, test_util::run_once(eager, in)[0], 1e-5, 1e-5), 1.0) << "vs eager";
+    EXPECT_LE(worst(got, test_util::run_once(reference, in)[0], 1e-5, 1e-5), 1.0) << "vs ref";
+  }
+}
+
+// A gradient through the pair (the 1x1 filter's) reads the expanded activation: no fusion.
+// A gradient only of the head (a frozen block) fuses it, and the head's gradient matches the
+// unfused program's.
+TEST(ConvChainFusion, OnlyAPairNoGradientGoesThroughFuses) {
+  FusionBytes always("0");
+  for (bool frozen : {false, true}) {
+    Block b = expansion_block(16, 32);
+    Graph& g = b.g;
+    Value loss = g.add("reduce_sum", {g.add("mul", {b.out, b.head})},
+                       Attrs{{"axes", I{0, 1, 2, 3}}, {"keepdims", false}});
+    const std::vector<Value> wrt = frozen ? std::vector<Value>{b.head} : std::vector<Value>{b.w1};
+    const std::vector<Value> grads = gradients(g, loss, wrt);
+    Executable fused(g, b.feeds, {loss, grads[0]});
+    Executable unfused(g, b.feeds, {loss, grads[0]}, CompileOptions{.fuse = false});
+    EXPECT_EQ(fused_pairs(fused), frozen ? 1 : 0) << (frozen ? "frozen" : "trainable");
+    const auto in = inputs(g, b.feeds, 11);
+    const auto got = test_util::run_once(fused, in), want = test_util::run_once(unfused, in);
+    EXPECT_LE(worst(got[0], want[0], 1e-4, 1e-5), 1.0);
+    EXPECT_LE(worst(got[1], want[1], 1e-5, 1e-5), 1.0);
+  }
+}
+
+// The default threshold (16 MiB of expanded activation) keeps this small pair apart, and -1
+// turns the pass off.
+TEST(ConvChainFusion, SmallPairsAndTheSwitchKeepThePairApart) {
+  {
+    Block b = expansion_block(16, 32);
+    Executable exe(b.g, b.feeds, {b.out});
+    EXPECT_EQ(fused_pairs(exe), 0);
+  }
+  FusionBytes off("-1");
+  Block b = expansion_block(16, 32);
+  Executable exe(b.g, b.feeds, {b.out});
+  EXPECT_EQ(fused_pairs(exe), 0);
+}
+
+}  // namespace
+}  // namespace lockstep

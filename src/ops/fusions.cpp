@@ -468,9 +468,67 @@ void fuse_pool_relu_grad(Graph& g, std::vector<Value>& outputs, std::vector<std:
   }
 }
 
+// Whether shape s broadcasts one value per channel over x [..., C]: rank at most x's, the last
+// dim C, every other 1 (Normalization's reshaped statistics).
+bool per_channel(const Shape& s, const Shape& x) {
+  if (s.rank() < 1 || s.rank() > x.rank() || s[-1] != x[-1]) return false;
+  for (int k = 0; k + 1 < s.rank(); ++k)
+    if (s[k] != 1) return false;
+  return true;
+}
+
+// div(sub(x, m), d) with m and d one value per channel (keras.layers.Normalization's
+// (x - mean) / max(sqrt(var), eps)), the sub read only by the div, becomes one
+// batch_norm_infer(x, gamma = 1 / d, beta = 0, mean = m, var = 1, epsilon = 0): one pass over x
+// instead of two, its per-channel terms computed from the statistics (the weight cache keeps
+// them). When x = scale_shift(x0) (Rescaling, read only by the sub), that folds in too:
+// bn(s x0 + t) = bn(x0; gamma * s, mean (m - t) / s), so EfficientNet's Rescaling ->
+// Normalization is one pass over the image. float32 only.
+void fold_channel_affine(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
+  auto sched = schedule_nodes(g, outputs);
+  auto cons = consumers_of(g, sched, outputs);
+  for (int i : sched) {
+    if (g.node(i).op != op::div) continue;
+    const Value a = g.node(i).inputs[0], d = g.node(i).inputs[1];
+    const Node& sub = g.node(a.node);
+    if (sub.op != op::sub || cons[{a.node, 0}] != std::vector<int>{i}) continue;
+    Value x = sub.inputs[0];
+    const Value m = sub.inputs[1];
+    const Shape xs = g.type(x).shape;
+    bool f32 = g.node(i).outputs[0] == g.type(x);
+    for (Value v : {x, m, d}) f32 = f32 && g.type(v).dtype == DType::f32;
+    if (!f32 || xs.rank() < 2 || xs[-1] <= 0 || !per_channel(g.type(m).shape, xs) ||
+        !per_channel(g.type(d).shape, xs))
+      continue;
+    const std::string name = g.node(i).name, rescale = g.node(x.node).name;
+    const Attrs vec{{"shape", std::vector<int64_t>{xs[-1]}}};
+    Value mean = g.add(op::reshape, {m}, vec);
+    const Value one = g.add(op::ones_like, {mean});
+    Value gamma = g.add(op::div, {one, g.add(op::reshape, {d}, vec)});
+    const Node& pre = g.node(x.node);
+    const bool rescaled = pre.op == op::scale_shift &&
+                          cons[{x.node, 0}] == std::vector<int>{a.node} &&
+                          attr_f(pre, "scale") != 0;
+    if (rescaled) {
+      const double sc = attr_f(pre, "scale"), sh = attr_f(pre, "shift");
+      gamma = g.add(op::scale_shift, {gamma}, Attrs{{"scale", sc}, {"shift", 0.0}});
+      mean = g.add(op::scale_shift, {mean}, Attrs{{"scale", 1 / sc}, {"shift", -sh / sc}});
+      x = g.node(x.node).inputs[0];
+    }
+    const Value zero = g.add(op::sub, {one, one});
+    const Value y =
+        g.add(op::batch_norm_infer, {x, gamma, zero, mean, one}, Attrs{{"epsilon", 0.0}}, name);
+    make_view(g.node(i), y);
+    report.push_back("folded sub+div" +
+                     std::string(rescaled ? " (and scale_shift '" + rescale + "')" : "") + " '" +
+                     name + "' into one batch_norm_infer");
+  }
+}
+
 }  // namespace
 
 void fuse_for_kernels(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
+  fold_channel_affine(g, outputs, report);
   fuse_conv_bias_relu(g, outputs, report);
   fuse_batch_norm(g, outputs, report);
   fuse_batch_norm_grad(g, outputs, report);

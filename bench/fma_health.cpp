@@ -11,10 +11,16 @@
 //    under load, and is printed only for comparison.
 //  - the peak: cores x FLOPs/cycle/core (FMA units x vector lanes x 2, from the CPU family)
 //    x the measured clock.
+//  - memory bandwidth: a STREAM-style triad a[i] = b[i] + s * c[i] over three 48 MiB arrays
+//    (past any last-level cache here), on every thread at once, 3 passes; 3 x 48 MiB moved per
+//    pass counted (the write-allocate read is not). The FMA loop lives in registers and does
+//    not see a neighbour that saturates the memory bus; the early layers of MobileNetV2 and
+//    EfficientNet are bound by it, so the bench scripts watch both.
 // Prints one JSON line (last line of stdout):
 //   {"fma_gflops" (median of the reps), "best_gflops", "threads", "clock_ghz",
 //   "flops_per_cycle_per_core", "peak_gflops",
-//    "fraction_of_peak", "isa", "peak_source", "cpuinfo_mhz", "checksum", "reps_gflops"}
+//    "fraction_of_peak", "isa", "peak_source", "cpuinfo_mhz", "checksum", "reps_gflops",
+//    "triad_gbps" (median of the passes)}
 //   build/bin/fma_health [THREADS=2] [--reps N=5] [--seconds S=0.1 per rep]
 #include <cpuid.h>
 #include <omp.h>
@@ -198,6 +204,25 @@ double cpuinfo_mhz() {
   return 0;
 }
 
+// The triad's bandwidth (GB/s, median of `passes`) on `threads` threads.
+double triad_gbps(int threads, int passes) {
+  const size_t n = size_t(48) << 18;  // 48 MiB of floats per array
+  std::vector<float> a(n), b(n, 1.f), c(n, 2.f);
+  std::vector<double> rates;
+  for (int p = 0; p <= passes; ++p) {  // pass 0 warms the pages up
+    const float s = 0.5f + float(p);
+    auto t0 = Clock::now();
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < int64_t(n); ++i) a[size_t(i)] = b[size_t(i)] + s * c[size_t(i)];
+    const double sec = seconds_since(t0);
+    if (p > 0) rates.push_back(3.0 * double(n) * sizeof(float) / sec / 1e9);
+  }
+  volatile float keep = a[n / 2];  // the result is read
+  (void)keep;
+  std::sort(rates.begin(), rates.end());
+  return rates[rates.size() / 2];
+}
+
 int usage() {
   std::fprintf(stderr,
                "usage: fma_health [THREADS=2] [--reps N=5] [--seconds S=0.1]\n"
@@ -269,6 +294,7 @@ int main(int argc, char** argv) {
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted[sorted.size() / 2], best = sorted.back();
   clock_hz = std::max(clock_hz, measure_clock_hz(0.05));
+  const double gbps = triad_gbps(threads, 3);
 
   int fpc = table_flops_per_cycle(cpu);
   const char* peak_source = "table";
@@ -296,6 +322,6 @@ int main(int argc, char** argv) {
       median, best, threads, clock_hz / 1e9, fpc, peak, median / peak, zmm ? "avx512" : "avx2",
       peak_source, cpuinfo_mhz(), checksum);
   for (size_t i = 0; i < rates.size(); ++i) std::printf("%s%.1f", i ? ", " : "", rates[i]);
-  std::printf("]}\n");
+  std::printf("], \"triad_gbps\": %.1f}\n", gbps);
   return 0;
 }

@@ -21,9 +21,10 @@ policy; PyTorch: torch.autocast("cpu", dtype=torch.bfloat16)).
 
 Rounds: in each round every (workload, dtype) is measured once per system, the systems in an
 order that rotates from one measurement group to the next; a fresh process per measurement,
-warm-up steps excluded. The FMA health probe (build/bin/fma_health) runs between measurements;
-a measurement whose probe before or after reads below --threshold x the healthy rate (the best
-of three probes at start, raised by any later probe that reads higher) is dropped and repeated,
+warm-up steps excluded. The health probe (build/bin/fma_health: FMA throughput and memory
+bandwidth) runs between measurements; a measurement whose probe before or after reads below
+--threshold x the healthy rate of either (the best of three probes at start, raised by any later
+probe that reads higher) is dropped and repeated,
 at most --max-retries times (then the last try is kept, marked disturbed). Figures are medians
 over rounds.
 
@@ -190,7 +191,15 @@ class Bench:
         self.last_probe = p
         if hasattr(self, "healthy") and p["fma_gflops"] > self.healthy:
             self.healthy = p["fma_gflops"]  # the machine was busy at start: a better baseline
+        if hasattr(self, "healthy_bw") and p["triad_gbps"] > self.healthy_bw:
+            self.healthy_bw = p["triad_gbps"]
         return p
+
+    def disturbed(self, p):
+        """Whether probe p reads below the threshold: compute squeezed (the host put both
+        threads on one core) or the memory bus saturated by a neighbour."""
+        return (p["fma_gflops"] < self.a.threshold * self.healthy or
+                p["triad_gbps"] < self.a.threshold * self.healthy_bw)
 
     def command(self, system, workload, dtype, variants=None, scale=1.0):
         model, mode, steps, warmup = WORKLOADS[workload]
@@ -236,7 +245,6 @@ class Bench:
 
     def measure(self, rnd, system, workload, dtype, variants=None):
         """One kept measurement (retried while the health probe flags it), or None."""
-        thr = self.a.threshold * self.healthy
         before = self.last_probe or self.probe()
         for attempt in range(self.a.max_retries + 1):
             try:
@@ -247,20 +255,23 @@ class Bench:
                                     "dtype": dtype, "error": str(e)[-500:]})
                 return None
             after = self.probe()
-            low = min(before["fma_gflops"], after["fma_gflops"])
+            bad = self.disturbed(before) or self.disturbed(after)
             r.update(round=rnd, workload=workload, dtype=dtype, attempt=attempt,
                      health_before=before["fma_gflops"], health_after=after["fma_gflops"],
-                     disturbed=low < thr)
+                     bandwidth_before=before["triad_gbps"], bandwidth_after=after["triad_gbps"],
+                     disturbed=bad)
             self.raw.write(json.dumps(r) + "\n")
             self.raw.flush()
             log(f"round {rnd} {workload:12} {dtype:8} {system:8} {r['images_per_sec']:9.1f} img/s"
                 f"  ({r.get('config', '')}; probe {before['fma_gflops']:.0f}/"
-                f"{after['fma_gflops']:.0f} GFLOP/s{', DISTURBED' if low < thr else ''})")
-            if low >= thr:
+                f"{after['fma_gflops']:.0f} GFLOP/s, {before['triad_gbps']:.0f}/"
+                f"{after['triad_gbps']:.0f} GB/s{', DISTURBED' if bad else ''})")
+            if not bad:
                 return r
             if attempt < self.a.max_retries:
                 self.dropped += 1
-                log(f"  dropped (probe below {thr:.0f} GFLOP/s); repeating")
+                log(f"  dropped (probe below {self.a.threshold:.2f} x the healthy "
+                    f"{self.healthy:.0f} GFLOP/s or {self.healthy_bw:.0f} GB/s); repeating")
             before = after
         self.disturbed_kept += 1
         return r
@@ -353,7 +364,9 @@ def main():
     # Healthy rate: the best of three probes at start.
     start = [b.probe() for _ in range(3)]
     b.healthy = max(s["fma_gflops"] for s in start)
+    b.healthy_bw = max(s["triad_gbps"] for s in start)
     peak = start[0]["peak_gflops"]
+    log(f"memory bandwidth probe at start: {[round(s['triad_gbps']) for s in start]} GB/s")
     log(f"FMA probe at start: {[round(s['fma_gflops']) for s in start]} GFLOP/s; physical fp32 "
         f"peak {peak:.0f} GFLOP/s ({start[0]['clock_ghz']:.2f} GHz x "
         f"{start[0]['flops_per_cycle_per_core']} FLOPs/cycle x {a.threads} cores)")
@@ -386,6 +399,7 @@ def main():
              "image_size": a.image_size,
              "threshold": a.threshold, "workloads": workloads, "dtypes": dtypes,
              "systems": systems, "repo": a.repo, "start": start, "healthy": b.healthy,
+             "healthy_bw": b.healthy_bw,
              "kept": kept, "health": b.health, "dropped": b.dropped,
              "disturbed_kept": b.disturbed_kept, "failed": b.failed, "xla_detail": xla_detail,
              "raw": b.raw.name}
@@ -500,8 +514,10 @@ def report(st):
               f"3.0x): " + "; ".join(f"{s} " + ", ".join(f"{dt} {v:.2f}x" for dt, v in d.items())
                                     for s, d in per.items()))
     hs = [h["fma_gflops"] for h in st["health"]]
-    print(f"health: {len(hs)} probes, {min(hs):.0f}-{max(hs):.0f} GFLOP/s, threshold "
-          f"{st['threshold']:.2f} x {healthy:.0f}; {st['dropped']} measurement(s) dropped and "
+    bw = [h.get("triad_gbps", 0) for h in st["health"]]
+    print(f"health: {len(hs)} probes, {min(hs):.0f}-{max(hs):.0f} GFLOP/s and {min(bw):.0f}-"
+          f"{max(bw):.0f} GB/s, threshold {st['threshold']:.2f} x {healthy:.0f} GFLOP/s and "
+          f"{st.get('healthy_bw', 0):.0f} GB/s; {st['dropped']} measurement(s) dropped and "
           f"repeated, {st['disturbed_kept']} kept although disturbed, {len(st['failed'])} failed")
     print("parameters (count_params): " + "; ".join(
         f"{m} " + ", ".join(f"{k} {v:,}" for k, v in per.items()) for m, per in params.items()) +
@@ -520,6 +536,7 @@ def report(st):
         "rounds": st["rounds"], "steps_scale": st["steps_scale"], "machine": {
             "cpu": cpu_model(), "cores": os.cpu_count(),
             "fma_healthy_gflops": round(healthy, 1), "fma_physical_peak_gflops": round(peak, 1),
+            "triad_healthy_gbps": round(st.get("healthy_bw", 0), 1),
             "clock_ghz": start[0]["clock_ghz"],
             "flops_per_cycle_per_core": start[0]["flops_per_cycle_per_core"]},
         "versions": versions,

@@ -21,10 +21,12 @@ policy; PyTorch: torch.autocast("cpu", dtype=torch.bfloat16)).
 
 Rounds: in each round every (workload, dtype) is measured once per system, the systems in an
 order that rotates from one measurement group to the next; a fresh process per measurement,
-warm-up steps excluded. The health probe (build/bin/fma_health: FMA throughput and memory
-bandwidth) runs between measurements; a measurement whose probe before or after reads below
---threshold x the healthy rate of either (the best of three probes at start, raised by any later
-probe that reads higher) is dropped and repeated,
+warm-up steps excluded. The health probe (build/bin/fma_health: FMA throughput, and DRAM and L3
+bandwidth, recorded with every measurement) runs between measurements; a measurement whose
+probe before or after reads below --threshold x the healthy FMA rate (the best of three probes
+at start, raised by any later probe that reads higher), or below --bandwidth-threshold x the
+healthy DRAM bandwidth when that is set (default off: in a 3-round run of the backbones the slow
+Lockstep rounds did not coincide with low bandwidth), is dropped and repeated,
 at most --max-retries times (then the last try is kept, marked disturbed). Figures are medians
 over rounds.
 
@@ -199,7 +201,7 @@ class Bench:
         """Whether probe p reads below the threshold: compute squeezed (the host put both
         threads on one core) or the memory bus saturated by a neighbour."""
         return (p["fma_gflops"] < self.a.threshold * self.healthy or
-                p["triad_gbps"] < self.a.threshold * self.healthy_bw)
+                p["triad_gbps"] < self.a.bandwidth_threshold * self.healthy_bw)
 
     def command(self, system, workload, dtype, variants=None, scale=1.0):
         model, mode, steps, warmup = WORKLOADS[workload]
@@ -259,6 +261,8 @@ class Bench:
             r.update(round=rnd, workload=workload, dtype=dtype, attempt=attempt,
                      health_before=before["fma_gflops"], health_after=after["fma_gflops"],
                      bandwidth_before=before["triad_gbps"], bandwidth_after=after["triad_gbps"],
+                     l3_bandwidth_before=before["l3_triad_gbps"],
+                     l3_bandwidth_after=after["l3_triad_gbps"],
                      disturbed=bad)
             self.raw.write(json.dumps(r) + "\n")
             self.raw.flush()
@@ -271,7 +275,8 @@ class Bench:
             if attempt < self.a.max_retries:
                 self.dropped += 1
                 log(f"  dropped (probe below {self.a.threshold:.2f} x the healthy "
-                    f"{self.healthy:.0f} GFLOP/s or {self.healthy_bw:.0f} GB/s); repeating")
+                    f"{self.healthy:.0f} GFLOP/s, or {self.a.bandwidth_threshold:.2f} x "
+                    f"{self.healthy_bw:.0f} GB/s); repeating")
             before = after
         self.disturbed_kept += 1
         return r
@@ -334,6 +339,9 @@ def main():
                    help="multiplies every workload's timed steps (0.1 for a quick check)")
     p.add_argument("--threshold", type=float, default=0.7,
                    help="drop a measurement whose probe reads below this x the healthy rate")
+    p.add_argument("--bandwidth-threshold", type=float, default=0.0,
+                   help="also drop one whose DRAM bandwidth reads below this x the healthy "
+                        "bandwidth (0: record only)")
     p.add_argument("--max-retries", type=int, default=2)
     p.add_argument("--keras-xla", choices=["probe", "off", "both"], default="probe")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per measurement")
@@ -516,8 +524,8 @@ def report(st):
     hs = [h["fma_gflops"] for h in st["health"]]
     bw = [h.get("triad_gbps", 0) for h in st["health"]]
     print(f"health: {len(hs)} probes, {min(hs):.0f}-{max(hs):.0f} GFLOP/s and {min(bw):.0f}-"
-          f"{max(bw):.0f} GB/s, threshold {st['threshold']:.2f} x {healthy:.0f} GFLOP/s and "
-          f"{st.get('healthy_bw', 0):.0f} GB/s; {st['dropped']} measurement(s) dropped and "
+          f"{max(bw):.0f} GB/s DRAM, threshold {st['threshold']:.2f} x {healthy:.0f} GFLOP/s; "
+          f"{st['dropped']} measurement(s) dropped and "
           f"repeated, {st['disturbed_kept']} kept although disturbed, {len(st['failed'])} failed")
     print("parameters (count_params): " + "; ".join(
         f"{m} " + ", ".join(f"{k} {v:,}" for k, v in per.items()) for m, per in params.items()) +

@@ -20,6 +20,8 @@
 #   IMAGE_SIZE=96        the application workloads' input size
 #   SYSTEMS=lockstep,keras,pytorch
 #   THRESHOLD=0.7        a probe below THRESHOLD x the healthy rate flags a measurement
+#   BANDWIDTH_THRESHOLD=0  also flag one whose DRAM bandwidth reads below this x the healthy one
+#                        (0: the bandwidths are recorded, not used)
 #   MAX_RETRIES=2        repeats of a flagged measurement
 #   KERAS_XLA=probe      probe: short jit_compile off/on runs first, rounds use the faster;
 #                        off: never XLA; both: measure both in every round
@@ -45,6 +47,7 @@ mkdir -p "$OUT_DIR"
 python3 bench/peer_bench.py "$ROUNDS" "$THREADS" --build "$BUILD" --tf-py "$TF_PY" \
   --torch-py "$TORCH_PY" --jemalloc "$JEMALLOC" --out-dir "$OUT_DIR" \
   --steps-scale "${STEPS_SCALE:-1}" --threshold "${THRESHOLD:-0.7}" \
+  --bandwidth-threshold "${BANDWIDTH_THRESHOLD:-0}" \
   --max-retries "${MAX_RETRIES:-2}" --keras-xla "${KERAS_XLA:-probe}" \
   --workloads "${WORKLOADS:-cnn_train,resnet_train,cnn_infer,resnet_infer}" \
   --image-size "${IMAGE_SIZE:-96}" \

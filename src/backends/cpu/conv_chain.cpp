@@ -41,10 +41,9 @@ std::optional<Attrs> pair_attrs(const Graph& g, const Node& pw, const Node& dw) 
   const ops::ConvGeom d =
       ops::conv2d_geometry(g.type(dw.inputs[0]).shape, g.type(dw.inputs[1]).shape, dw);
   const bool one_by_one = a.SH == 1 && a.SW == 1 && a.PT + a.PB + a.PL + a.PR == 0;
-  const bool depthwise = d.KH == 3 && d.KW == 3 && d.SH == d.SW && d.DH == 1 && d.DW == 1 &&
-                         d.PT == d.PL && d.OH == ceil_div(d.H, d.SH) &&
-                         d.OW == ceil_div(d.W, d.SW) && d.Cg() == 1 && d.Og() == 1;
-  if (!one_by_one || !depthwise || a.N < 0 || a.H < 0 || a.W < 0) return std::nullopt;
+  const bool depthwise = d.KH == 3 && d.Cg() == 1 && d.Og() == 1;
+  if (!one_by_one || !depthwise || a.N < 0 || a.H < 0 || a.W < 0 || !dw_post_op_geometry(d))
+    return std::nullopt;
   return Attrs{{"activation", attr_s(pw, "activation")},
                {"dw_activation", attr_s(dw, "activation")},
                {"dw_strides", std::vector<int64_t>{d.SH, d.SW}},
@@ -52,6 +51,11 @@ std::optional<Attrs> pair_attrs(const Graph& g, const Node& pw, const Node& dw) 
 }
 
 }  // namespace
+
+bool dw_post_op_geometry(const ops::ConvGeom& d) {
+  return d.KH == d.KW && d.SH == d.SW && d.DH == 1 && d.DW == 1 && d.PT == d.PL && d.H > 0 &&
+         d.W > 0 && d.OH == ceil_div(d.H, d.SH) && d.OW == ceil_div(d.W, d.SW);
+}
 
 void fuse_pointwise_depthwise(Graph& g, std::vector<Value>& outputs,
                               std::vector<std::string>& report) {

@@ -22,6 +22,11 @@ namespace lockstep::cpu {
 void fuse_pointwise_depthwise(Graph& g, std::vector<Value>& outputs,
                               std::vector<std::string>& report);
 
+// Whether depthwise conv d has a geometry oneDNN's depthwise post-op computes: a square filter,
+// one stride, no dilation, equal top and left pads and the output ceil(input / stride) (the
+// post-op's rule; the bottom and right pads follow from it).
+bool dw_post_op_geometry(const ops::ConvGeom& d);
+
 // The implementation oneDNN picks for the pair (conv_kernels.cpp), empty when it takes none:
 // "jit_1x1:..." computes the depthwise conv from the 1x1's rows in cache; where oneDNN judges
 // the intermediate small (its own cache estimate), or the channels are not whole 16-channel

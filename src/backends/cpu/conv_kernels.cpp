@@ -356,11 +356,11 @@ KernelFactory pointwise_depthwise_factory() {
     set_layouts(n, t);
     const auto g = ops::pointwise_depthwise_geometry(in[0].shape, in[1].shape, in[3].shape, n);
     // The pass fuses only what oneDNN takes; a node built by hand may not be.
-    if (pointwise_depthwise_impl(g).empty())
+    if (!dw_post_op_geometry(g.dw) || pointwise_depthwise_impl(g).empty())
       return reference_fallback(n, in,
                                 "oneDNN takes no 1x1 + depthwise pair of this geometry (its "
-                                "depthwise post-op takes 3x3 filters, one stride, and the output "
-                                "ceil(input / stride))");
+                                "depthwise post-op takes square filters, one stride, equal top "
+                                "and left pads and the output ceil(input / stride))");
     return std::make_unique<PointwiseDepthwiseFwd>(g, t);
   };
 }

@@ -527,6 +527,28 @@ def nn():
     case("conv2d_fused_bias_linear", "conv2d", [x, w, bias], [conv(x, w, bias=bias)],
          {"fused_bias": True})
 
+    # conv2d_pointwise_depthwise (the cpu backend's fused pair): a 1x1 conv with bias and
+    # activation, then a depthwise 3x3 conv with bias and dw_activation, as two conv2d.
+    def act(t, name):
+        f = {"linear": lambda v: v, "relu": lambda v: max(v, 0.0),
+             "relu6": lambda v: min(max(v, 0.0), 6.0), "swish": lambda v: v * sigmoid(v)}[name]
+        return T(t.shape, [f(v) for v in t.values])
+
+    for tag, xs, strides, pads, a1, a2 in [("s2", [1, 6, 4, 2], [2, 2], [0, 1, 0, 1], "relu6",
+                                            "swish"),
+                                           ("same", [2, 3, 3, 2], [1, 1], [1, 1, 1, 1], "swish",
+                                            "relu")]:
+        xp = rand(90, xs)
+        w1, b1 = rand(91, [1, 1, 2, 4]), rand(92, [4])
+        wd, bd = rand(93, [3, 3, 1, 4]), rand(94, [4])
+        mid = act(conv(xp, w1, bias=b1), a1)
+        y = act(conv(mid, wd, bias=bd, strides=tuple(strides), pads=pads, groups=4), a2)
+        case("conv2d_pointwise_depthwise_" + tag, "conv2d_pointwise_depthwise",
+             [xp, w1, b1, wd, bd], [y],
+             {"activation": a1, "dw_activation": a2, "dw_strides": strides, "dw_pads": pads},
+             why="the 1x1 conv (bias, activation), then the depthwise conv (groups = channels) "
+                 "with its own bias, pads and activation")
+
     def pool(x, kind, size=(2, 2), strides=None, padding="valid"):
         strides = strides or size
         N, H, W, C = x.shape

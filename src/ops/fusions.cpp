@@ -515,7 +515,7 @@ void fold_channel_affine(Graph& g, std::vector<Value>& outputs, std::vector<std:
       mean = g.add(op::scale_shift, {mean}, Attrs{{"scale", 1 / sc}, {"shift", -sh / sc}});
       x = g.node(x.node).inputs[0];
     }
-    const Value zero = g.add(op::sub, {one, one});
+    const Value zero = g.add(op::zeros_like, {mean});
     const Value y =
         g.add(op::batch_norm_infer, {x, gamma, zero, mean, one}, Attrs{{"epsilon", 0.0}}, name);
     make_view(g.node(i), y);

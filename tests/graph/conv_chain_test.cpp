@@ -1,11 +1,12 @@
 // The cpu backend's 1x1 + depthwise pair fusion (src/backends/cpu/conv_chain.h) on
-// EfficientNet's / MobileNetV2's expansion block as the layers trace it: conv2d (1x1) ->
-// batch_norm_infer -> swish -> pad (Keras's correct_pad) -> depthwise conv2d (valid, stride 2)
-// -> batch_norm_infer -> swish. After the batch norms fold and the pad becomes the conv's pads,
-// the two convs become one conv2d_pointwise_depthwise, whose output matches the unfused,
+// MobileNetV2's / EfficientNet's expansion block as the layers trace it: conv2d (1x1) ->
+// batch_norm_infer -> relu6 (or swish) -> pad (Keras's correct_pad) -> depthwise conv2d (valid,
+// stride 2) -> batch_norm_infer -> relu6. After the batch norms fold and the pad becomes the conv's
+// pads, the two convs become one conv2d_pointwise_depthwise, whose output matches the unfused,
 // eager and reference programs; a program that differentiates through the pair keeps it apart,
 // one that needs no gradient through it (a frozen backbone under a trained head) fuses it; the
-// size threshold and LOCKSTEP_DW_FUSION_BYTES=-1 keep small pairs apart.
+// size threshold and LOCKSTEP_DW_FUSION_BYTES=-1 keep small pairs apart. A swish pair stays
+// apart unless oneDNN runs the convs' swish (LOCKSTEP_CONV_SWISH=onednn), and matches either way.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -34,9 +35,9 @@ struct Block {
   Value out, w1, head;  // the block's output; the 1x1 filter; a head weight on the output
 };
 
-// x [8, 48, 48, C] (oneDNN fuses a pair this large) -> 1x1 to M -> bn -> swish -> pad [0,1,0,1] ->
-// depthwise 3x3 s2 -> bn -> swish; head: a per-channel weight the output is multiplied by.
-Block expansion_block(int64_t C, int64_t M) {
+// x [8, 48, 48, C] (oneDNN fuses a pair this large) -> 1x1 to M -> bn -> act -> pad [0,1,0,1] ->
+// depthwise 3x3 s2 -> bn -> act; head: a per-channel weight the output is multiplied by.
+Block expansion_block(int64_t C, int64_t M, const char* act = "relu6") {
   Block b;
   Graph& g = b.g;
   Value x = g.input({DType::f32, Shape{8, 48, 48, C}}, "x");
@@ -49,7 +50,7 @@ Block expansion_block(int64_t C, int64_t M) {
       in.push_back(g.input({DType::f32, Shape{M}}, q));
       b.feeds.push_back(in.back());
     }
-    return g.add("swish", {g.add("batch_norm_infer", in, Attrs{{"epsilon", 1e-3}}, name)});
+    return g.add(act, {g.add("batch_norm_infer", in, Attrs{{"epsilon", 1e-3}}, name)});
   };
   Value e = bn(g.add("conv2d", {x, b.w1}, {}, "expand"), "expand_bn");
   Value p = g.add("pad", {e}, Attrs{{"before", I{0, 0, 0, 0}}, {"after", I{0, 1, 1, 0}}});
@@ -135,6 +136,25 @@ TEST(ConvChainFusion, SmallPairsAndTheSwitchKeepThePairApart) {
   Block b = expansion_block(16, 32);
   Executable exe(b.g, b.feeds, {b.out});
   EXPECT_EQ(fused_pairs(exe), 0);
+}
+
+// EfficientNet's swish: the convs' swish is Lockstep's pass (conv_kernels.cpp), which oneDNN's
+// fused kernel cannot run, so the pair stays apart; with LOCKSTEP_CONV_SWISH=onednn the post-op
+// runs it and the pair fuses. Both match the reference.
+TEST(ConvChainFusion, SwishPairsFuseOnlyWhenOneDnnRunsTheSwish) {
+  FusionBytes always("0");
+  for (bool onednn : {false, true}) {
+    if (onednn) setenv("LOCKSTEP_CONV_SWISH", "onednn", 1);
+    Block b = expansion_block(16, 32, "swish");
+    Executable exe(b.g, b.feeds, {b.out});
+    Executable reference(b.g, b.feeds, {b.out}, CompileOptions{.backend = "reference"});
+    unsetenv("LOCKSTEP_CONV_SWISH");
+    EXPECT_EQ(fused_pairs(exe), onednn ? 1 : 0) << (onednn ? "onednn" : "lockstep") << " swish";
+    const auto in = inputs(b.g, b.feeds, 5);
+    EXPECT_LE(
+        worst(test_util::run_once(exe, in)[0], test_util::run_once(reference, in)[0], 1e-5, 1e-5),
+        1.0);
+  }
 }
 
 }  // namespace

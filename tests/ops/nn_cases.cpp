@@ -82,6 +82,14 @@ LS_OP_CASES(nn_matmul_conv) {
              .attrs = Attrs{{"fused_bias", true}, {"activation", "swish"}, {"padding", "same"}},
              .inputs = {in({2, 5, 5, 2}), in({3, 3, 2, 3}), in({3})},
              .check_grad = false});
+  // The cpu backend's swish pass over a conv's output (vec_math.h's swish_span): several
+  // parallel pieces of 16 Ki elements and a tail, float32 and bfloat16.
+  c.push_back(
+      OpCase{.name = "conv2d_fused_bias_swish_large",
+             .op = "conv2d",
+             .attrs = Attrs{{"fused_bias", true}, {"activation", "swish"}, {"padding", "same"}},
+             .inputs = {in({4, 20, 21, 16}), in({1, 1, 16, 37}), in({37})},
+             .check_grad = false});
   // The cpu backend's 1x1 + depthwise pair (conv_chain.h), inference only: oneDNN's fused
   // kernel (jit_1x1 with its depthwise post-op: a large pair, whole 16-channel blocks) or its
   // two-primitive form (small pairs, partial blocks) against the reference's two convolutions.

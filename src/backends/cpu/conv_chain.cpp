@@ -18,7 +18,7 @@ int64_t min_intermediate_bytes() {
 
 bool takes_activation(const Node& n) {
   const std::string& a = attr_s(n, "activation");
-  return a == "linear" || a == "relu" || a == "relu6" || a == "swish";
+  return a == "linear" || a == "relu" || a == "relu6" || (a == "swish" && conv_swish_by_onednn());
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -35,4 +35,11 @@ bool dw_post_op_geometry(const ops::ConvGeom& d);
 // other through a buffer, and the pass leaves such a pair alone.
 std::string pointwise_depthwise_impl(const ops::PointwiseDepthwise& g);
 
+// Whether a conv2d's fused swish runs as oneDNN's eltwise post-op (LOCKSTEP_CONV_SWISH=onednn,
+// for A/B runs) rather than Lockstep's pass over the output (conv_kernels.cpp, the default).
+// With the pass, a pair with a swish stays apart: oneDNN's fused kernel would apply the slow
+// post-op to the whole expanded activation (EfficientNetB0's block2a at 96x96, batch 32: 3.4-3.6
+// ms apart against 4.0 ms fused).
+bool conv_swish_by_onednn();
+
 }  // namespace lockstep::cpu

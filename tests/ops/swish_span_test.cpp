@@ -3,8 +3,8 @@
 // x / (1 + e^-x) in double precision: over the float range where sigmoid is not flushed, at
 // every length from 0 to 80 (the 64-wide loop, the 16-wide one and the masked tail), in place,
 // at the edges (NaN, infinities, clamped arguments), and in bfloat16, where it must round the
-// float32 result once, as f32_to_bf16 does. The conv2d that runs it is checked against the
-// reference backend by the op table's conv2d_fused_bias_swish(_large) cases.
+// float32 result once, as f32_to_bf16 does; and the scalar vec_sigmoid. The conv2d that runs it is
+// checked against the reference backend by the op table's conv2d_fused_bias_swish(_large) cases.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -38,6 +38,20 @@ TEST(SwishSpan, MatchesDoublePrecisionOverTheRange) {
   }
   EXPECT_LT(worst, 1e-6);
   EXPECT_GT(worst, 0.0);  // an approximation, not libm: a test of the pass, not of a copy
+}
+
+// vec_sigmoid, the scalar form the elementwise and batch-norm kernels vectorise with
+// `omp simd` (the fused batch norm + swish of training, sigmoid, swish_grad).
+TEST(SwishSpan, ScalarSigmoidMatchesDoublePrecision) {
+  double worst = 0;
+  for (float v = -87.f; v <= 87.f; v += 0.00731f) {
+    const double want = 1.0 / (1.0 + std::exp(-double(v)));
+    worst = std::max(worst, std::fabs(cpu::vec_sigmoid(v) - want) / want);
+  }
+  EXPECT_LT(worst, 1e-6);
+  EXPECT_TRUE(std::isnan(cpu::vec_sigmoid(std::nanf(""))));
+  EXPECT_EQ(cpu::vec_sigmoid(200.f), 1.f);
+  EXPECT_LE(cpu::vec_sigmoid(-200.f), 2e-38f);
 }
 
 TEST(SwishSpan, EveryLengthAndInPlace) {

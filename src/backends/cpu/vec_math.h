@@ -16,8 +16,8 @@ namespace lockstep::cpu {
 // loop, they took 35% of a training step). 1 / (1 + e^-x) with e^-x = 2^n e^r as in
 // vec_sigmoid16 below (n = round(-x / ln 2) in m's low mantissa bits, 1.5 * 2^23 added, as
 // std::floor and a float to int conversion kept GCC 12 from vectorising; e^r by its degree-6
-// Taylor polynomial; 2^n built in the exponent bits) and an exact division: ~4e-7 relative,
-// NaN stays NaN, x clamped to [-87.3, 87.3]. 20 cycles per 16 on this project's Zen 4, where
+// Taylor polynomial; 2^n built in the exponent bits) and an exact division: ~2.5e-7 relative,
+// NaN stays NaN, x clamped to [-87.3, 87.3]. 21 cycles per 16 on this project's Zen 4, where
 // the earlier form (e^-|x| by Cephes' expf and a blend on the sign) took 28.
 inline float vec_sigmoid(float x) {
   float c = x > 87.3f ? 87.3f : x;

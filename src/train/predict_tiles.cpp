@@ -1,10 +1,13 @@
 // Row independence of inference graphs, and the tile size of predict (predict_tiles.h).
 #include "train/predict_tiles.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <set>
 
+#include "lockstep/core/config.h"
 #include "lockstep/core/parse.h"
 #include "lockstep/graph/op_registry.h"
 
@@ -115,6 +118,14 @@ int64_t predict_tile_rows(int64_t batch, int64_t row_bytes) {
     rows = std::max<int64_t>(8, rows / 8 * 8);
   }
   return rows > 0 && batch >= min_tiles * rows ? rows : 0;
+}
+
+int predict_thread_tiles(int64_t batch) {
+  if (!config::env_flag("LOCKSTEP_PREDICT_THREAD_TILES", true)) return 1;
+  if (const char* e = std::getenv("LOCKSTEP_PREDICT_TILE"); e && *e) return 1;  // the user's
+  const int threads = omp_get_max_threads();
+  if (threads < 2 || omp_get_max_active_levels() > 1 || omp_in_parallel()) return 1;
+  return batch % threads == 0 && batch / threads >= kMinThreadTileRows ? threads : 1;
 }
 
 }  // namespace lockstep

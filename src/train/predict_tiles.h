@@ -37,4 +37,18 @@ inline constexpr int64_t kTileBytes = int64_t(4) << 20;
 inline constexpr int64_t kMinTilesWide = 8;
 int64_t predict_tile_rows(int64_t batch, int64_t row_bytes);
 
+// Threads that run a predict batch of `batch` rows as that many tiles at once, each tile
+// through its own single-threaded program (Program::run_thread_tiles), or 1. Each thread then
+// keeps its tile's activations in its own caches from layer to layer. With every kernel split
+// over the threads instead, each layer hands half of its output to the other thread: on this
+// project's 2-core Zen 4 VM, whose two vCPUs the host sometimes places on different CCDs (no
+// shared L3), that exchange ran at ~95 GB/s against ~260 GB/s when they share one, and
+// EfficientNetB0's 96x96 predict at 690-700 img/s against 960-1,010 (docs/benchmarks.md). The
+// OpenMP thread count when it is more than 1, nested regions are inactive (a kernel's own
+// OpenMP loops then run on its tile's thread) and it divides the batch into tiles of at least
+// kMinThreadTileRows, and the cache tiles above do not apply (LOCKSTEP_PREDICT_TILE set, to a
+// size or to 0, turns thread tiles off too); LOCKSTEP_PREDICT_THREAD_TILES=0 turns them off.
+inline constexpr int64_t kMinThreadTileRows = 4;
+int predict_thread_tiles(int64_t batch);
+
 }  // namespace lockstep

@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 #include "distribute/internal/strategy_runtime.h"
+#include "lockstep/core/config.h"
 #include "lockstep/graph/autodiff.h"
 #include "lockstep/graph/device_system.h"
 #include "train/predict_tiles.h"
@@ -239,7 +241,8 @@ Program::Built Program::build(const Network& model, const ResolvedCompile& resol
 }
 
 std::unique_ptr<Executable> Program::compile(const CompileConfig& cfg, Built& b,
-                                             Replication* replication, int replica, int steps) {
+                                             Replication* replication, int replica, int steps,
+                                             int team_override) {
   CompileOptions opts;
   opts.steps = steps;
   opts.backend = cfg.backend;
@@ -260,7 +263,9 @@ std::unique_ptr<Executable> Program::compile(const CompileConfig& cfg, Built& b,
     // weight gradient 6x slower).
 #ifdef _OPENMP
   const int saved = omp_get_max_threads();
-  const int team = replication ? replication->strategy().replica_threads : 0;
+  const int team = team_override > 0 ? team_override
+                   : replication     ? replication->strategy().replica_threads
+                                     : 0;
   if (team > 0) omp_set_num_threads(team);
   struct Restore {
     int n;
@@ -332,29 +337,8 @@ Program::Program(const Network& model, const ResolvedCompile& resolved, Kind kin
   rows_ = batch / device_replicas_;
   Built full = build(model, resolved, rows_, replication, replica);
   hold_on_device(model, resolved);
-  // Predict in row tiles (train/predict_tiles.h) when the rows are independent both at this
-  // batch and at the tile's (two batch sizes: no shape can match both by coincidence).
-  int64_t widest = 0;
-  const int64_t tile =
-      kind == Kind::predict && !cfg.run_eagerly && device_replicas_ == 1 &&
-              rows_independent(full.g, full.inputs, full.outputs, batch, nullptr, &widest)
-          ? predict_tile_rows(batch, widest)
-          : 0;
-  if (tile > 0) {
-    Built part = build(model, resolved, tile, replication, replica);
-    if (rows_independent(part.g, part.inputs, part.outputs, tile)) {
-      tile_ = tile;
-      exe_ = compile(cfg, part, replication, replica);
-      if (const int64_t tail = batch % tile; tail > 0) {
-        Built rest = build(model, resolved, tail, replication, replica);
-        tail_ = compile(cfg, rest, replication, replica);
-      }
-      for (Value v : full.inputs)
-        full_in_.push_back(Tensor::empty(full.g.type(v).shape, full.g.type(v).dtype));
-      for (Value v : full.outputs)
-        full_out_.push_back(Tensor::empty(full.g.type(v).shape, full.g.type(v).dtype));
-    }
-  }
+  const int64_t widest =
+      kind == Kind::predict ? plan_predict_tiles(model, resolved, full, replication, replica) : 0;
   if (!exe_) exe_ = compile(cfg, full, replication, replica);
   // (not replicated: a host-side gradient all-reduce needs the host between steps)
   if (kind == Kind::train && cfg.steps_per_execution > 1 && !cfg.run_eagerly && !replication &&
@@ -368,7 +352,10 @@ Program::Program(const Network& model, const ResolvedCompile& resolved, Kind kin
                  : kind == Kind::eval ? "eval"
                                       : "predict",
                  (long long)batch, replica, compile_seconds());
-    if (tile_)
+    if (!thread_exes_.empty())
+      std::fprintf(stderr, "[compile]   in %d tiles of %lld rows at once, one per thread\n",
+                   tile_threads(), (long long)tile_);
+    else if (tile_)
       std::fprintf(stderr, "[compile]   in tiles of %lld rows (widest activation %lld bytes/row)\n",
                    (long long)tile_, (long long)widest);
     for (auto& line : exe_->report()) std::fprintf(stderr, "[compile]   %s\n", line.c_str());
@@ -392,9 +379,50 @@ void Program::hold_on_device(const Network& network, const ResolvedCompile& reso
   }
 }
 
+// Predict in row tiles (train/predict_tiles.h) when the rows are independent both at this
+// batch and at the tile's (two batch sizes: no shape can match both by coincidence): cache tiles
+// run one after the other, thread tiles (where no cache tiles apply) all at once. Compiles exe_
+// (and tail_ / thread_exes_) when it tiles; returns the widest activation's bytes per row.
+int64_t Program::plan_predict_tiles(const Network& model, const ResolvedCompile& resolved,
+                                    Built& full, Replication* replication, int replica) {
+  const CompileConfig& cfg = resolved.config;
+  int64_t widest = 0;
+  if (cfg.run_eagerly || device_replicas_ != 1 ||
+      !rows_independent(full.g, full.inputs, full.outputs, batch_, nullptr, &widest))
+    return widest;
+  const int64_t tile = predict_tile_rows(batch_, widest);
+  const int threads =
+      tile == 0 && cfg.backend == "cpu" && !replication && !config::op_determinism_enabled()
+          ? predict_thread_tiles(batch_)
+          : 1;
+  const int64_t rows = tile > 0 ? tile : threads > 1 ? batch_ / threads : 0;
+  if (rows == 0) return widest;
+  Built part = build(model, resolved, rows, replication, replica);
+  if (!rows_independent(part.g, part.inputs, part.outputs, rows)) return widest;
+  tile_ = rows;
+  if (tile > 0) {
+    exe_ = compile(cfg, part, replication, replica);
+    if (const int64_t tail = batch_ % tile; tail > 0) {
+      Built rest = build(model, resolved, tail, replication, replica);
+      tail_ = compile(cfg, rest, replication, replica);
+    }
+  } else {
+    exe_ = compile(cfg, part, replication, replica, 1, /*team=*/1);
+    for (int t = 1; t < threads; ++t)
+      thread_exes_.push_back(compile(cfg, part, replication, replica, 1, /*team=*/1));
+    thread_errors_.resize(size_t(threads));
+  }
+  for (Value v : full.inputs)
+    full_in_.push_back(Tensor::empty(full.g.type(v).shape, full.g.type(v).dtype));
+  for (Value v : full.outputs)
+    full_out_.push_back(Tensor::empty(full.g.type(v).shape, full.g.type(v).dtype));
+  return widest;
+}
+
 // A tiled predict batch: rows [r, r + tile) of `in` (the step's inputs) through the tile program
 // into the same rows of `out` (its predictions); the last rows through the tail program.
 void Program::run_tiles(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  if (!thread_exes_.empty()) return run_thread_tiles(in, out);
   for (int64_t r = 0; r < batch_; r += tile_) {
     Executable& e = batch_ - r >= tile_ ? *exe_ : *tail_;
     const int64_t end = std::min(batch_, r + tile_);
@@ -405,6 +433,33 @@ void Program::run_tiles(const std::vector<Tensor>& in, std::vector<Tensor>& out)
       e.copy_output_to_host(o, rows);
     }
   }
+}
+
+// Thread tiles: tile t (rows [t * tile_, (t + 1) * tile_)) on OpenMP thread t, through its own
+// single-threaded program, all at once. Inside the parallel region the kernels' own OpenMP
+// loops and oneDNN run on the calling thread alone (nested regions are inactive).
+void Program::run_thread_tiles(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const int threads = tile_threads();
+  std::vector<std::string>& errors = thread_errors_;
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num();
+    try {
+      Executable& e = t == 0 ? *exe_ : *thread_exes_[size_t(t - 1)];
+      const int64_t r = t * tile_, end = r + tile_;
+      for (int j = 0; j < int(in.size()); ++j)
+        e.copy_input_from_host(j, in[size_t(j)].slice(r, end));
+      e.run();
+      for (int o = 0; o < int(out.size()); ++o) {
+        Tensor rows = out[size_t(o)].slice(r, end);
+        e.copy_output_to_host(o, rows);
+      }
+    } catch (const std::exception& ex) {  // (an exception must not leave the region)
+      errors[size_t(t)] = ex.what();
+    }
+  }
+  for (std::string& e : errors)
+    if (!e.empty()) LS_FAIL(std::exchange(e, std::string()));
 }
 
 namespace {

@@ -95,11 +95,13 @@ class Program {
   void set_step(uint64_t step) {
     exe_->set_step(step);
     if (tail_) tail_->set_step(step);
+    for (auto& e : thread_exes_) e->set_step(step);
   }
   void set_first_row(int64_t row) {  // see StepInfo::first_row
     exe_->set_first_row(row);
     if (unrolled_) unrolled_->set_first_row(row);
     if (tail_) tail_->set_first_row(row);
+    for (auto& e : thread_exes_) e->set_first_row(row);
   }
   // Multi-step execution (CompileConfig::steps_per_execution): the fit loop stages the batches
   // of an execution in slots (host buffers shaped like the step's inputs, allocated here once
@@ -137,8 +139,10 @@ class Program {
     return out(kind_ == Kind::predict ? i : 1 + i);
   }
   double compile_seconds() const {
-    return exe_->compile_seconds() + (tail_ ? tail_->compile_seconds() : 0.0) +
-           (unrolled_ ? unrolled_->compile_seconds() : 0.0);
+    double s = exe_->compile_seconds() + (tail_ ? tail_->compile_seconds() : 0.0) +
+               (unrolled_ ? unrolled_->compile_seconds() : 0.0);
+    for (const auto& e : thread_exes_) s += e->compile_seconds();
+    return s;
   }
   // steps_per_execution = N on a backend that runs several steps per call (xla): run_steps runs
   // each N staged steps as one call of the step unrolled N times (0: none).
@@ -146,6 +150,8 @@ class Program {
   // A predict program that runs its batch in tiles of this many rows (train/predict_tiles.h;
   // executable() is then the tile's program), else 0.
   int64_t tile_rows() const { return tile_; }
+  // Threads whose tiles run at once, each on its own program (predict_thread_tiles), else 1.
+  int tile_threads() const { return 1 + int(thread_exes_.size()); }
   const Executable& executable() const { return *exe_; }
   int64_t batch() const { return batch_; }
   // Device replicas the program runs as (XlaStrategy; lockstep/graph/device_system.h): its
@@ -160,15 +166,20 @@ class Program {
   };
   Built build(const Network& network, const ResolvedCompile& resolved, int64_t batch,
               Replication* replication, int replica);
+  // team > 0: the OpenMP threads the kernels plan for (else the replica's, or the process's).
   std::unique_ptr<Executable> compile(const CompileConfig& config, Built& built,
-                                      Replication* replication, int replica, int steps = 1);
+                                      Replication* replication, int replica, int steps = 1,
+                                      int team = 0);
   int run_unrolled(int first_slot, int n, uint64_t first_step);
   // Step output i of the last run (the unrolled program's last step when that ran).
   const Tensor& out(int i) const {
     return ran_unrolled_ ? unrolled_->output((unrolled_steps_ - 1) * exe_->num_outputs() + i)
                          : exe_->output(i);
   }
+  int64_t plan_predict_tiles(const Network& model, const ResolvedCompile& resolved, Built& full,
+                             Replication* replication, int replica);
   void run_tiles(const std::vector<Tensor>& in, std::vector<Tensor>& out);
+  void run_thread_tiles(const std::vector<Tensor>& in, std::vector<Tensor>& out);
   void hold_on_device(const Network& network, const ResolvedCompile& resolved);
   std::vector<Value> add_loss_and_updates(const Network& network, const ResolvedCompile& resolved,
                                           Graph& g, const std::vector<Value>& preds,
@@ -195,6 +206,10 @@ class Program {
   int64_t tile_ = 0;
   std::unique_ptr<Executable> tail_;
   std::vector<Tensor> full_in_, full_out_;
+  // Thread tiles (predict_thread_tiles): tile t of the batch runs on OpenMP thread t, exe_ for
+  // t = 0 and thread_exes_[t - 1] for the others, each compiled for one thread.
+  std::vector<std::unique_ptr<Executable>> thread_exes_;
+  std::vector<std::string> thread_errors_;        // per thread: what its tile threw, else empty
   std::vector<std::vector<Tensor>> staged_;       // [slot][step input]
   std::vector<std::vector<Tensor>> staged_outs_;  // predict: [slot][output]
 };

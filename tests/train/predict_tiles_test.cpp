@@ -2,10 +2,13 @@
 // graphs of Keras layers in inference mode and refuses each way of mixing rows; a tiled predict
 // program (tiles plus a tail of another size) gives the untiled program's predictions, with
 // one step per execution and with staged steps, in float32 and mixed_bfloat16, and allocates
-// nothing per step; a model whose layer mixes rows is not tiled.
+// nothing per step; a model whose layer mixes rows is not tiled. Thread tiles (one tile per
+// OpenMP thread, at once, each through its own single-threaded program) give the untiled
+// predictions too, on the test CNN and on EfficientNetB0, and apply only where they should.
 #include "train/predict_tiles.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cstdlib>
 
@@ -24,6 +27,19 @@ namespace {
 struct TileEnv {
   explicit TileEnv(const char* rows) { setenv("LOCKSTEP_PREDICT_TILE", rows, 1); }
   ~TileEnv() { unsetenv("LOCKSTEP_PREDICT_TILE"); }
+};
+
+// LOCKSTEP_PREDICT_THREAD_TILES=0 for one scope.
+struct NoThreadTiles {
+  NoThreadTiles() { setenv("LOCKSTEP_PREDICT_THREAD_TILES", "0", 1); }
+  ~NoThreadTiles() { unsetenv("LOCKSTEP_PREDICT_THREAD_TILES"); }
+};
+
+// OpenMP threads for one scope.
+struct OmpThreads {
+  int saved = omp_get_max_threads();
+  explicit OmpThreads(int n) { omp_set_num_threads(n); }
+  ~OmpThreads() { omp_set_num_threads(saved); }
 };
 
 VariablePtr var(Shape s) {
@@ -250,6 +266,90 @@ TEST(PredictTiles, LayerMixingRowsIsNotTiled) {
     for (int64_t r = 0; r < 100; ++r) s += y.data<float>()[r * 10 + j];
     EXPECT_NEAR(s / 100, m.get_layer("dense")->weights()[1]->value.data<float>()[j], 1e-5);
   }
+}
+
+// Thread tiles: with 2 OpenMP threads a predict batch of 100 runs as two 50-row tiles at once,
+// each through its own program compiled for one thread, and gives the predictions of the
+// ordinary program (kernels split over both threads), in float32 and mixed_bfloat16, through
+// Program and Model::predict (one step and 3 staged steps per execution), allocating nothing per
+// step.
+void expect_thread_tiles_match(Model& m, const Tensor& x, float tol) {
+  OmpThreads two(2);
+  const int64_t n = x.shape()[0];
+  Program plain = [&] {
+    NoThreadTiles off;
+    return Program(m, Program::Kind::predict, n, metrics::Mean("loss"), {});
+  }();
+  Program tiled(m, Program::Kind::predict, n, metrics::Mean("loss"), {});
+  EXPECT_EQ(plain.tile_threads(), 1);
+  ASSERT_EQ(tiled.tile_threads(), 2);
+  EXPECT_EQ(tiled.tile_rows(), n / 2);
+  plain.x().copy_from(x), tiled.x().copy_from(x);
+  plain.run(), tiled.run();
+  EXPECT_EQ(tiled.predictions().shape(), plain.predictions().shape());
+  EXPECT_LE(test_util::max_abs_diff(plain.predictions(), tiled.predictions()), tol);
+  const Tensor want = plain.predictions().clone();
+  EXPECT_LE(test_util::max_abs_diff(m.predict(x, n), want), tol);
+  m.compile({.loss = losses::SparseCategoricalCrossentropy(), .steps_per_execution = 3});
+  EXPECT_LE(test_util::max_abs_diff(m.predict(x, n), want), tol);
+  tiled.run();
+  const size_t before = allocation_count();
+  tiled.run();
+  EXPECT_EQ(allocation_count(), before);
+}
+
+TEST(PredictThreadTiles, MatchTheUntiledProgram) {
+  Model m = cnn();
+  expect_thread_tiles_match(m, random_images(100), 1e-6f);
+}
+
+TEST(PredictThreadTiles, MixedBfloat16) {
+  mixed_precision::set_global_policy("mixed_bfloat16");
+  Model m = cnn();
+  mixed_precision::set_global_policy("float32");
+  expect_thread_tiles_match(m, random_images(100), 1e-6f);
+}
+
+// EfficientNetB0 (Rescaling + Normalization, swish convolutions, squeeze-and-excitation,
+// residual adds) at 32x32: 8 images as two 4-row tiles.
+TEST(PredictThreadTiles, EfficientNetB0) {
+  Model m = applications::EfficientNetB0({.input_shape = {32, 32, 3}, .classes = 10});
+  Tensor x = Tensor::empty({8, 32, 32, 3});
+  Philox rng(9);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = rng.uniform(0.f, 255.f);
+  expect_thread_tiles_match(m, x, 1e-5f);
+}
+
+// Where they do not apply: one thread; a batch the threads do not divide, or tiles under
+// kMinThreadTileRows rows; LOCKSTEP_PREDICT_TILE set (the user's tiling, or none); a model
+// whose rows mix; and a training program.
+TEST(PredictThreadTiles, OnlyWhereTheyApply) {
+  Model m = cnn();
+  auto threads_of = [&](int64_t batch, Program::Kind kind = Program::Kind::predict) {
+    return Program(m, kind, batch, metrics::Mean("loss"), {}).tile_threads();
+  };
+  {
+    OmpThreads one(1);
+    EXPECT_EQ(threads_of(100), 1);
+  }
+  OmpThreads two(2);
+  EXPECT_EQ(predict_thread_tiles(8), 2);
+  EXPECT_EQ(threads_of(8), 2);
+  EXPECT_EQ(threads_of(99), 1);
+  EXPECT_EQ(threads_of(6), 1);  // 3 rows a tile
+  {
+    TileEnv none("0");
+    EXPECT_EQ(threads_of(100), 1);
+  }
+  m.compile({.optimizer = optimizers::SGD(), .loss = losses::SparseCategoricalCrossentropy()});
+  EXPECT_EQ(threads_of(100, Program::Kind::train), 1);
+  using namespace layers;
+  reset_layer_names();
+  KTensor in = Input({12, 12, 3});
+  KTensor h = GlobalAveragePooling2D()(Conv2D(8, 3)(in));
+  Model mixing(in, Dense(10)(LayerHandle(std::make_shared<BatchCentre>("centre"))(h)));
+  EXPECT_EQ(Program(mixing, Program::Kind::predict, 100, metrics::Mean("loss"), {}).tile_threads(),
+            1);
 }
 
 }  // namespace

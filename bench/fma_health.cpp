@@ -17,11 +17,17 @@
 //    arrays (in the 32 MiB L3 here, past the 2 MiB L2s), median of 20 passes. The FMA loop
 //    lives in registers and sees neither a neighbour that saturates the memory bus nor one that
 //    evicts the shared L3; the bench scripts record both rates with every measurement.
+//  - the exchange between threads: 2 threads, an 8 MiB buffer in halves, each pass thread t
+//    updating half (t + pass) % 2, so that each half moves to the other thread's core every
+//    pass, as a layer's output does when every kernel is split over the threads. Where the two
+//    cores share an L3 it reads ~260 GB/s here; where the host has put the vCPUs on different
+//    CCDs, ~95 GB/s, and Lockstep's float32 training steps run 25-30% slower
+//    (docs/benchmarks.md, "Predict in thread tiles"). Median of 5 x 40 passes.
 // Prints one JSON line (last line of stdout):
 //   {"fma_gflops" (median of the reps), "best_gflops", "threads", "clock_ghz",
 //   "flops_per_cycle_per_core", "peak_gflops",
 //    "fraction_of_peak", "isa", "peak_source", "cpuinfo_mhz", "checksum", "reps_gflops",
-//    "triad_gbps" (DRAM), "l3_triad_gbps"}
+//    "triad_gbps" (DRAM), "l3_triad_gbps", "exchange_gbps" (0 with one thread)}
 //   build/bin/fma_health [THREADS=2] [--reps N=5] [--seconds S=0.1 per rep]
 #include <cpuid.h>
 #include <omp.h>
@@ -224,6 +230,29 @@ double triad_gbps(int threads, int passes, size_t mib) {
   return rates[rates.size() / 2];
 }
 
+// The exchange probe (see the header): GB/s read and written, median of `reps` runs of 40 passes.
+double exchange_gbps(int threads, int reps) {
+  if (threads < 2) return 0;
+  const int64_t n = int64_t(2) << 20, half = n / 2;  // floats: 8 MiB
+  std::vector<float> a(size_t(n), 1.f);
+  std::vector<double> rates;
+  for (int r = 0; r <= reps; ++r) {  // rep 0 warms up
+    auto t0 = Clock::now();
+    for (int p = 0; p < 40; ++p) {
+#pragma omp parallel num_threads(2)
+      {
+        float* x = a.data() + ((omp_get_thread_num() + p) % 2) * half;
+        for (int64_t i = 0; i < half; ++i) x[i] = x[i] * 0.999f + 1.f;
+      }
+    }
+    if (r > 0) rates.push_back(2.0 * double(n) * sizeof(float) * 40 / seconds_since(t0) / 1e9);
+  }
+  volatile float keep = a[size_t(half)];  // the result is read
+  (void)keep;
+  std::sort(rates.begin(), rates.end());
+  return rates[rates.size() / 2];
+}
+
 int usage() {
   std::fprintf(stderr,
                "usage: fma_health [THREADS=2] [--reps N=5] [--seconds S=0.1]\n"
@@ -296,6 +325,7 @@ int main(int argc, char** argv) {
   const double median = sorted[sorted.size() / 2], best = sorted.back();
   clock_hz = std::max(clock_hz, measure_clock_hz(0.05));
   const double gbps = triad_gbps(threads, 3, 48), l3_gbps = triad_gbps(threads, 20, 4);
+  const double exchange = exchange_gbps(threads, 5);
 
   int fpc = table_flops_per_cycle(cpu);
   const char* peak_source = "table";
@@ -323,6 +353,7 @@ int main(int argc, char** argv) {
       median, best, threads, clock_hz / 1e9, fpc, peak, median / peak, zmm ? "avx512" : "avx2",
       peak_source, cpuinfo_mhz(), checksum);
   for (size_t i = 0; i < rates.size(); ++i) std::printf("%s%.1f", i ? ", " : "", rates[i]);
-  std::printf("], \"triad_gbps\": %.1f, \"l3_triad_gbps\": %.1f}\n", gbps, l3_gbps);
+  std::printf("], \"triad_gbps\": %.1f, \"l3_triad_gbps\": %.1f, \"exchange_gbps\": %.1f}\n",
+              gbps, l3_gbps, exchange);
   return 0;
 }

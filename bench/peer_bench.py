@@ -195,13 +195,16 @@ class Bench:
             self.healthy = p["fma_gflops"]  # the machine was busy at start: a better baseline
         if hasattr(self, "healthy_bw") and p["triad_gbps"] > self.healthy_bw:
             self.healthy_bw = p["triad_gbps"]
+        if hasattr(self, "healthy_x") and p.get("exchange_gbps", 0) > self.healthy_x:
+            self.healthy_x = p["exchange_gbps"]
         return p
 
     def disturbed(self, p):
         """Whether probe p reads below the threshold: compute squeezed (the host put both
         threads on one core) or the memory bus saturated by a neighbour."""
         return (p["fma_gflops"] < self.a.threshold * self.healthy or
-                p["triad_gbps"] < self.a.bandwidth_threshold * self.healthy_bw)
+                p["triad_gbps"] < self.a.bandwidth_threshold * self.healthy_bw or
+                p.get("exchange_gbps", 0) < self.a.exchange_threshold * self.healthy_x)
 
     def command(self, system, workload, dtype, variants=None, scale=1.0):
         model, mode, steps, warmup = WORKLOADS[workload]
@@ -263,20 +266,24 @@ class Bench:
                      bandwidth_before=before["triad_gbps"], bandwidth_after=after["triad_gbps"],
                      l3_bandwidth_before=before["l3_triad_gbps"],
                      l3_bandwidth_after=after["l3_triad_gbps"],
+                     exchange_before=before.get("exchange_gbps"),
+                     exchange_after=after.get("exchange_gbps"),
                      disturbed=bad)
             self.raw.write(json.dumps(r) + "\n")
             self.raw.flush()
             log(f"round {rnd} {workload:12} {dtype:8} {system:8} {r['images_per_sec']:9.1f} img/s"
                 f"  ({r.get('config', '')}; probe {before['fma_gflops']:.0f}/"
                 f"{after['fma_gflops']:.0f} GFLOP/s, {before['triad_gbps']:.0f}/"
-                f"{after['triad_gbps']:.0f} GB/s{', DISTURBED' if bad else ''})")
+                f"{after['triad_gbps']:.0f} GB/s, exchange {before.get('exchange_gbps', 0):.0f}/"
+                f"{after.get('exchange_gbps', 0):.0f} GB/s{', DISTURBED' if bad else ''})")
             if not bad:
                 return r
             if attempt < self.a.max_retries:
                 self.dropped += 1
                 log(f"  dropped (probe below {self.a.threshold:.2f} x the healthy "
                     f"{self.healthy:.0f} GFLOP/s, or {self.a.bandwidth_threshold:.2f} x "
-                    f"{self.healthy_bw:.0f} GB/s); repeating")
+                    f"{self.healthy_bw:.0f} GB/s, or exchange below "
+                    f"{self.a.exchange_threshold:.2f} x {self.healthy_x:.0f} GB/s); repeating")
             before = after
         self.disturbed_kept += 1
         return r
@@ -342,6 +349,10 @@ def main():
     p.add_argument("--bandwidth-threshold", type=float, default=0.0,
                    help="also drop one whose DRAM bandwidth reads below this x the healthy "
                         "bandwidth (0: record only)")
+    p.add_argument("--exchange-threshold", type=float, default=0.0,
+                   help="also drop one whose thread-exchange probe (fma_health's exchange_gbps: "
+                        "low where the host put the vCPUs on different CCDs) reads below this x "
+                        "the healthy rate (0: record only)")
     p.add_argument("--max-retries", type=int, default=2)
     p.add_argument("--keras-xla", choices=["probe", "off", "both"], default="probe")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per measurement")
@@ -373,6 +384,7 @@ def main():
     start = [b.probe() for _ in range(3)]
     b.healthy = max(s["fma_gflops"] for s in start)
     b.healthy_bw = max(s["triad_gbps"] for s in start)
+    b.healthy_x = max(s.get("exchange_gbps", 0) for s in start)
     peak = start[0]["peak_gflops"]
     log(f"memory bandwidth probe at start: {[round(s['triad_gbps']) for s in start]} GB/s")
     log(f"FMA probe at start: {[round(s['fma_gflops']) for s in start]} GFLOP/s; physical fp32 "
@@ -407,7 +419,7 @@ def main():
              "image_size": a.image_size,
              "threshold": a.threshold, "workloads": workloads, "dtypes": dtypes,
              "systems": systems, "repo": a.repo, "start": start, "healthy": b.healthy,
-             "healthy_bw": b.healthy_bw,
+             "healthy_bw": b.healthy_bw, "healthy_x": b.healthy_x,
              "kept": kept, "health": b.health, "dropped": b.dropped,
              "disturbed_kept": b.disturbed_kept, "failed": b.failed, "xla_detail": xla_detail,
              "raw": b.raw.name}
@@ -523,8 +535,10 @@ def report(st):
                                     for s, d in per.items()))
     hs = [h["fma_gflops"] for h in st["health"]]
     bw = [h.get("triad_gbps", 0) for h in st["health"]]
-    print(f"health: {len(hs)} probes, {min(hs):.0f}-{max(hs):.0f} GFLOP/s and {min(bw):.0f}-"
-          f"{max(bw):.0f} GB/s DRAM, threshold {st['threshold']:.2f} x {healthy:.0f} GFLOP/s; "
+    ex = [h.get("exchange_gbps", 0) for h in st["health"]]
+    print(f"health: {len(hs)} probes, {min(hs):.0f}-{max(hs):.0f} GFLOP/s, {min(bw):.0f}-"
+          f"{max(bw):.0f} GB/s DRAM and {min(ex):.0f}-{max(ex):.0f} GB/s thread exchange, "
+          f"threshold {st['threshold']:.2f} x {healthy:.0f} GFLOP/s; "
           f"{st['dropped']} measurement(s) dropped and "
           f"repeated, {st['disturbed_kept']} kept although disturbed, {len(st['failed'])} failed")
     print("parameters (count_params): " + "; ".join(
@@ -545,6 +559,7 @@ def report(st):
             "cpu": cpu_model(), "cores": os.cpu_count(),
             "fma_healthy_gflops": round(healthy, 1), "fma_physical_peak_gflops": round(peak, 1),
             "triad_healthy_gbps": round(st.get("healthy_bw", 0), 1),
+            "exchange_healthy_gbps": round(st.get("healthy_x", 0), 1),
             "clock_ghz": start[0]["clock_ghz"],
             "flops_per_cycle_per_core": start[0]["flops_per_cycle_per_core"]},
         "versions": versions,

@@ -22,6 +22,8 @@
 #   THRESHOLD=0.7        a probe below THRESHOLD x the healthy rate flags a measurement
 #   BANDWIDTH_THRESHOLD=0  also flag one whose DRAM bandwidth reads below this x the healthy one
 #                        (0: the bandwidths are recorded, not used)
+#   EXCHANGE_THRESHOLD=0  also flag one whose thread-exchange probe reads below this x the
+#                        healthy rate (the vCPUs on different CCDs; 0: recorded, not used)
 #   MAX_RETRIES=2        repeats of a flagged measurement
 #   KERAS_XLA=probe      probe: short jit_compile off/on runs first, rounds use the faster;
 #                        off: never XLA; both: measure both in every round
@@ -48,6 +50,7 @@ python3 bench/peer_bench.py "$ROUNDS" "$THREADS" --build "$BUILD" --tf-py "$TF_P
   --torch-py "$TORCH_PY" --jemalloc "$JEMALLOC" --out-dir "$OUT_DIR" \
   --steps-scale "${STEPS_SCALE:-1}" --threshold "${THRESHOLD:-0.7}" \
   --bandwidth-threshold "${BANDWIDTH_THRESHOLD:-0}" \
+  --exchange-threshold "${EXCHANGE_THRESHOLD:-0}" \
   --max-retries "${MAX_RETRIES:-2}" --keras-xla "${KERAS_XLA:-probe}" \
   --workloads "${WORKLOADS:-cnn_train,resnet_train,cnn_infer,resnet_infer}" \
   --image-size "${IMAGE_SIZE:-96}" \

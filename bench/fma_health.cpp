@@ -353,7 +353,7 @@ int main(int argc, char** argv) {
       median, best, threads, clock_hz / 1e9, fpc, peak, median / peak, zmm ? "avx512" : "avx2",
       peak_source, cpuinfo_mhz(), checksum);
   for (size_t i = 0; i < rates.size(); ++i) std::printf("%s%.1f", i ? ", " : "", rates[i]);
-  std::printf("], \"triad_gbps\": %.1f, \"l3_triad_gbps\": %.1f, \"exchange_gbps\": %.1f}\n",
-              gbps, l3_gbps, exchange);
+  std::printf("], \"triad_gbps\": %.1f, \"l3_triad_gbps\": %.1f, \"exchange_gbps\": %.1f}\n", gbps,
+              l3_gbps, exchange);
   return 0;
 }

@@ -419,41 +419,35 @@ int64_t Program::plan_predict_tiles(const Network& model, const ResolvedCompile&
   return widest;
 }
 
+// Rows [r, end) of `in` (the step's inputs) through e into the same rows of `out`.
+void Program::run_rows(Executable& e, const std::vector<Tensor>& in, std::vector<Tensor>& out,
+                       int64_t r, int64_t end) {
+  for (int j = 0; j < int(in.size()); ++j) e.copy_input_from_host(j, in[size_t(j)].slice(r, end));
+  e.run();
+  for (int o = 0; o < int(out.size()); ++o) {
+    Tensor rows = out[size_t(o)].slice(r, end);
+    e.copy_output_to_host(o, rows);
+  }
+}
+
 // A tiled predict batch: rows [r, r + tile) of `in` (the step's inputs) through the tile program
 // into the same rows of `out` (its predictions); the last rows through the tail program.
 void Program::run_tiles(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   if (!thread_exes_.empty()) return run_thread_tiles(in, out);
-  for (int64_t r = 0; r < batch_; r += tile_) {
-    Executable& e = batch_ - r >= tile_ ? *exe_ : *tail_;
-    const int64_t end = std::min(batch_, r + tile_);
-    for (int j = 0; j < int(in.size()); ++j) e.copy_input_from_host(j, in[size_t(j)].slice(r, end));
-    e.run();
-    for (int o = 0; o < int(out.size()); ++o) {
-      Tensor rows = out[size_t(o)].slice(r, end);
-      e.copy_output_to_host(o, rows);
-    }
-  }
+  for (int64_t r = 0; r < batch_; r += tile_)
+    run_rows(batch_ - r >= tile_ ? *exe_ : *tail_, in, out, r, std::min(batch_, r + tile_));
 }
 
 // Thread tiles: tile t (rows [t * tile_, (t + 1) * tile_)) on OpenMP thread t, through its own
 // single-threaded program, all at once. Inside the parallel region the kernels' own OpenMP
 // loops and oneDNN run on the calling thread alone (nested regions are inactive).
 void Program::run_thread_tiles(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  const int threads = tile_threads();
   std::vector<std::string>& errors = thread_errors_;
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(tile_threads())
   {
     const int t = omp_get_thread_num();
     try {
-      Executable& e = t == 0 ? *exe_ : *thread_exes_[size_t(t - 1)];
-      const int64_t r = t * tile_, end = r + tile_;
-      for (int j = 0; j < int(in.size()); ++j)
-        e.copy_input_from_host(j, in[size_t(j)].slice(r, end));
-      e.run();
-      for (int o = 0; o < int(out.size()); ++o) {
-        Tensor rows = out[size_t(o)].slice(r, end);
-        e.copy_output_to_host(o, rows);
-      }
+      run_rows(t == 0 ? *exe_ : *thread_exes_[size_t(t - 1)], in, out, t * tile_, (t + 1) * tile_);
     } catch (const std::exception& ex) {  // (an exception must not leave the region)
       errors[size_t(t)] = ex.what();
     }

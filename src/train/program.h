@@ -178,6 +178,8 @@ class Program {
   }
   int64_t plan_predict_tiles(const Network& model, const ResolvedCompile& resolved, Built& full,
                              Replication* replication, int replica);
+  static void run_rows(Executable& e, const std::vector<Tensor>& in, std::vector<Tensor>& out,
+                       int64_t r, int64_t end);
   void run_tiles(const std::vector<Tensor>& in, std::vector<Tensor>& out);
   void run_thread_tiles(const std::vector<Tensor>& in, std::vector<Tensor>& out);
   void hold_on_device(const Network& network, const ResolvedCompile& resolved);

@@ -176,6 +176,19 @@ Tensor random_images(int64_t n) {
   return x;
 }
 
+// Model::predict at `batch` gives `want`, with one step and with 3 staged steps per execution,
+// and a step of the tiled program allocates nothing.
+void expect_predict_and_no_allocation(Model& m, const Tensor& x, int64_t batch, const Tensor& want,
+                                      Program& tiled, float tol) {
+  EXPECT_LE(test_util::max_abs_diff(m.predict(x, batch), want), tol);
+  m.compile({.loss = losses::SparseCategoricalCrossentropy(), .steps_per_execution = 3});
+  EXPECT_LE(test_util::max_abs_diff(m.predict(x, batch), want), tol);
+  tiled.run();
+  const size_t before = allocation_count();
+  tiled.run();
+  EXPECT_EQ(allocation_count(), before);
+}
+
 // Predictions of an untiled and a tiled program (16-row tiles and a 4-row tail) of one model.
 void expect_tiled_matches(Model& m, float tol) {
   const Tensor x = random_images(100);
@@ -196,14 +209,7 @@ void expect_tiled_matches(Model& m, float tol) {
     TileEnv none("0");
     return m.predict(x, 50);
   }();
-  EXPECT_LE(test_util::max_abs_diff(m.predict(x, 50), want), tol);
-  m.compile({.loss = losses::SparseCategoricalCrossentropy(), .steps_per_execution = 3});
-  EXPECT_LE(test_util::max_abs_diff(m.predict(x, 50), want), tol);
-  // A tiled step allocates nothing.
-  tiled.run();
-  const size_t before = allocation_count();
-  tiled.run();
-  EXPECT_EQ(allocation_count(), before);
+  expect_predict_and_no_allocation(m, x, 50, want, tiled, tol);
 }
 
 TEST(PredictTiles, TiledProgramMatchesUntiled) {
@@ -288,14 +294,7 @@ void expect_thread_tiles_match(Model& m, const Tensor& x, float tol) {
   plain.run(), tiled.run();
   EXPECT_EQ(tiled.predictions().shape(), plain.predictions().shape());
   EXPECT_LE(test_util::max_abs_diff(plain.predictions(), tiled.predictions()), tol);
-  const Tensor want = plain.predictions().clone();
-  EXPECT_LE(test_util::max_abs_diff(m.predict(x, n), want), tol);
-  m.compile({.loss = losses::SparseCategoricalCrossentropy(), .steps_per_execution = 3});
-  EXPECT_LE(test_util::max_abs_diff(m.predict(x, n), want), tol);
-  tiled.run();
-  const size_t before = allocation_count();
-  tiled.run();
-  EXPECT_EQ(allocation_count(), before);
+  expect_predict_and_no_allocation(m, x, n, plain.predictions().clone(), tiled, tol);
 }
 
 TEST(PredictThreadTiles, MatchTheUntiledProgram) {

@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -46,6 +47,7 @@ struct Args {
   int steps_per_execution = 1;
   int image_size = 96;            // the applications' input (synthetic images)
   std::string trainable = "all";  // "head": only the classifier trains
+  std::string strategy;           // "" (none), "mirrored", ... (strategy_from_name)
   bool application() const { return model == "mobilenet_v2" || model == "efficientnet_b0"; }
 };
 
@@ -105,6 +107,8 @@ Args parse(int argc, char** argv) {
       a.image_size = positive_int(k, v, 32);
     else if (k == "--trainable")
       a.trainable = v;
+    else if (k == "--strategy")
+      a.strategy = v;
     else
       usage_error("unknown argument " + k);
   }
@@ -154,6 +158,9 @@ int main(int argc, char** argv) {
     ls::set_random_seed(1);
     // Before the model is built: layers read the global policy when they are created.
     ls::mixed_precision::set_global_policy(a.policy);
+    ls::distribute::Strategy strategy = ls::distribute::strategy_from_name(a.strategy);
+    std::optional<ls::distribute::Strategy::Scope> scope;
+    if (strategy.impl()) scope.emplace(strategy.impl());
     ls::Model model;
     if (a.application()) {
       model = ls::applications::by_name(a.model, {.input_shape = {a.image_size, a.image_size, 3},

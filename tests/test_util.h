@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "lockstep/core/config.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/rng.h"
 #include "lockstep/core/tensor.h"
@@ -88,6 +89,15 @@ inline Tensor lcg_inputs(Shape s, uint64_t seed) {
   }
   return Tensor::from_vector(s, v);
 }
+
+// Sets the thread replicas fit() may use (lockstep/core/config.h) for a scope, and restores the
+// setting whatever the test does. 1 keeps fit on one program: what a comparison against an eager
+// or reference-backend fit of a model with dropout needs (replicas draw other masks).
+struct ThreadReplicasGuard {
+  int saved = config::thread_replicas();
+  explicit ThreadReplicasGuard(int replicas) { config::set_thread_replicas(replicas); }
+  ~ThreadReplicasGuard() { config::set_thread_replicas(saved); }
+};
 
 // Largest |a - b| over two f32 tensors of one shape.
 inline float max_abs_diff(const Tensor& a, const Tensor& b) {

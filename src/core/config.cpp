@@ -92,4 +92,33 @@ ConvAlgorithm conv_algorithm() {
   return ConvAlgorithm(v);
 }
 
+namespace {
+std::atomic<int>& thread_replicas_value() {
+  static std::atomic<int> value{-1};  // -1: LOCKSTEP_TRAIN_THREAD_REPLICAS not read yet
+  return value;
+}
+}  // namespace
+
+void set_thread_replicas(int replicas) {
+  LS_CHECK(replicas >= 0 && replicas <= 1024,
+           "set_thread_replicas: replicas must be 0 (auto), 1 (off) or 2..1024, got ", replicas);
+  thread_replicas_value().store(replicas);
+}
+
+int thread_replicas() {
+  int v = thread_replicas_value().load();
+  if (v < 0) {
+    const char* e = std::getenv("LOCKSTEP_TRAIN_THREAD_REPLICAS");
+    const std::string s = e ? e : "";
+    char* end = nullptr;
+    const long n = s.empty() ? 0 : std::strtol(s.c_str(), &end, 10);
+    LS_CHECK(s.empty() || (*end == '\0' && n >= 0 && n <= 1024),
+             "LOCKSTEP_TRAIN_THREAD_REPLICAS must be 0 (auto), 1 (off) or a replica count up to "
+             "1024, got '", s, "'");
+    v = int(n);
+    thread_replicas_value().store(v);
+  }
+  return v;
+}
+
 }  // namespace lockstep::config

@@ -110,6 +110,61 @@ void ReplicaThreads::run(const std::function<void(int)>& fn,
   if (first) std::rethrow_exception(first);
 }
 
+// ----------------------------------------------------------------------------- LocalExchange
+
+LocalExchange::LocalExchange(int replicas, std::chrono::milliseconds timeout)
+    : n_(replicas), timeout_(timeout), rounds_(size_t(replicas)), arrived_(size_t(replicas)) {
+  for (auto& parity : slots_) parity.resize(size_t(replicas));
+  for (auto& parity : views_) parity.resize(size_t(replicas));
+  for (auto& a : arrived_) a.store(0, std::memory_order_relaxed);
+}
+
+void LocalExchange::abort(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_.load()) return;
+  reason_ = reason;
+  aborted_.store(true, std::memory_order_release);
+}
+
+// Spins (pause, then yield) until every replica published round `round`.
+void LocalExchange::wait_for_all(uint64_t round) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < n_; ++r) {
+    for (uint64_t spins = 0; arrived_[size_t(r)].load(std::memory_order_acquire) < round;
+         ++spins) {
+      if (aborted_.load(std::memory_order_acquire)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        throw CollectiveError("synchronized batch norm: a replica failed (" + reason_ +
+                              "), so the exchange between replicas was aborted");
+      }
+      if (spins < 2048) {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+        continue;
+      }
+      std::this_thread::yield();
+      if ((spins & 1023) == 0 && std::chrono::steady_clock::now() - start > timeout_)
+        throw PeerLostError("synchronized batch norm: replica " + std::to_string(r) +
+                                " did not reach the exchange within " +
+                                std::to_string(timeout_.count()) +
+                                " ms (CommunicationOptions::timeout)",
+                            r, "thread");
+    }
+  }
+}
+
+const double* const* LocalExchange::gather(int replica, const double* mine, size_t n) {
+  const uint64_t round = ++rounds_[size_t(replica)];
+  const int parity = int(round & 1);
+  auto& slot = slots_[parity][size_t(replica)];
+  slot.assign(mine, mine + n);  // (no allocation once a slot held the largest n)
+  views_[parity][size_t(replica)] = slot.data();
+  arrived_[size_t(replica)].store(round, std::memory_order_release);
+  if (n_ > 1) wait_for_all(round);
+  return views_[parity].data();
+}
+
 // ----------------------------------------------------------------------------- devices
 
 std::vector<std::vector<int>> device_cores(const std::vector<std::string>& devices) {
@@ -152,6 +207,7 @@ StrategyImpl::StrategyImpl(std::string name_, std::vector<std::string> devices_,
   }
   if (local_replicas > 1)
     local_ = make_in_process_communicators(local_replicas, options.communication);
+  exchange_ = std::make_unique<LocalExchange>(local_replicas, options.communication.timeout);
   for (int r = 0; r < local_replicas; ++r) {
     Communicator* c = local_replicas > 1 ? local_[size_t(r)].get() : global_.get();
     if (c) async_.push_back(std::make_unique<AsyncCollectives>(*c));
@@ -172,6 +228,7 @@ StrategyImpl::~StrategyImpl() {
 }
 
 void StrategyImpl::abort(const std::string& reason) {
+  exchange_->abort(reason);
   for (auto& c : local_) c->abort(reason);
 }
 
@@ -254,12 +311,14 @@ GradientReducer::GradientReducer(StrategyImpl& strategy)
   started_.resize(size_t(strategy.local_replicas));
   std::lock_guard<std::mutex> lock(g_reducers_mu);
   reducers()[group_] = this;
+  ReplicaExchange::set(group_, this);
 }
 
 GradientReducer::~GradientReducer() {
   for (auto& per : pending_)
     for (auto& f : per)
       if (f.valid()) f.wait();
+  ReplicaExchange::set(group_, nullptr);
   std::lock_guard<std::mutex> lock(g_reducers_mu);
   reducers().erase(group_);
 }

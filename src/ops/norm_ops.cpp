@@ -40,6 +40,14 @@ namespace {
 
 using Types = std::vector<TensorType>;
 constexpr const char* kGroup = "norm";
+// Synchronized batch statistics between the in-process replicas of one step
+// (lockstep/graph/replica_exchange.h): the group's id and this replica's index.
+const std::vector<AttrDecl> kReplicaGroup = {
+    {"group", i64, int64_t(0),
+     "0: the statistics are this batch's; else the id of an in-process replica group "
+     "(ReplicaExchange) whose replicas pool their sums: each normalises with the statistics of "
+     "all their rows (cpu backend only)"},
+    {"replica", i64, int64_t(0), "this replica's index in the group"}};
 const std::vector<AttrDecl> kEpsilon = {
     {"epsilon", f64, 1e-3, "added to the variance before the square root (Keras default)"}};
 
@@ -108,7 +116,14 @@ static std::vector<Value> batch_norm_train_grad(GradBuilder& b, const Node& n,
     in.push_back(d[1]);
     in.push_back(d[2]);
   }
-  auto g = b.add_multi(op::batch_norm_train_grad, in, Attrs{{"epsilon", attr_f(n, "epsilon")}});
+  Attrs a{{"epsilon", attr_f(n, "epsilon")}};
+  if (attr_i(n, "group") != 0) {  // synchronized: the gradient's sums cross the same replicas
+    LS_CHECK(in.size() == 5, "batch_norm_train '", n.name,
+             "': synchronized statistics (group) cannot take gradients of their own (mean, var)");
+    a.set("group", AttrValue(attr_i(n, "group")));
+    a.set("replica", AttrValue(attr_i(n, "replica")));
+  }
+  auto g = b.add_multi(op::batch_norm_train_grad, in, a);
   if (attr_b(n, "residual")) g.push_back(d[0]);
   return g;
 }
@@ -190,7 +205,8 @@ void register_batch_norm_train() {
                              "a 4th input z shaped like x, added before the activation"},
                             {"layout", str, "nhwc",
                              "x's (and the tensors shaped like it) memory layout: \"nhwc\", or "
-                             "\"nChw16c\" where the cpu backend's layout pass sets it"}},
+                             "\"nChw16c\" where the cpu backend's layout pass sets it"},
+                            kReplicaGroup[0], kReplicaGroup[1]},
                   .infer = batch_norm_train_infer,
                   .grad = batch_norm_train_grad,
                   .bf16 = true,
@@ -216,7 +232,8 @@ void register_batch_norm_train() {
                      "recomputed from s = bn(x) (0 < s < 6) instead of read from y"},
                     {"layout", str, "nhwc",
                      "x's (and the tensors shaped like it) memory layout: \"nhwc\", or "
-                     "\"nChw16c\" where the cpu backend's layout pass sets it"}},
+                     "\"nChw16c\" where the cpu backend's layout pass sets it"},
+                    kReplicaGroup[0], kReplicaGroup[1]},
           .infer = batch_norm_train_grad_infer,
           .bf16 = true,
           .bf16_outputs = {0, 3},

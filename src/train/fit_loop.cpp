@@ -72,9 +72,11 @@ FitLoop::FitLoop(Model& model, ModelRuntime& runtime, Model::Source& source, Fit
       runtime_(runtime),
       source_(source),
       config_(config),
-      local_replicas_(runtime.replication() ? runtime.replication()->local_replicas() : 1),
-      strategy_(runtime.replication() ? &runtime.replication()->strategy() : nullptr),
+      local_replicas_(runtime.train_replication() ? runtime.train_replication()->local_replicas()
+                                                  : 1),
+      strategy_(runtime.train_replication() ? &runtime.train_replication()->strategy() : nullptr),
       workers_(strategy_ ? strategy_->num_workers : 1),
+      thread_replicas_(runtime.thread_replicas() > 1),
       chief_(!strategy_ || strategy_->is_chief()),
       from_arrays_(dynamic_cast<TensorSource*>(&source) != nullptr),
       replica_programs_(static_cast<size_t>(local_replicas_)),
@@ -87,7 +89,7 @@ FitLoop::FitLoop(Model& model, ModelRuntime& runtime, Model::Source& source, Fit
   prepare_shards();
 }
 
-Replication* FitLoop::replication() const { return runtime_.replication(); }
+Replication* FitLoop::replication() const { return runtime_.train_replication(); }
 
 // ---- gradient shards ----------------------------------------------------------------------
 
@@ -145,7 +147,8 @@ History FitLoop::run() {
 // Tells the callbacks training begins; a BackupAndRestore among them may set a resume point
 // (Model::set_resume_point), which wins over initial_epoch.
 FitLoop::StartPoint FitLoop::begin_training() {
-  history_.replicas = strategy_ ? strategy_->replicas_in_sync() : 1;
+  history_.replicas = strategy_ && !thread_replicas_ ? strategy_->replicas_in_sync() : 1;
+  history_.thread_replicas = thread_replicas_ ? local_replicas_ : 1;
   history_.workers = workers_;
   model_.stop_training = false;
   runtime_.fit_progress() = {};
@@ -312,6 +315,10 @@ int64_t FitLoop::stage_execution(int64_t first_step, int64_t end_step, bool& end
       break;
     }
     next_step = step + 1;
+    if (batch.too_small && thread_replicas_) {
+      stage_alone(batch, step);
+      continue;
+    }
     if (batch.too_small) {
       warn_dropped_batch(batch.rows);
       continue;
@@ -346,7 +353,7 @@ void FitLoop::stage_batch(const WorkerBatch& batch, int64_t step) {
       run->weights != replica_weights_ || run->first_rows != replica_first_rows_) {
     if (num_runs_ == runs_.size()) runs_.emplace_back();
     run = &runs_[num_runs_++];
-    run->first_step = step, run->steps = 0, run->rows = batch.rows;
+    run->first_step = step, run->steps = 0, run->rows = batch.rows, run->alone = false;
     run->programs = replica_programs_;
     run->weights = replica_weights_;
     run->first_rows = replica_first_rows_;
@@ -365,6 +372,26 @@ void FitLoop::stage_batch(const WorkerBatch& batch, int64_t step) {
     if (run->steps == 0) run->first_slots[size_t(replica)] = slot;
   }
   ++run->steps;
+}
+
+// Thread replicas: a batch with fewer rows than replicas runs as a run of its own, on a train
+// program of the whole model's threads that updates replica 0's variables (run_alone).
+void FitLoop::stage_alone(const WorkerBatch& batch, int64_t step) {
+  Program& program = runtime_.program(model_, "train_alone", batch.rows, 0, source_.weighted());
+  if (num_runs_ == runs_.size()) runs_.emplace_back();
+  Run& run = runs_[num_runs_++];
+  run.first_step = step, run.steps = 1, run.rows = batch.rows, run.alone = true;
+  run.programs = {&program};
+  run.weights = {1.f};
+  run.first_rows = {-1};
+  run.first_slots = {-1};
+  const int64_t r0 = batch.first_row, r1 = batch.first_row + batch.rows;
+  if (runtime_.resolved().config.steps_per_execution > 1) {
+    run.first_slots[0] = take_slot(&program);
+    source_.copy_to_slot(r0, r1, program, run.first_slots[0]);
+  } else {
+    source_.copy(r0, r1, program);
+  }
 }
 
 // The train program for `rows` rows on `replica`, compiled on first use. A compile for a
@@ -396,7 +423,9 @@ int FitLoop::take_slot(Program* program) {
 // (dropout, augmentation): the optimizer's iteration count, so a resumed run draws the same
 // numbers; it goes up by one a step inside the run.
 int FitLoop::run_replicas(const Run& run) {
+  if (run.alone) return run_alone(run);
   if (replicas_need_sync_) sync_replicas_from_chief(), replicas_need_sync_ = false;
+
   if (replication()) replication()->reducer().set_weights(run.weights);
   replica_programs_ = run.programs;  // (stop_on_nonfinite_loss reads replica 0's)
   const OptimizerPtr& optimizer = runtime_.resolved().config.optimizer;
@@ -415,6 +444,22 @@ int FitLoop::run_replicas(const Run& run) {
     run_replica(0);
   }
   return replica_steps_[0];
+}
+
+// A stage_alone run: replica 0's variables, the whole team of threads, no all-reduce.
+int FitLoop::run_alone(const Run& run) {
+  replica_programs_ = run.programs;
+  const OptimizerPtr& optimizer = runtime_.resolved().config.optimizer;
+  const uint64_t step_id =
+      optimizer ? uint64_t(optimizer->iterations()->value.item()) : uint64_t(run.first_step);
+  const int ran = run.programs[0]->run_steps(run.first_slots[0], run.steps, step_id);
+  // The other replicas take its weights (moving statistics included) and optimizer state; its
+  // metric totals stay replica 0's, which the replicas' totals are summed with.
+  std::vector<VariablePtr> variables = model_.weights();
+  if (const OptimizerPtr& optimizer = runtime_.resolved().config.optimizer)
+    for (auto& v : optimizer->variables()) variables.push_back(v);
+  replication()->sync_from_primary(variables);
+  return ran;
 }
 
 // Gradient shards: each step runs the replica's shards one after another, the last one (the
@@ -460,7 +505,7 @@ bool FitLoop::stop_on_nonfinite_loss(int epoch, int64_t step) {
   const int bad_replicas = replica_programs_[0]->nonfinite_replicas();
   if (bad_replicas == 0) return false;
   const float loss = replica_programs_[0]->loss();
-  const int replicas = local_replicas_ * workers_;
+  const int replicas = thread_replicas_ ? 1 : local_replicas_ * workers_;  // (as the user sees)
   // (replicated: the same words on every worker, which may not see the bad value)
   const std::string what = replicas > 1 || std::isfinite(loss) ? "NaN or inf"
                            : std::isnan(loss)                  ? "NaN"

@@ -89,6 +89,7 @@ class FitLoop {
                                       // (-1: one step written into its inputs directly)
     std::vector<float> weights;       // per local replica: its share of the global batch
     std::vector<int64_t> first_rows;  // per local replica: StepInfo::first_row
+    bool alone = false;               // stage_alone: one program, replica 0's variables
   };
   int64_t stage_execution(int64_t first_step, int64_t end_step, bool& end_of_data);
   WorkerBatch next_batch();
@@ -98,6 +99,8 @@ class FitLoop {
   int take_slot(Program* program);
   Program& train_program(int64_t rows, int replica);
   int run_replicas(const Run& run);  // returns the steps run (fewer: stopped on a NaN loss)
+  void stage_alone(const WorkerBatch& batch, int64_t step);
+  int run_alone(const Run& run);
   void sync_replicas_from_chief();
 
   // Stop handling: true (and the History says why) when the step's loss was NaN or inf.
@@ -130,6 +133,7 @@ class FitLoop {
   const int local_replicas_;
   distribute::StrategyImpl* const strategy_;  // nullptr: not replicated
   const int workers_;
+  const bool thread_replicas_;  // strategy_ is the model's thread replicas (not a user's)
   const bool chief_;
   const bool from_arrays_;  // arrays: every worker holds the same data and takes its rows
   int shards_ = 0;          // gradient shards of the global batch (0: the mode's off)

@@ -16,6 +16,7 @@ void ModelRuntime::compile(ResolvedCompile resolved,
   resolved_.residence = residence_;
   strategy_ = std::move(strategy);
   replication_ = strategy_ ? std::make_unique<Replication>(strategy_) : nullptr;
+  threads_.reset();
   compiled_ = true;
 }
 
@@ -26,10 +27,32 @@ Program& ModelRuntime::program(const Network& network, const std::string& kind, 
   auto key = std::make_tuple(kind, batch, replica, weighted);
   auto it = programs_.find(key);
   if (it != programs_.end()) return *it->second;
-  auto p = std::make_unique<Program>(network, resolved_, program_kind(kind), batch,
-                                     replication_.get(), replica, weighted);
+  const bool alone = kind == "train_alone";
+  Replication* replication = kind == "train" ? train_replication() : replication_.get();
+  auto p = std::make_unique<Program>(network, resolved_, program_kind(alone ? "train" : kind),
+                                     batch, replication, replica, weighted);
   compile_seconds_ += p->compile_seconds();
   return *(programs_[key] = std::move(p));
+}
+
+void ModelRuntime::set_thread_replicas(int k) {
+  if (k == thread_replicas()) return;
+  LS_CHECK(k == 1 || (!strategy_ && !replication_),
+           "thread replicas are for a model without a strategy or gradient shards");
+  for (auto it = programs_.begin(); it != programs_.end();)  // compiled for the other count
+    it = std::get<0>(it->first) == "train" ? programs_.erase(it) : std::next(it);
+  threads_.reset();
+  if (k == 1) return;
+  std::vector<std::string> devices;
+  for (int r = 0; r < k; ++r) {
+    std::string device = "cpu:";  // (not "cpu:" + to_string: GCC 12's -Wrestrict false alarm)
+    device += std::to_string(r);
+    devices.push_back(device);
+  }
+  distribute::StrategyOptions options;
+  options.threads_per_replica = 1;
+  threads_ = std::make_unique<Replication>(
+      distribute::MirroredStrategy(devices, options).impl(), /*threads=*/true);
 }
 
 void ModelRuntime::set_shards_per_replica(int k) {

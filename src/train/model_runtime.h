@@ -36,6 +36,16 @@ class ModelRuntime {
 
   // The replication under a strategy (or of gradient shards), else nullptr.
   Replication* replication() const { return replication_.get(); }
+  // Thread replicas (train/thread_replicas.h): fit's train programs run as k in-process
+  // replicas, one core each, each on its share of every batch, with every BatchNormalization
+  // pooling its statistics over them; evaluate and predict do not see them. k = 1: off.
+  // Train programs compiled for another count are dropped.
+  void set_thread_replicas(int k);
+  int thread_replicas() const { return threads_ ? threads_->local_replicas() : 1; }
+  // What fit's train programs replicate over: the thread replicas when on, else replication().
+  // Program kind "train_alone" is a train program on replication() even then (a batch too
+  // small to split).
+  Replication* train_replication() const { return threads_ ? threads_.get() : replication_.get(); }
   // Gradient shards per local replica (lockstep/core/config.h): a model without a strategy gets
   // a replication of its own for k > 1 (and loses it for 1); programs compiled for another
   // count are dropped.
@@ -59,6 +69,7 @@ class ModelRuntime {
   std::map<std::tuple<std::string, int64_t, int, int>, std::unique_ptr<Program>> programs_;
   double compile_seconds_ = 0;
   std::unique_ptr<Replication> replication_;
+  std::unique_ptr<Replication> threads_;  // set_thread_replicas
   Model::FitProgress fit_progress_;
   int resume_epoch_ = -1;
   int64_t resume_step_ = 0;

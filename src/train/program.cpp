@@ -108,8 +108,9 @@ int Program::run_unrolled(int first_slot, int n, uint64_t first_step) {
   return n;
 }
 
-Replication::Replication(std::shared_ptr<distribute::StrategyImpl> strategy)
+Replication::Replication(std::shared_ptr<distribute::StrategyImpl> strategy, bool threads)
     : strategy_(std::move(strategy)),
+      threads_(threads),
       reducer_(std::make_unique<distribute::GradientReducer>(*strategy_)) {}
 
 Replication::~Replication() = default;
@@ -145,6 +146,12 @@ VariablePtr Replication::variable(const VariablePtr& v, int replica) {
 void Replication::sync_from_primary() {
   for (auto& [primary, list] : copies_)
     for (auto& c : list) c->value.copy_from(primary->value);
+}
+
+void Replication::sync_from_primary(const std::vector<VariablePtr>& only) {
+  for (const VariablePtr& v : only)
+    if (auto it = copies_.find(v.get()); it != copies_.end())
+      for (auto& c : it->second) c->value.copy_from(v->value);
 }
 
 void Replication::fold_into_primary(const std::vector<VariablePtr>& accumulators) {
@@ -204,6 +211,13 @@ Program::Built Program::build(const Network& model, const ResolvedCompile& resol
   if (kind_ == Kind::train && replication && (replication->reduces() || device_replicas_ > 1)) {
     ctx.replica_group = replication->reducer().group();
     ctx.replica = replica;
+    // Local replica threads of one process, running cpu kernels one shard each: synchronized
+    // statistics are pooled by batch_norm_train's kernels themselves (ReplicaExchange).
+    const distribute::StrategyImpl& s = replication->strategy();
+    ctx.replicas_in_process = s.num_workers == 1 && device_replicas_ == 1 && s.backend.empty() &&
+                              cfg.backend == "cpu" && !cfg.run_eagerly &&
+                              replication->shards_per_replica() == 1;
+    ctx.synchronize_batch_norm = replication->threads();
   }
   std::vector<Value> preds = model.call(ctx, b.inputs);
   if (replication && replication->shards_per_replica() > 1)

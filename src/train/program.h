@@ -26,8 +26,11 @@ class GradientReducer;
 // replica 0's after each step.
 class Replication {
  public:
-  explicit Replication(std::shared_ptr<distribute::StrategyImpl> strategy);
+  // threads: the thread replicas of a model without a strategy (ModelRuntime::set_thread_replicas):
+  // every BatchNormalization pools its statistics over them, as over one batch.
+  explicit Replication(std::shared_ptr<distribute::StrategyImpl> strategy, bool threads = false);
   ~Replication();
+  bool threads() const { return threads_; }
   distribute::StrategyImpl& strategy() const { return *strategy_; }
   int local_replicas() const;
   // Gradient shards per local replica (lockstep/core/config.h; 1: none). With k > 1, train
@@ -43,8 +46,9 @@ class Replication {
   // Program `replica`'s copy of v (v itself for 0); copies are made on first use.
   VariablePtr variable(const VariablePtr& v, int replica);
   // Copies replica 0's values into every copy (after set_weights, loading a checkpoint, or a
-  // broadcast from the chief).
+  // broadcast from the chief); with `only`, into the copies of those variables alone.
   void sync_from_primary();
+  void sync_from_primary(const std::vector<VariablePtr>& only);
   // Adds the copies' accumulator values into replica 0's and zeroes the copies.
   void fold_into_primary(const std::vector<VariablePtr>& accumulators);
   // Replaces each variable by the mean over local replicas and workers (BatchNormalization's
@@ -54,6 +58,7 @@ class Replication {
 
  private:
   std::shared_ptr<distribute::StrategyImpl> strategy_;
+  bool threads_ = false;
   std::map<Variable*, std::vector<VariablePtr>> copies_;  // [replica - 1]
   std::unique_ptr<distribute::GradientReducer> reducer_;
 };

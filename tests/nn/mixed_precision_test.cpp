@@ -157,6 +157,7 @@ TEST(MixedPrecision, HalvesTheActivationArena) {
 
 TEST(MixedPrecision, CompiledMatchesEager) {
   PolicyScope mixed("mixed_bfloat16");
+  test_util::ThreadReplicasGuard one_program(1);  // (the eager fit draws one program's masks)
   auto [x, y] = synthetic(10 * 16, 3);
   set_random_seed(7);
   Model a = small_cnn();
@@ -174,6 +175,7 @@ TEST(MixedPrecision, CompiledMatchesEager) {
 
 TEST(MixedPrecision, CpuMatchesReferenceBackend) {
   PolicyScope mixed("mixed_bfloat16");
+  test_util::ThreadReplicasGuard one_program(1);  // (the reference backend's fit runs one)
   auto [x, y] = synthetic(8 * 16, 4);
   Model a = small_cnn(), b = small_cnn();
   b.set_weights(a.get_weights());

@@ -102,4 +102,19 @@ void set_conv_algorithm(ConvAlgorithm algorithm);
 /// (an error when it is not auto, winograd or direct), else kAuto.
 ConvAlgorithm conv_algorithm();
 
+/// Thread replicas: fit() on the cpu backend may run a training step as one replica per OpenMP
+/// thread, each on its share of the batch with a team of one, gradients summed in process and
+/// BatchNormalization's statistics pooled over all of them (the same step, up to the order of
+/// floating-point sums; when it does: src/train/thread_replicas.h). kAutoThreadReplicas (the
+/// default): as many as OpenMP threads, where it applies; 1: never; N >= 2: N replicas, where it
+/// applies. LOCKSTEP_TRAIN_THREAD_REPLICAS=N in the environment sets the start-up value (auto
+/// when unset or empty; anything but a number in 0..1024 is an error on first use; 0 = auto).
+/// Read at each fit().
+inline constexpr int kAutoThreadReplicas = 0;
+/// Sets the thread replicas of fits from now on: kAutoThreadReplicas, 1 (off) or 2..1024; an
+/// error naming the value otherwise.
+void set_thread_replicas(int replicas);
+/// The setting in force: the last set_thread_replicas's, else the environment's, else auto.
+int thread_replicas();
+
 }  // namespace lockstep::config

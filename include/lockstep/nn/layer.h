@@ -27,6 +27,13 @@ struct CallContext {
   int64_t replica_group = -1;
   int replica = 0;
   ///@}
+  /// The replicas of the group are threads of this process on the cpu backend: synchronized
+  /// statistics are batch_norm_train's own "group" attribute (lockstep/graph/replica_exchange.h),
+  /// not cross_replica_sum ops.
+  bool replicas_in_process = false;
+  /// Every BatchNormalization in training pools its statistics over the group, as if it were
+  /// synchronized (thread replicas: one batch split over the cores, lockstep/core/config.h).
+  bool synchronize_batch_norm = false;
   /// Inside a frozen nested model (a Network layer with trainable = false): Keras freezes
   /// every layer of a frozen model, so BatchNormalization runs in inference mode there too.
   bool frozen = false;

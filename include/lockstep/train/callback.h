@@ -82,6 +82,10 @@ struct History {
   ///@}
   int replicas = 1;  ///< replicas in sync
   int workers = 1;   ///< worker processes
+  /// Thread replicas the train step ran as (lockstep/core/config.h set_thread_replicas; 1: one
+  /// program splitting each kernel over the threads). Not replicas in sync: the step is one
+  /// replica's, the batch split over the cores.
+  int thread_replicas = 1;
 };
 
 /// EarlyStopping's state (Keras attributes stopped_epoch, best_epoch, best); wait counts

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <vector>
 
 #include "backends/cpu/vec_math.h"
+#include "lockstep/graph/replica_exchange.h"
 #include "ops/internal/kernel_util.h"
 
 namespace lockstep::cpu {
@@ -37,6 +39,10 @@ struct Dims {
   // of s = bn(x); the gradient recomputes s from x (its input 5 is beta) and applies swish's
   // derivative to dy itself.
   bool swish = false;
+  // Synchronized statistics (attribute group != 0): the in-process replicas of the group pool
+  // their sums through its ReplicaExchange (lockstep/graph/replica_exchange.h).
+  int64_t group = 0;
+  int replica = 0;
 };
 
 Dims dims_of(const Node& n, const Shape& x) {
@@ -65,6 +71,10 @@ Dims dims_of(const Node& n, const Shape& x) {
   if (n.op == op::batch_norm_train_grad) {
     d.emit_dy = attr_b(n, "emit_dy");
     d.from_x = attr_b(n, "mask_from_x");
+  }
+  if (n.op == op::batch_norm_train || n.op == op::batch_norm_train_grad) {
+    d.group = attr_i(n, "group");
+    d.replica = int(attr_i(n, "replica"));
   }
   return d;
 }
@@ -121,18 +131,73 @@ struct Params {
 constexpr int64_t kBlock = 64;  // rows summed in f32 before they join the f64 totals
 
 // Batch-norm workspace: per-thread f64 partial sums (2*T*C) and f32 block sums (2*T*C), then
-// per-channel f32 coefficients (6*C); the params area follows (Params).
+// per-channel f32 coefficients (6*C), then f64 totals (2*C) and, synchronized, what this
+// replica publishes and the group's sums (4*C + 2); the params area follows (Params).
 size_t bn_ws(const Dims& d) {
-  return sizeof(double) * 2 * d.T * d.C + sizeof(float) * d.C * (2 * d.T + 6);
+  return sizeof(double) * 2 * d.T * d.C + sizeof(float) * d.C * (2 * d.T + 6) +
+         sizeof(double) * (d.group ? 6 * d.C + 2 : 2 * d.C);
 }
 struct BnWs {
   double* part;
   float *block, *coef;
+  double *total, *mine;
   BnWs(const Dims& d, void* w)
       : part(static_cast<double*>(w)),
         block(reinterpret_cast<float*>(part + 2 * d.T * d.C)),
-        coef(block + 2 * d.T * d.C) {}
+        coef(block + 2 * d.T * d.C),
+        total(reinterpret_cast<double*>(coef + 6 * d.C)),  // (2TC + 6C floats: 8-byte aligned)
+        mine(total + 2 * d.C) {}
 };
+
+// The nt threads' partial sums added per channel: w.total[0..C) and w.total[C..2C).
+inline void thread_totals(const Dims& d, const BnWs& w, int nt) {
+  const int64_t C = d.C;
+  for (int64_t c = 0; c < C; ++c) {
+    double s1 = 0, s2 = 0;
+    for (int j = 0; j < nt; ++j) s1 += w.part[2 * j * C + c], s2 += w.part[2 * j * C + C + c];
+    w.total[c] = s1, w.total[C + c] = s2;
+  }
+}
+
+// The forward's statistics from the totals of the shifted sums S1 = sum(x - k),
+// S2 = sum((x - k)^2) over M values per channel: mean = k + S1/M, biased var = S2/M - (S1/M)^2.
+// Synchronized (d.group): every replica of the group publishes [M, k, S1, S2] and combines all of
+// them in replica order, in f64 (so each gets the same bits): mean m = sum_r (S1_r + M_r k_r) / M
+// and var = sum_r (S2_r + 2 (k_r - m) S1_r + M_r (k_r - m)^2) / M, M = sum_r M_r.
+inline void forward_statistics(const Dims& d, const BnWs& w, const float* k, double* mean,
+                               double* var) {
+  const int64_t C = d.C;
+  if (!d.group) {
+    for (int64_t c = 0; c < C; ++c) {
+      const double m1 = w.total[c] / double(d.M), m2 = w.total[C + c] / double(d.M);
+      mean[c] = k[c] + m1;
+      var[c] = std::max(0.0, m2 - m1 * m1);
+    }
+    return;
+  }
+  double* mine = w.mine;
+  mine[0] = double(d.M);
+  for (int64_t c = 0; c < C; ++c)
+    mine[1 + c] = k[c], mine[1 + C + c] = w.total[c], mine[1 + 2 * C + c] = w.total[C + c];
+  ReplicaExchange* x = ReplicaExchange::find(d.group);
+  const int n = x->replicas();
+  const double* const* all = x->gather(d.replica, mine, size_t(1 + 3 * C));
+  double M = 0;
+  for (int r = 0; r < n; ++r) M += all[r][0];
+  LS_CHECK(M > 0, "batch_norm_train: the replicas of group ", d.group, " have no rows at all");
+  for (int64_t c = 0; c < C; ++c) {
+    double sum = 0;
+    for (int r = 0; r < n; ++r) sum += all[r][1 + C + c] + all[r][0] * all[r][1 + c];
+    const double m = sum / M;
+    double ss = 0;
+    for (int r = 0; r < n; ++r) {
+      const double dk = all[r][1 + c] - m;
+      ss += all[r][1 + 2 * C + c] + 2 * dk * all[r][1 + C + c] + all[r][0] * dk * dk;
+    }
+    mean[c] = m;
+    var[c] = std::max(0.0, ss / M);
+  }
+}
 
 // bn(x) = x * scale + shift per channel with the given statistics (in double, rounded once).
 inline void scale_shift(const Dims& d, const float* gm, const float* bt, const float* mean,
@@ -166,22 +231,59 @@ inline void sum_rows(const Dims& d, const BnWs& w, int t, int64_t r0, int64_t r1
 // The gradient's per-channel results from the nt threads' sums of dy and dy * (x - mean):
 // dgamma, dbeta, and the coefficients of dx = a*dy + b*(x - mean) + c (with the statistics'
 // gradients dmean, dvar when given).
+// Synchronized (d.group), dgamma and dbeta stay this replica's (the gradient all-reduce adds
+// them), but the coefficients take the group's sums: replica r publishes [M_r, w_r * sums] (w_r
+// its share of the loss, which scales its dy) and uses sum_r' (w_r' sums_r') / w_r, the sums of
+// the whole loss's gradient in its own scale.
 inline void grad_coefficients(const Dims& d, const BnWs& w, int nt, const float* gm,
                               const float* var, const float* dmean, const float* dvar, float* dg,
                               float* db, float* ka, float* kb, float* kc) {
   const int64_t C = d.C;
-  for (int64_t c = 0; c < C; ++c) {
-    double sdy = 0, sdyxc = 0;
-    for (int j = 0; j < nt; ++j) {
-      sdy += w.part[2 * j * C + c];
-      sdyxc += w.part[2 * j * C + C + c];
+  thread_totals(d, w, nt);
+  const double* g = w.total;  // the sums the coefficients use
+  double M = double(d.M);
+  if (d.group) {
+    LS_CHECK(!dmean && !dvar, "batch_norm_train_grad: synchronized statistics take no gradients "
+             "of their own (dmean, dvar)");
+    ReplicaExchange* x = ReplicaExchange::find(d.group);
+    const double wr = x->weight(d.replica);
+    double* mine = w.mine;
+    mine[0] = double(d.M);
+    for (int64_t c = 0; c < 2 * C; ++c) mine[1 + c] = wr * w.total[c];
+    const double* const* all = x->gather(d.replica, mine, size_t(1 + 2 * C));
+    const int n = x->replicas();
+    double* sums = mine + 1 + 2 * C;  // (2C doubles after what was published)
+    M = 0;
+    for (int r = 0; r < n; ++r) M += all[r][0];
+    const double inv = wr > 0 ? 1.0 / wr : 0.0;  // a replica without rows uses none of it
+    for (int64_t c = 0; c < 2 * C; ++c) {
+      double s = 0;
+      for (int r = 0; r < n; ++r) s += all[r][1 + c];
+      sums[c] = s * inv;
     }
-    const double rstd = 1.0 / std::sqrt(double(var[c]) + d.eps), sdyx = sdyxc * rstd;
-    dg[c] = float(sdyx);
-    db[c] = float(sdy);
+    g = sums;
+  }
+  for (int64_t c = 0; c < C; ++c) {
+    const double rstd = 1.0 / std::sqrt(double(var[c]) + d.eps);
+    dg[c] = float(w.total[C + c] * rstd);
+    db[c] = float(w.total[c]);
+    const double sdy = g[c], sdyx = g[C + c] * rstd;
     ka[c] = float(gm[c] * rstd);
-    kb[c] = float(-gm[c] * rstd * rstd * sdyx / d.M + (dvar ? 2.0 * dvar[c] / d.M : 0.0));
-    kc[c] = float(-gm[c] * rstd * sdy / d.M + (dmean ? dmean[c] / d.M : 0.0));
+    kb[c] = float(-gm[c] * rstd * rstd * sdyx / M + (dvar ? 2.0 * dvar[c] / M : 0.0));
+    kc[c] = float(-gm[c] * rstd * sdy / M + (dmean ? dmean[c] / M : 0.0));
+  }
+}
+
+// grad_coefficients inside a parallel region's single: an exception (a failed replica of a
+// synchronized group) is kept in `error`, for the caller to rethrow after the region.
+inline void coefficients_or_error(const Dims& d, const BnWs& w, int nt, const float* gm,
+                                  const float* var, const float* dmean, const float* dvar,
+                                  float* dg, float* db, float* ka, float* kb, float* kc,
+                                  std::exception_ptr& error) {
+  try {
+    grad_coefficients(d, w, nt, gm, var, dmean, dvar, dg, db, ka, kb, kc);
+  } catch (...) {
+    error = std::current_exception();
   }
 }
 
@@ -244,6 +346,7 @@ void bn_train(const Dims& d, const Params& p, float* params, const KernelArgs& a
   BnWs w(d, a.workspace);
   float *k = w.coef, *scale = k + C, *shift = scale + C;
   for (int64_t c = 0; c < C; ++c) k[c] = d.R ? ld(x[first_of(d, c)]) : 0.f;
+  std::exception_ptr error;
 #pragma omp parallel num_threads(d.T)
   {
     int64_t r0, r1;
@@ -265,20 +368,26 @@ void bn_train(const Dims& d, const Params& p, float* params, const KernelArgs& a
     });
 #pragma omp barrier
 #pragma omp single
-    for (int64_t c = 0; c < C; ++c) {
-      double m1 = 0, m2 = 0;
-      for (int j = 0; j < nt; ++j) m1 += w.part[2 * j * C + c], m2 += w.part[2 * j * C + C + c];
-      m1 /= double(d.M);
-      m2 /= double(d.M);
-      const double m = kc[c] + m1, v = std::max(0.0, m2 - m1 * m1);
-      const double rstd = 1.0 / std::sqrt(v + d.eps), sc = gm[c] * rstd;
-      scale[c] = float(sc);
-      shift[c] = float(bt[c] - m * sc);
-      mean[c] = float(m);
-      var[c] = float(v);
+    {
+      try {  // (an exception must not leave the parallel region: rethrown after it)
+        thread_totals(d, w, nt);
+        double* m = w.total;  // the statistics overwrite the totals, channel by channel
+        double* v = w.total + C;
+        forward_statistics(d, w, kc, m, v);
+        for (int64_t c = 0; c < C; ++c) {
+          const double sc = gm[c] / std::sqrt(v[c] + d.eps);
+          scale[c] = float(sc);
+          shift[c] = float(bt[c] - m[c] * sc);
+          mean[c] = float(m[c]);
+          var[c] = float(v[c]);
+        }
+      } catch (...) {
+        error = std::current_exception();
+      }
     }
-    bn_out(d, x, z, y, r0, r1, scale, shift);
+    if (!error) bn_out(d, x, z, y, r0, r1, scale, shift);
   }
+  if (error) std::rethrow_exception(error);
 }
 
 // relu_grad (or relu6_grad: cap) folded into the gradient: dy where y > 0 (and y < 6).
@@ -362,6 +471,7 @@ void bn_train_grad_impl(const Dims& d, const Params& p, float* params, const Ker
   const int64_t C = d.C;
   BnWs w(d, a.workspace);
   float *ka = w.coef, *kb = ka + C, *kc = kb + C;
+  std::exception_ptr error;
 #pragma omp parallel num_threads(d.T)
   {
     int64_t r0, r1;
@@ -374,13 +484,15 @@ void bn_train_grad_impl(const Dims& d, const Params& p, float* params, const Ker
     });
 #pragma omp barrier
 #pragma omp single
-    grad_coefficients(d, w, nt, gm, var, dmean, dvar, dg, db, ka, kb, kc);
-    for_rows(d, r0, r1, [&](int64_t r, int64_t off) {
-      bn_grad_row_dx<T, Relu, Cap>((dz ? dz : dy) + r * W, x + r * W,
+    coefficients_or_error(d, w, nt, gm, var, dmean, dvar, dg, db, ka, kb, kc, error);
+    if (!error)
+      for_rows(d, r0, r1, [&](int64_t r, int64_t off) {
+        bn_grad_row_dx<T, Relu, Cap>((dz ? dz : dy) + r * W, x + r * W,
                                    Relu && !dz ? yv + r * W : nullptr, dx + r * W, ka + off,
                                    kb + off, kc + off, mean + off, W);
     });
   }
+  if (error) std::rethrow_exception(error);
 }
 
 // g = dy carried back through the fused activation at s = bn(x): swish's derivative (rounded
@@ -421,6 +533,7 @@ void bn_train_grad_at_s(const Dims& d, const Params& p, float* params, const Ker
   BnWs w(d, a.workspace);
   float *ka = w.coef, *kb = ka + C, *kc = kb + C, *sc = kc + C, *sh = sc + C;
   scale_shift(d, gm, bt, mean, var, sc, sh);
+  std::exception_ptr error;
 #pragma omp parallel num_threads(d.T)
   {
     int64_t r0, r1;
@@ -442,8 +555,9 @@ void bn_train_grad_at_s(const Dims& d, const Params& p, float* params, const Ker
     });
 #pragma omp barrier
 #pragma omp single
-    grad_coefficients(d, w, nt, gm, var, dmean, dvar, dg, db, ka, kb, kc);
-    for_rows(d, r0, r1, [&](int64_t r, int64_t off) {
+    coefficients_or_error(d, w, nt, gm, var, dmean, dvar, dg, db, ka, kb, kc, error);
+    if (!error)
+      for_rows(d, r0, r1, [&](int64_t r, int64_t off) {
       const T* __restrict dyr = dy + r * W;
       const T* __restrict xr = x + r * W;
       T* dxr = dx + r * W;  // with store: g in, dx out, element by element
@@ -457,6 +571,7 @@ void bn_train_grad_at_s(const Dims& d, const Params& p, float* params, const Ker
       }
     });
   }
+  if (error) std::rethrow_exception(error);
 }
 
 template <class T>

@@ -30,6 +30,9 @@ Dims dims_of(const Node& n, const Shape& x) {
     d.swish = attr_s(n, "activation") == "swish";
     d.emit_dy = n.op == op::batch_norm_train_grad && attr_b(n, "emit_dy");
     d.from_x = n.op == op::batch_norm_train_grad && attr_b(n, "mask_from_x");
+    LS_CHECK(n.op == op::batch_norm_infer || attr_i(n, "group") == 0, n.op, " '", n.name,
+             "': statistics synchronized across replicas (attribute group) run on the cpu "
+             "backend only");
   }
   return d;
 }

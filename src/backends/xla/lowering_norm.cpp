@@ -30,7 +30,16 @@ HloValue rstd_of(LoweringContext& cx, const HloValue& var, double eps) {
   return cx.b.rsqrt(cx.b.add(var, cx.full_like(var, eps)));
 }
 
+// Statistics synchronized across host replica threads (attribute group) are the cpu backend's;
+// XLA's device replicas synchronize with cross_replica_sum inside the program.
+void no_replica_group(const Node& n) {
+  LS_CHECK(attr_i(n, "group") == 0, n.op, " '", n.name,
+           "': statistics synchronized across host replica threads (attribute group) run on the "
+           "cpu backend only");
+}
+
 Values batch_norm_train(LoweringContext& cx, const Node& n) {
+  no_replica_group(n);
   HloValue x = cx.in(n, 0);
   Values r = cx.b.batch_norm_training(x, cx.in(n, 1), cx.in(n, 2), attr_f(n, "epsilon"), last(x));
   if (attr_b(n, "residual")) r[0] = cx.b.add(r[0], cx.in(n, 3));
@@ -43,6 +52,7 @@ Values batch_norm_train(LoweringContext& cx, const Node& n) {
 
 // (dy, x, gamma, mean, var[, y][, dmean, dvar]) -> (dx, dgamma, dbeta[, dz])
 Values batch_norm_train_grad(LoweringContext& cx, const Node& n) {
+  no_replica_group(n);
   HloValue dy = cx.in(n, 0), x = cx.in(n, 1), mean = cx.in(n, 3);
   const bool swish = attr_s(n, "activation") == "swish";
   const bool fused_relu = attr_s(n, "activation") != "linear";  // relu, relu6 or swish

@@ -13,6 +13,7 @@
 
 #include "lockstep/distribute/strategy.h"
 #include "lockstep/graph/graph.h"
+#include "lockstep/graph/replica_exchange.h"
 
 namespace lockstep::distribute {
 
@@ -41,6 +42,30 @@ class ReplicaThreads {
   std::function<void(const std::string&)> on_error_;
   int threads_per_replica_;
   std::vector<std::vector<int>> cores_;
+};
+
+// The local replicas' exchange of small f64 vectors inside a step (ReplicaExchange::gather,
+// for synchronized batch norm): one slot per replica, double-buffered by the gather's parity,
+// and a spinning barrier (the replicas are threads of this process, each on its own core when
+// there are enough). abort() makes every waiting and later gather throw; the wait also gives
+// up after `timeout`, naming the replicas that never arrived.
+class LocalExchange {
+ public:
+  LocalExchange(int replicas, std::chrono::milliseconds timeout);
+  const double* const* gather(int replica, const double* mine, size_t n);
+  void abort(const std::string& reason);
+
+ private:
+  void wait_for_all(uint64_t round);
+  int n_;
+  std::chrono::milliseconds timeout_;
+  std::vector<std::vector<double>> slots_[2];  // [parity][replica]
+  std::vector<const double*> views_[2];
+  std::vector<uint64_t> rounds_;  // per replica: its gathers so far (its own thread only)
+  std::vector<std::atomic<uint64_t>> arrived_;  // per replica: the last round it published
+  std::atomic<bool> aborted_{false};
+  std::mutex mu_;
+  std::string reason_;
 };
 
 class StrategyImpl {
@@ -87,22 +112,27 @@ class StrategyImpl {
   std::future<void> start_allreduce(int replica, float* data, size_t count, bool gradient = false);
   // All-reduce for run()'s ReplicaContext (blocking).
   void allreduce_now(int replica, float* data, size_t count);
+  // The local replicas' in-step exchange (synchronized batch norm's sums).
+  LocalExchange& exchange() { return *exchange_; }
 
  private:
   std::unique_ptr<Communicator> global_;                  // across workers (W > 1)
   std::vector<std::unique_ptr<Communicator>> local_;      // in-process group (R > 1)
   std::vector<std::unique_ptr<AsyncCollectives>> async_;  // per local replica
   std::unique_ptr<ReplicaThreads> threads_;
+  std::unique_ptr<LocalExchange> exchange_;
   void reduce_bucket(int replica, float* data, size_t count, bool bf16);
 };
 
 // The bucket layout of a model's gradients and, per local replica and bucket, the pending
 // all-reduce. Programs register it through insert(); the all_reduce_start / all_reduce_wait
 // kernels find it by the "group" attribute.
-class GradientReducer {
+// It is also its group's ReplicaExchange (registered under group()): the weights, and the
+// strategy's LocalExchange.
+class GradientReducer final : public ReplicaExchange {
  public:
   GradientReducer(StrategyImpl& strategy);
-  ~GradientReducer();
+  ~GradientReducer() override;
   // Adds all_reduce_start / all_reduce_wait nodes for the gradients (buckets in the order
   // backward produces them) and returns the reduced gradients (invalid ones stay invalid).
   // `loss` (a scalar) rides on the last bucket as one more float, 1 when it is NaN or inf:
@@ -122,7 +152,11 @@ class GradientReducer {
   // Per step: the weight of each program's gradient (its samples / global samples), indexed
   // by program index (the local replica without shards).
   void set_weights(std::vector<float> weights) { weights_ = std::move(weights); }
-  float weight(int replica) const { return weights_.at(size_t(replica)); }
+  float weight(int replica) const override { return weights_.at(size_t(replica)); }
+  int replicas() const override { return strategy_.local_replicas; }
+  const double* const* gather(int replica, const double* mine, size_t n) override {
+    return strategy_.exchange().gather(replica, mine, n);
+  }
   void start(int replica, int bucket, float* data, size_t count);
   void wait(int replica, int bucket);
   int64_t group() const { return group_; }

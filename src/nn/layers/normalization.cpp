@@ -62,7 +62,12 @@ class BatchNormLayer : public Layer {
       return {g.add(op::batch_norm_infer,
                     {x, gamma, beta, ctx.read(moving_mean_), ctx.read(moving_var_)}, eps, name())};
     }
-    if (o_.synchronized && ctx.replica_group >= 0) return {synchronized_train(ctx, x, gamma, beta)};
+    const bool sync = (o_.synchronized || ctx.synchronize_batch_norm) && ctx.replica_group >= 0;
+    if (sync && !ctx.replicas_in_process) return {synchronized_train(ctx, x, gamma, beta)};
+    if (sync) {  // the kernel pools its sums with the other replica threads
+      eps.set("group", AttrValue(ctx.replica_group));
+      eps.set("replica", AttrValue(int64_t(ctx.replica)));
+    }
     auto outs = g.add_multi(op::batch_norm_train, {x, gamma, beta}, eps, name());
     update(g, ctx.read(moving_mean_), outs.at(1), moving_mean_);
     update(g, ctx.read(moving_var_), outs.at(2), moving_var_);

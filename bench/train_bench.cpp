@@ -11,6 +11,7 @@
 //                         [--batch-size B] [--train-steps S] [--warmup W]
 //                         [--infer-batch-size B] [--infer-batches N] [--data-dir DIR]
 //                         [--steps-per-execution N] [--device cpu|xla:cpu|xla:PLUGIN]
+//                         [--strategy one_device|mirrored]
 // Defaults: cnn: batch 128, 200 steps, 20 warm-up, Adam(1e-3); resnet: batch 64, 30 steps, 5
 // warm-up, SGD(0.01, momentum 0.9); mobilenet_v2 / efficientnet_b0: batch 32 (train and
 // inference), 20 steps, 3 warm-up, SGD(0.01, momentum 0.9). --mode infer: batch 1000 (cnn) /
@@ -19,7 +20,8 @@
 // JSON keys: system, model, mode, dtype_policy, threads, batch_size, images_per_sec (of
 // --mode; train in "both"), train_images_per_sec / infer_images_per_sec (those measured),
 // infer_batch_size, params (count_params: weights and batch-norm statistics), compile_seconds,
-// peak_rss_mb, final_loss (train), steps_per_execution (CompileConfig::steps_per_execution:
+// peak_rss_mb, final_loss and thread_replicas (train: how fit ran the step, History::
+// thread_replicas), steps_per_execution (CompileConfig::steps_per_execution:
 // train steps run per call into the compiled program; default 1).
 #include <sys/resource.h>
 
@@ -60,7 +62,8 @@ struct Args {
       "                   [--dtype-policy float32|mixed_bfloat16] [--threads N]\n"
       "                   [--batch-size B] [--train-steps S] [--warmup W]\n"
       "                   [--infer-batch-size B] [--infer-batches N] [--data-dir DIR]\n"
-      "                   [--steps-per-execution N] [--device cpu|xla:cpu|xla:PLUGIN]\n",
+      "                   [--steps-per-execution N] [--device cpu|xla:cpu|xla:PLUGIN]\n"
+      "                   [--strategy one_device|mirrored]\n",
       what.c_str());
   std::exit(2);
 }
@@ -208,6 +211,7 @@ int main(int argc, char** argv) {
 
     std::map<std::string, double> rates;
     double final_loss = 0;
+    int thread_replicas = 1;  // how fit ran the step (lockstep/core/config.h)
     if (train) {
       const int64_t w = int64_t(a.warmup) * a.batch;
       // The warm-up fit compiles the train program; the timed fit reuses it.
@@ -219,6 +223,7 @@ int main(int argc, char** argv) {
                             {.batch_size = a.batch, .epochs = 1, .verbose = 0});
       rates["train"] = double(n_train - w) / seconds_since(t0);
       final_loss = hist.history["loss"].back();
+      thread_replicas = hist.thread_replicas;
     }
     if (infer) {
       // Whole batches out of x_infer, wrapping around; the first call compiles.
@@ -249,8 +254,8 @@ int main(int argc, char** argv) {
         a.model.c_str(), a.mode.c_str(), a.policy.c_str(), a.threads, a.batch,
         rates.count("train") ? rates["train"] : rates["infer"]);
     if (train)
-      std::printf(", \"train_images_per_sec\": %.1f, \"final_loss\": %.4f", rates["train"],
-                  final_loss);
+      std::printf(", \"train_images_per_sec\": %.1f, \"final_loss\": %.4f, \"thread_replicas\": %d",
+                  rates["train"], final_loss, thread_replicas);
     if (infer)
       std::printf(", \"infer_images_per_sec\": %.1f, \"infer_batch_size\": %d", rates["infer"],
                   a.infer_batch);

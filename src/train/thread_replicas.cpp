@@ -3,6 +3,8 @@
 
 #include <omp.h>
 
+#include <algorithm>
+
 #include "lockstep/core/config.h"
 #include "lockstep/nn/network.h"
 
@@ -10,18 +12,22 @@ namespace lockstep {
 
 namespace {
 
-// Whether `network` trains a BatchNormalization: a trainable one outside every frozen nested
-// model (a frozen one runs in inference mode, with nothing to pool).
-bool trains_batch_norm(const Network& network) {
-  for (const LayerPtr& layer : network.layers()) {
-    if (!layer->trainable) continue;
-    if (const Network* nested = nested_network(*layer)) {
-      if (trains_batch_norm(*nested)) return true;
-    } else if (layer->class_name() == "BatchNormalization") {
-      return true;
+// The elements a row writes through the model's layers (every layer call's outputs, nested
+// models' layers counted one by one): what a replica keeps in its own caches.
+double activations_per_row(const Network& network) {
+  double n = 0;
+  for (const auto& call : network.calls()) {
+    if (const Network* nested = nested_network(*call->layer)) {
+      n += activations_per_row(*nested);
+      continue;
+    }
+    for (const TensorType& t : call->outputs) {
+      double row = 1;
+      for (int d = 1; d < t.shape.rank(); ++d) row *= double(std::max<int64_t>(t.shape[d], 1));
+      n += row;
     }
   }
-  return false;
+  return n;
 }
 
 }  // namespace
@@ -33,10 +39,14 @@ int fit_thread_replicas(const Model& model, const ResolvedCompile& resolved, boo
   const int replicas = setting == config::kAutoThreadReplicas ? omp_get_max_threads() : setting;
   const CompileConfig& cfg = resolved.config;
   if (has_strategy || config::op_determinism_enabled() || cfg.backend != "cpu" ||
-      cfg.run_eagerly || replicas < 2 || omp_in_parallel() || !trains_batch_norm(model))
+      cfg.run_eagerly || replicas < 2 || omp_in_parallel())
     return 1;
-  if (batch_rows >= 0 && batch_rows < kMinThreadReplicaRows * replicas) return 1;
-  return replicas;
+  const int64_t rows = (batch_rows >= 0 ? batch_rows : kAssumedBatchRows) / replicas;
+  if (rows < kMinThreadReplicaRows) return 1;
+  double params = 0;
+  for (const VariablePtr& v : model.trainable_weights()) params += double(v->value.numel());
+  return activations_per_row(model) * double(rows) >= kActivationsPerParameter * params ? replicas
+                                                                                        : 1;
 }
 
 }  // namespace lockstep

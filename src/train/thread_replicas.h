@@ -18,10 +18,15 @@
 //   - the model has no strategy and op determinism is off (lockstep/core/config.h);
 //   - it is compiled for the cpu backend, not run_eagerly;
 //   - more than one OpenMP thread, no enclosing parallel region;
-//   - it trains a BatchNormalization (the deep convolutional networks this is for: measured,
-//     the reference CNN with its large dense layer lost 10% to the duplicated optimizer update
-//     and gradient sum, MobileNetV2, EfficientNetB0 and the bench ResNet gained or held);
-//   - the batch (when known: arrays) gives each replica at least kMinThreadReplicaRows rows;
+//   - each replica gets at least kMinThreadReplicaRows rows of a batch (an array batch's size;
+//     a Dataset's is taken as kAssumedBatchRows, Keras's default);
+//   - its activations outweigh its trainable parameters: a replica's rows times the elements a
+//     row writes through the layers are at least kActivationsPerParameter times the trainable
+//     parameters. Each replica repeats the optimizer update, and the gradients are summed once
+//     per step: a cost in parameters, against a gain in activations. Measured at 2 threads:
+//     the reference CNN (1.2M parameters, ~86K elements a row, 64 rows a replica: 4.6) lost
+//     10%; MobileNetV2 and EfficientNetB0 at 96x96 (16 rows a replica) and the bench ResNet
+//     gained or held, and a frozen backbone (a head's few parameters) is the extreme case;
 //   - config::thread_replicas() (lockstep/core/config.h) is not 1 (off); N >= 2 asks for N
 //     replicas instead of one per thread.
 #pragma once
@@ -33,6 +38,8 @@
 namespace lockstep {
 
 inline constexpr int64_t kMinThreadReplicaRows = 8;
+inline constexpr int64_t kAssumedBatchRows = 32;
+inline constexpr double kActivationsPerParameter = 8;
 
 // The replica count fit() should use (1: none); batch_rows < 0 when the batch size is not known.
 int fit_thread_replicas(const Model& model, const ResolvedCompile& resolved, bool has_strategy,

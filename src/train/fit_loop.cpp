@@ -204,6 +204,9 @@ void FitLoop::run_epoch(int epoch, int64_t first_step, bool first_epoch) {
   if (config_.verbose) std::printf("Epoch %d/%d\n", epoch + 1, config_.epochs), std::fflush(stdout);
   for (auto& cb : config_.callbacks) cb->on_epoch_begin(epoch, {});
   reset_metrics(model_, replication());
+  // Thread replicas are the user's one model: weights a callback wrote between epochs
+  // (on_epoch_end / on_epoch_begin, to replica 0's variables) reach every replica.
+  if (thread_replicas_) replicas_need_sync_ = true;
   const auto epoch_start = Clock::now();
   const double compile_seconds_before = runtime_.compile_seconds();
   input_wait_seconds_ = 0;

@@ -100,6 +100,29 @@ TEST(ThreadReplicas, FrozenBaseMatchesOneProgram) {
   for (size_t e = 0; e < 2; ++e) EXPECT_NEAR(h1.history["loss"][e], h2.history["loss"][e], 1e-5);
 }
 
+// A callback that rewrites the weights at an epoch's end (to replica 0's variables, the model's
+// own) reaches every replica: both runs halve the Dense kernel after epoch 1 and agree after
+// epoch 2; without the sync the second replica would train on the old kernel.
+TEST(ThreadReplicas, WeightsACallbackWritesReachEveryReplica) {
+  auto run = [](int replicas) {
+    Model m = bn_cnn();
+    test_util::ThreadReplicasGuard guard(replicas);
+    auto [x, y] = make_data(64);
+    auto halve = callbacks::LambdaCallback([&m](int epoch, const Logs&) {
+      if (epoch != 0) return;
+      std::vector<Tensor> w = m.get_weights();
+      Tensor& kernel = w[w.size() - 2];  // the Dense kernel
+      for (int64_t i = 0; i < kernel.numel(); ++i) kernel.data<float>()[i] *= 0.5f;
+      m.set_weights(w);
+    });
+    History h = m.fit(x, y, {.batch_size = 16, .epochs = 2, .verbose = 0, .callbacks = {halve},
+                             .shuffle = false});
+    EXPECT_EQ(h.thread_replicas, replicas);
+    return m.get_weights();
+  };
+  EXPECT_LT(test_util::max_abs_diff(run(1), run(2)), 2e-5f);
+}
+
 TEST(ThreadReplicas, OnlyWhereTheRuleSaysSo) {
   {
     // Parameters outweigh activations (a row writes 707 elements, 8 rows a replica, ~100K

@@ -114,7 +114,8 @@ int thread_replicas() {
     const long n = s.empty() ? 0 : std::strtol(s.c_str(), &end, 10);
     LS_CHECK(s.empty() || (*end == '\0' && n >= 0 && n <= 1024),
              "LOCKSTEP_TRAIN_THREAD_REPLICAS must be 0 (auto), 1 (off) or a replica count up to "
-             "1024, got '", s, "'");
+             "1024, got '",
+             s, "'");
     v = int(n);
     thread_replicas_value().store(v);
   }

@@ -130,8 +130,7 @@ void LocalExchange::abort(const std::string& reason) {
 void LocalExchange::wait_for_all(uint64_t round) {
   const auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < n_; ++r) {
-    for (uint64_t spins = 0; arrived_[size_t(r)].load(std::memory_order_acquire) < round;
-         ++spins) {
+    for (uint64_t spins = 0; arrived_[size_t(r)].load(std::memory_order_acquire) < round; ++spins) {
       if (aborted_.load(std::memory_order_acquire)) {
         std::lock_guard<std::mutex> lock(mu_);
         throw CollectiveError("synchronized batch norm: a replica failed (" + reason_ +

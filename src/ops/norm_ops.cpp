@@ -206,7 +206,8 @@ void register_batch_norm_train() {
                             {"layout", str, "nhwc",
                              "x's (and the tensors shaped like it) memory layout: \"nhwc\", or "
                              "\"nChw16c\" where the cpu backend's layout pass sets it"},
-                            kReplicaGroup[0], kReplicaGroup[1]},
+                            kReplicaGroup[0],
+                            kReplicaGroup[1]},
                   .infer = batch_norm_train_infer,
                   .grad = batch_norm_train_grad,
                   .bf16 = true,
@@ -233,7 +234,8 @@ void register_batch_norm_train() {
                     {"layout", str, "nhwc",
                      "x's (and the tensors shaped like it) memory layout: \"nhwc\", or "
                      "\"nChw16c\" where the cpu backend's layout pass sets it"},
-                    kReplicaGroup[0], kReplicaGroup[1]},
+                    kReplicaGroup[0],
+                    kReplicaGroup[1]},
           .infer = batch_norm_train_grad_infer,
           .bf16 = true,
           .bf16_outputs = {0, 3},

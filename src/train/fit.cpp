@@ -10,10 +10,10 @@
 #include "lockstep/train/model.h"
 #include "lockstep/train/progress.h"
 #include "train/fit_loop.h"
-#include "train/thread_replicas.h"
 #include "train/fit_source.h"
 #include "train/model_runtime.h"
 #include "train/program.h"
+#include "train/thread_replicas.h"
 #include "train/worker_agreement.h"
 
 namespace lockstep {
@@ -275,9 +275,9 @@ History Model::fit_dataset(const data::Dataset& dataset, FitConfig cfg, bool dis
 
 History Model::fit_loop(Source& source, FitConfig& cfg) {
   const bool arrays = dynamic_cast<TensorSource*>(&source) != nullptr;
-  runtime_->set_thread_replicas(
-      fit_thread_replicas(*this, runtime_->resolved(), runtime_->replication() != nullptr,
-                          arrays ? int64_t(cfg.batch_size) : -1));
+  runtime_->set_thread_replicas(fit_thread_replicas(*this, runtime_->resolved(),
+                                                    runtime_->replication() != nullptr,
+                                                    arrays ? int64_t(cfg.batch_size) : -1));
   return FitLoop(*this, *runtime_, source, cfg).run();
 }
 

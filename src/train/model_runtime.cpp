@@ -51,8 +51,8 @@ void ModelRuntime::set_thread_replicas(int k) {
   }
   distribute::StrategyOptions options;
   options.threads_per_replica = 1;
-  threads_ = std::make_unique<Replication>(
-      distribute::MirroredStrategy(devices, options).impl(), /*threads=*/true);
+  threads_ = std::make_unique<Replication>(distribute::MirroredStrategy(devices, options).impl(),
+                                           /*threads=*/true);
 }
 
 void ModelRuntime::set_shards_per_replica(int k) {

@@ -102,7 +102,8 @@ std::vector<std::vector<float>> feeds(int64_t first, int64_t rows, float scale) 
   for (float& v : x) v = rng.uniform(-2.f, 2.f) + 0.5f;
   for (float& v : w) v = rng.uniform(-1.f, 1.f);
   auto part = [&](const std::vector<float>& all) {
-    return std::vector<float>(all.begin() + first * per_row, all.begin() + (first + rows) * per_row);
+    return std::vector<float>(all.begin() + first * per_row,
+                              all.begin() + (first + rows) * per_row);
   };
   std::vector<std::vector<float>> in{part(x), part(w), {scale}};
   for (int k = 0; k < 2; ++k) {
@@ -135,9 +136,8 @@ void check(const std::string& act) {
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {
-      got[size_t(r)] =
-          test_util::run_once(*exes[size_t(r)], feeds(r == 0 ? 0 : 6, rows[size_t(r)],
-                                                       1.f / weights[size_t(r)]));
+      got[size_t(r)] = test_util::run_once(
+          *exes[size_t(r)], feeds(r == 0 ? 0 : 6, rows[size_t(r)], 1.f / weights[size_t(r)]));
     });
   for (auto& t : threads) t.join();
   ReplicaExchange::set(kGroup, nullptr);

@@ -115,8 +115,9 @@ TEST(ThreadReplicas, WeightsACallbackWritesReachEveryReplica) {
       for (int64_t i = 0; i < kernel.numel(); ++i) kernel.data<float>()[i] *= 0.5f;
       m.set_weights(w);
     });
-    History h = m.fit(x, y, {.batch_size = 16, .epochs = 2, .verbose = 0, .callbacks = {halve},
-                             .shuffle = false});
+    History h = m.fit(
+        x, y,
+        {.batch_size = 16, .epochs = 2, .verbose = 0, .callbacks = {halve}, .shuffle = false});
     EXPECT_EQ(h.thread_replicas, replicas);
     return m.get_weights();
   };

@@ -243,7 +243,8 @@ inline void grad_coefficients(const Dims& d, const BnWs& w, int nt, const float*
   const double* g = w.total;  // the sums the coefficients use
   double M = double(d.M);
   if (d.group) {
-    LS_CHECK(!dmean && !dvar, "batch_norm_train_grad: synchronized statistics take no gradients "
+    LS_CHECK(!dmean && !dvar,
+             "batch_norm_train_grad: synchronized statistics take no gradients "
              "of their own (dmean, dvar)");
     ReplicaExchange* x = ReplicaExchange::find(d.group);
     const double wr = x->weight(d.replica);
@@ -488,9 +489,9 @@ void bn_train_grad_impl(const Dims& d, const Params& p, float* params, const Ker
     if (!error)
       for_rows(d, r0, r1, [&](int64_t r, int64_t off) {
         bn_grad_row_dx<T, Relu, Cap>((dz ? dz : dy) + r * W, x + r * W,
-                                   Relu && !dz ? yv + r * W : nullptr, dx + r * W, ka + off,
-                                   kb + off, kc + off, mean + off, W);
-    });
+                                     Relu && !dz ? yv + r * W : nullptr, dx + r * W, ka + off,
+                                     kb + off, kc + off, mean + off, W);
+      });
   }
   if (error) std::rethrow_exception(error);
 }
@@ -558,18 +559,18 @@ void bn_train_grad_at_s(const Dims& d, const Params& p, float* params, const Ker
     coefficients_or_error(d, w, nt, gm, var, dmean, dvar, dg, db, ka, kb, kc, error);
     if (!error)
       for_rows(d, r0, r1, [&](int64_t r, int64_t off) {
-      const T* __restrict dyr = dy + r * W;
-      const T* __restrict xr = x + r * W;
-      T* dxr = dx + r * W;  // with store: g in, dx out, element by element
-      const float *fa = ka + off, *fb = kb + off, *fc = kc + off, *mu = mean + off, *scr = sc + off,
-                  *shr = sh + off;
+        const T* __restrict dyr = dy + r * W;
+        const T* __restrict xr = x + r * W;
+        T* dxr = dx + r * W;  // with store: g in, dx out, element by element
+        const float *fa = ka + off, *fb = kb + off, *fc = kc + off, *mu = mean + off,
+                    *scr = sc + off, *shr = sh + off;
 #pragma omp simd
-      for (int64_t c = 0; c < W; ++c) {
-        const float xv = ld(xr[c]);
-        const float g = store ? ld(dxr[c]) : grad_at_s<A>(dyr[c], xv * scr[c] + shr[c]);
-        dxr[c] = st<T>(fa[c] * g + fb[c] * (xv - mu[c]) + fc[c]);
-      }
-    });
+        for (int64_t c = 0; c < W; ++c) {
+          const float xv = ld(xr[c]);
+          const float g = store ? ld(dxr[c]) : grad_at_s<A>(dyr[c], xv * scr[c] + shr[c]);
+          dxr[c] = st<T>(fa[c] * g + fb[c] * (xv - mu[c]) + fc[c]);
+        }
+      });
   }
   if (error) std::rethrow_exception(error);
 }

@@ -278,7 +278,14 @@ History Model::fit_loop(Source& source, FitConfig& cfg) {
   runtime_->set_thread_replicas(fit_thread_replicas(*this, runtime_->resolved(),
                                                     runtime_->replication() != nullptr,
                                                     arrays ? int64_t(cfg.batch_size) : -1));
-  return FitLoop(*this, *runtime_, source, cfg).run();
+  try {
+    return FitLoop(*this, *runtime_, source, cfg).run();
+  } catch (...) {
+    // A replica that failed aborted the replicas' exchange and communicators for good: the next
+    // fit makes fresh ones (replica 0's variables are the model's, so nothing is lost).
+    runtime_->set_thread_replicas(1);
+    throw;
+  }
 }
 
 // ---- evaluate and train_on_batch's arrays ----------------------------------------------------

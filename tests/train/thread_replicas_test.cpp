@@ -6,6 +6,8 @@
 // outweigh activations, small batches, op determinism, the setting at 1) fit runs one program.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "lockstep/lockstep.h"
 #include "test_util.h"
 
@@ -122,6 +124,23 @@ TEST(ThreadReplicas, WeightsACallbackWritesReachEveryReplica) {
     return m.get_weights();
   };
   EXPECT_LT(test_util::max_abs_diff(run(1), run(2)), 2e-5f);
+}
+
+// A replica that fails (a label out of range in the second half of the batch) ends the fit with
+// its own error, not a hang in the other replica's batch-norm exchange; the next fit of the same
+// model runs on fresh replicas.
+TEST(ThreadReplicas, AFailedReplicaEndsTheFitAndTheNextFitRuns) {
+  Model m = bn_cnn();
+  test_util::ThreadReplicasGuard guard(2);
+  auto [x, y] = make_data(32);
+  y.data<int32_t>()[20] = 7;  // 3 classes
+  const std::string what = test_util::error_of(
+      [&] { m.fit(x, y, {.batch_size = 32, .epochs = 1, .verbose = 0, .shuffle = false}); });
+  EXPECT_NE(what.find("label"), std::string::npos) << what;
+  y.data<int32_t>()[20] = 1;
+  History h = m.fit(x, y, {.batch_size = 32, .epochs = 1, .verbose = 0, .shuffle = false});
+  EXPECT_EQ(h.thread_replicas, 2);
+  EXPECT_TRUE(std::isfinite(h.history["loss"][0]));
 }
 
 TEST(ThreadReplicas, OnlyWhereTheRuleSaysSo) {

@@ -16,7 +16,7 @@ using namespace lockstep;
 namespace {
 
 // Conv -> BN(relu6) -> depthwise -> BN -> swish -> conv -> BN -> relu: the three fused forms.
-Model bn_cnn(bool batch_norm = true) {
+Model bn_cnn(bool batch_norm = true, int steps_per_execution = 1) {
   set_random_seed(5);
   reset_layer_names();
   using namespace layers;
@@ -34,7 +34,8 @@ Model bn_cnn(bool batch_norm = true) {
   Model m = Sequential(items);
   m.compile({.optimizer = optimizers::SGD(0.05, 0.9),
              .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}),
-             .metrics = {"accuracy"}});
+             .metrics = {"accuracy"},
+             .steps_per_execution = steps_per_execution});
   return m;
 }
 
@@ -57,8 +58,8 @@ History fit(Model& m, int replicas, int64_t rows, int batch, int epochs = 2) {
   return m.fit(x, y, {.batch_size = batch, .epochs = epochs, .verbose = 0, .shuffle = false});
 }
 
-void expect_same_training(int64_t rows, int batch) {
-  Model one = bn_cnn(), two = bn_cnn();
+void expect_same_training(int64_t rows, int batch, int steps_per_execution = 1) {
+  Model one = bn_cnn(true, steps_per_execution), two = bn_cnn(true, steps_per_execution);
   History h1 = fit(one, 1, rows, batch), h2 = fit(two, 2, rows, batch);
   EXPECT_EQ(h1.thread_replicas, 1);
   EXPECT_EQ(h2.thread_replicas, 2);
@@ -81,6 +82,9 @@ TEST(ThreadReplicas, FitMatchesOneProgram) { expect_same_training(64, 16); }
 // 16, 16, 16, 1: the last batch has fewer rows than replicas and runs alone, on replica 0's
 // variables; the other replica takes them before the next epoch's first step.
 TEST(ThreadReplicas, ALastBatchOfOneRowRunsAlone) { expect_same_training(49, 16); }
+
+// Four steps per call into the programs (staged slots), the 1-row batch among them.
+TEST(ThreadReplicas, StepsPerExecutionMatch) { expect_same_training(49, 16, 4); }
 
 // 16, 16, 16, 11: halves of 6 and 5 (the first replica takes the odd row).
 TEST(ThreadReplicas, UnevenHalvesMatch) { expect_same_training(59, 16); }

@@ -431,9 +431,7 @@ int FitLoop::run_replicas(const Run& run) {
 
   if (replication()) replication()->reducer().set_weights(run.weights);
   replica_programs_ = run.programs;  // (stop_on_nonfinite_loss reads replica 0's)
-  const OptimizerPtr& optimizer = runtime_.resolved().config.optimizer;
-  const uint64_t step_id =
-      optimizer ? uint64_t(optimizer->iterations()->value.item()) : uint64_t(run.first_step);
+  const uint64_t step_id = first_step_id(run);
   auto run_replica = [&](int replica) {
     if (shards_per_replica_ > 1) return run_shards(run, replica, step_id);
     Program& program = *run.programs[size_t(replica)];
@@ -452,17 +450,25 @@ int FitLoop::run_replicas(const Run& run) {
 // A stage_alone run: replica 0's variables, the whole team of threads, no all-reduce.
 int FitLoop::run_alone(const Run& run) {
   replica_programs_ = run.programs;
-  const OptimizerPtr& optimizer = runtime_.resolved().config.optimizer;
-  const uint64_t step_id =
-      optimizer ? uint64_t(optimizer->iterations()->value.item()) : uint64_t(run.first_step);
-  const int ran = run.programs[0]->run_steps(run.first_slots[0], run.steps, step_id);
+  const int ran = run.programs[0]->run_steps(run.first_slots[0], run.steps, first_step_id(run));
   // The other replicas take its weights (moving statistics included) and optimizer state; its
   // metric totals stay replica 0's, which the replicas' totals are summed with.
+  replication()->sync_from_primary(weights_and_optimizer_state());
+  return ran;
+}
+
+// The seed of a run's first step: the optimizer's iteration count (see run_replicas).
+uint64_t FitLoop::first_step_id(const Run& run) const {
+  const OptimizerPtr& optimizer = runtime_.resolved().config.optimizer;
+  return optimizer ? uint64_t(optimizer->iterations()->value.item()) : uint64_t(run.first_step);
+}
+
+// What defines where training stands: the model's weights and the optimizer's variables.
+std::vector<VariablePtr> FitLoop::weights_and_optimizer_state() const {
   std::vector<VariablePtr> variables = model_.weights();
   if (const OptimizerPtr& optimizer = runtime_.resolved().config.optimizer)
     for (auto& v : optimizer->variables()) variables.push_back(v);
-  replication()->sync_from_primary(variables);
-  return ran;
+  return variables;
 }
 
 // Gradient shards: each step runs the replica's shards one after another, the last one (the
@@ -490,10 +496,7 @@ void FitLoop::sync_replicas_from_chief() {
   if (!replication()) return;
   runtime_.residence()->host_changed();  // (the chief's broadcast writes the host values)
   if (workers_ > 1) {
-    std::vector<VariablePtr> variables = model_.weights();
-    if (const OptimizerPtr& optimizer = runtime_.resolved().config.optimizer)
-      for (auto& v : optimizer->variables()) variables.push_back(v);
-    for (auto& v : variables)
+    for (auto& v : weights_and_optimizer_state())
       if (v->value.dtype() == DType::f32)
         strategy_->broadcast_from_chief(v->value.data<float>(), size_t(v->value.numel()));
   }

@@ -101,6 +101,8 @@ class FitLoop {
   int run_replicas(const Run& run);  // returns the steps run (fewer: stopped on a NaN loss)
   void stage_alone(const WorkerBatch& batch, int64_t step);
   int run_alone(const Run& run);
+  uint64_t first_step_id(const Run& run) const;
+  std::vector<VariablePtr> weights_and_optimizer_state() const;
   void sync_replicas_from_chief();
 
   // Stop handling: true (and the History says why) when the step's loss was NaN or inf.

@@ -225,6 +225,33 @@ TEST(DepthwiseLayouts, BlockedDepthwise5x5TrainStepMatchesUnblockedAndReference)
         1e-4);
 }
 
+// MobileNetV2's and EfficientNetB0's batch norms, blocked: expand 1x1 -> bn + relu6, depthwise
+// 3x3 -> bn + swish, project 1x1 -> bn (linear). 7x9 positions: each channel block's run of 63
+// rows ends inside a four-row group of the kernels' accumulators and inside a 64-row block, and
+// the threads' shares split a run; three channel blocks.
+TEST(BatchNormLayouts, BlockedRelu6SwishAndLinearOnOddRunsMatchUnblockedAndReference) {
+  Program p;
+  Graph& g = p.g;
+  Value x = input(p, Shape{3, 7, 9, 16}, "x");
+  auto bn = [&](Value v, const std::string& name) {
+    const int64_t c = g.type(v).shape[3];
+    Value gamma = input(p, Shape{c}, name + "_gamma"), beta = input(p, Shape{c}, name + "_beta");
+    return g.add_multi("batch_norm_train", {v, gamma, beta}, Attrs{{"epsilon", 1e-3}}, name)[0];
+  };
+  Value e = g.add("relu6", {bn(conv(p, x, Shape{1, 1, 16, 48}, "valid", 1, "expand"), "bne")});
+  Value dw =
+      g.add("conv2d", {e, input(p, Shape{3, 3, 1, 48}, "dw_w")},
+            Attrs{{"padding", std::string("same")}, {"strides", I{1, 1}}, {"groups", 48}}, "dw");
+  Value d = g.add("swish", {bn(dw, "bnd")});
+  Value y = bn(conv(p, d, Shape{1, 1, 48, 32}, "valid", 1, "project"), "bnp");
+  Value pooled = g.add("reduce_mean", {y}, Attrs{{"axes", I{1, 2}}, {"keepdims", false}}, "gap");
+  finish(p, g.add("matmul", {pooled, input(p, Shape{32, 10}, "dense")}));
+  check(p,
+        {"'bne (batch_norm_train)'", "'bnd (batch_norm_train)'", "'bnp (batch_norm_train)'",
+         "'bne/grad (batch_norm_train_grad)'", "'bnd/grad (batch_norm_train_grad)'"},
+        1e-4);
+}
+
 // EfficientNet's squeeze-and-excitation: x -> conv -> swish -> h; s = sigmoid(conv1x1(relu(
 // conv1x1(mean over H, W of h)))); y = h * s ([N, H, W, C] times one [1, 1, C] row per image)
 // -> project conv. The scale multiply and its gradient's multiply take h and y blocked (the

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/vec_math.h"
@@ -79,16 +80,20 @@ Dims dims_of(const Node& n, const Shape& x) {
   return d;
 }
 
-// f(r, off) for rows [r0, r1): off is the row's first channel.
+// The width of a blocked row, known at compile time (one 16-float vector per row).
+using Width16 = std::integral_constant<int64_t, 16>;
+
+// f(r, off, W) for rows [r0, r1): off is the row's first channel, W its width (d.W, or
+// Width16{} in the blocked layout, so the row's loop compiles to one vector).
 template <class F>
 inline void for_rows(const Dims& d, int64_t r0, int64_t r1, F&& f) {
   if (!d.blocked) {
-    for (int64_t r = r0; r < r1; ++r) f(r, int64_t(0));
+    for (int64_t r = r0; r < r1; ++r) f(r, int64_t(0), d.W);
     return;
   }
   int64_t q = r0 / d.HW, h = r0 - q * d.HW, off = (q % d.CB) * 16;
   for (int64_t r = r0; r < r1; ++r) {
-    f(r, off);
+    f(r, off, Width16{});
     if (++h == d.HW) h = 0, ++q, off = (q % d.CB) * 16;
   }
 }
@@ -209,21 +214,46 @@ inline void scale_shift(const Dims& d, const float* gm, const float* bt, const f
   }
 }
 
-// Thread t's per-channel sums over its rows [r0, r1): row(r, off, p1, p2) adds row r (first
-// channel off) into the f32 block sums p1, p2, which join the thread's f64 totals (w.part)
-// every kBlock rows.
+// Thread t's per-channel sums over its rows [r0, r1): row(r, off, p1, p2, W) adds row r (first
+// channel off, width W as in for_rows) into the f32 sums p1, p2, which join the thread's f64
+// totals (w.part) every kBlock rows.
+// NHWC: a row holds every channel, so consecutive rows add into independent vectors. Blocked, a
+// row is one vector and a run of HW consecutive rows shares its channels: one accumulator would
+// chain every row's add through the store of the one before (about 10 cycles a row on Zen 4: the
+// pass ran at ~25 GB/s, far below the cache's bandwidth), so the run is dealt out over
+// kChains accumulators that are added together (in f64) every kBlock rows.
 template <class Row>
 inline void sum_rows(const Dims& d, const BnWs& w, int t, int64_t r0, int64_t r1, Row&& row) {
   const int64_t C = d.C;
   double* __restrict s1 = w.part + 2 * t * C;
   double* __restrict s2 = s1 + C;
+  for (int64_t c = 0; c < C; ++c) s1[c] = s2[c] = 0;
+  if (d.blocked) {
+    constexpr int kChains = 4;
+    alignas(64) float acc[kChains][2][16];
+    for (int64_t r = r0; r < r1;) {
+      const int64_t q = r / d.HW, end = std::min(r1, (q + 1) * d.HW), off = (q % d.CB) * 16;
+      for (; r < end;) {
+        const int64_t stop = std::min(end, r + kBlock);
+        for (auto& chain : acc)
+          for (auto& sums : chain) std::fill(sums, sums + 16, 0.f);
+        for (; r + kChains <= stop; r += kChains)
+          for (int k = 0; k < kChains; ++k) row(r + k, off, acc[k][0], acc[k][1], Width16{});
+        for (int k = 0; r < stop; ++r, ++k) row(r, off, acc[k][0], acc[k][1], Width16{});
+        for (int c = 0; c < 16; ++c) {
+          double a1 = 0, a2 = 0;
+          for (int k = 0; k < kChains; ++k) a1 += acc[k][0][c], a2 += acc[k][1][c];
+          s1[off + c] += a1, s2[off + c] += a2;
+        }
+      }
+    }
+    return;
+  }
   float* __restrict b1 = w.block + 2 * t * C;
   float* __restrict b2 = b1 + C;
-  for (int64_t c = 0; c < C; ++c) s1[c] = s2[c] = 0;
   for (int64_t rb = r0; rb < r1; rb += kBlock) {
     for (int64_t c = 0; c < C; ++c) b1[c] = b2[c] = 0;
-    for_rows(d, rb, std::min(r1, rb + kBlock),
-             [&](int64_t r, int64_t off) { row(r, off, b1 + off, b2 + off); });
+    for (int64_t r = rb; r < std::min(r1, rb + kBlock); ++r) row(r, int64_t(0), b1, b2, d.W);
     for (int64_t c = 0; c < C; ++c) s1[c] += b1[c], s2[c] += b2[c];
   }
 }
@@ -299,8 +329,7 @@ inline void coefficients_or_error(const Dims& d, const BnWs& w, int nt, const fl
 template <class T, bool Relu, bool Res, bool Cap = false, bool Swish = false>
 inline void bn_out_rows(const Dims& d, const T* x, const T* z, T* y, int64_t r0, int64_t r1,
                         const float* sc, const float* sh) {
-  const int64_t W = d.W;
-  for_rows(d, r0, r1, [&](int64_t r, int64_t off) {
+  for_rows(d, r0, r1, [&](int64_t r, int64_t off, auto W) {
     const T* __restrict xr = x + r * W;
     const T* __restrict zr = Res ? z + r * W : nullptr;
     T* __restrict yr = y + r * W;
@@ -354,8 +383,7 @@ void bn_train(const Dims& d, const Params& p, float* params, const KernelArgs& a
     rows_of(d, &r0, &r1);
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const float* __restrict kc = k;
-    const int64_t W = d.W;
-    sum_rows(d, w, t, r0, r1, [&](int64_t r, int64_t off, float* q1, float* q2) {
+    sum_rows(d, w, t, r0, r1, [&](int64_t r, int64_t off, float* q1, float* q2, auto W) {
       const T* __restrict xr = x + r * W;
       float* __restrict p1 = q1;
       float* __restrict p2 = q2;
@@ -401,12 +429,12 @@ inline float masked(T dy, T y) {
 
 // One row of bn_train_grad's first pass: per-channel sums of dy (masked by y > 0 with Relu) and
 // of dy * (x - mean); with dzr, the masked dy is written there too.
-template <class T, bool Relu, bool Cap>
+template <class T, bool Relu, bool Cap, class Width>
 [[gnu::always_inline]] inline void bn_grad_row_sums(const T* __restrict dyr, const T* __restrict xr,
                                                     const T* __restrict yr, T* __restrict dzr,
                                                     const float* __restrict mu,
                                                     float* __restrict p1, float* __restrict p2,
-                                                    int64_t W) {
+                                                    Width W) {
   if constexpr (Relu) {
     if (dzr) {
 #pragma omp simd
@@ -437,13 +465,13 @@ template <class T, bool Relu, bool Cap>
 
 // One row of bn_train_grad's second pass: dx = a*dy + b*(x - mean) + c, dy masked by y > 0
 // when yr is given (Relu without a stored dz).
-template <class T, bool Relu, bool Cap>
+template <class T, bool Relu, bool Cap, class Width>
 [[gnu::always_inline]] inline void bn_grad_row_dx(const T* __restrict dyr, const T* __restrict xr,
                                                   const T* __restrict yr, T* __restrict dxr,
                                                   const float* __restrict fa,
                                                   const float* __restrict fb,
                                                   const float* __restrict fc,
-                                                  const float* __restrict mu, int64_t W) {
+                                                  const float* __restrict mu, Width W) {
   if (Relu && yr) {
 #pragma omp simd
     for (int64_t c = 0; c < W; ++c)
@@ -478,8 +506,7 @@ void bn_train_grad_impl(const Dims& d, const Params& p, float* params, const Ker
     int64_t r0, r1;
     rows_of(d, &r0, &r1);
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t W = d.W;
-    sum_rows(d, w, t, r0, r1, [&](int64_t r, int64_t off, float* p1, float* p2) {
+    sum_rows(d, w, t, r0, r1, [&](int64_t r, int64_t off, float* p1, float* p2, auto W) {
       bn_grad_row_sums<T, Relu, Cap>(dy + r * W, x + r * W, Relu ? yv + r * W : nullptr,
                                      dz ? dz + r * W : nullptr, mean + off, p1, p2, W);
     });
@@ -487,7 +514,7 @@ void bn_train_grad_impl(const Dims& d, const Params& p, float* params, const Ker
 #pragma omp single
     coefficients_or_error(d, w, nt, gm, var, dmean, dvar, dg, db, ka, kb, kc, error);
     if (!error)
-      for_rows(d, r0, r1, [&](int64_t r, int64_t off) {
+      for_rows(d, r0, r1, [&](int64_t r, int64_t off, auto W) {
         bn_grad_row_dx<T, Relu, Cap>((dz ? dz : dy) + r * W, x + r * W,
                                      Relu && !dz ? yv + r * W : nullptr, dx + r * W, ka + off,
                                      kb + off, kc + off, mean + off, W);
@@ -540,25 +567,26 @@ void bn_train_grad_at_s(const Dims& d, const Params& p, float* params, const Ker
     int64_t r0, r1;
     rows_of(d, &r0, &r1);
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t W = d.W;
-    sum_rows(d, w, t, r0, r1, [&](int64_t r, int64_t off, float* __restrict p1, float* __restrict p2) {
-      const T* __restrict dyr = dy + r * W;
-      const T* __restrict xr = x + r * W;
-      T* __restrict gr = gbuf ? gbuf + r * W : nullptr;
-      const float* __restrict mu = mean + off, * __restrict scr = sc + off, * __restrict shr = sh + off;
+    sum_rows(
+        d, w, t, r0, r1,
+        [&](int64_t r, int64_t off, float* __restrict p1, float* __restrict p2, auto W) {
+          const T* __restrict dyr = dy + r * W;
+          const T* __restrict xr = x + r * W;
+          T* __restrict gr = gbuf ? gbuf + r * W : nullptr;
+          const float* __restrict mu = mean + off, * __restrict scr = sc + off, * __restrict shr = sh + off;
 #pragma omp simd
-      for (int64_t c = 0; c < W; ++c) {
-        const float xv = ld(xr[c]), g = grad_at_s<A>(dyr[c], xv * scr[c] + shr[c]);
-        if (gr) gr[c] = st<T>(g);
-        p1[c] += g;
-        p2[c] += g * (xv - mu[c]);
-      }
-    });
+          for (int64_t c = 0; c < W; ++c) {
+            const float xv = ld(xr[c]), g = grad_at_s<A>(dyr[c], xv * scr[c] + shr[c]);
+            if (gr) gr[c] = st<T>(g);
+            p1[c] += g;
+            p2[c] += g * (xv - mu[c]);
+          }
+        });
 #pragma omp barrier
 #pragma omp single
     coefficients_or_error(d, w, nt, gm, var, dmean, dvar, dg, db, ka, kb, kc, error);
     if (!error)
-      for_rows(d, r0, r1, [&](int64_t r, int64_t off) {
+      for_rows(d, r0, r1, [&](int64_t r, int64_t off, auto W) {
         const T* __restrict dyr = dy + r * W;
         const T* __restrict xr = x + r * W;
         T* dxr = dx + r * W;  // with store: g in, dx out, element by element

@@ -257,16 +257,6 @@ static ls::Model flowers_cnn(int size, int channels, int classes, uint64_t seed)
 }
 // docs: end model
 
-// --backbone: keras.applications' preprocess_input for it, as layers on 0..255 pixels.
-static ls::KTensor preprocess(const std::string& backbone, ls::KTensor x) {
-  using namespace ls::layers;
-  if (backbone == "mobilenet_v2") return Rescaling(1.0 / 127.5, -1.0, "preprocess")(x);  // [-1, 1]
-  if (backbone == "resnet50")  // "caffe" mode's ImageNet means (RGB order; see the note below)
-    return Normalization(
-        {.mean = {123.68, 116.779, 103.939}, .variance = {1, 1, 1}, .name = "preprocess"})(x);
-  return x;  // EfficientNetB0 rescales and normalises inside the model
-}
-
 // The transfer model: augmentation, the backbone's preprocessing, the backbone (a nested model,
 // include_top=false, global average pooling), Dropout and a new Dense head (logits).
 // docs: begin transfer
@@ -276,7 +266,7 @@ static ls::Model transfer_model(const ls::Model& base, const std::string& backbo
   ls::KTensor in = Input({size, size, 3});
   ls::KTensor x = RandomFlip("horizontal", seed)(in);
   x = RandomRotation(0.1, {.seed = seed + 1})(x);
-  x = preprocess(backbone, x);
+  x = ls::applications::preprocess_input(backbone, x);  // Keras's, as layers on 0..255 pixels
   x = base(x);
   x = Dropout(0.2, seed + 2, "head_dropout")(x);
   return ls::Model(in, Dense(classes, {.name = "head"})(x), "flowers_" + backbone);
@@ -423,10 +413,6 @@ int main(int argc, char** argv) {
               "backbone %s: RANDOM initial weights (no --weights FILE given): this is "
               "training from scratch, not transfer learning\n",
               args.backbone.c_str());
-        if (args.backbone == "resnet50")
-          std::printf(
-              "backbone resnet50: preprocessing subtracts the ImageNet means in RGB order "
-              "(Keras's caffe mode also flips to BGR; Lockstep has no channel flip yet)\n");
         model = transfer_model(base, args.backbone, args.image_size, classes, args.seed);
         base.set_trainable(false);  // phase "head": the backbone frozen (BatchNorm in inference)
       } else {

@@ -8,7 +8,9 @@ its BatchNormalization layers non-trivial gamma, beta and moving statistics, and
 DIR/keras_<name>.keras, a fixed input batch DIR/keras_<name>.input.f32, Keras's predictions
 DIR/keras_<name>.pred.f32 (raw little-endian float32) and DIR/keras_<name>.json: the shapes and
 every layer's name, class and weight shapes in model.layers order, and model.weights' paths in
-order (Lockstep's own build must match both position by position).
+order (Lockstep's own build must match both position by position). Also each model's
+keras.applications.<module>.preprocess_input of a fixed 0..255 batch:
+DIR/preprocess_<name>.{input,output}.f32 and .json (shapes).
 
 check: loads every DIR/lockstep_<name>.keras (Lockstep's own build of the backbone, with its
 random weights), predicts on DIR/lockstep_<name>.input.f32 and compares with Lockstep's
@@ -93,6 +95,24 @@ def write_keras(d):
               f"std {float(np.std(y)):.3g})")
 
 
+# applications::preprocess_input's models -> Keras's preprocess_input (caffe / tf / identity).
+PREPROCESS = {
+    "resnet50": keras.applications.resnet50.preprocess_input,
+    "mobilenet_v2": keras.applications.mobilenet_v2.preprocess_input,
+    "efficientnet_b0": keras.applications.efficientnet.preprocess_input,
+}
+
+
+def write_preprocess(d):
+    x = np.random.default_rng(11).uniform(0, 255, (2, 5, 4, 3)).astype(np.float32)
+    for name, fn in PREPROCESS.items():
+        y = np.asarray(fn(x.copy()), np.float32)
+        x.tofile(os.path.join(d, f"preprocess_{name}.input.f32"))
+        y.tofile(os.path.join(d, f"preprocess_{name}.output.f32"))
+        json.dump({"input": list(x.shape), "output": list(y.shape)},
+                  open(os.path.join(d, f"preprocess_{name}.json"), "w"))
+
+
 def without_dtype(config):
     return {k: v for k, v in config.items() if k not in ("dtype",)}
 
@@ -134,5 +154,6 @@ if __name__ == "__main__":
     mode, d = sys.argv[1], sys.argv[2]
     if mode == "keras":
         write_keras(d)
+        write_preprocess(d)
         sys.exit(0)
     sys.exit(0 if check_lockstep(d) else 1)

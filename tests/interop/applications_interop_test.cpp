@@ -8,6 +8,8 @@
 //   classes and weight shapes, and model.weights' paths, position by position; its .keras
 //   file (random weights) loads in Keras, whose predictions agree within 1e-4 and whose layers'
 //   configs equal a fresh keras.applications build's.
+// - applications::preprocess_input equals keras.applications' preprocess_input (caffe, tf,
+//   identity) within 1e-4 on a 0..255 batch.
 // Runs when LOCKSTEP_INTEROP_PYTHON names a python with keras (ctest applications_interop, label
 // interop, through tests/interop/run_keras_interop.sh); skipped otherwise.
 #include <gtest/gtest.h>
@@ -142,6 +144,24 @@ void check_keras_file(const fs::path& dir, const Backbone& b) {
       << json{{"input", x.shape().vec()}, {"output", y.shape().vec()}}.dump();
 }
 
+// applications::preprocess_input against keras.applications.<module>.preprocess_input on the
+// same 0..255 batch (ResNet50's caffe mode flips RGB to BGR and subtracts the means).
+void check_preprocess(const fs::path& dir, const std::string& name) {
+  json meta = json::parse(std::ifstream(dir / ("preprocess_" + name + ".json")));
+  const Shape in_shape(meta["input"].get<std::vector<int64_t>>());
+  Tensor x = read_f32(dir / ("preprocess_" + name + ".input.f32"), in_shape);
+  Tensor want = read_f32(dir / ("preprocess_" + name + ".output.f32"),
+                         Shape(meta["output"].get<std::vector<int64_t>>()));
+  KTensor in = layers::Input({in_shape[1], in_shape[2], in_shape[3]});
+  // (Rescaling(1): an exact copy, so EfficientNet's identity still makes a model)
+  Model m(in, layers::Rescaling(1.0)(applications::preprocess_input(name, in)));
+  Tensor got = m.predict(x);
+  ASSERT_EQ(got.shape(), want.shape()) << name;
+  const float d = max_abs_diff(got, want);
+  std::printf("preprocess_input(%s) against Keras's: max abs diff %.3g\n", name.c_str(), d);
+  EXPECT_LE(d, 1e-4f) << name;
+}
+
 }  // namespace
 
 TEST(ApplicationsInterop, BackbonesBothWaysAgainstKerasApplications) {
@@ -153,6 +173,8 @@ TEST(ApplicationsInterop, BackbonesBothWaysAgainstKerasApplications) {
       std::string(py) + " " + LOCKSTEP_SOURCE_DIR + "/tests/interop/applications_interop.py ";
   ASSERT_EQ(std::system((script + "keras " + dir.string()).c_str()), 0);
   for (const Backbone& b : backbones()) check_keras_file(dir, b);
+  for (const std::string name : {"resnet50", "mobilenet_v2", "efficientnet_b0"})
+    check_preprocess(dir, name);
   EXPECT_EQ(std::system((script + "check " + dir.string()).c_str()), 0)
       << "Keras did not load Lockstep's backbones identically (see above)";
 }

@@ -7,9 +7,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
+
+#include "lockstep/nn/layers.h"
+#include "lockstep/nn/mixed_precision.h"
 
 using namespace lockstep;
 
@@ -114,4 +118,40 @@ TEST(Applications, ByNameAndErrors) {
   }
   EXPECT_THROW(applications::MobileNetV2({.input_shape = {16, 16, 3}}), Error);
   EXPECT_THROW(applications::ResNet50({.input_shape = {32, 32, 3}, .pooling = "sum"}), Error);
+}
+
+// keras.applications.resnet50.preprocess_input ("caffe"): RGB to BGR, minus the ImageNet means,
+// no scaling, computed exactly in float32 by one frozen 1x1 Conv2D (even under mixed_bfloat16);
+// mobilenet_v2's "tf" mode maps 0..255 to [-1, 1]. The interop test compares with Keras itself.
+TEST(Applications, PreprocessInputIsKerasCaffeAndTfModes) {
+  struct PolicyReset {
+    ~PolicyReset() { mixed_precision::set_global_policy("float32"); }
+  } reset;
+  mixed_precision::set_global_policy("mixed_bfloat16");
+  KTensor in = layers::Input({1, 2, 3});
+  KTensor caffe = applications::preprocess_input("ResNet50", in);
+  mixed_precision::set_global_policy("float32");
+  Model m(in, caffe);
+  const Layer& pre = layer(m, "preprocess");
+  EXPECT_EQ(pre.class_name(), "Conv2D");
+  EXPECT_FALSE(pre.trainable);
+  EXPECT_EQ(pre.compute_dtype(), DType::f32);
+  EXPECT_TRUE(m.trainable_weights().empty());
+  Tensor x = Tensor::zeros(Shape{1, 1, 2, 3});
+  const float pixels[6] = {10, 20, 30, 255, 0, 128.5f};
+  std::copy(pixels, pixels + 6, x.data<float>());
+  const std::vector<float> y = m.predict(x).to_vector();
+  const std::vector<float> want = {30 - 103.939f,     20 - 116.779f, 10 - 123.68f,
+                                   128.5f - 103.939f, 0 - 116.779f,  255 - 123.68f};
+  ASSERT_EQ(y.size(), want.size());
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(y[i], want[i]) << i;
+
+  KTensor in2 = layers::Input({1, 2, 3});
+  Model tf(in2, applications::preprocess_input("mobilenet_v2", in2));
+  const std::vector<float> t = tf.predict(x).to_vector();
+  for (size_t i = 0; i < t.size(); ++i) EXPECT_NEAR(t[i], pixels[i] / 127.5f - 1.f, 1e-6) << i;
+
+  KTensor in3 = layers::Input({1, 2, 4});
+  EXPECT_THROW(applications::preprocess_input("ResNet50", in3), Error);
+  EXPECT_THROW(applications::preprocess_input("VGG16", in), Error);
 }

@@ -32,6 +32,16 @@ Model ResNet50(Options o = {});
 /// Normalization) and swish activations.
 Model EfficientNetB0(Options o = {});
 
+/// keras.applications.<model>.preprocess_input as layers of a model, on 0..255 RGB pixels (the
+/// images a Keras user hands preprocess_input), named "preprocess":
+/// - MobileNetV2 ("tf" mode): Rescaling(1/127.5, -1), pixels to [-1, 1];
+/// - ResNet50 ("caffe" mode): RGB to BGR, then the ImageNet means subtracted (103.939, 116.779,
+///   123.68 in BGR order), no scaling: one frozen float32 1x1 Conv2D (kernel = the channel
+///   reversal, bias = minus the means), which Keras and ONNX read as an ordinary Conv2D;
+/// - EfficientNetB0: x itself (the model rescales and normalises inside).
+/// `model` as by_name spells it; x must have 3 channels last.
+KTensor preprocess_input(const std::string& model, const KTensor& x);
+
 /// The backbone named `name` ("MobileNetV2", "ResNet50", "EfficientNetB0"; case-insensitive,
 /// "mobilenet_v2" and "efficientnet_b0" too); an error lists the names.
 Model by_name(const std::string& name, Options o = {});

@@ -65,4 +65,30 @@ Model by_name(const std::string& name, Options o) {
   LS_FAIL("unknown application '", name, "'; Lockstep builds ", known);
 }
 
+KTensor preprocess_input(const std::string& model, const KTensor& x) {
+  const std::string n = squash(model);
+  LS_CHECK(n == "mobilenetv2" || n == "resnet50" || n == "efficientnetb0",
+           "preprocess_input: unknown application '", model, "'; Lockstep builds ResNet50, ",
+           "MobileNetV2 and EfficientNetB0");
+  const Shape& s = x.shape();
+  LS_CHECK(s.rank() == 4 && s[3] == 3, "preprocess_input(", model,
+           "): expects RGB images [N, H, W, 3], got ", s.str());
+  if (n == "mobilenetv2") return layers::Rescaling(1.0 / 127.5, -1.0, "preprocess")(x);
+  if (n == "efficientnetb0") return x;
+  // caffe: y[..., c] = x[..., 2 - c] - mean_bgr[c], exactly (the other taps are zeros).
+  LayerHandle caffe = layers::Conv2D(3, 1, {.name = "preprocess"});
+  caffe->set_dtype_policy("float32");
+  KTensor y = caffe(x);
+  caffe->trainable = false;
+  const auto& w = caffe->weights();  // kernel [1, 1, 3, 3] (HWIO), bias [3]
+  float* kernel = w[0]->value.data<float>();
+  float* bias = w[1]->value.data<float>();
+  const float mean_bgr[3] = {103.939f, 116.779f, 123.68f};
+  for (int c = 0; c < 3; ++c) {
+    for (int i = 0; i < 3; ++i) kernel[i * 3 + c] = i == 2 - c ? 1.f : 0.f;
+    bias[c] = -mean_bgr[c];
+  }
+  return y;
+}
+
 }  // namespace lockstep::applications

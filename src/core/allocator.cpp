@@ -18,9 +18,9 @@ static std::atomic<size_t> g_allocations{0};
 // gives them only to memory that asks (transparent_hugepage/enabled = madvise), and a train
 // step streams hundreds of MB of activations through its arena: with 4 KiB pages the memory-
 // bound passes (batch norm, depthwise convolutions) miss the TLB every page. 2 MiB pages took
-// MobileNetV2's f32 training step from 340-354 to 363-381 img/s (2 threads; batch-norm kernels
-// 14 -> 10-12 ms forward + backward). PyTorch has the same switch (THP_MEM_ALLOC_ENABLE), which
-// did not change its MobileNetV2 rate here. LOCKSTEP_HUGE_PAGES=0 turns it off.
+// MobileNetV2's f32 training step from 331-347 to 346-371 img/s (train_bench, 2 threads, 4
+// alternating rounds; docs/benchmarks.md). PyTorch has the same switch (THP_MEM_ALLOC_ENABLE),
+// which did not change its MobileNetV2 rate here. LOCKSTEP_HUGE_PAGES=0 turns it off.
 constexpr size_t kHugePage = size_t(2) << 20;
 constexpr size_t kHugeFrom = size_t(4) << 20;  // smaller blocks would waste up to half a page
 

@@ -54,6 +54,13 @@ Value conv(Program& p, Value x, Shape w, const std::string& padding, int64_t str
                  Attrs{{"padding", padding}, {"strides", I{stride, stride}}}, name);
 }
 
+// batch_norm_train(v) with gamma and beta feeds of their own ("<name>_gamma", "<name>_beta").
+Value bn(Program& p, Value v, const std::string& name) {
+  const int64_t c = p.g.type(v).shape[3];
+  Value gamma = input(p, Shape{c}, name + "_gamma"), beta = input(p, Shape{c}, name + "_beta");
+  return p.g.add_multi("batch_norm_train", {v, gamma, beta}, Attrs{{"epsilon", 1e-3}}, name)[0];
+}
+
 // The reference CNN's shape: conv+bias+relu, conv+bias+relu, max_pool, flatten, dense.
 Program cnn(const I& pool, int64_t pool_stride, const std::string& pool_padding) {
   Program p;
@@ -81,14 +88,9 @@ Program resnet_block() {
   Program p;
   Graph& g = p.g;
   Value x = input(p, Shape{8, 16, 16, 16}, "x");
-  auto bn = [&](Value v, const std::string& name) {
-    const int64_t c = g.type(v).shape[3];
-    Value gamma = input(p, Shape{c}, name + "_gamma"), beta = input(p, Shape{c}, name + "_beta");
-    return g.add_multi("batch_norm_train", {v, gamma, beta}, Attrs{{"epsilon", 1e-3}}, name)[0];
-  };
-  Value a = g.add("relu", {bn(conv(p, x, Shape{3, 3, 16, 32}, "same", 2, "ca"), "bna")});
-  Value main = bn(conv(p, a, Shape{3, 3, 32, 32}, "same", 1, "cb"), "bnb");
-  Value shortcut = bn(conv(p, x, Shape{1, 1, 16, 32}, "valid", 2, "cs"), "bns");
+  Value a = g.add("relu", {bn(p, conv(p, x, Shape{3, 3, 16, 32}, "same", 2, "ca"), "bna")});
+  Value main = bn(p, conv(p, a, Shape{3, 3, 32, 32}, "same", 1, "cb"), "bnb");
+  Value shortcut = bn(p, conv(p, x, Shape{1, 1, 16, 32}, "valid", 2, "cs"), "bns");
   Value y = g.add("relu", {g.add("add", {main, shortcut})});
   Value pooled = g.add("reduce_mean", {y}, Attrs{{"axes", I{1, 2}}, {"keepdims", false}}, "gap");
   finish(p, g.add("matmul", {pooled, input(p, Shape{32, 10}, "dense")}));
@@ -233,17 +235,12 @@ TEST(BatchNormLayouts, BlockedRelu6SwishAndLinearOnOddRunsMatchUnblockedAndRefer
   Program p;
   Graph& g = p.g;
   Value x = input(p, Shape{3, 7, 9, 16}, "x");
-  auto bn = [&](Value v, const std::string& name) {
-    const int64_t c = g.type(v).shape[3];
-    Value gamma = input(p, Shape{c}, name + "_gamma"), beta = input(p, Shape{c}, name + "_beta");
-    return g.add_multi("batch_norm_train", {v, gamma, beta}, Attrs{{"epsilon", 1e-3}}, name)[0];
-  };
-  Value e = g.add("relu6", {bn(conv(p, x, Shape{1, 1, 16, 48}, "valid", 1, "expand"), "bne")});
+  Value e = g.add("relu6", {bn(p, conv(p, x, Shape{1, 1, 16, 48}, "valid", 1, "expand"), "bne")});
   Value dw =
       g.add("conv2d", {e, input(p, Shape{3, 3, 1, 48}, "dw_w")},
             Attrs{{"padding", std::string("same")}, {"strides", I{1, 1}}, {"groups", 48}}, "dw");
-  Value d = g.add("swish", {bn(dw, "bnd")});
-  Value y = bn(conv(p, d, Shape{1, 1, 48, 32}, "valid", 1, "project"), "bnp");
+  Value d = g.add("swish", {bn(p, dw, "bnd")});
+  Value y = bn(p, conv(p, d, Shape{1, 1, 48, 32}, "valid", 1, "project"), "bnp");
   Value pooled = g.add("reduce_mean", {y}, Attrs{{"axes", I{1, 2}}, {"keepdims", false}}, "gap");
   finish(p, g.add("matmul", {pooled, input(p, Shape{32, 10}, "dense")}));
   check(p,

@@ -1,4 +1,5 @@
-// 64-byte aligned host memory. All tensor storage and executable arenas come from here.
+// 64-byte aligned host memory (large blocks on huge pages). All tensor storage and executable
+// arenas come from here.
 #pragma once
 #include <cstddef>
 
@@ -7,6 +8,8 @@ namespace lockstep {
 /// Byte alignment of every allocation: a cache line, and an AVX-512 vector.
 constexpr size_t kAlignment = 64;
 /// `bytes` of host memory aligned to kAlignment (throws lockstep::Error when out of memory).
+/// Blocks of 4 MiB or more start on a 2 MiB boundary, in whole 2 MiB pages advised for
+/// transparent huge pages (madvise MADV_HUGEPAGE); LOCKSTEP_HUGE_PAGES=0 turns that off.
 void* aligned_alloc_bytes(size_t bytes);
 /// Frees memory from aligned_alloc_bytes (nullptr is ignored).
 void aligned_free(void* p);

@@ -55,21 +55,28 @@ std::string squash(std::string s) {
 
 std::vector<std::string> names() { return {"MobileNetV2", "ResNet50", "EfficientNetB0"}; }
 
-Model by_name(const std::string& name, Options o) {
+namespace {
+// `name` squashed ("mobilenetv2", "resnet50", "efficientnetb0"); an error lists names().
+std::string known_name(const std::string& name, const char* caller) {
   const std::string n = squash(name);
+  std::string known;
+  for (const auto& k : names()) {
+    if (squash(k) == n) return n;
+    known += (known.empty() ? "" : ", ") + k;
+  }
+  LS_FAIL(caller, ": unknown application '", name, "'; Lockstep builds ", known);
+}
+}  // namespace
+
+Model by_name(const std::string& name, Options o) {
+  const std::string n = known_name(name, "applications::by_name");
   if (n == "mobilenetv2") return MobileNetV2(std::move(o));
   if (n == "resnet50") return ResNet50(std::move(o));
-  if (n == "efficientnetb0") return EfficientNetB0(std::move(o));
-  std::string known;
-  for (const auto& k : names()) known += (known.empty() ? "" : ", ") + k;
-  LS_FAIL("unknown application '", name, "'; Lockstep builds ", known);
+  return EfficientNetB0(std::move(o));
 }
 
 KTensor preprocess_input(const std::string& model, const KTensor& x) {
-  const std::string n = squash(model);
-  LS_CHECK(n == "mobilenetv2" || n == "resnet50" || n == "efficientnetb0",
-           "preprocess_input: unknown application '", model, "'; Lockstep builds ResNet50, ",
-           "MobileNetV2 and EfficientNetB0");
+  const std::string n = known_name(model, "applications::preprocess_input");
   const Shape& s = x.shape();
   LS_CHECK(s.rank() == 4 && s[3] == 3, "preprocess_input(", model,
            "): expects RGB images [N, H, W, 3], got ", s.str());

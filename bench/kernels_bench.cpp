@@ -128,7 +128,8 @@ static double time_case(const Case& c, DType dtype, Philox& rng, int reps) {
   Graph g;
   std::vector<Value> ins;
   for (const Shape& s : c.inputs) ins.push_back(g.input({dtype, s}, "in"));
-  Executable exe(g, ins, {g.add(c.op, ins, c.attrs)}, CompileOptions{.backend = "cpu"});
+  Executable exe(g, ins, {g.add(OpId::named(c.op), ins, c.attrs)},
+                 CompileOptions{.backend = "cpu"});
   for (int k = 0; k < exe.num_inputs(); ++k) {
     Tensor& t = exe.input(k);
     for (int64_t e = 0; e < t.numel(); ++e) {
@@ -277,8 +278,8 @@ int main(int argc, char** argv) {
     Value x = g.input({DType::f32, Shape{N, 24, 24, 64}}, "x");
     Value dy = g.input({DType::f32, Shape{N, 12, 12, 64}}, "dy");
     Attrs pa{{"pool_size", I{2, 2}}, {"src_layout", std::string(layout)}};
-    Value y = g.add("max_pool2d", {x}, pa);
-    Value dx = g.add("max_pool2d_grad", {dy, x, y}, pa);
+    Value y = g.add(op::max_pool2d, {x}, pa);
+    Value dx = g.add(op::max_pool2d_grad, {dy, x, y}, pa);
     Executable exe(g, {x, dy}, {dx});
     double ms = median_ms([&] { exe.run(); }, reps);
     const std::string name = std::string("maxpool fwd+bwd 24x24x64 ") + layout;

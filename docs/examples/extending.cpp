@@ -21,7 +21,7 @@ class Scale : public ls::Layer {
   }
   // Keras's call(inputs): add this layer's ops to the graph being compiled.
   std::vector<ls::Value> call(ls::CallContext& ctx, const std::vector<ls::Value>& in) override {
-    return {ctx.graph.add("mul", {in[0], ctx.read(scale_)})};  // numpy broadcasting
+    return {ctx.graph.add(ls::op::mul, {in[0], ctx.read(scale_)})};  // numpy broadcasting
   }
 
  private:
@@ -37,10 +37,10 @@ class MeanSquaredLogError : public ls::Loss {
   ls::json get_config() const override { return {{"name", "msle"}}; }
   ls::Value per_sample(ls::Graph& g, ls::Value y_true, ls::Value y_pred) const override {
     auto log1p = [&g](ls::Value v) {
-      return g.add("log", {g.add("scale_shift", {v}, ls::Attrs{{"scale", 1.0}, {"shift", 1.0}})});
+      return g.add(ls::op::log, {g.add(ls::op::scale_shift, {v}, ls::Attrs{{"scale", 1.0}, {"shift", 1.0}})});
     };
-    ls::Value d = g.add("sub", {log1p(g.add("relu", {y_pred})), log1p(y_true)});
-    return g.add("reduce_mean", {g.add("square", {d})},
+    ls::Value d = g.add(ls::op::sub, {log1p(g.add(ls::op::relu, {y_pred})), log1p(y_true)});
+    return g.add(ls::op::reduce_mean, {g.add(ls::op::square, {d})},
                  ls::Attrs{{"axes", std::vector<int64_t>{-1}}, {"keepdims", false}});
   }
 };

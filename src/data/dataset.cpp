@@ -53,16 +53,6 @@ void rethrow_with_context(const std::string& where) {
   }
 }
 
-std::string exception_message(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    return x.what();
-  } catch (...) {
-    return "unknown exception";
-  }
-}
-
 int resolve_budget(const Options& options) {
   int b = options.max_threads > 0 ? options.max_threads
                                   : int(std::max(1u, std::thread::hardware_concurrency()));

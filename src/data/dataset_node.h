@@ -91,8 +91,6 @@ NodePtr copy_with_input(const T& self, const std::vector<NodePtr>& inputs) {
 // Rethrows the current exception as lockstep::Error with `where` prepended to the message
 // (non-std exceptions become "unknown exception").
 [[noreturn]] void rethrow_with_context(const std::string& where);
-// The message of an exception_ptr's exception.
-std::string exception_message(const std::exception_ptr& e);
 
 // A produced element or the error its production raised.
 struct Result {

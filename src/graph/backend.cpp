@@ -38,7 +38,8 @@ const Backend& find_backend(const std::string& name) {
   auto it = r.backends.find(name);
   if (it != r.backends.end()) return *it->second;
   std::string known;
-  for (const auto& [n, _] : r.backends) known += (known.empty() ? "\"" : ", \"") + n + "\"";
+  for (const auto& [n, b] : r.backends)
+    known += (known.empty() ? "\"" : "; \"") + n + "\" (" + b->doc() + ")";
   LS_FAIL("unknown backend \"", name, "\"; the registered backends are ", known,
           " (a backend's module must be linked: Lockstep::lockstep links them all)");
 }

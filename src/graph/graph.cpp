@@ -34,7 +34,7 @@ std::string Attrs::str() const {
   return os.str();
 }
 
-std::vector<Value> Graph::add_multi(const std::string& op, std::vector<Value> inputs, Attrs attrs,
+std::vector<Value> Graph::add_multi(OpId op, std::vector<Value> inputs, Attrs attrs,
                                     const std::string& name, VariablePtr var) {
   const OpDef& def = OpRegistry::get().op(op);
   try {
@@ -78,8 +78,8 @@ std::vector<Value> Graph::add_multi(const std::string& op, std::vector<Value> in
   return out;
 }
 
-Value Graph::add(const std::string& op, std::vector<Value> inputs, Attrs attrs,
-                 const std::string& name, VariablePtr var) {
+Value Graph::add(OpId op, std::vector<Value> inputs, Attrs attrs, const std::string& name,
+                 VariablePtr var) {
   auto outs = add_multi(op, std::move(inputs), std::move(attrs), name, std::move(var));
   LS_CHECK(!outs.empty(), op, " has no outputs; use add_multi");
   return outs[0];

@@ -262,7 +262,7 @@ void KernelProgram::plan_arena() {
   for (const auto& list : {outputs_, inputs_})  // fetched, and written by the caller
     for (Value v : list)
       if (BufferLife* b = life(v)) b->last = end;
-  const MemoryPlan plan = plan_memory(bufs, backend_.memory_rules().alignment);
+  const MemoryPlan plan = plan_memory(bufs, kAlignment);
   arena_bytes_ = plan.arena_bytes;
   unplanned_bytes_ = plan.unplanned_bytes;
   arena_ = allocator_->allocate(std::max<size_t>(arena_bytes_, kAlignment));
@@ -404,7 +404,7 @@ void KernelProgram::print_profile() const {
     if (st->seconds < 0.005 * total) break;
     const Node& nd = graph_.node(st->node);
     std::fprintf(stderr, "  %6.2f ms %5.1f%%  %-22s %s\n", 1e3 * st->seconds / steps,
-                 100.0 * st->seconds / total, nd.op.c_str(), nd.name.c_str());
+                 100.0 * st->seconds / total, nd.op.name(), nd.name.c_str());
   }
 }
 

@@ -61,65 +61,78 @@ OpRegistry& OpRegistry::get() {
 }
 
 void OpRegistry::add(OpDef def) {
-  LS_CHECK(!ops_.count(def.name), "op '", def.name, "' registered twice");
+  LS_CHECK(def.name.valid(), "an op declaration has no id (OpDef::name)");
+  LS_CHECK(!has(def.name), "op '", def.name, "' registered twice");
   if (!def.reference_only.empty()) def.backends = {kReferenceBackend};
-  std::string n = def.name;
-  ops_.emplace(n, std::move(def));
+  const size_t i = size_t(def.name.code());
+  ops_[i] = std::make_unique<OpDef>(std::move(def));
 }
 
-const OpDef& OpRegistry::op(const std::string& name) const {
-  auto it = ops_.find(name);
-  LS_CHECK(it != ops_.end(), "unknown op '", name, "' (not registered)");
-  return it->second;
+const OpDef& OpRegistry::op(OpId id) const {
+  LS_CHECK(has(id), "unknown op '", id, "' (not registered)");
+  return *ops_[size_t(id.code())];
 }
 
-void OpRegistry::add_kernel(const std::string& op, const std::string& backend, KernelFactory f,
-                            bool takes_bf16) {
-  kernels_[op][backend] = std::move(f);
-  takes_bf16_[op][backend] = takes_bf16;
+void OpRegistry::add_kernel(OpId op, const std::string& backend, KernelFactory f, bool takes_bf16) {
+  LS_CHECK(op.valid(), "a kernel for backend '", backend, "' names no op");
+  Kernels& k = kernels_[size_t(op.code())];
+  k.factory[backend] = std::move(f);
+  k.takes_bf16[backend] = takes_bf16;
 }
 
-bool OpRegistry::kernel_takes_bf16(const std::string& op, const std::string& backend) const {
-  auto it = takes_bf16_.find(op);
-  if (it == takes_bf16_.end()) return false;
-  auto jt = it->second.find(backend);
-  return jt != it->second.end() && jt->second;
+bool OpRegistry::kernel_takes_bf16(OpId op, const std::string& backend) const {
+  if (!op.valid()) return false;
+  const auto& m = kernels_[size_t(op.code())].takes_bf16;
+  auto it = m.find(backend);
+  return it != m.end() && it->second;
 }
 
-const KernelFactory* OpRegistry::kernel(const std::string& op, const std::string& backend) const {
-  auto it = kernels_.find(op);
-  if (it == kernels_.end()) return nullptr;
-  auto jt = it->second.find(backend);
-  return jt == it->second.end() ? nullptr : &jt->second;
+const KernelFactory* OpRegistry::kernel(OpId op, const std::string& backend) const {
+  if (!op.valid()) return nullptr;
+  const auto& m = kernels_[size_t(op.code())].factory;
+  auto it = m.find(backend);
+  return it == m.end() ? nullptr : &it->second;
+}
+
+std::vector<const OpDef*> OpRegistry::ops() const {
+  std::vector<const OpDef*> v;
+  for (const auto& d : ops_)
+    if (d) v.push_back(d.get());
+  return v;
 }
 
 std::vector<std::string> OpRegistry::op_names() const {
   std::vector<std::string> v;
-  for (auto& [k, _] : ops_) v.push_back(k);
+  for (const OpDef* d : ops()) v.push_back(d->name);
   std::sort(v.begin(), v.end());
   return v;
 }
 
+const OpDef* OpRegistry::fused_activation_op(FusedActivation a) const {
+  for (const OpDef* d : ops())
+    if ((d->fusion & kFuseActivation) && d->fused_as == a) return d;
+  return nullptr;
+}
+
 const OpDef* OpRegistry::activation_op(const std::string& name) const {
-  for (const auto& [_, def] : ops_)
-    for (const std::string& a : def.keras_activations)
-      if (a == name) return &def;
+  for (const OpDef* def : ops())
+    for (const std::string& a : def->keras_activations)
+      if (a == name) return def;
   return nullptr;
 }
 
 std::vector<std::string> OpRegistry::activation_names() const {
   std::vector<std::string> v;
-  for (const auto& [_, def] : ops_)
-    v.insert(v.end(), def.keras_activations.begin(), def.keras_activations.end());
+  for (const OpDef* def : ops())
+    v.insert(v.end(), def->keras_activations.begin(), def->keras_activations.end());
   std::sort(v.begin(), v.end());
   return v;
 }
 
-std::vector<std::string> OpRegistry::kernel_backends(const std::string& op) const {
+std::vector<std::string> OpRegistry::kernel_backends(OpId op) const {
   std::vector<std::string> v;
-  auto it = kernels_.find(op);
-  if (it != kernels_.end())
-    for (auto& [backend, _] : it->second) v.push_back(backend);
+  if (op.valid())
+    for (auto& [backend, _] : kernels_[size_t(op.code())].factory) v.push_back(backend);
   std::sort(v.begin(), v.end());
   return v;
 }
@@ -169,7 +182,7 @@ void check_attrs(const OpDef& def, const Attrs& attrs) {
 namespace {
 
 // A set attribute is declared (Graph::add checked it); an unset one comes from the declaration.
-const AttrValue& resolve(const std::string& op, const Attrs& a, const std::string& key) {
+const AttrValue& resolve(OpId op, const Attrs& a, const std::string& key) {
   auto it = a.map().find(key);
   if (it != a.map().end()) return it->second;
   const OpDef& def = OpRegistry::get().op(op);
@@ -182,7 +195,7 @@ const AttrValue& resolve(const std::string& op, const Attrs& a, const std::strin
 }
 
 template <class T>
-const T& typed(const std::string& op, const std::string& key, const AttrValue& v) {
+const T& typed(OpId op, const std::string& key, const AttrValue& v) {
   LS_CHECK(std::holds_alternative<T>(v), op, ": attribute '", key, "' has type ",
            value_type_name(v));
   return std::get<T>(v);
@@ -190,33 +203,31 @@ const T& typed(const std::string& op, const std::string& key, const AttrValue& v
 
 }  // namespace
 
-int64_t attr_i(const std::string& op, const Attrs& a, const std::string& key) {
+int64_t attr_i(OpId op, const Attrs& a, const std::string& key) {
   return typed<int64_t>(op, key, resolve(op, a, key));
 }
 
-double attr_f(const std::string& op, const Attrs& a, const std::string& key) {
+double attr_f(OpId op, const Attrs& a, const std::string& key) {
   const AttrValue& v = resolve(op, a, key);
   if (std::holds_alternative<int64_t>(v)) return double(std::get<int64_t>(v));
   return typed<double>(op, key, v);
 }
 
-bool attr_b(const std::string& op, const Attrs& a, const std::string& key) {
+bool attr_b(OpId op, const Attrs& a, const std::string& key) {
   const AttrValue& v = resolve(op, a, key);
   if (std::holds_alternative<int64_t>(v)) return std::get<int64_t>(v) != 0;
   return typed<bool>(op, key, v);
 }
 
-const std::string& attr_s(const std::string& op, const Attrs& a, const std::string& key) {
+const std::string& attr_s(OpId op, const Attrs& a, const std::string& key) {
   return typed<std::string>(op, key, resolve(op, a, key));
 }
 
-const std::vector<int64_t>& attr_ints(const std::string& op, const Attrs& a,
-                                      const std::string& key) {
+const std::vector<int64_t>& attr_ints(OpId op, const Attrs& a, const std::string& key) {
   return typed<std::vector<int64_t>>(op, key, resolve(op, a, key));
 }
 
-const std::vector<double>& attr_floats(const std::string& op, const Attrs& a,
-                                       const std::string& key) {
+const std::vector<double>& attr_floats(OpId op, const Attrs& a, const std::string& key) {
   return typed<std::vector<double>>(op, key, resolve(op, a, key));
 }
 
@@ -231,6 +242,50 @@ const std::vector<int64_t>& attr_ints(const Node& n, const std::string& key) {
 }
 const std::vector<double>& attr_floats(const Node& n, const std::string& key) {
   return attr_floats(n.op, n.attrs, key);
+}
+
+FusedActivation attr_activation(const Node& n, const std::string& key) {
+  const std::string& name = attr_s(n, key);
+  FusedActivation a;
+  try {
+    a = fused_activation_named(name);
+  } catch (const Error& e) {
+    LS_FAIL(n.op, (n.name.empty() ? "" : " '" + n.name + "'"), ": attribute '", key,
+            "': ", e.what());
+  }
+  const OpDef& def = OpRegistry::get().op(n.op);
+  LS_CHECK(a == FusedActivation::linear || holds(def.takes_activations, a), n.op,
+           (n.name.empty() ? "" : " '" + n.name + "'"), ": attribute '", key, "' is '", name,
+           "', which ", n.op, " does not apply (it takes ",
+           fused_activation_names(def.takes_activations | bit(FusedActivation::linear)), ")");
+  return a;
+}
+
+const char* fused_activation_name(FusedActivation a) {
+  // The name of the op declared as this activation (kFuseActivation, OpDef::fused_as): the
+  // attribute value is the op's name, spelled nowhere else.
+  if (a == FusedActivation::linear) return "linear";
+  const OpDef* op = OpRegistry::get().fused_activation_op(a);
+  LS_CHECK(op, "fused activation ", int(a), " is declared by no op (kFuseActivation, fused_as)");
+  return op->name.name();
+}
+
+FusedActivation fused_activation_named(const std::string& name) {
+  for (FusedActivation a : kAllFusedActivations)
+    if (name == fused_activation_name(a)) return a;
+  FusedActivationSet all = 0;
+  for (FusedActivation a : kAllFusedActivations) all |= bit(a);
+  LS_FAIL("unknown fused activation '", name, "' (valid: ", fused_activation_names(all), ")");
+}
+
+std::string fused_activation_names(FusedActivationSet s) {
+  std::vector<std::string> names;
+  for (FusedActivation a : kAllFusedActivations)
+    if (holds(s, a)) names.push_back(std::string("\"") + fused_activation_name(a) + "\"");
+  std::string r;
+  for (size_t i = 0; i < names.size(); ++i)
+    r += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return r;
 }
 
 }  // namespace lockstep

@@ -134,7 +134,7 @@ std::vector<OnnxValue> batch_normalization(ConvertCall& c) {
         c.b.constant(c.name() + "/moving_mean", mean, {C}),
         c.b.constant(c.name() + "/moving_variance", weight(bn, "moving_variance").to_vector(),
                      {C})};
-    pb::NodeProto& n = c.b.node("BatchNormalization", ins, c.name());
+    pb::NodeProto& n = c.b.node(declared_onnx_op(op::batch_norm_infer), ins, c.name());
     set_attr(n, "epsilon", float(c.config.at("epsilon").get<double>()));
     return {c.output(n.output(0), x.layout)};
   }

@@ -55,7 +55,7 @@ std::vector<OnnxValue> dense(ConvertCall& c) {
     if (has_bias) ins.push_back(b.constant(c.name() + "/bias", bias, {units}));
     y = b.add("Gemm", ins, c.name());
   } else {  // Keras's Dense on rank > 2: the last axis
-    y = b.add("MatMul", {x.name, w}, c.name());
+    y = b.add(declared_onnx_op(op::matmul), {x.name, w}, c.name());
     if (has_bias) y = b.add("Add", {y, b.constant(c.name() + "/bias", bias, {units})}, c.name());
   }
   OnnxValue out = c.output(y, Layout::kChannelsLast);
@@ -87,7 +87,7 @@ OnnxValue conv(ConvertCall& c, const OnnxValue& x_in, const std::vector<float>& 
   std::vector<std::string> ins{x.name, b.constant(base + "/kernel", oihw, dims)};
   if (!bias.empty()) ins.push_back(b.constant(base + "/bias", bias, {dims[0]}));
   const std::vector<int64_t> kernel{dims[2], dims[3]};
-  pb::NodeProto& n = b.node("Conv", ins, base);
+  pb::NodeProto& n = b.node(declared_onnx_op(op::conv2d), ins, base);
   set_attr(n, "kernel_shape", kernel);
   set_attr(n, "strides", strides);
   set_attr(n, "dilations", dilations);

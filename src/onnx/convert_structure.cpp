@@ -12,7 +12,8 @@ std::vector<OnnxValue> pool2d(ConvertCall& c) {
   const auto strides = cfg.at("strides").get<std::vector<int64_t>>();
   OnnxValue x = c.b.to_layout(c.inputs.at(0), Layout::kChannelsFirst);
   const bool max = c.layer().class_name() == "MaxPooling2D";
-  pb::NodeProto& n = c.b.node(max ? "MaxPool" : "AveragePool", {x.name}, c.name());
+  pb::NodeProto& n =
+      c.b.node(declared_onnx_op(max ? op::max_pool2d : op::avg_pool2d), {x.name}, c.name());
   set_attr(n, "kernel_shape", kernel);
   set_attr(n, "strides", strides);
   set_attr(n, "pads", spatial_pads(x.shape, kernel, strides, {1, 1}, cfg.at("padding")));
@@ -42,7 +43,8 @@ std::vector<OnnxValue> reshape(ConvertCall& c) {
   std::vector<int64_t> shape = c.output_shape().vec();
   shape[0] = 0;  // ONNX Reshape: 0 copies the batch dimension
   std::string y =
-      c.b.add("Reshape", {x.name, c.b.constant_i64(c.name() + "/shape", shape)}, c.name());
+      c.b.add(declared_onnx_op(op::reshape), {x.name, c.b.constant_i64(c.name() + "/shape", shape)},
+              c.name());
   return {c.output(y, Layout::kChannelsLast)};
 }
 
@@ -73,7 +75,7 @@ std::vector<OnnxValue> concatenate(ConvertCall& c) {
   std::vector<std::string> names;
   OnnxValue first = c.b.to_layout(c.inputs.at(0), layout);
   for (const auto& v : c.inputs) names.push_back(c.b.to_layout(v, layout).name);
-  pb::NodeProto& n = c.b.node("Concat", names, c.name());
+  pb::NodeProto& n = c.b.node(declared_onnx_op(op::concat), names, c.name());
   set_attr(n, "axis", layout_axis(first, c.config.at("axis").get<int64_t>()));
   return {c.output(n.output(0), layout)};
 }

@@ -252,4 +252,11 @@ void unsupported(const ConvertCall& c, const std::string& message) {
   LS_FAIL(c.layer().class_name(), " '", c.name(), "': cannot be exported to ONNX: ", message);
 }
 
+const std::string& declared_onnx_op(OpId id) {
+  const OpDef& d = OpRegistry::get().op(id);
+  LS_CHECK(!d.onnx.op.empty(), "ONNX export: op ", id, " declares no ONNX operator (",
+           d.onnx.none.empty() ? d.onnx.recipe : d.onnx.none, ")");
+  return d.onnx.op;
+}
+
 }  // namespace lockstep::onnx

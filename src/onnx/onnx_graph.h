@@ -105,6 +105,10 @@ void add_preprocessing_converters(ConverterTable& table);  // crops, resizing, a
 // Classes whose kernel and bias can absorb a following BatchNormalization.
 bool can_fold_batch_norm_into(const std::string& class_name);
 
+// The ONNX operator op `id` declares as its lowering (OpDef::onnx.op: conv2d's "Conv"), which the
+// converter of the layer that builds the op writes; an error when the op declares none.
+const std::string& declared_onnx_op(OpId id);
+
 // ---- helpers for converters ----
 // The layer's weight named `name` ("<layer>/<name>"), or nullptr when it has none.
 const Tensor* find_weight(const Layer& layer, const std::string& name);

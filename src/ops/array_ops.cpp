@@ -104,7 +104,6 @@ void register_copies() {
                 return Values{
                     b.add(op::cast, {dy[0]}, Attrs{{"dtype", std::string(dtype_name(from))}})};
               },
-          .elementwise = true,
           .rows = RowRule::pointwise,
           .onnx = {.op = "Cast"}});
   add_op(kGroup, {.name = op::concat,

@@ -109,7 +109,6 @@ void register_binaries() {
                     .infer = binary_infer,
                     .grad = op.grad,
                     .bf16 = true,
-                    .elementwise = true,
                     .layout_agnostic = true,
                     .rows = RowRule::pointwise,
                     .fusion = op.fusion,
@@ -129,7 +128,6 @@ void register_binaries() {
                           return Values{sum_to_input(b, n, 0, g[0]), sum_to_input(b, n, 1, g[1])};
                         },
                     .bf16 = true,
-                    .elementwise = true,
                     .layout_agnostic = true,
                     .rows = RowRule::pointwise,
                     .onnx = {.op = fwd == op::maximum ? "Max" : "Min"}});
@@ -197,7 +195,6 @@ void register_unary_math() {
                     .infer = unary_infer,
                     .grad = op.grad,
                     .bf16 = true,
-                    .elementwise = true,
                     .layout_agnostic = op.layout_agnostic,
                     .rows = RowRule::pointwise,
                     .keras_activations = op.keras_activations,
@@ -218,7 +215,6 @@ void register_unary_math() {
           .grad = [](GradBuilder& b, const Node& n,
                      const Values& dy) { return Values{scaled(b, dy[0], attr_f(n, "scale"))}; },
           .bf16 = true,
-          .elementwise = true,
           .layout_agnostic = true,
           .rows = RowRule::pointwise,
           .onnx = {.recipe = "x*scale+shift"}});
@@ -229,17 +225,24 @@ struct Activation {
   OpId grad_name;
   const char* doc;
   bool grad_of_output;  // the gradient op takes (dy, y), else (dy, x)
-  std::vector<AttrDecl> attrs;
-  std::vector<std::string> keras_activations;  // OpDef::keras_activations
-  OnnxLowering onnx;
+  std::vector<AttrDecl> attrs = {};
+  std::vector<std::string> keras_activations = {};  // OpDef::keras_activations
+  OnnxLowering onnx = {};
   bool layout_agnostic = true;  // both ops (softplus's kernels are not)
-  uint32_t fusion = kFuseNone, grad_fusion = kFuseNone;
+  // Set: a producer may apply it (kFuseActivation, OpDef::fused_as); with grad_of_output, its
+  // gradient op is kFuseActivationGrad (a gradient kernel may mask its own dy by it) and a
+  // producer that applies it keeps a gradient (kFuseGradFromOutput).
+  std::optional<FusedActivation> fused = std::nullopt;
 };
 
 // An activation and its gradient op, which takes the activation's attributes too.
 void add_activation(const Activation& act) {
-  const std::string grad_op = act.grad_name;
+  const OpId grad_op = act.grad_name;
   const bool uses_output = act.grad_of_output;
+  const FusedActivation fused_as = act.fused.value_or(FusedActivation::linear);
+  uint32_t fusion = kFuseNone, grad_fusion = kFuseNone;
+  if (act.fused) fusion = kFuseActivation | (uses_output ? kFuseGradFromOutput : kFuseNone);
+  if (act.fused && uses_output) grad_fusion = kFuseActivationGrad;
   add_op(kGroup, {.name = act.name,
                   .signature = "(x) -> y",
                   .doc = std::string(act.doc) + ", elementwise.",
@@ -251,10 +254,10 @@ void add_activation(const Activation& act) {
                         return Values{b.add(grad_op, {dy[0], v}, n.attrs)};
                       },
                   .bf16 = true,
-                  .elementwise = true,
                   .layout_agnostic = act.layout_agnostic,
                   .rows = RowRule::pointwise,
-                  .fusion = act.fusion,
+                  .fusion = fusion,
+                  .fused_as = fused_as,
                   .keras_activations = act.keras_activations,
                   .onnx = act.onnx});
   add_op(kGroup, {.name = grad_op,
@@ -265,61 +268,77 @@ void add_activation(const Activation& act) {
                   .infer = grad_pair_infer,
                   .bf16 = true,
                   .layout_agnostic = act.layout_agnostic,
-                  .fusion = act.grad_fusion,
+                  .fusion = grad_fusion,
+                  .fused_as = grad_fusion ? fused_as : FusedActivation::linear,
                   .onnx = {.none = kOnnxGradient}});
 }
 
 void register_activations() {
+  using FA = FusedActivation;
   const Activation activations[] = {
-      {op::relu,
-       op::relu_grad,
-       "max(x, 0)",
-       true,
-       {},
-       {"relu"},
-       {.op = "Relu"},
-       true,
-       kFuseActivation,
-       kFuseActivationGrad},
-      {op::relu6, op::relu6_grad, "min(max(x, 0), 6)", true, {}, {"relu6"}, {.recipe = "clip:0:6"}},
-      {op::sigmoid, op::sigmoid_grad, "1 / (1 + e^-x)", true, {}, {"sigmoid"}, {.op = "Sigmoid"}},
-      {op::tanh, op::tanh_grad, "The hyperbolic tangent of x", true, {}, {"tanh"}, {.op = "Tanh"}},
-      {op::gelu,
-       op::gelu_grad,
-       "x * Phi(x), Phi the standard normal CDF (Keras gelu)",
-       false,
-       {{"approximate", boolean, false, "use the tanh approximation"}},
-       {"gelu"},
-       {.recipe = "erf_gelu"}},
-      {op::swish,
-       op::swish_grad,
-       "x * sigmoid(x) (silu)",
-       false,
-       {},
-       {"swish", "silu"},
-       {.recipe = "x*sigmoid(x)"}},
-      {op::leaky_relu,
-       op::leaky_relu_grad,
-       "x for x > 0, else alpha * x",
-       false,
-       {{"alpha", f64, 0.2, "slope for x <= 0 (Keras negative_slope)"}},
-       {"leaky_relu"},
-       {.op = "LeakyRelu", .attrs = {{"alpha", 0.2}}}},
-      {op::elu,
-       op::elu_grad,
-       "x for x > 0, else alpha * (e^x - 1)",
-       false,
-       {{"alpha", f64, 1.0, "the negative saturation value is -alpha (Keras ELU alpha)"}},
-       {"elu"},
-       {.op = "Elu", .attrs = {{"alpha", 1.0}}}},
-      {op::softplus,
-       op::softplus_grad,
-       "log(1 + e^x)",
-       false,
-       {},
-       {"softplus"},
-       {.op = "Softplus"},
-       false},
+      {.name = op::relu,
+       .grad_name = op::relu_grad,
+       .doc = "max(x, 0)",
+       .grad_of_output = true,
+       .keras_activations = {"relu"},
+       .onnx = {.op = "Relu"},
+       .fused = FA::relu},
+      {.name = op::relu6,
+       .grad_name = op::relu6_grad,
+       .doc = "min(max(x, 0), 6)",
+       .grad_of_output = true,
+       .keras_activations = {"relu6"},
+       .onnx = {.recipe = "clip:0:6"},
+       .fused = FA::relu6},
+      {.name = op::sigmoid,
+       .grad_name = op::sigmoid_grad,
+       .doc = "1 / (1 + e^-x)",
+       .grad_of_output = true,
+       .keras_activations = {"sigmoid"},
+       .onnx = {.op = "Sigmoid"},
+       .fused = FA::sigmoid},
+      {.name = op::tanh,
+       .grad_name = op::tanh_grad,
+       .doc = "The hyperbolic tangent of x",
+       .grad_of_output = true,
+       .keras_activations = {"tanh"},
+       .onnx = {.op = "Tanh"}},
+      {.name = op::gelu,
+       .grad_name = op::gelu_grad,
+       .doc = "x * Phi(x), Phi the standard normal CDF (Keras gelu)",
+       .grad_of_output = false,
+       .attrs = {{"approximate", boolean, false, "use the tanh approximation"}},
+       .keras_activations = {"gelu"},
+       .onnx = {.recipe = "erf_gelu"},
+       .fused = FA::gelu},
+      {.name = op::swish,
+       .grad_name = op::swish_grad,
+       .doc = "x * sigmoid(x) (silu)",
+       .grad_of_output = false,
+       .keras_activations = {"swish", "silu"},
+       .onnx = {.recipe = "x*sigmoid(x)"},
+       .fused = FA::swish},
+      {.name = op::leaky_relu,
+       .grad_name = op::leaky_relu_grad,
+       .doc = "x for x > 0, else alpha * x",
+       .grad_of_output = false,
+       .attrs = {{"alpha", f64, 0.2, "slope for x <= 0 (Keras negative_slope)"}},
+       .keras_activations = {"leaky_relu"},
+       .onnx = {.op = "LeakyRelu", .attrs = {{"alpha", 0.2}}}},
+      {.name = op::elu,
+       .grad_name = op::elu_grad,
+       .doc = "x for x > 0, else alpha * (e^x - 1)",
+       .grad_of_output = false,
+       .attrs = {{"alpha", f64, 1.0, "the negative saturation value is -alpha (Keras ELU alpha)"}},
+       .keras_activations = {"elu"},
+       .onnx = {.op = "Elu", .attrs = {{"alpha", 1.0}}}},
+      {.name = op::softplus,
+       .grad_name = op::softplus_grad,
+       .doc = "log(1 + e^x)",
+       .grad_of_output = false,
+       .keras_activations = {"softplus"},
+       .onnx = {.op = "Softplus"},
+       .layout_agnostic = false},
   };
   for (const Activation& act : activations) add_activation(act);
 }

@@ -1,7 +1,10 @@
 // The fusions whose fused forms the ops declare (conv2d's fused_bias, activation and pads,
 // batch_norm_*'s activation and residual, max_pool2d_grad's activation, batch_norm_fold): the
 // rewrites of ops/internal/fusions.h, which the kernel backends run (every kernel backend
-// implements the fused forms). Each names its ops through the op ids.
+// implements the fused forms). Activations are found by their declared roles (kFuseActivation
+// and kFuseActivationGrad with OpDef::fused_as, taken where a producer declares them in
+// takes_activations), never by op: declaring an activation fusable is what makes it fuse. The
+// structural rewrites (bias, residual, batch-norm folds, pads) name their ops through the op ids.
 #include "ops/internal/fusions.h"
 
 #include <algorithm>
@@ -14,9 +17,56 @@ namespace lockstep::ops {
 
 namespace {
 
-// conv2d -> bias_add -> relu, each the only reader of the one before, becomes one conv2d
-// (fused_bias, activation relu): the bias and the activation ride on the conv's output pass.
-void fuse_conv_bias_relu(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
+const OpDef& decl(const Node& n) { return OpRegistry::get().op(n.op); }
+
+// Whether node n's attributes are all at their declared defaults (an activation fuses only in its
+// plain form: gelu without approximate, say).
+bool default_attrs(const Node& n) {
+  const OpDef& d = decl(n);
+  for (const auto& [key, value] : n.attrs.map()) {
+    const AttrDecl* a = d.attr(key);
+    if (!a || !a->default_value || !(*a->default_value == value)) return false;
+  }
+  return true;
+}
+
+// The fused activation node n computes (kFuseActivation, plain form), or linear.
+FusedActivation activation_of(const Node& n) {
+  const OpDef& d = decl(n);
+  return (d.fusion & kFuseActivation) && default_attrs(n) ? d.fused_as : FusedActivation::linear;
+}
+
+// The fused activation whose gradient from its output node n computes (kFuseActivationGrad), or
+// linear.
+FusedActivation activation_grad_of(const Node& n) {
+  const OpDef& d = decl(n);
+  return (d.fusion & kFuseActivationGrad) && default_attrs(n) ? d.fused_as
+                                                              : FusedActivation::linear;
+}
+
+// Whether producer p applies activation a (declared kFuseTakesActivation, a in its set), and
+// applies none yet.
+bool takes_activation(const Node& p, FusedActivation a) {
+  const OpDef& d = decl(p);
+  return a != FusedActivation::linear && (d.fusion & kFuseTakesActivation) &&
+         holds(d.takes_activations, a) && attr_activation(p) == FusedActivation::linear;
+}
+
+// Whether gradient node p masks by activation a's derivative (kFuseTakesActivationGrad).
+bool takes_activation_grad(const Node& p, FusedActivation a) {
+  const OpDef& d = decl(p);
+  return a != FusedActivation::linear && (d.fusion & kFuseTakesActivationGrad) &&
+         holds(d.takes_activations, a) && attr_activation(p) == FusedActivation::linear;
+}
+
+void set_activation(Node& n, FusedActivation a) {
+  n.attrs.set("activation", fused_activation_name(a));
+}
+
+// conv2d -> bias_add -> an activation the conv takes (relu), each the only reader of the one
+// before, becomes one conv2d (fused_bias, activation): the bias and the activation ride on the
+// conv's output pass.
+void fuse_conv_bias(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
   const auto sched = schedule_nodes(g, outputs);
   auto cons = consumers_of(g, sched, outputs);
   auto only_consumer = [&](int node) {
@@ -25,22 +75,24 @@ void fuse_conv_bias_relu(Graph& g, std::vector<Value>& outputs, std::vector<std:
   };
   for (int i : sched) {
     Node& conv = g.node(i);
-    if (conv.op != op::conv2d || attr_b(conv, "fused_bias") ||
-        attr_s(conv, "activation") != "linear" || conv.outputs.size() != 1)
+    if (!(decl(conv).fusion & kFuseTakesBias) || attr_b(conv, "fused_bias") ||
+        attr_activation(conv) != FusedActivation::linear || conv.outputs.size() != 1)
       continue;
     const int b = only_consumer(i);
-    if (b < 0 || g.node(b).op != op::bias_add || g.node(b).inputs[0] != Value{i, 0}) continue;
+    if (b < 0 || !(decl(g.node(b)).fusion & kFuseBias) || g.node(b).inputs[0] != Value{i, 0})
+      continue;
     Node& bias = g.node(b);
     conv.inputs.push_back(bias.inputs[1]);
     conv.attrs.set("fused_bias", true);
     make_view(bias, Value{i, 0});
-    std::string what = "conv2d+bias";
-    // Then a relu that reads the bias output, its only reader.
+    std::string what = conv.op + "+bias";
+    // Then an activation the conv takes that reads the bias output, its only reader.
     const int r = only_consumer(b);
-    if (r >= 0 && g.node(r).op == op::relu) {
-      conv.attrs.set("activation", "relu");
+    const FusedActivation act = r >= 0 ? activation_of(g.node(r)) : FusedActivation::linear;
+    if (takes_activation(conv, act) && g.node(r).outputs[0] == conv.outputs[0]) {
+      set_activation(conv, act);
       make_view(g.node(r), Value{b, 0});
-      what += "+relu";
+      what += std::string("+") + fused_activation_name(act);
     }
     report.push_back("fused " + what + " '" + conv.name + "'");
   }
@@ -63,35 +115,34 @@ void fuse_batch_norm(Graph& g, std::vector<Value>& outputs, std::vector<std::str
   for (int i : sched) {
     Node& bn = g.node(i);
     if ((bn.op != op::batch_norm_train && bn.op != op::batch_norm_infer) ||
-        attr_s(bn, "activation") != "linear" || attr_b(bn, "residual"))
+        attr_activation(bn) != FusedActivation::linear || attr_b(bn, "residual"))
       continue;
     const std::string kind = bn.op == op::batch_norm_train ? "batch_norm" : "batch_norm_infer";
     const int j = only_consumer(i);
     if (j < 0) continue;
     Node& next = g.node(j);
     const TensorType& t = bn.outputs[0];
-    if (next.op == op::relu && next.outputs[0] == t) {
-      bn.attrs.set("activation", "relu");
+    // An activation the batch norm takes (relu; MobileNetV2's ReLU(max_value=6) in training:
+    // in inference the batch norm folds into the conv, which takes the relu6).
+    const FusedActivation act = activation_of(next);
+    if (takes_activation(bn, act) && next.outputs[0] == t) {
+      set_activation(bn, act);
       make_view(next, Value{i, 0});
-      report.push_back("fused " + kind + "+relu '" + bn.name + "'");
+      report.push_back("fused " + kind + "+" + fused_activation_name(act) + " '" + bn.name + "'");
       continue;
     }
-    // MobileNetV2's BatchNormalization -> ReLU(max_value=6), in training (in inference the
-    // batch norm folds into the conv, which takes the relu6: fuse_conv_relu6).
-    if (next.op == op::relu6 && next.outputs[0] == t && bn.op == op::batch_norm_train) {
-      bn.attrs.set("activation", "relu6");
-      make_view(next, Value{i, 0});
-      report.push_back("fused " + kind + "+relu6 '" + bn.name + "'");
+    // A residual add, then relu (the one activation the fused residual form takes).
+    if (!(decl(next).fusion & kFuseResidual) || next.inputs.size() != 2 || next.outputs[0] != t)
       continue;
-    }
-    if (next.op != op::add || next.inputs.size() != 2 || next.outputs[0] != t) continue;
     const Value z = next.inputs[0] == Value{i, 0} ? next.inputs[1] : next.inputs[0];
     if (g.type(z) != t || z == Value{i, 0}) continue;
     const int k = only_consumer(j);
-    if (k < 0 || g.node(k).op != op::relu || g.node(k).outputs[0] != t) continue;
+    if (k < 0 || activation_of(g.node(k)) != FusedActivation::relu ||
+        !takes_activation(bn, FusedActivation::relu) || g.node(k).outputs[0] != t)
+      continue;
     if (reaches(g, {z}, i)) continue;
     bn.inputs.push_back(z);
-    bn.attrs.set("activation", "relu");
+    set_activation(bn, FusedActivation::relu);
     bn.attrs.set("residual", true);
     make_view(next, Value{i, 0});
     make_view(g.node(k), Value{i, 0});
@@ -103,26 +154,28 @@ void fuse_batch_norm(Graph& g, std::vector<Value>& outputs, std::vector<std::str
 // residual, from the same x, gamma and statistics gradient node bg reads; invalid otherwise.
 // float32 only: a bfloat16 y was rounded on the way to memory, which a kernel running between
 // conversions (the reference's) cannot see to recompute.
-Value forward_beta(const Graph& g, Value y, const Node& bg, const std::string& act) {
+Value forward_beta(const Graph& g, Value y, const Node& bg, FusedActivation act) {
   if (g.type(y).dtype != DType::f32) return {};
   while (is_view(g.node(y.node))) y = g.node(y.node).inputs[0];
   const Node& bn = g.node(y.node);
-  if (bn.op != op::batch_norm_train || y.index != 0 || attr_s(bn, "activation") != act ||
+  if (bn.op != op::batch_norm_train || y.index != 0 || attr_activation(bn) != act ||
       attr_b(bn, "residual") || bn.inputs[0] != bg.inputs[1] || bn.inputs[1] != bg.inputs[2] ||
       bg.inputs[3] != Value{y.node, 1} || bg.inputs[4] != Value{y.node, 2})
     return {};
   return bn.inputs[2];
 }
 
-// fuse_batch_norm's backward half: relu_grad(dy, y) (relu6_grad) -> batch_norm_train_grad
-// becomes one batch_norm_train_grad (activation relu / relu6, y its input 5); emit_dy where the
-// masked gradient has other readers.
+// fuse_batch_norm's backward half: an activation's gradient from its output, relu_grad(dy, y)
+// (kFuseActivationGrad: relu6_grad too) -> batch_norm_train_grad, which takes it, becomes one
+// batch_norm_train_grad (activation relu / relu6, y its input 5); emit_dy where the masked
+// gradient has other readers.
 void fuse_batch_norm_grad(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
   auto sched = schedule_nodes(g, outputs);
   auto cons = consumers_of(g, sched, outputs);
   for (int i : sched) {
-    const bool relu6 = g.node(i).op == op::relu6_grad;
-    if (g.node(i).op != op::relu_grad && !relu6) continue;
+    const FusedActivation act = activation_grad_of(g.node(i));
+    if (act == FusedActivation::linear) continue;
+    const char* act_name = fused_activation_name(act);
     const Value dy = g.node(i).inputs[0], y = g.node(i).inputs[1];
     const TensorType t = g.node(i).outputs[0];
     if (g.type(dy) != t || g.type(y) != t) continue;
@@ -130,7 +183,7 @@ void fuse_batch_norm_grad(Graph& g, std::vector<Value>& outputs, std::vector<std
     for (int k : cons[{i, 0}]) {
       if (k >= 0 && std::find(fused.begin(), fused.end(), k) != fused.end()) continue;
       Node* bg = k >= 0 ? &g.node(k) : nullptr;
-      if (!bg || bg->op != op::batch_norm_train_grad || attr_s(*bg, "activation") != "linear" ||
+      if (!bg || bg->op != op::batch_norm_train_grad || !takes_activation_grad(*bg, act) ||
           bg->inputs[0] != Value{i, 0} || g.type(bg->inputs[1]) != t ||
           std::count(bg->inputs.begin(), bg->inputs.end(), Value{i, 0}) != 1) {
         others.push_back(k);
@@ -149,16 +202,15 @@ void fuse_batch_norm_grad(Graph& g, std::vector<Value>& outputs, std::vector<std
       Node& bg = g.node(k);
       // y written by this very batch norm (fused relu / relu6, no residual): the mask is
       // recomputed from x and beta, and y is not read (two fewer passes over a tensor of x's size).
-      const Value beta = forward_beta(g, y, bg, relu6 ? "relu6" : "relu");
+      const Value beta = forward_beta(g, y, bg, act);
       std::vector<Value> in(bg.inputs.begin(), bg.inputs.begin() + 5);
       in[0] = dy;
       in.push_back(beta.valid() ? beta : y);
       in.insert(in.end(), bg.inputs.begin() + 5, bg.inputs.end());  // dmean, dvar
       bg.inputs = std::move(in);
-      bg.attrs.set("activation", relu6 ? "relu6" : "relu");
+      set_activation(bg, act);
       if (beta.valid()) bg.attrs.set("mask_from_x", true);
-      report.push_back(std::string(relu6 ? "fused relu6_grad" : "fused relu_grad") +
-                       "+batch_norm_train_grad '" + bg.name + "'" +
+      report.push_back("fused " + g.node(i).op + "+batch_norm_train_grad '" + bg.name + "'" +
                        (beta.valid() ? " (mask from x)" : ""));
     }
     if (!others.empty()) {
@@ -181,7 +233,7 @@ void fuse_batch_norm_swish(Graph& g, std::vector<Value>& outputs,
   auto cons = consumers_of(g, sched, outputs);
   for (int i : sched) {
     const Node& bn = g.node(i);
-    if (bn.op != op::batch_norm_train || attr_s(bn, "activation") != "linear" ||
+    if (bn.op != op::batch_norm_train || !takes_activation(bn, FusedActivation::swish) ||
         attr_b(bn, "residual"))
       continue;
     const Value s{i, 0};
@@ -190,7 +242,8 @@ void fuse_batch_norm_swish(Graph& g, std::vector<Value>& outputs,
     int sw = -1, sg = -1;
     for (int k : readers) {
       const Node& r = g.node(k);
-      if (r.op == op::swish && r.inputs[0] == s) sw = k;
+      if (activation_of(r) == FusedActivation::swish && r.inputs[0] == s) sw = k;
+      // swish's gradient from its input, swish_grad(dy, s): the batch norm recomputes s.
       if (r.op == op::swish_grad && r.inputs[1] == s && r.inputs[0] != s) sg = k;
     }
     if (sw < 0 || sg < 0) continue;
@@ -198,7 +251,7 @@ void fuse_batch_norm_swish(Graph& g, std::vector<Value>& outputs,
     if (grad_readers.size() != 1 || grad_readers[0] < 0) continue;
     const int b = grad_readers[0];
     const Node& bg = g.node(b);
-    if (bg.op != op::batch_norm_train_grad || attr_s(bg, "activation") != "linear" ||
+    if (bg.op != op::batch_norm_train_grad || !takes_activation_grad(bg, FusedActivation::swish) ||
         attr_b(bg, "emit_dy") || bg.inputs[0] != Value{sg, 0} || bg.inputs[1] != bn.inputs[0] ||
         bg.inputs[2] != bn.inputs[1] || bg.inputs[3] != Value{i, 1} ||
         bg.inputs[4] != Value{i, 2} ||
@@ -206,7 +259,7 @@ void fuse_batch_norm_swish(Graph& g, std::vector<Value>& outputs,
         g.type(g.node(sg).inputs[0]) != bn.outputs[0])
       continue;
     const Value dy = g.node(sg).inputs[0], beta = bn.inputs[2];
-    g.node(i).attrs.set("activation", "swish");
+    set_activation(g.node(i), FusedActivation::swish);
     make_view(g.node(sw), s);
     Node& grad = g.node(b);
     std::vector<Value> in(grad.inputs.begin(), grad.inputs.begin() + 5);
@@ -214,7 +267,7 @@ void fuse_batch_norm_swish(Graph& g, std::vector<Value>& outputs,
     in.push_back(beta);
     in.insert(in.end(), grad.inputs.begin() + 5, grad.inputs.end());  // dmean, dvar
     grad.inputs = std::move(in);
-    grad.attrs.set("activation", "swish");
+    set_activation(grad, FusedActivation::swish);
     report.push_back("fused batch_norm+swish '" + g.node(i).name + "' and its gradient");
   }
 }
@@ -244,8 +297,11 @@ void fold_batch_norm(Graph& g, std::vector<Value>& outputs, std::vector<std::str
     const Value src = producer_through_views(g, cons, i, reader, single);
     const int c = src.node;
     const Node& conv = g.node(c);
+    const FusedActivation activation = attr_activation(g.node(i));
     if (!single || conv.op != op::conv2d || src.index != 0 ||
-        attr_s(conv, "activation") != "linear" || cons[{c, 0}] != std::vector<int>{reader})
+        attr_activation(conv) != FusedActivation::linear ||
+        (activation != FusedActivation::linear && !takes_activation(conv, activation)) ||
+        cons[{c, 0}] != std::vector<int>{reader})
       continue;
     // Mixed precision: the conv reads bfloat16 weights (and bias) cast from float32 values
     // (a depthwise kernel through a reshape of the cast: (kh, kw, C, 1) -> (kh, kw, 1, C));
@@ -265,7 +321,7 @@ void fold_batch_norm(Graph& g, std::vector<Value>& outputs, std::vector<std::str
     if (g.type(in[0]).shape != w)
       in[0] =
           g.add(op::reshape, {in[0]}, g.node(conv_in[1].node).attrs, g.node(conv_in[1].node).name);
-    const std::string bn_name = g.node(i).name, activation = attr_s(g.node(i), "activation");
+    const std::string bn_name = g.node(i).name;
     auto fold = g.add_multi(op::batch_norm_fold, in,
                             Attrs{{"epsilon", attr_f(g.node(i), "epsilon")}}, bn_name + "/fold");
     const Value weights =
@@ -273,39 +329,38 @@ void fold_batch_norm(Graph& g, std::vector<Value>& outputs, std::vector<std::str
     Node& cv = g.node(c);  // add_multi may have moved the nodes
     cv.inputs = {cv.inputs[0], weights, fold[1]};
     cv.attrs.set("fused_bias", true);
-    cv.attrs.set("activation", activation);
+    set_activation(cv, activation);
     Node& bn = g.node(i);
     make_view(bn, Value{c, 0});
     report.push_back("folded batch_norm_infer '" + bn_name + "' into conv2d '" + cv.name + "'");
   }
 }
 
-// A relu6 or swish whose input comes from a conv2d (activation linear), each the only reader of
-// the one before through the identities earlier fusions left (a folded batch norm): the conv
-// applies it to its own output (activation relu6 / swish) and the activation node becomes an
-// identity, saving a pass over the activation (MobileNetV2's Conv -> BatchNormalization ->
-// ReLU(6), EfficientNet's Conv -> BatchNormalization -> swish, in inference), and a sigmoid
-// (EfficientNet's squeeze-and-excitation gate, Conv2D(activation="sigmoid")). In training a
-// gradient that reads the conv's output (swish_grad) keeps the nodes apart; sigmoid_grad reads
-// the sigmoid's output, which the fused conv writes, so a conv+sigmoid fuses there too.
-void fuse_conv_activation(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
+// An activation (kFuseActivation) whose input comes from a producer that takes it (conv2d's
+// takes_activations), each the only reader of the one before through the identities earlier
+// fusions left (a folded batch norm): the producer applies it to its own output and the activation
+// node becomes an identity, saving a pass over the activation (MobileNetV2's Conv ->
+// BatchNormalization -> ReLU(6), EfficientNet's Conv -> BatchNormalization -> swish and its
+// squeeze-and-excitation gate Conv2D(activation="sigmoid"), a ViT's Dense -> gelu where a conv
+// computes it). In training a gradient that reads the producer's output (swish_grad, gelu_grad)
+// keeps the nodes apart; one that reads the activation's output (relu_grad, sigmoid_grad:
+// kFuseGradFromOutput) reads the fused output, so those fuse there too.
+void fuse_activations(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
   auto sched = schedule_nodes(g, outputs);
   auto cons = consumers_of(g, sched, outputs);
   for (int i : sched) {
-    const std::string kind = g.node(i).op;
-    if (!(kind == op::relu6) && !(kind == op::swish) && !(kind == op::sigmoid)) continue;
+    const FusedActivation act = activation_of(g.node(i));
+    if (act == FusedActivation::linear) continue;
     int reader = i;
     bool single = true;
     const Value src = producer_through_views(g, cons, i, reader, single);
-    const Node& conv = g.node(src.node);
-    if (!single || conv.op != op::conv2d || src.index != 0 || conv.outputs.size() != 1 ||
-        attr_s(conv, "activation") != "linear" || cons[{src.node, 0}] != std::vector<int>{reader} ||
-        g.node(i).outputs[0] != conv.outputs[0])
+    const Node& p = g.node(src.node);
+    if (!single || src.index != 0 || p.outputs.size() != 1 || !takes_activation(p, act) ||
+        cons[{src.node, 0}] != std::vector<int>{reader} || g.node(i).outputs[0] != p.outputs[0])
       continue;
-    const std::string& name = kind;  // the activation's op name is the conv's activation
-    g.node(src.node).attrs.set("activation", name);
+    set_activation(g.node(src.node), act);
     make_view(g.node(i), g.node(i).inputs[0]);
-    report.push_back("fused conv2d+" + name + " '" + g.node(src.node).name + "'");
+    report.push_back("fused " + p.op + "+" + fused_activation_name(act) + " '" + p.name + "'");
   }
 }
 
@@ -447,24 +502,28 @@ void fold_pad_into_conv(Graph& g, std::vector<Value>& outputs, std::vector<std::
   }
 }
 
-// relu_grad(max_pool2d_grad(dy, x, y), x), where the pool read a relu's output x (conv + relu ->
-// max_pool, the reference CNN's): one max_pool2d_grad that masks dx by x > 0 itself, saving a
-// pass over the pool's input-sized gradient. x may reach the two through identities.
-void fuse_pool_relu_grad(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
+// relu_grad(max_pool2d_grad(dy, x, y), x) (an activation's gradient from its output,
+// kFuseActivationGrad, that the pool's gradient takes), where the pool read a relu's output x
+// (conv + relu -> max_pool, the reference CNN's): one max_pool2d_grad that masks dx by x > 0
+// itself, saving a pass over the pool's input-sized gradient. x may reach the two through
+// identities.
+void fuse_pool_activation_grad(Graph& g, std::vector<Value>& outputs,
+                               std::vector<std::string>& report) {
   auto sched = schedule_nodes(g, outputs);
   auto cons = consumers_of(g, sched, outputs);
   for (int i : sched) {
-    if (g.node(i).op != op::relu_grad) continue;
+    const FusedActivation act = activation_grad_of(g.node(i));
+    if (act == FusedActivation::linear) continue;
     const Value d = g.node(i).inputs[0], x = g.node(i).inputs[1];
     const Node& pg = g.node(d.node);
-    if (pg.op != op::max_pool2d_grad || d.index != 0 || attr_s(pg, "activation") != "linear" ||
+    if (pg.op != op::max_pool2d_grad || d.index != 0 || !takes_activation_grad(pg, act) ||
         cons[{d.node, 0}] != std::vector<int>{i} ||
         through_views(g, pg.inputs[1]) != through_views(g, x) || g.type(x) != g.node(i).outputs[0])
       continue;
     Node& pool_grad = g.node(d.node);
-    pool_grad.attrs.set("activation", "relu");
+    set_activation(pool_grad, act);
     make_view(g.node(i), d);
-    report.push_back("fused max_pool2d_grad+relu_grad '" + pool_grad.name + "'");
+    report.push_back("fused max_pool2d_grad+" + g.node(i).op + " '" + pool_grad.name + "'");
   }
 }
 
@@ -529,14 +588,14 @@ void fold_channel_affine(Graph& g, std::vector<Value>& outputs, std::vector<std:
 
 void fuse_for_kernels(Graph& g, std::vector<Value>& outputs, std::vector<std::string>& report) {
   fold_channel_affine(g, outputs, report);
-  fuse_conv_bias_relu(g, outputs, report);
+  fuse_conv_bias(g, outputs, report);
   fuse_batch_norm(g, outputs, report);
   fuse_batch_norm_grad(g, outputs, report);
   fuse_batch_norm_swish(g, outputs, report);
   fold_batch_norm(g, outputs, report);
-  fuse_conv_activation(g, outputs, report);
+  fuse_activations(g, outputs, report);
   fold_pad_into_conv(g, outputs, report);
-  fuse_pool_relu_grad(g, outputs, report);
+  fuse_pool_activation_grad(g, outputs, report);
 }
 
 }  // namespace lockstep::ops

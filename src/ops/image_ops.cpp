@@ -101,7 +101,7 @@ const std::vector<AttrDecl> kFillAttrs = {
 
 // The gradient of an op whose input 0 is the image and whose gradient is `op`(dy, params...):
 // none for uint8 images, none for the parameter inputs.
-GradFn image_grad(std::string op,
+GradFn image_grad(OpId op,
                   std::function<std::vector<Value>(GradBuilder&, const Node&, Value dy)> inputs,
                   int num_inputs) {
   return [op, inputs, num_inputs](GradBuilder& b, const Node& n, const Values& dy) {
@@ -128,7 +128,7 @@ std::vector<OpDef> flip_ops() {
              return Types{in[0], f32(params_shape(x, 2))};
            },
        .grad = image_grad(
-           "image_flip",
+           op::image_flip,
            [](GradBuilder&, const Node& n, Value dy) {
              return Values{dy, Value{n.id, 1}};
            },
@@ -146,7 +146,7 @@ std::vector<OpDef> flip_ops() {
              return Types{in[0]};
            },
        .grad = image_grad(
-           "image_flip",
+           op::image_flip,
            [](GradBuilder&, const Node& n, Value dy) {
              return Values{dy, n.inputs[1]};
            },
@@ -190,7 +190,7 @@ std::vector<OpDef> affine_ops() {
        .attrs = random_affine_attrs(),
        .infer = random_affine_infer,
        .grad = image_grad(
-           "image_affine_transform_grad",
+           op::image_affine_transform_grad,
            [](GradBuilder&, const Node& n, Value dy) {
              return Values{dy, Value{n.id, 1}};
            },
@@ -237,7 +237,7 @@ std::vector<OpDef> affine_ops() {
 
 // ---- contrast and brightness: the same three ops each ----
 struct ColorAdjust {
-  std::string kind;    // "contrast": image_random_contrast, image_adjust_contrast(+_grad)
+  OpId random, adjust, grad;  // image_random_contrast, image_adjust_contrast(+_grad)
   std::string params;  // what the per-image parameters are: "factors"
   std::string random_doc, adjust_doc, lower_doc, upper_doc;
   bool (*bounds_ok)(double lower, double upper);
@@ -255,12 +255,12 @@ Types adjust_grad_infer(const Node&, const Types& in, const std::string& params)
 }
 
 std::vector<OpDef> color_ops(const ColorAdjust& c) {
-  const std::string adjust = "image_adjust_" + c.kind, grad = adjust + "_grad";
+  const OpId adjust = c.adjust, grad = c.grad;
   auto through = [](GradBuilder&, const Node& n, Value dy) {
     return Values{dy, n.inputs[0], n.inputs[1]};
   };
   return {
-      {.name = "image_random_" + c.kind,
+      {.name = c.random,
        .signature = "(x[N, H, W, C]) -> (y, " + c.params + "[N])",
        .doc = c.random_doc,
        .attrs = {{"lower", f64, required, c.lower_doc},
@@ -307,7 +307,9 @@ std::vector<OpDef> color_ops(const ColorAdjust& c) {
 
 std::vector<OpDef> contrast_ops() {
   return color_ops(
-      {.kind = "contrast",
+      {.random = op::image_random_contrast,
+       .adjust = op::image_adjust_contrast,
+       .grad = op::image_adjust_contrast_grad,
        .params = "factors",
        .random_doc = "Random contrast per image: factor in [1 - lower, 1 + upper].",
        .adjust_doc = "clip((x - mean) * factor + mean), the mean per image and channel.",
@@ -319,7 +321,9 @@ std::vector<OpDef> contrast_ops() {
 
 std::vector<OpDef> brightness_ops() {
   return color_ops(
-      {.kind = "brightness",
+      {.random = op::image_random_brightness,
+       .adjust = op::image_adjust_brightness,
+       .grad = op::image_adjust_brightness_grad,
        .params = "deltas",
        .random_doc = "Random brightness per image: delta = U(lower, upper) * (high - low).",
        .adjust_doc = "clip(x + delta), one delta per image.",

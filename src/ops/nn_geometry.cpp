@@ -104,13 +104,7 @@ ConvGeom conv_geometry(const Shape& x, const Shape& w, const Node& n) {
 ConvGeom conv2d_geometry(const Shape& x, const Shape& w, const Node& n) {
   ConvGeom g = conv_geometry(x, w, n);
   g.fused_bias = attr_b(n, "fused_bias");
-  const std::string& act = attr_s(n, "activation");
-  LS_CHECK(act == "linear" || act == "relu" || act == "relu6" || act == "swish" || act == "sigmoid",
-           "conv2d activation must be linear, relu, relu6, swish or sigmoid, got ", act);
-  g.relu = act == "relu";
-  g.relu6 = act == "relu6";
-  g.swish = act == "swish";
-  g.sigmoid = act == "sigmoid";
+  g.act = attr_activation(n);
   return g;
 }
 
@@ -119,12 +113,12 @@ PointwiseDepthwise pointwise_depthwise_geometry(const Shape& x, const Shape& w, 
   Node c;
   c.op = op::conv2d;
   c.name = n.name;
-  c.attrs.set("fused_bias", true).set("activation", attr_s(n, "activation"));
+  c.attrs.set("fused_bias", true).set("activation", fused_activation_name(attr_activation(n)));
   PointwiseDepthwise r;
   r.pw = conv2d_geometry(x, w, c);
   LS_CHECK(r.pw.KH == 1 && r.pw.KW == 1 && r.pw.G == 1 && r.pw.SH == 1 && r.pw.SW == 1,
            "the pointwise filter must be 1x1, got ", w.str());
-  c.attrs.set("activation", attr_s(n, "dw_activation"))
+  c.attrs.set("activation", fused_activation_name(attr_activation(n, "dw_activation")))
       .set("strides", attr_ints(n, "dw_strides"))
       .set("pads", attr_ints(n, "dw_pads"))
       .set("groups", AttrValue(r.pw.O));

@@ -5,6 +5,11 @@
 
 namespace lockstep::ops {
 
+// The activations conv2d's kernels apply to their output (every backend's).
+constexpr FusedActivationSet kConvActivations =
+    bit(FusedActivation::relu) | bit(FusedActivation::relu6) | bit(FusedActivation::sigmoid) |
+    bit(FusedActivation::swish) | bit(FusedActivation::gelu);
+
 static void check_dy(const ConvGeom& g, const Shape& dy, const char* what) {
   LS_CHECK(dy.rank() == 4, what, ": dy must be 4-D, got ", dy.str());
   Shape want{g.N, g.OH, g.OW, g.O};
@@ -64,13 +69,7 @@ static std::vector<TensorType> infer_pointwise_depthwise(const Node& n,
 
 static std::vector<Value> grad_conv(GradBuilder& b, const Node& n, const std::vector<Value>& dy) {
   Value G = dy[0];
-  if (attr_s(n, "activation") == "relu") G = b.add(op::relu_grad, {G, Value{n.id, 0}});
-  if (attr_s(n, "activation") == "relu6") G = b.add(op::relu6_grad, {G, Value{n.id, 0}});
-  if (attr_s(n, "activation") == "sigmoid") G = b.add(op::sigmoid_grad, {G, Value{n.id, 0}});
-  LS_CHECK(attr_s(n, "activation") != "swish", "conv2d '", n.name,
-           "': activation swish is an inference fusion (its gradient needs the conv's output "
-           "before the swish, which the fused node does not keep); differentiate the unfused "
-           "conv2d -> swish instead");
+  G = fused_activation_grad(b, n, G);
   Value x = n.inputs[0], w = n.inputs[1];
   Attrs ai = attrs_for(op::conv2d_backward_input, n.attrs);
   Attrs af = attrs_for(op::conv2d_backward_filter, n.attrs);
@@ -196,8 +195,7 @@ void register_matmul_conv() {
           .attrs = conv_attrs(
               {{"fused_bias", boolean, false, "input 2 is a bias added to y"},
                {"activation", str, "linear",
-                "\"linear\", \"relu\", \"relu6\", \"sigmoid\" or \"swish\" (no gradient), "
-                "applied last"},
+                "a fused activation it applies last (one of takes_activations)"},
                {"src_layout", str, "nhwc",
                 "x's memory layout: \"nhwc\", or \"nChw16c\" (channels blocked by 16), which the "
                 "cpu backend's layout pass sets when every reader of a conv's output takes it"},
@@ -207,6 +205,7 @@ void register_matmul_conv() {
           .bf16 = true,
           .rows = RowRule::per_row,
           .fusion = kFuseTakesBias | kFuseTakesActivation,
+          .takes_activations = kConvActivations,
           .onnx = {.op = "Conv"}});
   add_op(kGroup, {.name = op::conv2d_backward_input,
                   .signature = "(dy, w) -> dx",
@@ -235,7 +234,7 @@ void register_matmul_conv() {
 // gradient through the pair: oneDNN computes the depthwise conv from the 1x1 conv's output rows
 // while they are still in cache.
 void register_fused_convs() {
-  const char* act = "\"linear\", \"relu\", \"relu6\" or \"swish\"";
+  const char* act = "\"linear\" or one of conv2d's takes_activations the cpu pair applies";
   add_op(kGroup,
          {.name = op::conv2d_pointwise_depthwise,
           .signature = "(x[N, H, W, C], w[1, 1, C, M], b[M], wd[kh, kw, 1, M], bd[M]) -> "
@@ -252,6 +251,9 @@ void register_fused_convs() {
                     kDstLayout},
           .infer = infer_pointwise_depthwise,
           .rows = RowRule::per_row,
+          .fusion = kFuseTakesActivation,  // both convs' (only the cpu pass makes the node)
+          .takes_activations = bit(FusedActivation::relu) | bit(FusedActivation::relu6) |
+                               bit(FusedActivation::swish),
           .onnx = {.none = kOnnxBackendFusion},
           .xla = {.none = "made only by the cpu backend's fusion pass, after the xla backend "
                           "would have lowered the two conv2d nodes"}});
@@ -285,7 +287,8 @@ void register_pools() {
                                         "a following relu_grad(dx, x) into it)"}}),
                   .infer = infer_max_pool_grad,
                   .bf16 = true,
-                  .fusion = kFuseTakesActivation,
+                  .fusion = kFuseTakesActivationGrad,
+                  .takes_activations = bit(FusedActivation::relu),
                   .onnx = {.none = kOnnxGradient}});
   add_op(kGroup, {.name = op::avg_pool2d,
                   .signature = "(x[N, H, W, C]) -> y",

@@ -51,18 +51,19 @@ const std::vector<AttrDecl> kReplicaGroup = {
 const std::vector<AttrDecl> kEpsilon = {
     {"epsilon", f64, 1e-3, "added to the variance before the square root (Keras default)"}};
 
-// Whether batch_norm_train(_grad) or batch_norm_infer has a fused activation: "linear" (no),
-// "relu", "relu6" or "swish" (yes; relu6 and swish not with a residual, and not on
-// batch_norm_infer).
+// Whether batch_norm_train(_grad) or batch_norm_infer has a fused activation (one its
+// declaration takes); with a residual, only relu.
 static bool fused_activation(const Node& n) {
-  const std::string& act = attr_s(n, "activation");
-  LS_CHECK(act == "linear" || act == "relu" || act == "relu6" || act == "swish",
-           "activation must be \"linear\", \"relu\", \"relu6\" or \"swish\", got '", act, "'");
-  LS_CHECK(act == "linear" || act == "relu" || n.op == op::batch_norm_train_grad ||
-               (n.op == op::batch_norm_train && !attr_b(n, "residual")),
-           "activation \"", act, "\" takes no residual and is for batch_norm_train(_grad) only");
-  return act != "linear";
+  const FusedActivation act = attr_activation(n);
+  const bool residual = OpRegistry::get().op(n.op).attr("residual") && attr_b(n, "residual");
+  LS_CHECK(!residual || act == FusedActivation::linear || act == FusedActivation::relu,
+           "activation \"", fused_activation_name(act), "\" takes no residual (only relu does)");
+  return act != FusedActivation::linear;
 }
+
+// The activations the batch-norm kernels of every backend apply.
+constexpr FusedActivationSet kBatchNormTrainActivations =
+    bit(FusedActivation::relu) | bit(FusedActivation::relu6) | bit(FusedActivation::swish);
 
 Types batch_norm_train_infer(const Node& n, const Types& in) {
   const bool residual = attr_b(n, "residual");
@@ -87,7 +88,7 @@ Types batch_norm_train_grad_infer(const Node& n, const Types& in) {
            " differ");
   for (size_t i = 2; i < in.size(); ++i)
     if (i != 5 || base == 5) check_param(in[i], C, "gamma/mean/var");
-  const bool swish = attr_s(n, "activation") == "swish";
+  const bool swish = attr_activation(n) == FusedActivation::swish;
   const bool from_x = attr_b(n, "mask_from_x");
   LS_CHECK(!from_x || (base == 6 && !swish), "mask_from_x needs activation \"relu\" or \"relu6\"");
   if (swish || from_x) check_param(in[5], C, "beta");
@@ -105,12 +106,8 @@ Types batch_norm_train_grad_infer(const Node& n, const Types& in) {
 static std::vector<Value> batch_norm_train_grad(GradBuilder& b, const Node& n,
                                                 const std::vector<Value>& dy) {
   std::vector<Value> d = dy;
-  LS_CHECK(attr_s(n, "activation") != "swish", "batch_norm_train '", n.name,
-           "': activation \"swish\" is set by the fusion pass after autodiff and has no gradient "
-           "builder; differentiate the unfused graph");
-  if (fused_activation(n))
-    d[0] = b.add(attr_s(n, "activation") == "relu6" ? op::relu6_grad : op::relu_grad,
-                 {d[0], Value{n.id, 0}});
+  fused_activation(n);
+  d[0] = fused_activation_grad(b, n, d[0]);
   std::vector<Value> in{d[0], n.inputs[0], n.inputs[1], Value{n.id, 1}, Value{n.id, 2}};
   if (!is_zero(b, d[1]) || !is_zero(b, d[2])) {
     in.push_back(d[1]);
@@ -129,6 +126,7 @@ static std::vector<Value> batch_norm_train_grad(GradBuilder& b, const Node& n,
 }
 
 Types batch_norm_infer_infer(const Node& n, const Types& in) {
+  fused_activation(n);
   const bool residual = attr_b(n, "residual");
   expect_inputs(in, residual ? 6 : 5);
   int64_t C = channels(in[0]);
@@ -183,7 +181,7 @@ Types layer_norm_grad_infer(const Node&, const Types& in) {
 std::vector<Value> batch_norm_infer_grad(GradBuilder& b, const Node& n,
                                          const std::vector<Value>& dy) {
   // The fusion pass runs after differentiation: a fused node never gets here.
-  LS_CHECK(attr_s(n, "activation") == "linear" && !attr_b(n, "residual"),
+  LS_CHECK(attr_activation(n) == FusedActivation::linear && !attr_b(n, "residual"),
            "batch_norm_infer: no gradient for the fused form (activation/residual)");
   const auto& in = n.inputs;
   return b.add_multi(op::batch_norm_infer_grad, {dy[0], in[0], in[1], in[3], in[4]},
@@ -198,8 +196,8 @@ void register_batch_norm_train() {
                          "axis (biased variance).",
                   .attrs = {kEpsilon[0],
                             {"activation", str, "linear",
-                             "\"linear\", \"relu\", \"relu6\" or \"swish\" (the last two without "
-                             "a residual), applied last (the compiler's fusion pass folds a "
+                             "a fused activation (takes_activations; with a residual only "
+                             "relu), applied last (the compiler's fusion pass folds a "
                              "following residual add and relu, a relu6 or a swish into it)"},
                             {"residual", boolean, false,
                              "a 4th input z shaped like x, added before the activation"},
@@ -213,6 +211,7 @@ void register_batch_norm_train() {
                   .bf16 = true,
                   .bf16_outputs = {0},
                   .fusion = kFuseTakesActivation | kFuseTakesResidual,
+                  .takes_activations = kBatchNormTrainActivations,
                   .onnx = {.none = kOnnxTrainingMode}});
   add_op(kGroup,
          {.name = op::batch_norm_train_grad,
@@ -239,7 +238,8 @@ void register_batch_norm_train() {
           .infer = batch_norm_train_grad_infer,
           .bf16 = true,
           .bf16_outputs = {0, 3},
-          .fusion = kFuseTakesActivation,
+          .fusion = kFuseTakesActivationGrad,
+          .takes_activations = kBatchNormTrainActivations,
           .onnx = {.none = kOnnxGradient}});
 }
 
@@ -263,6 +263,7 @@ void register_batch_norm_infer() {
                   .bf16_outputs = {0},
                   .rows = RowRule::per_row,
                   .fusion = kFuseTakesActivation | kFuseTakesResidual,
+                  .takes_activations = bit(FusedActivation::relu),
                   .onnx = {.op = "BatchNormalization"}});
   add_op(kGroup,
          {.name = op::batch_norm_fold,

@@ -175,7 +175,7 @@ std::string fusion_text(uint32_t f) {
 // The per-op facts the passes and exporters read (OpDef fields), one line.
 void render_facts(std::ostringstream& os, const OpDef& def) {
   os << "\nFacts: rows " << rows_text(def.rows);
-  if (def.elementwise) os << "; elementwise";
+  if (def.rows == RowRule::pointwise) os << "; elementwise";
   if (def.layout_agnostic) os << "; layout-agnostic";
   if (def.fusion) os << "; fusion: " << fusion_text(def.fusion);
   if (!def.keras_activations.empty()) {
@@ -231,8 +231,8 @@ std::string render_ops_markdown(const OpRegistry& registry) {
   for (const Section& section : kSections) {
     os << "\n## " << section.title << "\n\n" << section.prose << "\n";
     for (const std::string& name : registry.op_names())
-      if (registry.op(name).group == section.group) {
-        render_op(os, registry.op(name));
+      if (registry.op(OpId::named(name)).group == section.group) {
+        render_op(os, registry.op(OpId::named(name)));
         rendered.push_back(name);
       }
   }
@@ -241,7 +241,7 @@ std::string render_ops_markdown(const OpRegistry& registry) {
   for (const std::string& name : registry.op_names())
     if (std::find(rendered.begin(), rendered.end(), name) == rendered.end()) rest.push_back(name);
   if (!rest.empty()) os << "\n## Other\n";
-  for (const std::string& name : rest) render_op(os, registry.op(name));
+  for (const std::string& name : rest) render_op(os, registry.op(OpId::named(name)));
   return os.str();
 }
 

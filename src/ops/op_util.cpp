@@ -38,7 +38,7 @@ std::vector<int64_t> normalise_axes(std::vector<int64_t> axes, int rank) {
   return axes;
 }
 
-Attrs attrs_for(const std::string& to, const Attrs& from) {
+Attrs attrs_for(OpId to, const Attrs& from) {
   const OpDef& def = OpRegistry::get().op(to);
   Attrs out;
   for (const auto& [key, value] : from.map())
@@ -87,6 +87,24 @@ bool keeps_rows_matmul(const Node& n, const std::vector<TensorType>& in,
   const int ra = in[0].shape.rank(), rb = in[1].shape.rank();
   if (attr_b(n, "transpose_a") || !rows[0] || ra < 2) return false;
   return !rows[1] ? rb == 2 || in[1].shape[0] == 1 : ra >= 3 && rb >= 3;
+}
+
+// dy through node n's fused activation: the activation op's own gradient, which reads only its
+// output (kFuseGradFromOutput), here n's output. An error for one whose gradient needs the value
+// before the activation, which the fused node does not keep.
+Value fused_activation_grad(GradBuilder& b, const Node& n, Value dy) {
+  const FusedActivation a = attr_activation(n);
+  if (a == FusedActivation::linear) return dy;
+  const OpDef* act = OpRegistry::get().fused_activation_op(a);
+  LS_CHECK(act && (act->fusion & kFuseGradFromOutput), n.op, " '", n.name, "': activation ",
+           fused_activation_name(a),
+           " is an inference fusion (its gradient needs the output before the activation, which "
+           "the fused node does not keep); differentiate the unfused ",
+           n.op, " -> ", fused_activation_name(a), " instead");
+  Node as_activation;  // the activation op, as if it had written n's output
+  as_activation.id = n.id;
+  as_activation.op = act->name;
+  return act->grad(b, as_activation, {dy})[0];
 }
 
 }  // namespace lockstep::ops

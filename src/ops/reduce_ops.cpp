@@ -191,7 +191,6 @@ void register_broadcasts() {
                         return Values{dy[0], db};
                       },
                   .bf16 = true,
-                  .elementwise = true,
                   .rows = RowRule::pointwise,
                   .fusion = kFuseBias,
                   .onnx = {.op = "Add"}});

@@ -11,7 +11,7 @@ namespace lockstep::ops {
 
 namespace {
 
-const char* kOp = "lr_schedule";
+constexpr OpId kOp = op::lr_schedule;
 
 double exponential(const Attrs& a, double step) {
   double p = step / double(attr_i(kOp, a, "decay_steps"));

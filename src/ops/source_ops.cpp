@@ -92,7 +92,6 @@ void register_placeholders() {
                            " of x's shape (autodiff's seed and missing gradients).",
                     .infer = [](const Node&, const Types& in) { return Types{f32(in[0].shape)}; },
                     .bf16 = true,
-                    .elementwise = true,
                     .rows = RowRule::pointwise,
                     .onnx = {.none = kOnnxAutodiff}});
 }
@@ -118,7 +117,6 @@ void register_views_and_writes() {
                   .alias_input = 0,
                   .backends = {},
                   .bf16 = true,
-                  .elementwise = true,
                   .layout_agnostic = true,
                   .rows = RowRule::pointwise,
                   .fusion = kFuseView,
@@ -130,7 +128,6 @@ void register_views_and_writes() {
                   .alias_input = 0,
                   .backends = {},
                   .bf16 = true,
-                  .elementwise = true,
                   .rows = RowRule::pointwise,
                   .onnx = {.op = "Identity"}});
   add_op(kGroup, {.name = op::reshape,

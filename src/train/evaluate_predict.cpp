@@ -61,7 +61,8 @@ distribute::StrategyImpl* strategy_of(const ModelRuntime& runtime) {
 Execution predict_execution(ModelRuntime& runtime, const Network& network) {
   return Execution(runtime.resolved().config.steps_per_execution, local_replicas_of(runtime),
                    [&runtime, &network](int64_t rows, int replica) -> Program& {
-                     return runtime.program(network, "predict", rows, replica);
+                     return runtime.program(network, ModelRuntime::ProgramKind::predict, rows,
+                                            replica);
                    });
 }
 
@@ -83,7 +84,8 @@ Logs Model::evaluate_loop(Source& source, int verbose, const std::vector<Callbac
   int batch_index = 0;
   Execution execution(runtime_->resolved().config.steps_per_execution, local_replicas,
                       [&](int64_t rows, int replica) -> Program& {
-                        return runtime_->program(*this, "eval", rows, replica, source.weighted());
+                        return runtime_->program(*this, ModelRuntime::ProgramKind::eval, rows,
+                                                 replica, source.weighted());
                       });
   // Several workers with arrays: each evaluates its rows of every batch (no step needs the
   // others; the metrics are summed over workers at the end).

@@ -380,7 +380,8 @@ void FitLoop::stage_batch(const WorkerBatch& batch, int64_t step) {
 // Thread replicas: a batch with fewer rows than replicas runs as a run of its own, on a train
 // program of the whole model's threads that updates replica 0's variables (run_alone).
 void FitLoop::stage_alone(const WorkerBatch& batch, int64_t step) {
-  Program& program = runtime_.program(model_, "train_alone", batch.rows, 0, source_.weighted());
+  Program& program = runtime_.program(model_, ModelRuntime::ProgramKind::train_alone, batch.rows, 0,
+                                      source_.weighted());
   if (num_runs_ == runs_.size()) runs_.emplace_back();
   Run& run = runs_[num_runs_++];
   run.first_step = step, run.steps = 1, run.rows = batch.rows, run.alone = true;
@@ -402,7 +403,8 @@ void FitLoop::stage_alone(const WorkerBatch& batch, int64_t step) {
 // is): the default progress output says how long it took.
 Program& FitLoop::train_program(int64_t rows, int replica) {
   const int compiled_before = runtime_.programs_compiled();
-  Program& program = runtime_.program(model_, "train", rows, replica, source_.weighted());
+  Program& program =
+      runtime_.program(model_, ModelRuntime::ProgramKind::train, rows, replica, source_.weighted());
   const std::string target = program.executable().target();
   if (runtime_.programs_compiled() > compiled_before && replica == 0 && config_.verbose &&
       !target.empty()) {

@@ -20,17 +20,19 @@ void ModelRuntime::compile(ResolvedCompile resolved,
   compiled_ = true;
 }
 
-Program& ModelRuntime::program(const Network& network, const std::string& kind, int64_t batch,
-                               int replica, int weighted) {
-  LS_CHECK(compiled_ || kind == "predict", "Model '", network.name(), "': call compile() before ",
-           kind == "train" ? "fit" : "evaluate");
+Program& ModelRuntime::program(const Network& network, ProgramKind kind, int64_t batch, int replica,
+                               int weighted) {
+  LS_CHECK(compiled_ || kind == ProgramKind::predict, "Model '", network.name(),
+           "': call compile() before ", kind == ProgramKind::eval ? "evaluate" : "fit");
   auto key = std::make_tuple(kind, batch, replica, weighted);
   auto it = programs_.find(key);
   if (it != programs_.end()) return *it->second;
-  const bool alone = kind == "train_alone";
-  Replication* replication = kind == "train" ? train_replication() : replication_.get();
-  auto p = std::make_unique<Program>(network, resolved_, program_kind(alone ? "train" : kind),
-                                     batch, replication, replica, weighted);
+  Replication* replication = kind == ProgramKind::train ? train_replication() : replication_.get();
+  const Program::Kind program_kind = kind == ProgramKind::eval      ? Program::Kind::eval
+                                     : kind == ProgramKind::predict ? Program::Kind::predict
+                                                                    : Program::Kind::train;
+  auto p = std::make_unique<Program>(network, resolved_, program_kind, batch, replication, replica,
+                                     weighted);
   compile_seconds_ += p->compile_seconds();
   return *(programs_[key] = std::move(p));
 }
@@ -40,7 +42,7 @@ void ModelRuntime::set_thread_replicas(int k) {
   LS_CHECK(k == 1 || (!strategy_ && !replication_),
            "thread replicas are for a model without a strategy or gradient shards");
   for (auto it = programs_.begin(); it != programs_.end();)  // compiled for the other count
-    it = std::get<0>(it->first) == "train" ? programs_.erase(it) : std::next(it);
+    it = std::get<0>(it->first) == ProgramKind::train ? programs_.erase(it) : std::next(it);
   threads_.reset();
   if (k == 1) return;
   std::vector<std::string> devices;

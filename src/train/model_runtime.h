@@ -26,10 +26,13 @@ class ModelRuntime {
   bool compiled() const { return compiled_; }
   const ResolvedCompile& resolved() const { return resolved_; }
 
-  // The step program of `kind` ("train", "eval", "predict") for `batch` rows on `replica`,
-  // compiled on first use from `network`. weighted: 0 none, 1 one weight per sample, O (several
-  // outputs): one per sample and output. Train and eval programs need compile().
-  Program& program(const Network& network, const std::string& kind, int64_t batch, int replica = 0,
+  // Which step program: a train program on train_replication(); train_alone, a train program on
+  // replication() even under thread replicas (a batch too small to split); eval; predict.
+  enum class ProgramKind { train, train_alone, eval, predict };
+  // The step program of `kind` for `batch` rows on `replica`, compiled on first use from
+  // `network`. weighted: 0 none, 1 one weight per sample, O (several outputs): one per sample and
+  // output. Train and eval programs need compile().
+  Program& program(const Network& network, ProgramKind kind, int64_t batch, int replica = 0,
                    int weighted = 0);
   double compile_seconds() const { return compile_seconds_; }
   int programs_compiled() const { return int(programs_.size()); }
@@ -43,8 +46,8 @@ class ModelRuntime {
   void set_thread_replicas(int k);
   int thread_replicas() const { return threads_ ? threads_->local_replicas() : 1; }
   // What fit's train programs replicate over: the thread replicas when on, else replication().
-  // Program kind "train_alone" is a train program on replication() even then (a batch too
-  // small to split).
+  // ProgramKind::train_alone is a train program on replication() even then (a batch too small
+  // to split).
   Replication* train_replication() const { return threads_ ? threads_.get() : replication_.get(); }
   // Gradient shards per local replica (lockstep/core/config.h): a model without a strategy gets
   // a replication of its own for k > 1 (and loses it for 1); programs compiled for another
@@ -66,7 +69,7 @@ class ModelRuntime {
   bool compiled_ = false;
   std::shared_ptr<DeviceResidence> residence_ = std::make_shared<DeviceResidence>();
   std::shared_ptr<distribute::StrategyImpl> strategy_;
-  std::map<std::tuple<std::string, int64_t, int, int>, std::unique_ptr<Program>> programs_;
+  std::map<std::tuple<ProgramKind, int64_t, int, int>, std::unique_ptr<Program>> programs_;
   double compile_seconds_ = 0;
   std::unique_ptr<Replication> replication_;
   std::unique_ptr<Replication> threads_;  // set_thread_replicas

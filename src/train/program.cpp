@@ -11,16 +11,11 @@
 #include "distribute/internal/strategy_runtime.h"
 #include "lockstep/core/config.h"
 #include "lockstep/graph/autodiff.h"
+#include "lockstep/graph/backend.h"
 #include "lockstep/graph/device_system.h"
 #include "train/predict_tiles.h"
 
 namespace lockstep {
-
-Program::Kind program_kind(const std::string& name) {
-  if (name == "train") return Program::Kind::train;
-  if (name == "eval") return Program::Kind::eval;
-  return Program::Kind::predict;
-}
 
 // ---- multi-step execution -------------------------------------------------------------------
 
@@ -215,8 +210,8 @@ Program::Built Program::build(const Network& model, const ResolvedCompile& resol
     // statistics are pooled by batch_norm_train's kernels themselves (ReplicaExchange).
     const distribute::StrategyImpl& s = replication->strategy();
     ctx.replicas_in_process = s.num_workers == 1 && device_replicas_ == 1 && s.backend.empty() &&
-                              cfg.backend == "cpu" && !cfg.run_eagerly &&
-                              replication->shards_per_replica() == 1;
+                              find_backend(cfg.backend).splits_batch_over_host_threads() &&
+                              !cfg.run_eagerly && replication->shards_per_replica() == 1;
     ctx.synchronize_batch_norm = replication->threads();
   }
   std::vector<Value> preds = model.call(ctx, b.inputs);
@@ -405,10 +400,10 @@ int64_t Program::plan_predict_tiles(const Network& model, const ResolvedCompile&
       !rows_independent(full.g, full.inputs, full.outputs, batch_, nullptr, &widest))
     return widest;
   const int64_t tile = predict_tile_rows(batch_, widest);
-  const int threads =
-      tile == 0 && cfg.backend == "cpu" && !replication && !config::op_determinism_enabled()
-          ? predict_thread_tiles(batch_)
-          : 1;
+  const int threads = tile == 0 && find_backend(cfg.backend).splits_batch_over_host_threads() &&
+                              !replication && !config::op_determinism_enabled()
+                          ? predict_thread_tiles(batch_)
+                          : 1;
   const int64_t rows = tile > 0 ? tile : threads > 1 ? batch_ / threads : 0;
   if (rows == 0) return widest;
   Built part = build(model, resolved, rows, replication, replica);

@@ -221,6 +221,4 @@ class Program {
   std::vector<std::vector<Tensor>> staged_outs_;  // predict: [slot][output]
 };
 
-Program::Kind program_kind(const std::string& name);
-
 }  // namespace lockstep

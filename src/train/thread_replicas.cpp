@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "lockstep/core/config.h"
+#include "lockstep/graph/backend.h"
 #include "lockstep/nn/network.h"
 
 namespace lockstep {
@@ -38,7 +39,8 @@ int fit_thread_replicas(const Model& model, const ResolvedCompile& resolved, boo
   if (setting == 1) return 1;
   const int replicas = setting == config::kAutoThreadReplicas ? omp_get_max_threads() : setting;
   const CompileConfig& cfg = resolved.config;
-  if (has_strategy || config::op_determinism_enabled() || cfg.backend != "cpu" || cfg.run_eagerly ||
+  if (has_strategy || config::op_determinism_enabled() ||
+      !find_backend(cfg.backend).splits_batch_over_host_threads() || cfg.run_eagerly ||
       replicas < 2 || omp_in_parallel())
     return 1;
   const int64_t rows = (batch_rows >= 0 ? batch_rows : kAssumedBatchRows) / replicas;

@@ -15,6 +15,7 @@
 #include "lockstep/core/file_io.h"
 #include "lockstep/data/image.h"
 #include "lockstep/viz/grid.h"
+#include "viz/canvas.h"
 
 namespace lockstep::viz {
 
@@ -28,38 +29,6 @@ constexpr uint8_t kReference[3] = {150, 150, 150};
 constexpr uint8_t kColors[6][3] = {{31, 119, 180}, {255, 127, 14},  {44, 160, 44},
                                    {214, 39, 40},  {148, 103, 189}, {140, 86, 75}};
 constexpr int kLeft = 64, kRight = 16, kTop = 34, kBottom = 44;
-
-struct Canvas {
-  Tensor image;
-  int width, height;
-  Canvas(int w, int h) : image(Tensor::empty(Shape{h, w, 3}, DType::u8)), width(w), height(h) {
-    std::memset(image.raw(), 255, image.nbytes());
-  }
-  void set(int x, int y, const uint8_t rgb[3]) {
-    if (x < 0 || y < 0 || x >= width || y >= height) return;
-    uint8_t* p = image.data<uint8_t>() + (int64_t(y) * width + x) * 3;
-    p[0] = rgb[0], p[1] = rgb[1], p[2] = rgb[2];
-  }
-  void rect(int x0, int y0, int x1, int y1, const uint8_t rgb[3]) {
-    for (int y = y0; y <= y1; ++y)
-      for (int x = x0; x <= x1; ++x) set(x, y, rgb);
-  }
-  // A line with a square brush of `thick` pixels; dash > 0 draws dash-pixel dashes.
-  void line(int x0, int y0, int x1, int y1, const uint8_t rgb[3], int thick = 2, int dash = 0) {
-    const int dx = std::abs(x1 - x0), dy = -std::abs(y1 - y0);
-    const int sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1;
-    for (int err = dx + dy, step = 0;; ++step) {
-      if (dash == 0 || (step / dash) % 2 == 0) rect(x0, y0, x0 + thick - 1, y0 + thick - 1, rgb);
-      if (x0 == x1 && y0 == y1) break;
-      const int e2 = 2 * err;
-      if (e2 >= dy) err += dy, x0 += sx;
-      if (e2 <= dx) err += dx, y0 += sy;
-    }
-  }
-  void text(int x, int y, const std::string& s, const uint8_t rgb[3] = kText) {
-    draw_text(image, x, y, s, rgb, 1);
-  }
-};
 
 // Tick values at a 1/2/5 x 10^k step covering [lo, hi] with about `target` ticks; none when
 // the range is empty or not finite. Ticks are counted, not accumulated: at 1e16 a step of 0.2
@@ -128,17 +97,17 @@ void draw_axes(Canvas& c, const Frame& f, const LineChart& chart) {
   for (double t : nice_ticks(f.y0, f.y1)) {
     c.line(f.left, f.py(t), f.right, f.py(t), kGrid, 1);
     const std::string s = tick_text(t);
-    c.text(f.left - 6 - text_width(s), f.py(t) - 3, s);
+    c.text(f.left - 6 - text_width(s), f.py(t) - 3, s, kText);
   }
   for (double t : nice_ticks(f.x0, f.x1)) {
     c.line(f.px(t), f.top, f.px(t), f.bottom, kGrid, 1);
     const std::string s = tick_text(t);
-    c.text(f.px(t) - text_width(s) / 2, f.bottom + 6, s);
+    c.text(f.px(t) - text_width(s) / 2, f.bottom + 6, s, kText);
   }
   c.line(f.left, f.top, f.left, f.bottom, kAxis, 1);
   c.line(f.left, f.bottom, f.right, f.bottom, kAxis, 1);
-  c.text((f.left + f.right - text_width(chart.x_label)) / 2, f.bottom + 22, chart.x_label);
-  c.text(4, f.top - 14, chart.y_label);
+  c.text((f.left + f.right - text_width(chart.x_label)) / 2, f.bottom + 22, chart.x_label, kText);
+  c.text(4, f.top - 14, chart.y_label, kText);
   draw_text(c.image, (c.width - text_width(chart.title, 2)) / 2, 6, chart.title, kText, 2);
 }
 
@@ -148,7 +117,7 @@ void draw_legend(Canvas& c, const Frame& f, const std::vector<Series>& series) {
     if (series[i].name.empty()) continue;
     const int x = f.right - text_width(series[i].name) - 30;
     c.line(x, y + 3, x + 16, y + 3, kColors[i % 6], 2);
-    c.text(x + 22, y, series[i].name);
+    c.text(x + 22, y, series[i].name, kText);
   }
 }
 

@@ -13,6 +13,7 @@
 #include "lockstep/core/file_io.h"
 #include "lockstep/data/image.h"
 #include "lockstep/viz/grid.h"
+#include "viz/canvas.h"
 
 namespace lockstep::viz {
 namespace {
@@ -22,35 +23,6 @@ constexpr uint8_t kGrey[3] = {225, 225, 225};
 constexpr uint8_t kText[3] = {40, 40, 40};
 // Plot-area margins inside a panel: room for tick labels (left, bottom) and the panel title.
 constexpr int kLeft = 62, kRight = 16, kTop = 34, kBottom = 40, kTitleBand = 44;
-
-struct Canvas {
-  Tensor image;
-  int width, height;
-  void set(int x, int y, const uint8_t rgb[3]) {
-    if (x < 0 || y < 0 || x >= width || y >= height) return;
-    uint8_t* p = image.data<uint8_t>() + (int64_t(y) * width + x) * 3;
-    p[0] = rgb[0], p[1] = rgb[1], p[2] = rgb[2];
-  }
-  void rect(int x0, int y0, int x1, int y1, const uint8_t rgb[3]) {
-    for (int y = y0; y <= y1; ++y)
-      for (int x = x0; x <= x1; ++x) set(x, y, rgb);
-  }
-  // A 2-pixel-wide line (Bresenham with a 2x2 brush).
-  void line(int x0, int y0, int x1, int y1, const uint8_t rgb[3]) {
-    const int dx = std::abs(x1 - x0), dy = -std::abs(y1 - y0);
-    const int sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1;
-    for (int err = dx + dy;;) {
-      rect(x0, y0, x0 + 1, y0 + 1, rgb);
-      if (x0 == x1 && y0 == y1) break;
-      const int e2 = 2 * err;
-      if (e2 >= dy) err += dy, x0 += sx;
-      if (e2 <= dx) err += dx, y0 += sy;
-    }
-  }
-  void text(int x, int y, const std::string& s, const uint8_t rgb[3], int scale = 1) {
-    draw_text(image, x, y, s, rgb, scale);
-  }
-};
 
 // 1, 2, 2.5 or 5 times a power of ten, near range / target_ticks.
 double nice_step(double range, int target_ticks) {
@@ -223,9 +195,7 @@ HistoryPlot render_history_plot(const SeriesMap& history, const HistoryPlotOptio
   const int cols = std::min<int>(int(names.size()), o.columns > 0 ? o.columns : 3);
   const int rows = (int(names.size()) + cols - 1) / cols;
   HistoryPlot plot;
-  Canvas c{Tensor(), cols * o.panel_width, kTitleBand + rows * o.panel_height};
-  c.image = Tensor::empty(Shape{c.height, c.width, 3}, DType::u8);
-  std::fill_n(c.image.data<uint8_t>(), c.image.numel(), uint8_t(255));
+  Canvas c(cols * o.panel_width, kTitleBand + rows * o.panel_height);
   c.text((c.width - text_width(o.title, 2)) / 2, 14, o.title, kBlack, 2);
   for (size_t i = 0; i < names.size(); ++i) {
     const std::string& name = names[i];

@@ -16,7 +16,7 @@ if ! compile "$FIXTURE"; then
 fi
 fail=0
 for virt in 'std::string name() const override' 'std::string doc() const override' \
-            'bool can_run(' 'void run_passes(' 'lockstep::MemoryRules memory_rules() const override' \
+            'bool can_run(' 'void run_passes(' 'bool splits_batch_over_host_threads() const override' \
             'std::unique_ptr<lockstep::CompiledGraph> compile('; do
   # Drop the member whose declaration starts with $virt (through its closing brace line).
   awk -v v="$virt" '

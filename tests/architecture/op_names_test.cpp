@@ -5,7 +5,8 @@
 //    builder (graph.cpp: placeholders, variables, constants) and autodiff (gradient seeds and
 //    sums) build concrete ops, through the ids;
 //  - no file of src/ outside the declarations and kernels spells an op's name as a string where
-//    an op is meant (g.add("relu", ...), n.op == "relu").
+//    an op is meant (g.add("relu", ...), n.op == op::relu); the IR takes OpIds, so such code no
+//    longer compiles, and this check keeps the strings out of other calls too.
 // Each check also runs on a fixture tree with one violation, to show it finds it.
 #include <gtest/gtest.h>
 

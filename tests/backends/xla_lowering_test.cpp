@@ -189,7 +189,7 @@ TEST(XlaLowering, CoversTheDenseAndConvTrainingOps) {
                          "reshape",
                          "cast",
                          "assign_add"})
-    EXPECT_TRUE(xla::find_lowering(op)) << op;
+    EXPECT_TRUE(xla::find_lowering(OpId::named(op))) << op;
 }
 
 // The problems of one op's StableHLO fact (OpDef::xla) against the lowering table: an op
@@ -212,8 +212,8 @@ TEST(XlaLowering, EveryOpIsLoweredOrSaysWhyNot) {
   std::string problems;
   int lowered = 0, reasons = 0;
   for (const std::string& name : OpRegistry::get().op_names()) {
-    const OpDef& d = OpRegistry::get().op(name);
-    const bool has = xla::find_lowering(name) != nullptr;
+    const OpDef& d = OpRegistry::get().op(OpId::named(name));
+    const bool has = xla::find_lowering(OpId::named(name)) != nullptr;
     const std::string p = xla_fact_problem(d, has);
     if (!p.empty()) problems += p + "\n";
     lowered += has;
@@ -227,15 +227,14 @@ TEST(XlaLowering, EveryOpIsLoweredOrSaysWhyNot) {
 
 // The check itself: an op with neither fails it, and so does an op with both.
 TEST(XlaLowering, TheCompletenessCheckCatchesBothMistakes) {
-  OpDef neither{.name = "fixture_op"};
-  EXPECT_NE(
-      xla_fact_problem(neither, false).find("fixture_op: no StableHLO lowering and no reason"),
-      std::string::npos);
+  OpDef neither{.name = op::abs};  // a fixture declaration (borrowing an id)
+  EXPECT_NE(xla_fact_problem(neither, false).find("abs: no StableHLO lowering and no reason"),
+            std::string::npos);
   EXPECT_EQ(xla_fact_problem(neither, true), "");
-  OpDef both{.name = "fixture_op", .xla = {.none = "host only"}};
+  OpDef both{.name = op::abs, .xla = {.none = "host only"}};
   EXPECT_NE(xla_fact_problem(both, true).find("declares none (\"host only\")"), std::string::npos);
   EXPECT_EQ(xla_fact_problem(both, false), "");
-  OpDef source{.name = "fixture_input", .source = Source::placeholder};
+  OpDef source{.name = op::input, .source = Source::placeholder};
   EXPECT_EQ(xla_fact_problem(source, false), "");
 }
 

@@ -35,13 +35,14 @@ Net normalization(Shape xs, bool rescale, bool share) {
   I bcast(size_t(xs.rank()), 1);
   bcast.back() = C;
   const Attrs shape{{"shape", bcast}};
-  Value h =
-      rescale ? g.add("scale_shift", {x}, Attrs{{"scale", 1.0 / 255}, {"shift", -0.5}}, "rescaling")
-              : x;
-  Value sd = g.add("maximum", {g.add("sqrt", {g.add("reshape", {var}, shape)}), g.scalar(1e-7f)});
-  Value centred = g.add("sub", {h, g.add("reshape", {mean}, shape)});
-  n.out = g.add("div", {centred, sd}, {}, "normalization");
-  if (share) n.out = g.add("add", {n.out, centred});
+  Value h = rescale ? g.add(op::scale_shift, {x}, Attrs{{"scale", 1.0 / 255}, {"shift", -0.5}},
+                            "rescaling")
+                    : x;
+  Value sd =
+      g.add(op::maximum, {g.add(op::sqrt, {g.add(op::reshape, {var}, shape)}), g.scalar(1e-7f)});
+  Value centred = g.add(op::sub, {h, g.add(op::reshape, {mean}, shape)});
+  n.out = g.add(op::div, {centred, sd}, {}, "normalization");
+  if (share) n.out = g.add(op::add, {n.out, centred});
   return n;
 }
 

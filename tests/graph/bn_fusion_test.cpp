@@ -43,17 +43,17 @@ Program block(bool bf16) {
     p.feeds.push_back(beta.back());
   }
   auto bn = [&](Value v, int k) {
-    return g.add_multi("batch_norm_train", {v, gamma[size_t(k)], beta[size_t(k)]},
+    return g.add_multi(op::batch_norm_train, {v, gamma[size_t(k)], beta[size_t(k)]},
                        Attrs{{"epsilon", 1e-3}}, "bn" + std::to_string(k))[0];
   };
-  Value h = bf16 ? g.add("cast", {x}, Attrs{{"dtype", std::string("bfloat16")}}) : x;
-  Value a = g.add("relu", {bn(h, 0)});
-  Value b = g.add("relu", {g.add("add", {bn(a, 1), a})});
-  Value c = g.add("relu", {g.add("add", {bn(b, 2), bn(b, 3)})});
-  if (bf16) c = g.add("cast", {c}, Attrs{{"dtype", std::string("float32")}});
+  Value h = bf16 ? g.add(op::cast, {x}, Attrs{{"dtype", std::string("bfloat16")}}) : x;
+  Value a = g.add(op::relu, {bn(h, 0)});
+  Value b = g.add(op::relu, {g.add(op::add, {bn(a, 1), a})});
+  Value c = g.add(op::relu, {g.add(op::add, {bn(b, 2), bn(b, 3)})});
+  if (bf16) c = g.add(op::cast, {c}, Attrs{{"dtype", std::string("float32")}});
   I axes{0, 1, 2, 3};
   Value loss =
-      g.add("reduce_sum", {g.add("mul", {c, w})}, Attrs{{"axes", axes}, {"keepdims", false}});
+      g.add(op::reduce_sum, {g.add(op::mul, {c, w})}, Attrs{{"axes", axes}, {"keepdims", false}});
   std::vector<Value> wrt{x};
   for (size_t i = 2; i < p.feeds.size(); ++i) wrt.push_back(p.feeds[i]);
   p.fetch = {loss, c};
@@ -105,7 +105,7 @@ void check_fused_matches_unfused(bool bf16) {
   EXPECT_LT(fused.num_scheduled(), unfused.num_scheduled());
   // The fused program no longer runs relu or relu_grad.
   bool relu_left = false;
-  for (const Node& n : fused.graph().nodes()) relu_left |= n.op == "relu";
+  for (const Node& n : fused.graph().nodes()) relu_left |= n.op == op::relu;
   EXPECT_FALSE(relu_left);
 
   const auto in = feed_values();
@@ -144,13 +144,14 @@ void check_activation(const std::string& act, bool bf16) {
     feeds.push_back(beta);
     wrt.push_back(gamma);
     wrt.push_back(beta);
-    return g.add(act, {g.add_multi("batch_norm_train", {v, gamma, beta}, Attrs{{"epsilon", 1e-3}},
-                                   "bn" + std::to_string(k))[0]});
+    return g.add(OpId::named(act),
+                 {g.add_multi(op::batch_norm_train, {v, gamma, beta}, Attrs{{"epsilon", 1e-3}},
+                              "bn" + std::to_string(k))[0]});
   };
-  Value h = bf16 ? g.add("cast", {x}, Attrs{{"dtype", std::string("bfloat16")}}) : x;
+  Value h = bf16 ? g.add(op::cast, {x}, Attrs{{"dtype", std::string("bfloat16")}}) : x;
   Value y = bn_relu6(bn_relu6(h, 0), 1);
-  if (bf16) y = g.add("cast", {y}, Attrs{{"dtype", std::string("float32")}});
-  Value loss = g.add("reduce_sum", {g.add("mul", {y, w})},
+  if (bf16) y = g.add(op::cast, {y}, Attrs{{"dtype", std::string("float32")}});
+  Value loss = g.add(op::reduce_sum, {g.add(op::mul, {y, w})},
                      Attrs{{"axes", I{0, 1, 2, 3}}, {"keepdims", false}});
   std::vector<Value> fetch{loss, y};
   for (Value d : gradients(g, loss, wrt)) fetch.push_back(d);
@@ -171,7 +172,7 @@ void check_activation(const std::string& act, bool bf16) {
   } else {
     EXPECT_EQ(count_lines(r, "fused batch_norm+swish"), 2) << all;
   }
-  for (const Node& n : fused.graph().nodes()) EXPECT_NE(n.op, act);
+  for (const Node& n : fused.graph().nodes()) EXPECT_NE(n.op, OpId::named(act));
   // The activations are views now (free); the two activation gradients are gone.
   EXPECT_EQ(fused.num_scheduled(), unfused.num_scheduled() - 2);
 
@@ -260,13 +261,13 @@ void check_infer_fusion(bool bf16) {
       in.push_back(g.input({DType::f32, Shape{kC}}, std::string(p) + std::to_string(k)));
       feeds.push_back(in.back());
     }
-    return g.add("batch_norm_infer", in, Attrs{{"epsilon", 1e-3}}, "bn" + std::to_string(k));
+    return g.add(op::batch_norm_infer, in, Attrs{{"epsilon", 1e-3}}, "bn" + std::to_string(k));
   };
-  Value h = bf16 ? g.add("cast", {x}, Attrs{{"dtype", std::string("bfloat16")}}) : x;
-  Value a = g.add("relu", {bn(h, 0)});
-  Value b = g.add("relu", {g.add("add", {bn(a, 1), a})});
-  Value c = g.add("relu", {g.add("add", {bn(b, 2), bn(b, 3)})});
-  if (bf16) c = g.add("cast", {c}, Attrs{{"dtype", std::string("float32")}});
+  Value h = bf16 ? g.add(op::cast, {x}, Attrs{{"dtype", std::string("bfloat16")}}) : x;
+  Value a = g.add(op::relu, {bn(h, 0)});
+  Value b = g.add(op::relu, {g.add(op::add, {bn(a, 1), a})});
+  Value c = g.add(op::relu, {g.add(op::add, {bn(b, 2), bn(b, 3)})});
+  if (bf16) c = g.add(op::cast, {c}, Attrs{{"dtype", std::string("float32")}});
   Executable fused(g, feeds, {c});
   Executable unfused(g, feeds, {c}, CompileOptions{.fuse = false});
   Executable eager(g, feeds, {c}, CompileOptions{.eager = true});
@@ -276,7 +277,7 @@ void check_infer_fusion(bool bf16) {
   EXPECT_EQ(count_lines(fused.report(), "fused batch_norm_infer+relu"), 1) << all;
   EXPECT_EQ(count_lines(fused.report(), "fused batch_norm_infer+add+relu"), 2) << all;
   bool relu_left = false;
-  for (const Node& n : fused.graph().nodes()) relu_left |= n.op == "relu";
+  for (const Node& n : fused.graph().nodes()) relu_left |= n.op == op::relu;
   EXPECT_FALSE(relu_left);
   Philox rng(9);
   std::vector<std::vector<float>> in;
@@ -314,25 +315,25 @@ void check_fold(bool bias, bool relu, bool bf16 = false) {
   Value w = g.input({DType::f32, Shape{3, 3, 16, 24}}, "w");
   std::vector<Value> feeds{x, w};
   auto to_bf16 = [&](Value v) {
-    return bf16 ? g.add("cast", {v}, Attrs{{"dtype", std::string("bfloat16")}}) : v;
+    return bf16 ? g.add(op::cast, {v}, Attrs{{"dtype", std::string("bfloat16")}}) : v;
   };
   Attrs ca{{"padding", std::string("same")}};
   Value y;
   if (bias) {
     feeds.push_back(g.input({DType::f32, Shape{24}}, "b"));
-    Value conv = g.add("conv2d", {to_bf16(x), to_bf16(w)}, ca, "conv");
-    y = g.add("bias_add", {conv, to_bf16(feeds.back())});
+    Value conv = g.add(op::conv2d, {to_bf16(x), to_bf16(w)}, ca, "conv");
+    y = g.add(op::bias_add, {conv, to_bf16(feeds.back())});
   } else {
-    y = g.add("conv2d", {to_bf16(x), to_bf16(w)}, ca, "conv");
+    y = g.add(op::conv2d, {to_bf16(x), to_bf16(w)}, ca, "conv");
   }
   std::vector<Value> bn_in{y};
   for (const char* p : {"gamma", "beta", "mean", "var"}) {
     bn_in.push_back(g.input({DType::f32, Shape{24}}, p));
     feeds.push_back(bn_in.back());
   }
-  Value out = g.add("batch_norm_infer", bn_in, Attrs{{"epsilon", 1e-3}}, "bn");
-  if (relu) out = g.add("relu", {out});
-  if (bf16) out = g.add("cast", {out}, Attrs{{"dtype", std::string("float32")}});
+  Value out = g.add(op::batch_norm_infer, bn_in, Attrs{{"epsilon", 1e-3}}, "bn");
+  if (relu) out = g.add(op::relu, {out});
+  if (bf16) out = g.add(op::cast, {out}, Attrs{{"dtype", std::string("float32")}});
   Executable fused(g, feeds, {out});
   Executable unfused(g, feeds, {out}, CompileOptions{.fuse = false});
   Executable eager(g, feeds, {out}, CompileOptions{.eager = true});
@@ -342,7 +343,7 @@ void check_fold(bool bias, bool relu, bool bf16 = false) {
   EXPECT_EQ(count_lines(fused.report(), "folded batch_norm_infer 'bn' into conv2d 'conv'"), 1)
       << all;
   int bn_left = 0;
-  for (const Node& n : fused.graph().nodes()) bn_left += n.op == "batch_norm_infer";
+  for (const Node& n : fused.graph().nodes()) bn_left += n.op == op::batch_norm_infer;
   EXPECT_EQ(bn_left, 0) << all;
   Philox rng(13);
   std::vector<std::vector<float>> in;
@@ -409,18 +410,19 @@ TEST(BatchNormFusion, InferenceFoldsIntoBf16DepthwiseConv) {
   Value w = g.input({DType::f32, Shape{3, 3, C, 1}}, "w");
   std::vector<Value> feeds{x, w};
   auto bf16 = [&](Value v) {
-    return g.add("cast", {v}, Attrs{{"dtype", std::string("bfloat16")}});
+    return g.add(op::cast, {v}, Attrs{{"dtype", std::string("bfloat16")}});
   };
-  Value k = g.add("reshape", {bf16(w)}, Attrs{{"shape", std::vector<int64_t>{3, 3, 1, C}}});
+  Value k = g.add(op::reshape, {bf16(w)}, Attrs{{"shape", std::vector<int64_t>{3, 3, 1, C}}});
   Value y =
-      g.add("conv2d", {bf16(x), k}, Attrs{{"groups", C}, {"padding", std::string("same")}}, "dw");
+      g.add(op::conv2d, {bf16(x), k}, Attrs{{"groups", C}, {"padding", std::string("same")}}, "dw");
   std::vector<Value> bn_in{y};
   for (const char* q : {"gamma", "beta", "mean", "var"}) {
     bn_in.push_back(g.input({DType::f32, Shape{C}}, q));
     feeds.push_back(bn_in.back());
   }
   Value out = g.add(
-      "cast", {g.add("relu6", {g.add("batch_norm_infer", bn_in, Attrs{{"epsilon", 1e-3}}, "bn")})},
+      op::cast,
+      {g.add(op::relu6, {g.add(op::batch_norm_infer, bn_in, Attrs{{"epsilon", 1e-3}}, "bn")})},
       Attrs{{"dtype", std::string("float32")}});
   const FourWays r = run_four_ways(g, feeds, out, 19);
   EXPECT_EQ(count_lines(r.report, "folded batch_norm_infer 'bn' into conv2d 'dw'"), 1) << r.all;
@@ -436,13 +438,13 @@ TEST(BatchNormFusion, InferenceKeepsABatchNormWhoseConvOutputIsShared) {
   Value x = g.input({DType::f32, Shape{2, 6, 6, 16}}, "x");
   Value w = g.input({DType::f32, Shape{3, 3, 16, 16}}, "w");
   std::vector<Value> feeds{x, w};
-  Value y = g.add("conv2d", {x, w}, Attrs{{"padding", std::string("same")}}, "conv");
+  Value y = g.add(op::conv2d, {x, w}, Attrs{{"padding", std::string("same")}}, "conv");
   std::vector<Value> bn_in{y};
   for (const char* p : {"gamma", "beta", "mean", "var"}) {
     bn_in.push_back(g.input({DType::f32, Shape{16}}, p));
     feeds.push_back(bn_in.back());
   }
-  Value out = g.add("add", {g.add("batch_norm_infer", bn_in, Attrs{{"epsilon", 1e-3}}), y});
+  Value out = g.add(op::add, {g.add(op::batch_norm_infer, bn_in, Attrs{{"epsilon", 1e-3}}), y});
   Executable exe(g, feeds, {out});
   EXPECT_EQ(count_lines(exe.report(), "folded"), 0);
 }
@@ -457,11 +459,11 @@ TEST(BatchNormFusion, InferencePadConvBatchNormRelu6BecomeOneConv) {
   Value x = g.input({DType::f32, Shape{2, 9, 9, C}}, "x");
   Value w = g.input({DType::f32, Shape{3, 3, 1, C}}, "w");
   std::vector<Value> feeds{x, w};
-  Value p = g.add("pad", {x},
+  Value p = g.add(op::pad, {x},
                   Attrs{{"before", std::vector<int64_t>{0, 0, 0, 0}},
                         {"after", std::vector<int64_t>{0, 1, 1, 0}}},
                   "pad");
-  Value y = g.add("conv2d", {p, w},
+  Value y = g.add(op::conv2d, {p, w},
                   Attrs{{"groups", C},
                         {"strides", std::vector<int64_t>{2, 2}},
                         {"padding", std::string("valid")}},
@@ -471,7 +473,8 @@ TEST(BatchNormFusion, InferencePadConvBatchNormRelu6BecomeOneConv) {
     bn_in.push_back(g.input({DType::f32, Shape{C}}, q));
     feeds.push_back(bn_in.back());
   }
-  Value out = g.add("relu6", {g.add("batch_norm_infer", bn_in, Attrs{{"epsilon", 1e-3}}, "bn")});
+  Value out =
+      g.add(op::relu6, {g.add(op::batch_norm_infer, bn_in, Attrs{{"epsilon", 1e-3}}, "bn")});
   const FourWays r = run_four_ways(g, feeds, out, 17);
   EXPECT_EQ(count_lines(r.report, "folded pad 'pad' into conv2d 'conv'"), 1) << r.all;
   EXPECT_EQ(count_lines(r.report, "fused conv2d+relu6 'conv'"), 1) << r.all;

@@ -82,13 +82,13 @@ Built two_norms(int64_t rows, const std::string& act, int64_t group, int replica
     wrt.insert(wrt.end(), {gamma, beta});
     Attrs a{{"epsilon", 1e-3}};
     if (group) a.set("group", AttrValue(group)), a.set("replica", AttrValue(int64_t(replica)));
-    Value y = g.add_multi("batch_norm_train", {v, gamma, beta}, a, "bn" + std::to_string(k))[0];
-    return act == "linear" ? y : g.add(act, {y});
+    Value y = g.add_multi(op::batch_norm_train, {v, gamma, beta}, a, "bn" + std::to_string(k))[0];
+    return act == "linear" ? y : g.add(OpId::named(act), {y});
   };
   Value y = bn(bn(x, 0), 1);
-  Value loss = g.add("mul", {g.add("reduce_sum", {g.add("mul", {y, w})},
-                                   Attrs{{"axes", I{0, 1, 2, 3}}, {"keepdims", false}}),
-                             scale});
+  Value loss = g.add(op::mul, {g.add(op::reduce_sum, {g.add(op::mul, {y, w})},
+                                     Attrs{{"axes", I{0, 1, 2, 3}}, {"keepdims", false}}),
+                               scale});
   b.fetch = {loss, y};
   for (Value d : gradients(g, loss, wrt)) b.fetch.push_back(d);
   return b;

@@ -50,11 +50,11 @@ Program conv_program(const Case& k) {
     p.feeds.push_back(b);
     a.set("fused_bias", true);
     a.set("activation", "relu");
-    y = g.add("conv2d", {x, w, b}, a, "conv");
+    y = g.add(op::conv2d, {x, w, b}, a, "conv");
   } else {
-    y = g.add("conv2d", {x, w}, a, "conv");
+    y = g.add(op::conv2d, {x, w}, a, "conv");
   }
-  Value loss = g.add("reduce_sum", {g.add("mul", {y, r})},
+  Value loss = g.add(op::reduce_sum, {g.add(op::mul, {y, r})},
                      Attrs{{"axes", I{0, 1, 2, 3}}, {"keepdims", false}});
   std::vector<Value> wrt{x, w};
   if (k.bias_relu) wrt.push_back(p.feeds[3]);
@@ -143,7 +143,7 @@ TEST(ConvAlgorithm, AutoPicksWinogradOnlyWhereItPays) {
     Graph g;
     Value xv = g.input({dtype, x}, "x");
     Value wv = g.input({dtype, w}, "w");
-    Value y = g.add("conv2d", {xv, wv}, a, "conv");
+    Value y = g.add(op::conv2d, {xv, wv}, a, "conv");
     Executable exe(g, {xv, wv}, {y});
     return winograd_kernels(exe);
   };
@@ -204,14 +204,14 @@ TEST(ConvLayouts, BlockedChainMatchesNhwcAndReference) {
     Value w2 = g.input({DType::f32, Shape{3, 3, 32, 32}}, "w2");
     Value w3 = g.input({DType::f32, Shape{1, 1, 32, 16}}, "w3");
     Attrs same{{"padding", std::string("same")}};
-    Value h1 = g.add("conv2d", {x, w1, b1},
+    Value h1 = g.add(op::conv2d, {x, w1, b1},
                      Attrs{{"padding", std::string("same")},
                            {"fused_bias", true},
                            {"activation", std::string("relu")}},
                      "c1");
-    Value h2 = g.add("conv2d", {h1, w2}, same, "c2");
-    Value pooled = g.add("max_pool2d", {h2}, Attrs{{"pool_size", I{2, 2}}}, "pool");
-    Value h3 = g.add("conv2d", {h2, w3}, {}, "c3");  // 16 channels, read by a graph output
+    Value h2 = g.add(op::conv2d, {h1, w2}, same, "c2");
+    Value pooled = g.add(op::max_pool2d, {h2}, Attrs{{"pool_size", I{2, 2}}}, "pool");
+    Value h3 = g.add(op::conv2d, {h2, w3}, {}, "c3");  // 16 channels, read by a graph output
     std::vector<Value> feeds{x, w1, b1, w2, w3}, fetch{pooled, h3};
     Executable exe(g, feeds, fetch);
     std::string all;  // the layout lines

@@ -50,11 +50,12 @@ Block expansion_block(int64_t C, int64_t M, const char* act = "relu6") {
       in.push_back(g.input({DType::f32, Shape{M}}, q));
       b.feeds.push_back(in.back());
     }
-    return g.add(act, {g.add("batch_norm_infer", in, Attrs{{"epsilon", 1e-3}}, name)});
+    return g.add(OpId::named(act),
+                 {g.add(op::batch_norm_infer, in, Attrs{{"epsilon", 1e-3}}, name)});
   };
-  Value e = bn(g.add("conv2d", {x, b.w1}, {}, "expand"), "expand_bn");
-  Value p = g.add("pad", {e}, Attrs{{"before", I{0, 0, 0, 0}}, {"after", I{0, 1, 1, 0}}});
-  Value d = g.add("conv2d", {p, wd}, Attrs{{"groups", M}, {"strides", I{2, 2}}}, "dwconv");
+  Value e = bn(g.add(op::conv2d, {x, b.w1}, {}, "expand"), "expand_bn");
+  Value p = g.add(op::pad, {e}, Attrs{{"before", I{0, 0, 0, 0}}, {"after", I{0, 1, 1, 0}}});
+  Value d = g.add(op::conv2d, {p, wd}, Attrs{{"groups", M}, {"strides", I{2, 2}}}, "dwconv");
   b.out = bn(d, "dw_bn");
   b.head = g.input({DType::f32, Shape{M}}, "head");
   b.feeds.push_back(b.head);
@@ -110,7 +111,7 @@ TEST(ConvChainFusion, OnlyAPairNoGradientGoesThroughFuses) {
   for (bool frozen : {false, true}) {
     Block b = expansion_block(16, 32);
     Graph& g = b.g;
-    Value loss = g.add("reduce_sum", {g.add("mul", {b.out, b.head})},
+    Value loss = g.add(op::reduce_sum, {g.add(op::mul, {b.out, b.head})},
                        Attrs{{"axes", I{0, 1, 2, 3}}, {"keepdims", false}});
     const std::vector<Value> wrt = frozen ? std::vector<Value>{b.head} : std::vector<Value>{b.w1};
     const std::vector<Value> grads = gradients(g, loss, wrt);

@@ -36,16 +36,16 @@ Program gate(bool training, bool second_reader) {
   Value w = g.input({DType::f32, Shape{1, 1, 24, 32}}, "w");
   Value b = g.input({DType::f32, Shape{32}}, "b");
   Value z =
-      g.add("bias_add",
-            {g.add("conv2d", {x, w}, Attrs{{"padding", std::string("valid")}}, "se_expand"), b});
-  Value s = g.add("sigmoid", {z});
+      g.add(op::bias_add,
+            {g.add(op::conv2d, {x, w}, Attrs{{"padding", std::string("valid")}}, "se_expand"), b});
+  Value s = g.add(op::sigmoid, {z});
   p.feeds = {x, w, b};
-  if (second_reader) s = g.add("add", {s, g.add("relu", {z})});
+  if (second_reader) s = g.add(op::add, {s, g.add(op::relu, {z})});
   p.fetch = {s};
   if (training) {
     Value r = g.input(g.type(s), "r");
     p.feeds.push_back(r);
-    Value loss = g.add("reduce_sum", {g.add("mul", {s, r})},
+    Value loss = g.add(op::reduce_sum, {g.add(op::mul, {s, r})},
                        Attrs{{"axes", I{0, 1, 2, 3}}, {"keepdims", false}});
     p.fetch.push_back(loss);
     for (Value d : gradients(g, loss, {x, w, b})) p.fetch.push_back(d);
@@ -69,7 +69,8 @@ void check(bool training, bool second_reader) {
   Executable unfused(p.g, p.feeds, p.fetch, CompileOptions{.fuse = false});
   Executable eager(p.g, p.feeds, p.fetch, CompileOptions{.eager = true});
   Executable reference(p.g, p.feeds, p.fetch, CompileOptions{.backend = "reference"});
-  EXPECT_EQ(count_lines(fused.report(), "fused conv2d+sigmoid 'se_expand'"), second_reader ? 0 : 1);
+  EXPECT_EQ(count_lines(fused.report(), "fused conv2d+bias+sigmoid 'se_expand'"),
+            second_reader ? 0 : 1);
   const auto in = feed_values(p);
   const auto got = test_util::run_once(fused, in), want = test_util::run_once(unfused, in),
              oracle = test_util::run_once(eager, in), ref = test_util::run_once(reference, in);

@@ -26,8 +26,8 @@ struct Net {
         std::make_shared<Variable>(Variable{"w", Tensor::from_vector(Shape{5, 3}, wv), true}));
     Value b = g.variable(
         std::make_shared<Variable>(Variable{"b", Tensor::from_vector(Shape{3}, bv), true}));
-    y = g.add("relu", {g.add("bias_add", {g.add("matmul", {x, w}), b})});
-    m = g.add("reduce_mean", {y}, Attrs{{"axes", std::vector<int64_t>{0}}, {"keepdims", false}});
+    y = g.add(op::relu, {g.add(op::bias_add, {g.add(op::matmul, {x, w}), b})});
+    m = g.add(op::reduce_mean, {y}, Attrs{{"axes", std::vector<int64_t>{0}}, {"keepdims", false}});
   }
 };
 

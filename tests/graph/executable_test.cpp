@@ -8,11 +8,11 @@ using namespace lockstep;
 TEST(Executable, ReshapeAliasAndAssign) {
   Graph g;
   Value x = g.input({DType::f32, Shape{2, 3}}, "x");
-  Value r = g.add("reshape", {x}, Attrs{{"shape", std::vector<int64_t>{3, -1}}});
+  Value r = g.add(op::reshape, {x}, Attrs{{"shape", std::vector<int64_t>{3, -1}}});
   EXPECT_EQ(g.type(r).shape, (Shape{3, 2}));
   auto var = std::make_shared<Variable>(Variable{"v", Tensor::zeros(Shape{3, 2}), true});
   Value v = g.variable(var);
-  g.add_multi("assign_add", {v, r});
+  g.add_multi(op::assign_add, {v, r});
   Executable exe(g, {x}, {r});
   exe.input(0).copy_from(Tensor::from_vector(Shape{2, 3}, {1, 2, 3, 4, 5, 6}));
   exe.run();
@@ -25,7 +25,7 @@ TEST(Executable, BadReshapeNamesNode) {
   Graph g;
   Value x = g.input({DType::f32, Shape{2, 3}}, "x");
   try {
-    g.add("reshape", {x}, Attrs{{"shape", std::vector<int64_t>{4, 2}}}, "my_reshape");
+    g.add(op::reshape, {x}, Attrs{{"shape", std::vector<int64_t>{4, 2}}}, "my_reshape");
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("my_reshape"), std::string::npos) << e.what();

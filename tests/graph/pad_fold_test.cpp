@@ -40,8 +40,8 @@ Program program(const Case& c, bool second_reader, bool filter_only) {
   const int64_t O = depthwise ? C : c.out;
   Value x = g.input({DType::f32, c.x}, "x");
   Value w = g.input({DType::f32, Shape{c.k, c.k, depthwise ? 1 : C, O}}, "w");
-  Value padded = g.add("pad", {x}, Attrs{{"before", c.before}, {"after", c.after}}, "pad");
-  Value y = g.add("conv2d", {padded, w},
+  Value padded = g.add(op::pad, {x}, Attrs{{"before", c.before}, {"after", c.after}}, "pad");
+  Value y = g.add(op::conv2d, {padded, w},
                   Attrs{{"groups", depthwise ? C : int64_t(1)},
                         {"strides", I{c.stride, c.stride}},
                         {"padding", std::string("valid")}},
@@ -50,9 +50,9 @@ Program program(const Case& c, bool second_reader, bool filter_only) {
   p.feeds = {x, w, r};
   const I axes{0, 1, 2, 3};
   const Attrs sum{{"axes", axes}, {"keepdims", false}};
-  Value loss = g.add("reduce_sum", {g.add("mul", {y, r})}, sum);
+  Value loss = g.add(op::reduce_sum, {g.add(op::mul, {y, r})}, sum);
   if (second_reader)
-    loss = g.add("add", {loss, g.add("reduce_sum", {g.add("relu", {padded})}, sum)});
+    loss = g.add(op::add, {loss, g.add(op::reduce_sum, {g.add(op::relu, {padded})}, sum)});
   p.fetch = {loss, y};
   const std::vector<Value> wrt = filter_only ? std::vector<Value>{w} : std::vector<Value>{x, w};
   for (Value d : gradients(g, loss, wrt)) p.fetch.push_back(d);
@@ -81,7 +81,7 @@ using test_util::worst;
 // nodes a fusion left, which the schedule drops).
 int count_ops(const Executable& exe, const std::string& op) {
   int n = 0;
-  for (const Node& node : exe.graph().nodes()) n += node.op == op;
+  for (const Node& node : exe.graph().nodes()) n += node.op == OpId::named(op);
   return n;
 }
 int readers_of(const Executable& exe, const std::string& op) {
@@ -89,7 +89,7 @@ int readers_of(const Executable& exe, const std::string& op) {
   int n = 0;
   for (const Node& node : g.nodes())
     n += std::any_of(node.inputs.begin(), node.inputs.end(),
-                     [&](Value v) { return g.node(v.node).op == op; });
+                     [&](Value v) { return g.node(v.node).op == OpId::named(op); });
   return n;
 }
 
@@ -143,18 +143,18 @@ Program inverted_residual(int64_t k, const I& before, const I& after) {
   Value wp = g.input({DType::f32, Shape{1, 1, 32, 16}}, "project_w");
   auto conv = [&](Value v, Value w, int64_t groups, int64_t stride, const std::string& name) {
     return g.add(
-        "conv2d", {v, w},
+        op::conv2d, {v, w},
         Attrs{
             {"groups", groups}, {"strides", I{stride, stride}}, {"padding", std::string("valid")}},
         name);
   };
-  Value e = g.add("relu", {conv(x, we, 1, 1, "expand")});
-  Value padded = g.add("pad", {e}, Attrs{{"before", before}, {"after", after}}, "pad");
-  Value d = g.add("relu", {conv(padded, wd, 32, 2, "conv")});
+  Value e = g.add(op::relu, {conv(x, we, 1, 1, "expand")});
+  Value padded = g.add(op::pad, {e}, Attrs{{"before", before}, {"after", after}}, "pad");
+  Value d = g.add(op::relu, {conv(padded, wd, 32, 2, "conv")});
   Value y = conv(d, wp, 1, 1, "project");
   Value r = g.input(g.type(y), "r");
   p.feeds = {x, we, wd, wp, r};
-  Value loss = g.add("reduce_sum", {g.add("mul", {y, r})},
+  Value loss = g.add(op::reduce_sum, {g.add(op::mul, {y, r})},
                      Attrs{{"axes", I{0, 1, 2, 3}}, {"keepdims", false}});
   p.fetch = {loss, y};
   for (Value dv : gradients(g, loss, {x, we, wd, wp})) p.fetch.push_back(dv);

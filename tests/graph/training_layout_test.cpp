@@ -41,7 +41,7 @@ Value input(Program& p, Shape s, const std::string& name) {
 // loss = sum(y * r) with r a last feed of y's shape; gradients with respect to every other feed.
 void finish(Program& p, Value y) {
   Value r = input(p, p.g.type(y).shape, "r");
-  Value loss = p.g.add("reduce_sum", {p.g.add("mul", {y, r})},
+  Value loss = p.g.add(op::reduce_sum, {p.g.add(op::mul, {y, r})},
                        Attrs{{"axes", I{0, 1}}, {"keepdims", false}});
   std::vector<Value> wrt(p.feeds.begin(), p.feeds.end() - 1);
   p.fetch = {loss};
@@ -50,7 +50,7 @@ void finish(Program& p, Value y) {
 
 Value conv(Program& p, Value x, Shape w, const std::string& padding, int64_t stride,
            const std::string& name) {
-  return p.g.add("conv2d", {x, input(p, w, name + "_w")},
+  return p.g.add(op::conv2d, {x, input(p, w, name + "_w")},
                  Attrs{{"padding", padding}, {"strides", I{stride, stride}}}, name);
 }
 
@@ -58,7 +58,7 @@ Value conv(Program& p, Value x, Shape w, const std::string& padding, int64_t str
 Value bn(Program& p, Value v, const std::string& name) {
   const int64_t c = p.g.type(v).shape[3];
   Value gamma = input(p, Shape{c}, name + "_gamma"), beta = input(p, Shape{c}, name + "_beta");
-  return p.g.add_multi("batch_norm_train", {v, gamma, beta}, Attrs{{"epsilon", 1e-3}}, name)[0];
+  return p.g.add_multi(op::batch_norm_train, {v, gamma, beta}, Attrs{{"epsilon", 1e-3}}, name)[0];
 }
 
 // The reference CNN's shape: conv+bias+relu, conv+bias+relu, max_pool, flatten, dense.
@@ -68,17 +68,18 @@ Program cnn(const I& pool, int64_t pool_stride, const std::string& pool_padding)
   Value x = input(p, Shape{8, 10, 10, 16}, "x");
   auto conv_relu = [&](Value v, int64_t c, int64_t o, const std::string& name) {
     Value b = input(p, Shape{o}, name + "_b");
-    return g.add("relu", {g.add("bias_add", {conv(p, v, Shape{3, 3, c, o}, "valid", 1, name), b})});
+    return g.add(op::relu,
+                 {g.add(op::bias_add, {conv(p, v, Shape{3, 3, c, o}, "valid", 1, name), b})});
   };
   Value h = conv_relu(conv_relu(x, 16, 32, "c1"), 32, 32, "c2");
   Value pooled = g.add(
-      "max_pool2d", {h},
+      op::max_pool2d, {h},
       Attrs{
           {"pool_size", pool}, {"strides", I{pool_stride, pool_stride}}, {"padding", pool_padding}},
       "pool");
   const Shape ps = g.type(pooled).shape;
-  Value flat = g.add("reshape", {pooled}, Attrs{{"shape", I{ps[0], ps[1] * ps[2] * ps[3]}}});
-  finish(p, g.add("matmul", {flat, input(p, Shape{ps[1] * ps[2] * ps[3], 10}, "dense")}));
+  Value flat = g.add(op::reshape, {pooled}, Attrs{{"shape", I{ps[0], ps[1] * ps[2] * ps[3]}}});
+  finish(p, g.add(op::matmul, {flat, input(p, Shape{ps[1] * ps[2] * ps[3], 10}, "dense")}));
   return p;
 }
 
@@ -88,12 +89,12 @@ Program resnet_block() {
   Program p;
   Graph& g = p.g;
   Value x = input(p, Shape{8, 16, 16, 16}, "x");
-  Value a = g.add("relu", {bn(p, conv(p, x, Shape{3, 3, 16, 32}, "same", 2, "ca"), "bna")});
+  Value a = g.add(op::relu, {bn(p, conv(p, x, Shape{3, 3, 16, 32}, "same", 2, "ca"), "bna")});
   Value main = bn(p, conv(p, a, Shape{3, 3, 32, 32}, "same", 1, "cb"), "bnb");
   Value shortcut = bn(p, conv(p, x, Shape{1, 1, 16, 32}, "valid", 2, "cs"), "bns");
-  Value y = g.add("relu", {g.add("add", {main, shortcut})});
-  Value pooled = g.add("reduce_mean", {y}, Attrs{{"axes", I{1, 2}}, {"keepdims", false}}, "gap");
-  finish(p, g.add("matmul", {pooled, input(p, Shape{32, 10}, "dense")}));
+  Value y = g.add(op::relu, {g.add(op::add, {main, shortcut})});
+  Value pooled = g.add(op::reduce_mean, {y}, Attrs{{"axes", I{1, 2}}, {"keepdims", false}}, "gap");
+  finish(p, g.add(op::matmul, {pooled, input(p, Shape{32, 10}, "dense")}));
   return p;
 }
 
@@ -195,8 +196,8 @@ TEST(ResNetLayouts, OutputsAndOtherReadersKeepNhwc) {
   Graph& g = p.g;
   Value x = input(p, Shape{4, 8, 8, 16}, "x");
   Value h = conv(p, x, Shape{3, 3, 16, 32}, "same", 1, "c1");  // read by a graph output
-  Value k = g.add("relu", {conv(p, x, Shape{3, 3, 16, 32}, "same", 1, "c2")});  // by a reshape
-  Value flat = g.add("reshape", {k}, Attrs{{"shape", I{4, 8 * 8 * 32}}});
+  Value k = g.add(op::relu, {conv(p, x, Shape{3, 3, 16, 32}, "same", 1, "c2")});  // by a reshape
+  Value flat = g.add(op::reshape, {k}, Attrs{{"shape", I{4, 8 * 8 * 32}}});
   Executable exe(g, p.feeds, {h, flat});
   EXPECT_EQ(layout_lines(exe), "");
 }
@@ -211,16 +212,16 @@ TEST(DepthwiseLayouts, BlockedDepthwise5x5TrainStepMatchesUnblockedAndReference)
   auto depthwise = [&](Value v, int64_t stride, const std::string& name) {
     const int64_t c = g.type(v).shape[3];
     return g.add(
-        "conv2d", {v, input(p, Shape{5, 5, 1, c}, name + "_w")},
+        op::conv2d, {v, input(p, Shape{5, 5, 1, c}, name + "_w")},
         Attrs{{"padding", std::string("same")}, {"strides", I{stride, stride}}, {"groups", c}},
         name);
   };
-  Value e = g.add("relu", {conv(p, x, Shape{1, 1, 16, 48}, "valid", 1, "expand")});
-  Value d1 = g.add("relu", {depthwise(e, 1, "dw1")});
-  Value d2 = g.add("relu", {depthwise(d1, 2, "dw2")});
+  Value e = g.add(op::relu, {conv(p, x, Shape{1, 1, 16, 48}, "valid", 1, "expand")});
+  Value d1 = g.add(op::relu, {depthwise(e, 1, "dw1")});
+  Value d2 = g.add(op::relu, {depthwise(d1, 2, "dw2")});
   Value y = conv(p, d2, Shape{1, 1, 48, 32}, "valid", 1, "project");
-  Value pooled = g.add("reduce_mean", {y}, Attrs{{"axes", I{1, 2}}, {"keepdims", false}}, "gap");
-  finish(p, g.add("matmul", {pooled, input(p, Shape{32, 10}, "dense")}));
+  Value pooled = g.add(op::reduce_mean, {y}, Attrs{{"axes", I{1, 2}}, {"keepdims", false}}, "gap");
+  finish(p, g.add(op::matmul, {pooled, input(p, Shape{32, 10}, "dense")}));
   check(p,
         {"'dw1 (conv2d)', 'relu', 'dw2 (conv2d)'", "'dw1/grad (conv2d_backward_filter)'",
          "'dw2/grad (conv2d_backward_filter)'"},
@@ -235,14 +236,14 @@ TEST(BatchNormLayouts, BlockedRelu6SwishAndLinearOnOddRunsMatchUnblockedAndRefer
   Program p;
   Graph& g = p.g;
   Value x = input(p, Shape{3, 7, 9, 16}, "x");
-  Value e = g.add("relu6", {bn(p, conv(p, x, Shape{1, 1, 16, 48}, "valid", 1, "expand"), "bne")});
+  Value e = g.add(op::relu6, {bn(p, conv(p, x, Shape{1, 1, 16, 48}, "valid", 1, "expand"), "bne")});
   Value dw =
-      g.add("conv2d", {e, input(p, Shape{3, 3, 1, 48}, "dw_w")},
+      g.add(op::conv2d, {e, input(p, Shape{3, 3, 1, 48}, "dw_w")},
             Attrs{{"padding", std::string("same")}, {"strides", I{1, 1}}, {"groups", 48}}, "dw");
-  Value d = g.add("swish", {bn(p, dw, "bnd")});
+  Value d = g.add(op::swish, {bn(p, dw, "bnd")});
   Value y = bn(p, conv(p, d, Shape{1, 1, 48, 32}, "valid", 1, "project"), "bnp");
-  Value pooled = g.add("reduce_mean", {y}, Attrs{{"axes", I{1, 2}}, {"keepdims", false}}, "gap");
-  finish(p, g.add("matmul", {pooled, input(p, Shape{32, 10}, "dense")}));
+  Value pooled = g.add(op::reduce_mean, {y}, Attrs{{"axes", I{1, 2}}, {"keepdims", false}}, "gap");
+  finish(p, g.add(op::matmul, {pooled, input(p, Shape{32, 10}, "dense")}));
   check(p,
         {"'bne (batch_norm_train)'", "'bnd (batch_norm_train)'", "'bnp (batch_norm_train)'",
          "'bne/grad (batch_norm_train_grad)'", "'bnd/grad (batch_norm_train_grad)'"},
@@ -257,14 +258,14 @@ TEST(SqueezeExcitationLayouts, BlockedScaleTrainStepMatchesUnblockedAndReference
   Program p;
   Graph& g = p.g;
   Value x = input(p, Shape{4, 6, 6, 16}, "x");
-  Value h = g.add("swish", {conv(p, x, Shape{3, 3, 16, 32}, "same", 1, "expand")});
-  Value sq = g.add("reduce_mean", {h}, Attrs{{"axes", I{1, 2}}, {"keepdims", true}}, "squeeze");
-  Value r = g.add("relu", {conv(p, sq, Shape{1, 1, 32, 8}, "valid", 1, "se_reduce")});
-  Value s = g.add("sigmoid", {conv(p, r, Shape{1, 1, 8, 32}, "valid", 1, "se_expand")});
-  Value y = g.add("mul", {h, s}, {}, "excite");
+  Value h = g.add(op::swish, {conv(p, x, Shape{3, 3, 16, 32}, "same", 1, "expand")});
+  Value sq = g.add(op::reduce_mean, {h}, Attrs{{"axes", I{1, 2}}, {"keepdims", true}}, "squeeze");
+  Value r = g.add(op::relu, {conv(p, sq, Shape{1, 1, 32, 8}, "valid", 1, "se_reduce")});
+  Value s = g.add(op::sigmoid, {conv(p, r, Shape{1, 1, 8, 32}, "valid", 1, "se_expand")});
+  Value y = g.add(op::mul, {h, s}, {}, "excite");
   Value out = conv(p, y, Shape{1, 1, 32, 16}, "valid", 1, "project");
-  Value pooled = g.add("reduce_mean", {out}, Attrs{{"axes", I{1, 2}}, {"keepdims", false}});
-  finish(p, g.add("matmul", {pooled, input(p, Shape{16, 10}, "dense")}));
+  Value pooled = g.add(op::reduce_mean, {out}, Attrs{{"axes", I{1, 2}}, {"keepdims", false}});
+  finish(p, g.add(op::matmul, {pooled, input(p, Shape{16, 10}, "dense")}));
   check(p, {"'excite (mul)', 'project (conv2d)'", "'squeeze (reduce_mean)'"}, 1e-4);
 }
 
@@ -276,14 +277,14 @@ TEST(DropConnectLayouts, BlockedPerImageScaleTrainStepMatchesUnblockedAndReferen
   Program p;
   Graph& g = p.g;
   Value x = input(p, Shape{4, 6, 6, 16}, "x");
-  Value m = g.add("stop_gradient", {input(p, Shape{4, 1, 1, 1}, "mask")});
+  Value m = g.add(op::stop_gradient, {input(p, Shape{4, 1, 1, 1}, "mask")});
   Value shortcut = conv(p, x, Shape{3, 3, 16, 16}, "same", 1, "stem");
-  Value h = g.add("relu", {conv(p, shortcut, Shape{3, 3, 16, 32}, "same", 1, "expand")});
+  Value h = g.add(op::relu, {conv(p, shortcut, Shape{3, 3, 16, 32}, "same", 1, "expand")});
   Value y = conv(p, h, Shape{1, 1, 32, 16}, "valid", 1, "project");
-  Value d = g.add("add", {g.add("mul", {y, m}, {}, "drop"), shortcut}, {}, "residual");
+  Value d = g.add(op::add, {g.add(op::mul, {y, m}, {}, "drop"), shortcut}, {}, "residual");
   Value out = conv(p, d, Shape{3, 3, 16, 16}, "same", 1, "next");
-  Value pooled = g.add("reduce_mean", {out}, Attrs{{"axes", I{1, 2}}, {"keepdims", false}});
-  finish(p, g.add("matmul", {pooled, input(p, Shape{16, 10}, "dense")}));
+  Value pooled = g.add(op::reduce_mean, {out}, Attrs{{"axes", I{1, 2}}, {"keepdims", false}});
+  finish(p, g.add(op::matmul, {pooled, input(p, Shape{16, 10}, "dense")}));
   check(p, {"'project (conv2d)', 'drop (mul)', 'residual (add)', 'next (conv2d)'"}, 1e-4);
 }
 

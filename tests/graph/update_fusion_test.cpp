@@ -54,7 +54,7 @@ std::unique_ptr<Executable> program(const std::string& op, const Attrs& attrs, c
     } else if (attrs.has("momentum")) {
       in.push_back(g.variable(s.m[i]));
     }
-    g.add_multi(op, in, attrs, "", s.w[i]);
+    g.add_multi(OpId::named(op), in, attrs, "", s.w[i]);
   }
   auto exe =
       std::make_unique<Executable>(g, feeds, std::vector<Value>{}, CompileOptions{.fuse = fuse});
@@ -110,8 +110,8 @@ TEST(UpdateFusion, DifferentLearningRatesDoNotFuse) {
   Graph g;
   Value lr1 = g.input({DType::f32, Shape{}}, "lr1"), lr2 = g.input({DType::f32, Shape{}}, "lr2");
   Value grad = g.input({DType::f32, kShapes[1]}, "grad");
-  g.add_multi("sgd_update", {g.variable(s.w[1]), grad, lr1}, {}, "", s.w[1]);
-  g.add_multi("sgd_update", {g.variable(s.m[1]), grad, lr2}, {}, "", s.m[1]);
+  g.add_multi(op::sgd_update, {g.variable(s.w[1]), grad, lr1}, {}, "", s.w[1]);
+  g.add_multi(op::sgd_update, {g.variable(s.m[1]), grad, lr2}, {}, "", s.m[1]);
   Executable exe(g, {lr1, lr2, grad}, {});
   for (const std::string& l : exe.report()) EXPECT_EQ(l.find("into one pass"), std::string::npos);
 }

@@ -40,14 +40,14 @@ struct Net {
     residence->add(stats);
     x = g.input({DType::f32, Shape{2, 6, 6, 4}}, "x");
     auto cast = [&](Value v) {
-      return bf16 ? g.add("cast", {v}, Attrs{{"dtype", std::string("bfloat16")}}) : v;
+      return bf16 ? g.add(op::cast, {v}, Attrs{{"dtype", std::string("bfloat16")}}) : v;
     };
-    Value c = g.add("conv2d", {cast(x), cast(g.variable(w))},
+    Value c = g.add(op::conv2d, {cast(x), cast(g.variable(w))},
                     Attrs{{"padding", std::string("same")}}, "conv");
     std::vector<Value> bn{c};
     for (auto& s : stats) bn.push_back(g.variable(s));
-    y = g.add("relu", {g.add("batch_norm_infer", bn, Attrs{{"epsilon", 1e-3}}, "bn")});
-    if (bf16) y = g.add("cast", {y}, Attrs{{"dtype", std::string("float32")}});
+    y = g.add(op::relu, {g.add(op::batch_norm_infer, bn, Attrs{{"epsilon", 1e-3}}, "bn")});
+    if (bf16) y = g.add(op::cast, {y}, Attrs{{"dtype", std::string("float32")}});
   }
   CompileOptions options() const {
     CompileOptions o;
@@ -94,8 +94,8 @@ TEST_P(WeightCache, RecomputesAfterAnotherProgramWritesAWeight) {
   // weights are stale and must be recomputed at its next run.
   Graph wg;
   Value delta =
-      wg.add("constant", {}, Attrs{{"value", 1.0}, {"shape", std::vector<int64_t>{3, 3, 4, 16}}});
-  wg.add_multi("assign_add", {wg.variable(n.w), delta}, {}, "w += 1", n.w);
+      wg.add(op::constant, {}, Attrs{{"value", 1.0}, {"shape", std::vector<int64_t>{3, 3, 4, 16}}});
+  wg.add_multi(op::assign_add, {wg.variable(n.w), delta}, {}, "w += 1", n.w);
   std::vector<Value> none;
   Executable writer(wg, {}, none, n.options());
   writer.run();
@@ -149,8 +149,8 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, WeightCache, ::testing::Values(false, true),
 TEST(WeightCache, AProgramDoesNotCacheWhatItWrites) {
   Net n(false);
   Graph& g = n.g;
-  Value delta = g.add("constant", {}, Attrs{{"value", 0.5}, {"shape", std::vector<int64_t>{16}}});
-  g.add_multi("assign_add", {g.variable(n.stats[0]), delta}, {}, "gamma += 0.5", n.stats[0]);
+  Value delta = g.add(op::constant, {}, Attrs{{"value", 0.5}, {"shape", std::vector<int64_t>{16}}});
+  g.add_multi(op::assign_add, {g.variable(n.stats[0]), delta}, {}, "gamma += 0.5", n.stats[0]);
   Executable step(g, {n.x}, {n.y}, n.options());
   EXPECT_EQ(cache_lines(step), 0);  // the fold reads gamma, which this program writes
   const auto first = predict(step);

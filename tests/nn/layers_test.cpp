@@ -148,7 +148,7 @@ TEST_F(LayerTest, DepthwiseAndSeparable) {
   auto ops = ops_of(dw, {Shape{-1, 8, 8, 3}}, false, &g);
   int conv = -1;
   for (auto& n : g.nodes())
-    if (n.op == "conv2d") conv = n.id;
+    if (n.op == op::conv2d) conv = n.id;
   ASSERT_GE(conv, 0);
   EXPECT_EQ(g.node(conv).attrs.i("groups"), 3);
   EXPECT_EQ(g.type(g.node(conv).inputs[1]).shape, Shape({3, 3, 1, 6}));
@@ -202,13 +202,13 @@ TEST_F(LayerTest, BatchNormTrainingUpdatesMovingStats) {
   int assigns = 0;
   bool train = false;
   for (auto& n : g.nodes()) {
-    if (n.op == "batch_norm_train") train = true;
-    if (n.op == "assign") {
+    if (n.op == op::batch_norm_train) train = true;
+    if (n.op == op::assign) {
       ++assigns;
       ASSERT_TRUE(n.variable);
       EXPECT_EQ(n.variable, g.node(n.inputs[0].node).variable);
     }
-    if (n.op == "scale_shift" && n.attrs.f("scale") < 0.5) {
+    if (n.op == op::scale_shift && n.attrs.f("scale") < 0.5) {
       EXPECT_NEAR(n.attrs.f("scale"), 0.1, 1e-12);
     }
   }
@@ -320,7 +320,7 @@ TEST_F(LayerTest, ApplyActivationNames) {
     Value y = apply_activation(g, x, a, "l");
     EXPECT_EQ(g.type(y).shape, Shape({-1, 4})) << a;
   }
-  EXPECT_EQ(g.node(apply_activation(g, x, "silu", "l").node).op, "swish");
+  EXPECT_EQ(g.node(apply_activation(g, x, "silu", "l").node).op, op::swish);
   std::string e = error_of([&] { apply_activation(g, x, "foo", "my_layer"); });
   EXPECT_NE(e.find("my_layer"), std::string::npos) << e;
   EXPECT_NE(e.find("valid names"), std::string::npos) << e;

@@ -111,22 +111,23 @@ TEST(MixedPrecision, GraphComputesInBf16WithF32VariablesSoftmaxAndLoss) {
   EXPECT_EQ(g.type(y).dtype, DType::f32);  // softmax in f32
   int bf16_convs = 0, f32_softmax = 0;
   for (const Node& n : g.nodes()) {
-    if (n.op == "conv2d" || n.op == "matmul") bf16_convs += n.outputs[0].dtype == DType::bf16;
-    if (n.op == "softmax") f32_softmax += g.type(n.inputs[0]).dtype == DType::f32;
-    if (n.op == "variable") EXPECT_EQ(n.outputs[0].dtype, DType::f32) << n.name;
+    if (n.op == op::conv2d || n.op == op::matmul) bf16_convs += n.outputs[0].dtype == DType::bf16;
+    if (n.op == op::softmax) f32_softmax += g.type(n.inputs[0]).dtype == DType::f32;
+    if (n.op == op::variable) EXPECT_EQ(n.outputs[0].dtype, DType::f32) << n.name;
   }
   EXPECT_EQ(bf16_convs, 2);
   EXPECT_EQ(f32_softmax, 1);
   // Gradients of the f32 variables come back in f32 (through the casts' gradients).
-  Value loss = g.add("reduce_sum", {y}, Attrs{{"axes", std::vector<int64_t>{0, 1}}});
+  Value loss = g.add(op::reduce_sum, {y}, Attrs{{"axes", std::vector<int64_t>{0, 1}}});
   std::vector<Value> reads;
   for (auto& v : m.trainable_weights()) reads.push_back(g.variable(v));
   for (Value gr : gradients(g, loss, reads)) EXPECT_EQ(g.type(gr).dtype, DType::f32);
   // An op without a bf16 form says what to do.
   Graph h;
-  Value b = h.add("cast", {h.input({DType::f32, Shape{2, 3}}, "x")},
+  Value b = h.add(op::cast, {h.input({DType::f32, Shape{2, 3}}, "x")},
                   Attrs{{"dtype", std::string("bfloat16")}});
-  EXPECT_NE(error_of([&] { h.add("log_softmax", {b}); }).find("cast its input"), std::string::npos);
+  EXPECT_NE(error_of([&] { h.add(op::log_softmax, {b}); }).find("cast its input"),
+            std::string::npos);
 }
 
 TEST(MixedPrecision, HalvesTheActivationArena) {
@@ -141,9 +142,9 @@ TEST(MixedPrecision, HalvesTheActivationArena) {
     CallContext ctx{g, true, 1};
     Value y = m.call(ctx, {x})[0];
     if (g.type(y).dtype != DType::f32)
-      y = g.add("cast", {y}, Attrs{{"dtype", std::string("float32")}});
-    Value loss =
-        g.add("reduce_sum", {g.add("square", {y})}, Attrs{{"axes", std::vector<int64_t>{0, 1}}});
+      y = g.add(op::cast, {y}, Attrs{{"dtype", std::string("float32")}});
+    Value loss = g.add(op::reduce_sum, {g.add(op::square, {y})},
+                       Attrs{{"axes", std::vector<int64_t>{0, 1}}});
     std::vector<Value> reads;
     for (auto& v : m.trainable_weights()) reads.push_back(g.variable(v));
     auto grads = gradients(g, loss, reads);

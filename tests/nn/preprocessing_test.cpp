@@ -43,7 +43,7 @@ LayerRun run_layer(const LayerHandle& l, const Tensor& x, bool training, uint64_
   exe.run();
   LayerRun r{exe.output(0).clone()};
   for (const Node& n : exe.graph().nodes())
-    if (n.op.rfind("image_random_", 0) == 0) {
+    if (n.op.view().rfind("image_random_", 0) == 0) {
       StepInfo s{step, 0, seed};
       r.key = ew::dropout_key(n, &s);
     }

@@ -59,7 +59,7 @@ class Doubler : public Layer {
   using Layer::Layer;
   std::string class_name() const override { return "Doubler"; }
   std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
-    return {ctx.graph.add("add", {in[0], in[0]})};
+    return {ctx.graph.add(op::add, {in[0], in[0]})};
   }
 };
 

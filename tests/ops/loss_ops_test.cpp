@@ -23,7 +23,7 @@ std::vector<std::vector<float>> run_op(const std::string& op, const std::vector<
   std::vector<Value> in;
   for (size_t i = 0; i < ins.size(); ++i)
     in.push_back(g.input({ins[i].dtype(), ins[i].shape()}, "in" + std::to_string(i)));
-  auto outs = g.add_multi(op, in, attrs, op);
+  auto outs = g.add_multi(OpId::named(op), in, attrs, op);
   CompileOptions o;
   o.backend = backend;
   Executable exe(g, in, outs, o);
@@ -65,7 +65,7 @@ TEST(LossOps, SparseCrossEntropyGradientIsSoftmaxMinusOnehot) {
     Graph g;
     Value z = g.input({DType::f32, Shape{1, 3}}, "z");
     Value l = g.input({DType::i32, Shape{1}}, "labels");
-    Value loss = g.add("reduce_sum", {g.add("sparse_softmax_cross_entropy", {z, l})});
+    Value loss = g.add(op::reduce_sum, {g.add(op::sparse_softmax_cross_entropy, {z, l})});
     auto grads = gradients(g, loss, {z});
     Executable exe(g, {z, l}, {grads[0]}, CompileOptions{.backend = b});
     exe.input(0).copy_from(Tensor::from_vector(Shape{1, 3}, {1, 2, 3}));
@@ -142,9 +142,9 @@ TEST(ActivationOps, SoftmaxAndTies) {
     Graph g;
     Value v = g.input({DType::f32, Shape{1, 3}}, "x");
     Value w = g.input({DType::f32, Shape{1, 3}}, "w");
-    Value m = g.add("reduce_max", {v}, Attrs{{"axes", std::vector<int64_t>{1}}});
-    Value mx = g.add("maximum", {v, w});
-    Value loss = g.add("add", {g.add("reduce_sum", {m}), g.add("reduce_sum", {mx})});
+    Value m = g.add(op::reduce_max, {v}, Attrs{{"axes", std::vector<int64_t>{1}}});
+    Value mx = g.add(op::maximum, {v, w});
+    Value loss = g.add(op::add, {g.add(op::reduce_sum, {m}), g.add(op::reduce_sum, {mx})});
     auto grads = gradients(g, loss, {v, w});
     Executable exe(g, {v, w}, grads, CompileOptions{.backend = b});
     exe.input(0).copy_from(t);
@@ -160,7 +160,7 @@ TEST(ElementwiseOps, BroadcastErrorsNameShapes) {
   Value a = g.input({DType::f32, Shape{2, 3}}, "a");
   Value b = g.input({DType::f32, Shape{4}}, "b");
   try {
-    g.add("add", {a, b}, {}, "plus");
+    g.add(op::add, {a, b}, {}, "plus");
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("shapes (2, 3) and (4,) cannot be broadcast"),
@@ -179,7 +179,7 @@ DropoutRun dropout(const Tensor& x, double rate, const char* backend, uint64_t s
                    uint32_t replica = 0, int threads = 0) {
   Graph g;
   Value in = g.input({DType::f32, x.shape()}, "x");
-  auto outs = g.add_multi("dropout", {in}, Attrs{{"rate", rate}, {"seed", 42}});
+  auto outs = g.add_multi(op::dropout, {in}, Attrs{{"rate", rate}, {"seed", 42}});
   Executable exe(g, {in}, outs, CompileOptions{.backend = backend, .replica = replica});
   exe.input(0).copy_from(x);
   exe.set_step(step);
@@ -219,8 +219,8 @@ TEST(DropoutOp, GradientIsMask) {
   for (const char* b : kBackends) {
     Graph g;
     Value x = g.input({DType::f32, Shape{64}}, "x");
-    auto outs = g.add_multi("dropout", {x}, Attrs{{"rate", 0.5}});
-    auto grads = gradients(g, g.add("reduce_sum", {outs[0]}), {x});
+    auto outs = g.add_multi(op::dropout, {x}, Attrs{{"rate", 0.5}});
+    auto grads = gradients(g, g.add(op::reduce_sum, {outs[0]}), {x});
     Executable exe(g, {x}, {grads[0], outs[1]}, CompileOptions{.backend = b});
     exe.input(0).copy_from(Tensor::full(Shape{64}, 1.f));
     exe.run();
@@ -234,16 +234,16 @@ TEST(CpuKernels, HotPathHasNoReferenceFallback) {
   Value x = g.input({DType::f32, Shape{8, 4, 4, 3}}, "x");
   Value labels = g.input({DType::i32, Shape{8}}, "labels");
   auto bias = std::make_shared<Variable>(Variable{"b", Tensor::zeros(Shape{3}), true});
-  Value h = g.add(
-      "relu",
-      {g.add("bias_add", {g.add("scale_shift", {x}, Attrs{{"scale", 0.5}}), g.variable(bias)})});
-  Value d = g.add_multi("dropout", {h}, Attrs{{"rate", 0.25}})[0];
-  Value logits = g.add("reshape", {d}, Attrs{{"shape", std::vector<int64_t>{8, 48}}});
-  Value loss = g.add("reduce_mean", {g.add("sparse_softmax_cross_entropy", {logits, labels})});
-  Value acc = g.add("sparse_categorical_accuracy", {logits, labels});
-  Value probs = g.add("softmax", {logits});
+  Value h = g.add(op::relu,
+                  {g.add(op::bias_add,
+                         {g.add(op::scale_shift, {x}, Attrs{{"scale", 0.5}}), g.variable(bias)})});
+  Value d = g.add_multi(op::dropout, {h}, Attrs{{"rate", 0.25}})[0];
+  Value logits = g.add(op::reshape, {d}, Attrs{{"shape", std::vector<int64_t>{8, 48}}});
+  Value loss = g.add(op::reduce_mean, {g.add(op::sparse_softmax_cross_entropy, {logits, labels})});
+  Value acc = g.add(op::sparse_categorical_accuracy, {logits, labels});
+  Value probs = g.add(op::softmax, {logits});
   auto grads = gradients(g, loss, {x, g.variable(bias)});
-  Value upd = g.add("sub", {g.variable(bias), g.add("mul", {grads[1], g.scalar(0.1f)})});
+  Value upd = g.add(op::sub, {g.variable(bias), g.add(op::mul, {grads[1], g.scalar(0.1f)})});
   const std::vector<Value> outs{loss, acc, probs, grads[0], upd};
   Executable exe(g, {x, labels}, outs);
   // Ask the registry, not the report's wording: every computing op the step runs has a cpu
@@ -252,7 +252,7 @@ TEST(CpuKernels, HotPathHasNoReferenceFallback) {
   std::set<std::string> falls_back;
   for (int i : schedule_nodes(g, outs)) {
     const Node& nd = g.node(i);
-    if (nd.op == "input" || nd.op == "variable" || R.op(nd.op).alias_input >= 0) continue;
+    if (nd.op == op::input || nd.op == op::variable || R.op(nd.op).alias_input >= 0) continue;
     if (!R.kernel(nd.op, "cpu")) falls_back.insert(nd.op);
   }
   for (const std::string& op : falls_back) ADD_FAILURE() << op << " has no cpu kernel";
@@ -266,10 +266,10 @@ TEST(CpuKernels, HotPathHasNoReferenceFallback) {
   EXPECT_EQ(reported, falls_back);
   // Positive control: concat is declared reference-only; a cpu program using it names it in
   // the report (so an empty or reworded report fails the check above too).
-  ASSERT_FALSE(R.kernel("concat", "cpu")) << "pick another reference-only op for this control";
+  ASSERT_FALSE(R.kernel(op::concat, "cpu")) << "pick another reference-only op for this control";
   Graph g2;
   Value in = g2.input({DType::f32, Shape{2}}, "in");
-  Value out = g2.add("concat", {in, in}, Attrs{{"axis", int64_t(0)}});
+  Value out = g2.add(op::concat, {in, in}, Attrs{{"axis", int64_t(0)}});
   Executable e2(g2, {in}, {out}, CompileOptions{.backend = "cpu"});
   bool named = false;
   for (const std::string& line : e2.report())

@@ -228,8 +228,8 @@ LS_OP_CASES(nn_pool) {
                      .inputs = {in({2, 3, 3, 4}), distinct({2, 6, 6, 4})},
                      .check_grad = false,
                      .build = [pa](Graph& g, const std::vector<Value>& v) {
-                       Value y = g.add("max_pool2d", {v[1]}, pa);
-                       return g.add("max_pool2d_grad", {v[0], v[1], y}, pa);
+                       Value y = g.add(op::max_pool2d, {v[1]}, pa);
+                       return g.add(op::max_pool2d_grad, {v[0], v[1], y}, pa);
                      }});
   // With the fused relu_grad (dx masked by x > 0): overlapping padded windows, and tiled ones.
   for (auto [tag, attrs, x] :
@@ -245,8 +245,8 @@ LS_OP_CASES(nn_pool) {
                        .inputs = {in(ys), OpInput{.shape = x, .lo = -1.f, .hi = 0.4f}},
                        .check_grad = false,
                        .build = [attrs, ra](Graph& g, const std::vector<Value>& v) {
-                         Value y = g.add("max_pool2d", {v[1]}, attrs);
-                         return g.add("max_pool2d_grad", {v[0], v[1], y}, ra);
+                         Value y = g.add(op::max_pool2d, {v[1]}, attrs);
+                         return g.add(op::max_pool2d_grad, {v[0], v[1], y}, ra);
                        }});
   }
   c.push_back(OpCase{.name = "avg_pool2d_grad_same",

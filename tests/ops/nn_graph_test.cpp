@@ -20,16 +20,17 @@ TEST(NnGraph, FusedCpuMatchesReference) {
   Value labels = g.input({DType::i32, Shape{N}}, "labels");
   std::vector<Shape> ws{{3, 3, 2, 8}, {8}, {3, 3, 8, 16}, {16}, {4 * 4 * 16, 5}, {5}};
   std::vector<Value> params;
-  for (size_t i = 0; i < ws.size(); ++i) params.push_back(g.input({DType::f32, ws[i]}, "p" + std::to_string(i)));
-  Value h = g.add("conv2d", {x, params[0]});
-  h = g.add("relu", {g.add("bias_add", {h, params[1]})});
-  h = g.add("conv2d", {h, params[2]}, Attrs{{"padding", "same"}});
-  h = g.add("relu", {g.add("bias_add", {h, params[3]})});
-  h = g.add("max_pool2d", {h}, Attrs{{"pool_size", I{2, 2}}});
-  h = g.add("reshape", {h}, Attrs{{"shape", I{N, -1}}});
-  Value logits = g.add("bias_add", {g.add("matmul", {h, params[4]}), params[5]});
-  Value ce = g.add("sparse_softmax_cross_entropy", {logits, labels});
-  Value loss = g.add("reduce_mean", {ce}, Attrs{{"axes", I{0}}, {"keepdims", false}});
+  for (size_t i = 0; i < ws.size(); ++i)
+    params.push_back(g.input({DType::f32, ws[i]}, "p" + std::to_string(i)));
+  Value h = g.add(op::conv2d, {x, params[0]});
+  h = g.add(op::relu, {g.add(op::bias_add, {h, params[1]})});
+  h = g.add(op::conv2d, {h, params[2]}, Attrs{{"padding", "same"}});
+  h = g.add(op::relu, {g.add(op::bias_add, {h, params[3]})});
+  h = g.add(op::max_pool2d, {h}, Attrs{{"pool_size", I{2, 2}}});
+  h = g.add(op::reshape, {h}, Attrs{{"shape", I{N, -1}}});
+  Value logits = g.add(op::bias_add, {g.add(op::matmul, {h, params[4]}), params[5]});
+  Value ce = g.add(op::sparse_softmax_cross_entropy, {logits, labels});
+  Value loss = g.add(op::reduce_mean, {ce}, Attrs{{"axes", I{0}}, {"keepdims", false}});
   std::vector<Value> outs{loss};
   for (Value d : gradients(g, loss, params)) outs.push_back(d);
   std::vector<Value> feeds{x, labels};
@@ -58,7 +59,8 @@ TEST(NnGraph, FusedCpuMatchesReference) {
       auto a = ref.output(o).to_vector(), b = cpu.output(o).to_vector();
       ASSERT_EQ(a.size(), b.size());
       for (size_t k = 0; k < a.size(); ++k)
-        ASSERT_NEAR(a[k], b[k], 1e-4f * (1.f + std::fabs(a[k]))) << "output " << o << " element " << k;
+        ASSERT_NEAR(a[k], b[k], 1e-4f * (1.f + std::fabs(a[k])))
+            << "output " << o << " element " << k;
     }
   }
 }

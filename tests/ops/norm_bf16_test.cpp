@@ -17,7 +17,7 @@ namespace {
 using I = std::vector<int64_t>;
 
 struct Case {
-  std::string op;  // batch_norm_train, batch_norm_infer or layer_norm
+  OpId op;  // batch_norm_train, batch_norm_infer or layer_norm
   Shape x;
   float offset;  // added to x (a large channel mean tests the variance's cancellation)
 };
@@ -31,18 +31,18 @@ std::vector<std::vector<float>> run(const Case& c, const std::string& backend,
   Value x = g.input({DType::f32, c.x}, "x");
   Value w = g.input({DType::f32, c.x}, "w");
   std::vector<Value> params;
-  const int np = c.op == "batch_norm_infer" ? 4 : 2;
+  const int np = c.op == op::batch_norm_infer ? 4 : 2;
   for (int i = 0; i < np; ++i) params.push_back(g.input({DType::f32, Shape{C}}, "p"));
-  Value xb = g.add("cast", {x}, Attrs{{"dtype", std::string("bfloat16")}});
+  Value xb = g.add(op::cast, {x}, Attrs{{"dtype", std::string("bfloat16")}});
   std::vector<Value> ins{xb};
   ins.insert(ins.end(), params.begin(), params.end());
   auto outs = g.add_multi(c.op, ins, Attrs{{"epsilon", 1e-3}});
   EXPECT_EQ(g.type(outs[0]).dtype, DType::bf16);
-  Value y = g.add("cast", {outs[0]}, Attrs{{"dtype", std::string("float32")}});
+  Value y = g.add(op::cast, {outs[0]}, Attrs{{"dtype", std::string("float32")}});
   I axes;
   for (int d = 0; d < c.x.rank(); ++d) axes.push_back(d);
   Value loss =
-      g.add("reduce_sum", {g.add("mul", {y, w})}, Attrs{{"axes", axes}, {"keepdims", false}});
+      g.add(op::reduce_sum, {g.add(op::mul, {y, w})}, Attrs{{"axes", axes}, {"keepdims", false}});
   std::vector<Value> fetch{y};
   for (size_t k = 1; k < outs.size(); ++k) fetch.push_back(outs[k]);
   std::vector<Value> wrt{x, params[0], params[1]};
@@ -97,11 +97,11 @@ std::string name(const ::testing::TestParamInfo<Case>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, NormBf16,
-                         ::testing::Values(Case{"batch_norm_train", Shape{4, 9, 9, 16}, 0.f},
-                                           Case{"batch_norm_train", Shape{2, 10, 10, 8}, 30.f},
-                                           Case{"batch_norm_train", Shape{200, 3}, 0.f},
-                                           Case{"batch_norm_infer", Shape{4, 9, 9, 16}, 0.f},
-                                           Case{"layer_norm", Shape{3, 5, 7, 40}, 0.f}),
+                         ::testing::Values(Case{op::batch_norm_train, Shape{4, 9, 9, 16}, 0.f},
+                                           Case{op::batch_norm_train, Shape{2, 10, 10, 8}, 30.f},
+                                           Case{op::batch_norm_train, Shape{200, 3}, 0.f},
+                                           Case{op::batch_norm_infer, Shape{4, 9, 9, 16}, 0.f},
+                                           Case{op::layer_norm, Shape{3, 5, 7, 40}, 0.f}),
                          name);
 
 }  // namespace

@@ -87,7 +87,7 @@ std::vector<Tensor> run_single_op(const std::string& op, const Attrs& attrs,
   std::vector<Value> feeds;
   for (size_t i = 0; i < inputs.size(); ++i)
     feeds.push_back(g.input({inputs[i].dtype(), inputs[i].shape()}, "in" + std::to_string(i)));
-  std::vector<Value> outs = g.add_multi(op, feeds, attrs, op);
+  std::vector<Value> outs = g.add_multi(OpId::named(op), feeds, attrs, op);
   return run_graph(g, feeds, outs, inputs, backend);
 }
 
@@ -153,11 +153,11 @@ std::string run_grad_check(const OpCase& c) {
   // L = sum(w * out) with w a fixed random input.
   const TensorType& ot = b.g.type(b.out);
   Value w = b.g.input(ot, "w");
-  Value prod = b.g.add("mul", {b.out, w});
+  Value prod = b.g.add(op::mul, {b.out, w});
   std::vector<int64_t> all;
   for (int i = 0; i < ot.shape.rank(); ++i) all.push_back(i);
   Value loss = ot.shape.rank()
-                   ? b.g.add("reduce_sum", {prod}, Attrs{{"axes", all}, {"keepdims", false}})
+                   ? b.g.add(op::reduce_sum, {prod}, Attrs{{"axes", all}, {"keepdims", false}})
                    : prod;
   std::vector<Value> wrt;
   std::vector<int> wrt_idx;
@@ -246,13 +246,14 @@ static Built build_mixed(const OpCase& c, bool bf16) {
     if (c.inputs[i].dtype != DType::f32)
       ins.push_back(b.inputs.back());
     else if (bf16)
-      ins.push_back(b.g.add("cast", {b.inputs.back()}, Attrs{{"dtype", std::string("bfloat16")}}));
+      ins.push_back(
+          b.g.add(op::cast, {b.inputs.back()}, Attrs{{"dtype", std::string("bfloat16")}}));
     else
-      ins.push_back(b.g.add("identity", {b.inputs.back()}));
+      ins.push_back(b.g.add(op::identity, {b.inputs.back()}));
   }
   for (Value v : b.g.add_multi(c.op, ins, c.attrs, c.name))
     b.all_outs.push_back(b.g.type(v).dtype == DType::bf16
-                             ? b.g.add("cast", {v}, Attrs{{"dtype", std::string("float32")}})
+                             ? b.g.add(op::cast, {v}, Attrs{{"dtype", std::string("float32")}})
                              : v);
   return b;
 }
@@ -267,7 +268,7 @@ static std::string run_bf16_case(const OpCase& c, const std::string& backend) {
   }
   Built want = build_mixed(c, false), got_graph = build_mixed(c, true);
   const Node& cast0 = got_graph.g.node(got_graph.all_outs[0].node);
-  if (cast0.op != "cast" || got_graph.g.type(cast0.inputs[0]).dtype != DType::bf16)
+  if (cast0.op != op::cast || got_graph.g.type(cast0.inputs[0]).dtype != DType::bf16)
     return c.op + ": output 0 is not computed in bfloat16";
   auto ref = run(want, ins, "reference", want.all_outs);
   auto got = run(got_graph, ins, backend, got_graph.all_outs);

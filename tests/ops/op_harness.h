@@ -20,9 +20,18 @@ struct OpInput {
   std::vector<float> values;   // explicit values instead of random (optional)
 };
 
+// The op of a table case: written as its name in the tables ("relu"), held as its id (an
+// undeclared name is an error naming it when the table is built).
+struct CaseOp : OpId {
+  CaseOp() = default;
+  CaseOp(OpId id) : OpId(id) {}                                 // NOLINT: implicit on purpose
+  CaseOp(const char* name) : OpId(OpId::named(name)) {}         // NOLINT
+  CaseOp(const std::string& name) : OpId(OpId::named(name)) {}  // NOLINT
+};
+
 struct OpCase {
   std::string name;  // unique test-case name
-  std::string op;
+  CaseOp op;
   Attrs attrs;
   std::vector<OpInput> inputs;
   bool check_grad = true;

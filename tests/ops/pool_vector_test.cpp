@@ -33,17 +33,18 @@ std::vector<std::vector<float>> run(const Case& c, const std::string& backend) {
   Attrs pa{{"pool_size", c.pool}, {"strides", c.strides}, {"padding", c.padding}};
   Value x = g.input({DType::f32, c.x}, "x");
   Value xs = x;
-  if (c.dtype == DType::bf16) xs = g.add("cast", {x}, Attrs{{"dtype", std::string("bfloat16")}});
-  Value y = g.add("max_pool2d", {xs}, pa);
+  if (c.dtype == DType::bf16) xs = g.add(op::cast, {x}, Attrs{{"dtype", std::string("bfloat16")}});
+  Value y = g.add(op::max_pool2d, {xs}, pa);
   Value dy = g.input({DType::f32, g.type(y).shape}, "dy");
   Value dys = dy;
-  if (c.dtype == DType::bf16) dys = g.add("cast", {dy}, Attrs{{"dtype", std::string("bfloat16")}});
+  if (c.dtype == DType::bf16)
+    dys = g.add(op::cast, {dy}, Attrs{{"dtype", std::string("bfloat16")}});
   Attrs ga = pa;
   if (c.relu) ga.set("activation", "relu");
-  Value dx = g.add("max_pool2d_grad", {dys, xs, y}, ga);
+  Value dx = g.add(op::max_pool2d_grad, {dys, xs, y}, ga);
   std::vector<Value> fetch{y, dx};
   if (c.dtype == DType::bf16)
-    for (Value& v : fetch) v = g.add("cast", {v}, Attrs{{"dtype", std::string("float32")}});
+    for (Value& v : fetch) v = g.add(op::cast, {v}, Attrs{{"dtype", std::string("float32")}});
   Executable exe(g, {x, dy}, fetch, CompileOptions{.backend = backend});
   Philox rng(5);
   Tensor& xt = exe.input(0);

@@ -69,8 +69,8 @@ LS_OP_CASES(reduce_ops) {
                      .check_grad = false,
                      .build = [](Graph& g, const std::vector<Value>& v) {
                        Attrs a = ax({1});
-                       Value y = g.add("reduce_max", {v[1]}, a);
-                       return g.add("reduce_max_grad", {v[0], v[1], y}, a);
+                       Value y = g.add(op::reduce_max, {v[1]}, a);
+                       return g.add(op::reduce_max_grad, {v[0], v[1], y}, a);
                      }});
   c.push_back(OpCase{.name = "reduce_max_ties",
                      .op = "reduce_max",

@@ -16,7 +16,7 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
 
 // Placeholders the executable runs no kernel for (besides views, alias_input >= 0).
 bool runs_no_kernel(const OpDef& def) {
-  return def.alias_input >= 0 || def.name == "input" || def.name == "variable";
+  return def.alias_input >= 0 || def.name == op::input || def.name == op::variable;
 }
 
 void check_op_kernels(const OpDef& def, const std::vector<std::string>& registered,
@@ -47,7 +47,7 @@ std::vector<std::string> kernel_coverage_problems(const OpRegistry& registry,
                                                   const KernelLookup& kernels) {
   std::vector<std::string> out;
   for (const std::string& name : registry.op_names())
-    check_op_kernels(registry.op(name), kernels(name), out);
+    check_op_kernels(registry.op(OpId::named(name)), kernels(name), out);
   return out;
 }
 
@@ -94,7 +94,7 @@ std::vector<std::string> declaration_problems(const OpRegistry& registry) {
   const std::vector<std::string> groups = ops_doc_groups();
   std::vector<std::string> out;
   for (const std::string& name : registry.op_names()) {
-    const OpDef& def = registry.op(name);
+    const OpDef& def = registry.op(OpId::named(name));
     const std::string op = "op '" + name + "': ";
     if (def.signature.empty() || def.doc.empty()) out.push_back(op + "no signature or doc");
     if (!contains(groups, def.group))
@@ -131,15 +131,44 @@ void check_one_op(const OpDef& d, std::vector<std::string>& out) {
                   " ONNX forms (set exactly one of onnx.op, onnx.recipe, onnx.none)");
   if ((d.rows == RowRule::by_attrs) != bool(d.keeps_rows))
     out.push_back(op + "rows by_attrs needs a keeps_rows rule, and a rule needs by_attrs");
-  if (d.elementwise && d.rows != RowRule::pointwise)
-    out.push_back(op + "is elementwise but does not take rows pointwise");
   if (!d.bf16 && !d.bf16_outputs.empty())
     out.push_back(op + "lists bf16_outputs but does not compute in bf16");
   if ((d.fusion & kFuseActivation) && d.keras_activations.empty())
     out.push_back(op + "is kFuseActivation but names no Keras activation");
+  const bool activation_role = d.fusion & (kFuseActivation | kFuseActivationGrad);
+  if (activation_role != (d.fused_as != FusedActivation::linear))
+    out.push_back(op +
+                  "is kFuseActivation or kFuseActivationGrad exactly when it declares a "
+                  "fused_as other than linear");
+  if ((d.fusion & kFuseGradFromOutput) && !(d.fusion & kFuseActivation))
+    out.push_back(op + "is kFuseGradFromOutput but not kFuseActivation");
+  if (bool(d.fusion & (kFuseTakesActivation | kFuseTakesActivationGrad)) !=
+      (d.takes_activations != 0))
+    out.push_back(op + "is kFuseTakesActivation(Grad) exactly when it declares takes_activations");
+  if (holds(d.takes_activations, FusedActivation::linear))
+    out.push_back(op + "lists linear in takes_activations (every producer takes linear)");
 }
 
 }  // namespace
+
+std::vector<std::string> fused_activation_problems(const OpRegistry& registry) {
+  std::vector<std::string> out;
+  for (FusedActivation a : kAllFusedActivations) {
+    if (a == FusedActivation::linear) continue;
+    int ops = 0, producers = 0;
+    for (const OpDef* d : registry.ops()) {
+      ops += (d->fusion & kFuseActivation) && d->fused_as == a;
+      producers += holds(d->takes_activations, a);
+    }
+    const std::string name = fused_activation_name(a);
+    if (ops != 1)
+      out.push_back("fused activation '" + name + "': " + std::to_string(ops) +
+                    " ops declare it (kFuseActivation, fused_as), expected 1");
+    if (producers == 0)
+      out.push_back("fused activation '" + name + "': no op takes it (takes_activations)");
+  }
+  return out;
+}
 
 std::vector<std::string> fact_problems(const OpRegistry& registry,
                                        const std::vector<std::string>& ids) {
@@ -154,7 +183,7 @@ std::vector<std::string> fact_problems(const OpRegistry& registry,
       out.push_back("op '" + name + "': declared without an id in op_ids.h (LOCKSTEP_OPS)");
   std::map<std::string, std::string> activation_owner;
   for (const std::string& name : names) {
-    const OpDef& d = registry.op(name);
+    const OpDef& d = registry.op(OpId::named(name));
     check_one_op(d, out);
     for (const std::string& a : d.keras_activations)
       if (!activation_owner.emplace(a, name).second)

@@ -43,6 +43,11 @@ std::vector<std::string> declaration_problems(const OpRegistry& registry);
 //       take rows pointwise; bf16_outputs only on a bf16 op;
 //   (g) a Keras activation name declared by one op only, and an op a producer can apply as its
 //       activation (kFuseActivation) names one (the producer's "activation" attribute).
+// Every fused activation but linear is one op's (kFuseActivation, fused_as), and at least one
+// producer takes it (takes_activations): one that no op is, or no producer takes, is a
+// declaration nothing reads.
+std::vector<std::string> fused_activation_problems(const OpRegistry& registry);
+
 std::vector<std::string> fact_problems(const OpRegistry& registry,
                                        const std::vector<std::string>& ids);
 

@@ -50,7 +50,7 @@ bool names(const std::vector<std::string>& problems, const std::string& op) {
 }
 
 KernelLookup registered() {
-  return [](const std::string& op) { return OpRegistry::get().kernel_backends(op); };
+  return [](const std::string& op) { return OpRegistry::get().kernel_backends(OpId::named(op)); };
 }
 
 std::set<std::string> case_ops() {
@@ -72,7 +72,7 @@ TEST(OpRegistry, EveryOpHasItsDeclaredKernels) {
 TEST(OpRegistry, RemovingACpuKernelOrAReferenceKernelFails) {
   auto without = [](std::string op, std::string backend) -> KernelLookup {
     return [op, backend](const std::string& name) {
-      auto v = OpRegistry::get().kernel_backends(name);
+      auto v = OpRegistry::get().kernel_backends(OpId::named(name));
       if (name == op) std::erase(v, backend);
       return v;
     };
@@ -84,7 +84,7 @@ TEST(OpRegistry, RemovingACpuKernelOrAReferenceKernelFails) {
   EXPECT_TRUE(names(concat, "concat")) << lines(concat);
   // A kernel for a backend the op does not declare is caught too.
   auto extra = kernel_coverage_problems(OpRegistry::get(), [](const std::string& name) {
-    auto v = OpRegistry::get().kernel_backends(name);
+    auto v = OpRegistry::get().kernel_backends(OpId::named(name));
     if (name == "concat") v.push_back("cpu");
     return v;
   });
@@ -93,8 +93,9 @@ TEST(OpRegistry, RemovingACpuKernelOrAReferenceKernelFails) {
 
 TEST(OpRegistry, AReferenceOnlyReasonIsWhatLetsAnOpGoWithoutACpuKernel) {
   OpRegistry fixture;
-  fixture.add({.name = "fixture_plain", .signature = "(x) -> y", .doc = "d", .infer = {}});
-  fixture.add({.name = "fixture_explained",
+  // Fixture declarations borrow real ids: abs stands for a plain op, add for an explained one.
+  fixture.add({.name = op::abs, .signature = "(x) -> y", .doc = "d", .infer = {}});
+  fixture.add({.name = op::add,
                .signature = "(x) -> y",
                .doc = "d",
                .infer = {},
@@ -103,8 +104,8 @@ TEST(OpRegistry, AReferenceOnlyReasonIsWhatLetsAnOpGoWithoutACpuKernel) {
     return std::vector<std::string>{kReferenceBackend};
   };
   auto problems = kernel_coverage_problems(fixture, reference_kernel_only);
-  EXPECT_TRUE(names(problems, "fixture_plain")) << lines(problems);
-  EXPECT_FALSE(names(problems, "fixture_explained")) << lines(problems);
+  EXPECT_TRUE(names(problems, "abs")) << lines(problems);
+  EXPECT_FALSE(names(problems, "add")) << lines(problems);
 }
 
 TEST(OpRegistry, EveryOpHasACaseInTheOpTable) {
@@ -152,28 +153,48 @@ TEST(OpRegistry, AnOpWithoutADeclaredFactFails) {
     d.doc = "d";
     fixture.add(std::move(d));
   };
-  add({.name = "fixture_complete", .onnx = {.op = "Relu"}});
-  add({.name = "fixture_no_onnx"});                                        // (e)
-  add({.name = "fixture_two_onnx", .onnx = {.op = "Relu", .none = "x"}});  // (e)
-  add({.name = "fixture_rule_missing", .rows = RowRule::by_attrs, .onnx = {.none = "n"}});
-  add({.name = "fixture_pointwise_missing", .elementwise = true, .onnx = {.none = "n"}});
-  add({.name = "fixture_act_a", .keras_activations = {"dup"}, .onnx = {.none = "n"}});
-  add({.name = "fixture_act_b", .keras_activations = {"dup"}, .onnx = {.none = "n"}});
-  add({.name = "fixture_unnamed_activation", .fusion = kFuseActivation, .onnx = {.none = "n"}});
+  // Each fixture declaration borrows a real op's id (a declaration needs one); the fixture
+  // registry holds only these.
+  add({.name = op::abs, .onnx = {.op = "Relu"}});                                 // complete
+  add({.name = op::add});                                                         // no ONNX form
+  add({.name = op::assign, .onnx = {.op = "Relu", .none = "x"}});                 // two ONNX forms
+  add({.name = op::bias_add, .rows = RowRule::by_attrs, .onnx = {.none = "n"}});  // no rule
+  add({.name = op::cast,  // a fusable activation that says not which one it is
+       .fusion = kFuseActivation,
+       .keras_activations = {"x"},
+       .onnx = {.none = "n"}});
+  add({.name = op::concat, .keras_activations = {"dup"}, .onnx = {.none = "n"}});
+  add({.name = op::constant, .keras_activations = {"dup"}, .onnx = {.none = "n"}});
+  add({.name = op::div,  // fusable, but no Keras activation names it
+       .fusion = kFuseActivation,
+       .fused_as = FusedActivation::relu,
+       .onnx = {.none = "n"}});
+  add({.name = op::dropout, .fusion = kFuseTakesActivation, .onnx = {.none = "n"}});  // takes none
   auto problems = fact_problems(fixture, fixture.op_names());
-  for (const char* op :
-       {"fixture_no_onnx", "fixture_two_onnx", "fixture_rule_missing", "fixture_pointwise_missing",
-        "fixture_act_b", "fixture_unnamed_activation"})
+  for (const char* op : {"add", "assign", "bias_add", "cast", "constant", "div", "dropout"})
     EXPECT_TRUE(names(problems, op)) << op << "\n" << lines(problems);
-  EXPECT_FALSE(names(problems, "fixture_complete")) << lines(problems);
-  EXPECT_EQ(problems.size(), 6u) << lines(problems);
+  EXPECT_FALSE(names(problems, "abs")) << lines(problems);
+  EXPECT_EQ(problems.size(), 7u) << lines(problems);
+}
+
+// Every fused activation is one op's, and some producer takes it; a registry where one is
+// declared by no op, or taken by no producer, fails.
+TEST(OpRegistry, EveryFusedActivationIsAnOpsAndTakenBySomeProducer) {
+  auto problems = fused_activation_problems(OpRegistry::get());
+  EXPECT_TRUE(problems.empty()) << lines(problems);
+  OpRegistry fixture;
+  for (const OpDef* d : OpRegistry::get().ops())
+    if (d->name != op::gelu) fixture.add(*d);  // gelu undeclared: its activation is no op's
+  problems = fused_activation_problems(fixture);
+  EXPECT_TRUE(names(problems, "gelu")) << lines(problems);
+  EXPECT_EQ(problems.size(), 1u) << lines(problems);
 }
 
 TEST(OpRegistry, ActivationsAndOnnxFormsComeFromTheDeclarations) {
   const OpRegistry& r = OpRegistry::get();
   ASSERT_NE(r.activation_op("silu"), nullptr);
-  EXPECT_EQ(r.activation_op("silu")->name, "swish");
-  EXPECT_EQ(r.activation_op("exponential")->name, "exp");
+  EXPECT_EQ(r.activation_op("silu")->name, op::swish);
+  EXPECT_EQ(r.activation_op("exponential")->name, op::exp);
   EXPECT_EQ(r.activation_op("relu")->onnx.op, "Relu");
   EXPECT_EQ(r.activation_op("nope"), nullptr);
   const auto names_list = r.activation_names();
@@ -213,9 +234,9 @@ TEST(OpAttrs, DefaultsComeFromTheDeclaration) {
   Graph g;
   Value x = g.input({DType::f32, Shape{4, 3}}, "x");
   Value c = g.input({DType::f32, Shape{3}}, "c");
-  const Node& bn = g.node(g.add_multi("batch_norm_train", {x, c, c})[0].node);
+  const Node& bn = g.node(g.add_multi(op::batch_norm_train, {x, c, c})[0].node);
   EXPECT_EQ(attr_f(bn, "epsilon"), 1e-3);
-  const Node& lr = g.node(g.add("leaky_relu", {x}, Attrs{{"alpha", 0.5}}).node);
+  const Node& lr = g.node(g.add(op::leaky_relu, {x}, Attrs{{"alpha", 0.5}}).node);
   EXPECT_EQ(attr_f(lr, "alpha"), 0.5);
   std::string e = error_of([&] { attr_f(bn, "momentum"); });
   EXPECT_NE(e.find("batch_norm_train"), std::string::npos) << e;
@@ -228,15 +249,15 @@ TEST(OpAttrs, AnUndeclaredAttributeIsAnErrorNamingTheOpAndTheValidOnes) {
   Graph g;
   Value x = g.input({DType::f32, Shape{1, 4, 4, 2}}, "x");
   Value w = g.input({DType::f32, Shape{3, 3, 2, 2}}, "w");
-  std::string e = error_of([&] { g.add("conv2d", {x, w}, Attrs{{"paddin", "same"}}, "c1"); });
+  std::string e = error_of([&] { g.add(op::conv2d, {x, w}, Attrs{{"paddin", "same"}}, "c1"); });
   EXPECT_NE(e.find("conv2d 'c1'"), std::string::npos) << e;
   EXPECT_NE(e.find("'paddin'"), std::string::npos) << e;
   EXPECT_NE(e.find("padding"), std::string::npos) << e;
-  e = error_of([&] { g.add("relu", {x}, Attrs{{"alpha", 0.1}}); });
+  e = error_of([&] { g.add(op::relu, {x}, Attrs{{"alpha", 0.1}}); });
   EXPECT_NE(e.find("relu"), std::string::npos) << e;
-  e = error_of([&] { g.add("conv2d", {x, w}, Attrs{{"padding", int64_t(1)}}); });
+  e = error_of([&] { g.add(op::conv2d, {x, w}, Attrs{{"padding", int64_t(1)}}); });
   EXPECT_NE(e.find("'padding' must be string"), std::string::npos) << e;
-  EXPECT_EQ(error_of([&] { g.add("conv2d", {x, w}, Attrs{{"strides", int64_t(1)}}); }), "");
+  EXPECT_EQ(error_of([&] { g.add(op::conv2d, {x, w}, Attrs{{"strides", int64_t(1)}}); }), "");
 }
 
 // ---- the executable: a reference kernel in a cpu program is reported, or refused ----
@@ -254,15 +275,15 @@ struct Program {
 Program reference_only_op() {
   Program p;
   p.x = p.g.input({DType::f32, Shape{2, 3}}, "x");
-  p.y = p.g.add("concat", {p.x, p.x}, Attrs{{"axis", int64_t(0)}}, "joined");
+  p.y = p.g.add(op::concat, {p.x, p.x}, Attrs{{"axis", int64_t(0)}}, "joined");
   return p;
 }
 Program general_broadcast() {
   Program p;
   p.x = p.g.input({DType::f32, Shape{2, 1, 3}}, "x");
-  p.y = p.g.add(
-      "add",
-      {p.x, p.g.add("constant", {}, Attrs{{"value", 1.0}, {"shape", std::vector<int64_t>{4, 1}}})});
+  p.y = p.g.add(op::add,
+                {p.x, p.g.add(op::constant, {},
+                              Attrs{{"value", 1.0}, {"shape", std::vector<int64_t>{4, 1}}})});
   return p;
 }
 
@@ -278,7 +299,7 @@ TEST(KernelFallback, AReferenceOnlyOpIsReportedWithItsDeclaredReason) {
   Program p = reference_only_op();
   Executable exe(p.g, {p.x}, {p.y}, CompileOptions{.backend = "cpu"});
   const std::string line = fallback_line(exe, "concat");
-  EXPECT_NE(line.find(OpRegistry::get().op("concat").reference_only), std::string::npos) << line;
+  EXPECT_NE(line.find(OpRegistry::get().op(op::concat).reference_only), std::string::npos) << line;
   EXPECT_NE(line.find("'cpu'"), std::string::npos) << line;
   Executable ref(p.g, {p.x}, {p.y}, CompileOptions{.backend = "reference"});
   EXPECT_EQ(fallback_line(ref, "concat"), "");
@@ -311,7 +332,8 @@ TEST(KernelFallback, ABuildWithEveryDeclaredCpuKernelReportsNoFallbackForThem) {
   Value x = g.input({DType::f32, Shape{8, 4}}, "x");
   Value w = g.input({DType::f32, Shape{4, 3}}, "w");
   Value b = g.input({DType::f32, Shape{3}}, "b");
-  Value y = g.add("softmax", {g.add("relu", {g.add("bias_add", {g.add("matmul", {x, w}), b})})});
+  Value y =
+      g.add(op::softmax, {g.add(op::relu, {g.add(op::bias_add, {g.add(op::matmul, {x, w}), b})})});
   CompileOptions strict{.backend = "cpu"};
   strict.strict_kernels = true;
   Executable exe(g, {x, w, b}, {y}, strict);

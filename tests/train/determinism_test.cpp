@@ -91,7 +91,7 @@ std::vector<Tensor> run_random_op(const std::string& op, const Tensor& x, int64_
   Value in = g.input({x.dtype(), x.shape()}, "x");
   const Attrs attrs = op == "dropout" ? Attrs{{"rate", 0.4}, {"seed", int64_t(7)}}
                                       : Attrs{{"mode", std::string("horizontal")}};
-  std::vector<Value> outs = g.add_multi(op, {in}, attrs, op);
+  std::vector<Value> outs = g.add_multi(OpId::named(op), {in}, attrs, op);
   Executable exe(g, {in}, outs, {.backend = backend, .seed = 11, .replica = replica});
   exe.input(0).copy_from(x);
   exe.set_step(5);

@@ -138,7 +138,7 @@ class Doubler : public Layer {
   using Layer::Layer;
   std::string class_name() const override { return "Doubler"; }
   std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
-    return {ctx.graph.add("scale_shift", {in[0]}, Attrs{{"scale", 2.0}, {"shift", 0.0}})};
+    return {ctx.graph.add(op::scale_shift, {in[0]}, Attrs{{"scale", 2.0}, {"shift", 0.0}})};
   }
 };
 }  // namespace

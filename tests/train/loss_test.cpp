@@ -180,7 +180,7 @@ TEST(Loss, GradientOfProbabilityPathIsFinite) {
   Value yp = g.input({DType::f32, Shape{2, 3}}, "p");
   Value per = losses::SparseCategoricalCrossentropy()->per_sample(g, yt, yp);
   Value l =
-      g.add("reduce_mean", {per}, Attrs{{"axes", std::vector<int64_t>{}}, {"keepdims", false}});
+      g.add(op::reduce_mean, {per}, Attrs{{"axes", std::vector<int64_t>{}}, {"keepdims", false}});
   std::vector<Value> grads;
   ASSERT_NO_THROW(grads = gradients(g, l, {yp}));
   // Rows do not sum to 1, so the normalisation shows in the gradient.

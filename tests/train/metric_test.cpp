@@ -115,7 +115,7 @@ TEST(Metric, GetResolvesAccuracyByLoss) {
   auto last_op = [&] { return g.node(g.size() - 1).op; };
   auto uses = [&](const std::string& op) {
     for (auto& n : g.nodes())
-      if (n.op == op) return true;
+      if (n.op == OpId::named(op)) return true;
     return false;
   };
   auto m = metrics::get("accuracy", "SparseCategoricalCrossentropy");
@@ -133,7 +133,7 @@ TEST(Metric, GetResolvesAccuracyByLoss) {
   EXPECT_EQ(k->name(), "sparse_top_k_categorical_accuracy");
   k->update(g, yi, p);
   EXPECT_TRUE(uses("in_top_k"));
-  EXPECT_EQ(last_op(), "assign_add");
+  EXPECT_EQ(last_op(), op::assign_add);
   EXPECT_EQ(metrics::get("top_k", "sparse_categorical_crossentropy")->name(), "top_k");
   EXPECT_THROW(metrics::get("f1_of_doom", "mse"), Error);
 }
@@ -221,7 +221,7 @@ TEST(Metric, TopKCategoricalAccuracyTakesOneHotLabels) {
                  {DType::f32, Shape{2, 3}}, {DType::f32, Shape{2, 3}});
   EXPECT_EQ(r.metric->name(), "top_k_categorical_accuracy");
   bool uses_in_top_k = false;
-  for (auto& n : r.g.nodes()) uses_in_top_k |= n.op == "in_top_k";
+  for (auto& n : r.g.nodes()) uses_in_top_k |= n.op == op::in_top_k;
   EXPECT_FALSE(uses_in_top_k);                                        // not the sparse variant
   r.run(Tensor::from_vector(Shape{2, 3}, {0, 0, 1, 0, 1, 0}), pred);  // k=5 of 3 classes: all hit
   EXPECT_FLOAT_EQ(r.metric->result(), 1.f);

@@ -54,7 +54,7 @@ struct Probe {
   static constexpr int64_t B = 5;
   Probe() {
     x = g.input({DType::f32, Shape{B, 4, 6}}, "x");
-    h = g.add("reduce_sum", {g.add("relu", {x})}, Attrs{{"axes", I{2}}, {"keepdims", false}});
+    h = g.add(op::reduce_sum, {g.add(op::relu, {x})}, Attrs{{"axes", I{2}}, {"keepdims", false}});
   }
   bool independent(Value out, std::string* why = nullptr, int64_t* widest = nullptr) {
     return rows_independent(g, {x}, {out}, B, why, widest);
@@ -63,13 +63,13 @@ struct Probe {
 
 TEST(RowsIndependent, KerasStyleInferenceGraph) {
   Probe p;
-  Value d = p.g.add("matmul", {p.h, p.g.variable(var({4, 3}))});
-  Value b = p.g.add("bias_add", {d, p.g.variable(var({3}))});
-  Value y = p.g.add("softmax", {b}, Attrs{{"axis", int64_t(-1)}});
-  Value flat = p.g.add("reshape", {p.x}, Attrs{{"shape", I{-1, 24}}});
-  Value both = p.g.add("concat",
-                       {y, p.g.add("slice", {flat}, Attrs{{"begin", I{0, 0}}, {"size", I{-1, 3}}})},
-                       Attrs{{"axis", int64_t(1)}});
+  Value d = p.g.add(op::matmul, {p.h, p.g.variable(var({4, 3}))});
+  Value b = p.g.add(op::bias_add, {d, p.g.variable(var({3}))});
+  Value y = p.g.add(op::softmax, {b}, Attrs{{"axis", int64_t(-1)}});
+  Value flat = p.g.add(op::reshape, {p.x}, Attrs{{"shape", I{-1, 24}}});
+  Value both = p.g.add(
+      op::concat, {y, p.g.add(op::slice, {flat}, Attrs{{"begin", I{0, 0}}, {"size", I{-1, 3}}})},
+      Attrs{{"axis", int64_t(1)}});
   std::string why;
   int64_t widest = 0;
   EXPECT_TRUE(p.independent(both, &why, &widest)) << why;
@@ -88,50 +88,50 @@ TEST(RowsIndependent, RefusesEveryWayOfMixingRows) {
   refused(
       "a sum over the batch",
       [](Probe& p) {
-        return p.g.add("reduce_sum", {p.h}, Attrs{{"axes", I{0}}, {"keepdims", true}});
+        return p.g.add(op::reduce_sum, {p.h}, Attrs{{"axes", I{0}}, {"keepdims", true}});
       },
       "reduce_sum");
   refused(
       "a sum over the batch whose result happens to have the batch's size",
       [](Probe& p) {
-        Value square = p.g.add("matmul", {p.h, p.g.variable(var({4, Probe::B}))});  // [B, B]
-        return p.g.add("reduce_sum", {square}, Attrs{{"axes", I{0}}, {"keepdims", false}});
+        Value square = p.g.add(op::matmul, {p.h, p.g.variable(var({4, Probe::B}))});  // [B, B]
+        return p.g.add(op::reduce_sum, {square}, Attrs{{"axes", I{0}}, {"keepdims", false}});
       },
       "reduce_sum");
   refused(
       "a softmax across the batch",
       [](Probe& p) {
-        return p.g.add("softmax", {p.h}, Attrs{{"axis", int64_t(0)}});
+        return p.g.add(op::softmax, {p.h}, Attrs{{"axis", int64_t(0)}});
       },
       "softmax");
   refused(
       "rows stacked",
       [](Probe& p) {
-        return p.g.add("concat", {p.h, p.h}, Attrs{{"axis", int64_t(0)}});
+        return p.g.add(op::concat, {p.h, p.h}, Attrs{{"axis", int64_t(0)}});
       },
       "concat");
   refused(
       "a constant with one value per row",
       [](Probe& p) {
-        return p.g.add("add", {p.h, p.g.variable(var({Probe::B, 4}))});
+        return p.g.add(op::add, {p.h, p.g.variable(var({Probe::B, 4}))});
       },
       "add");
   refused(
       "the batch as the contraction",
       [](Probe& p) {
-        return p.g.add("matmul", {p.g.variable(var({3, Probe::B})), p.h});
+        return p.g.add(op::matmul, {p.g.variable(var({3, Probe::B})), p.h});
       },
       "matmul");
   refused(
       "a random op",
       [](Probe& p) {
-        return p.g.add("dropout", {p.h}, Attrs{{"rate", 0.5}});
+        return p.g.add(op::dropout, {p.h}, Attrs{{"rate", 0.5}});
       },
       "dropout");
   refused(
       "a reshape across rows",
       [](Probe& p) {
-        return p.g.add("reshape", {p.h}, Attrs{{"shape", I{4, -1}}});
+        return p.g.add(op::reshape, {p.h}, Attrs{{"shape", I{4, -1}}});
       },
       "reshape");
   refused(
@@ -250,8 +250,8 @@ class BatchCentre : public Layer {
   using Layer::Layer;
   std::string class_name() const override { return "BatchCentre"; }
   std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
-    Value mean = ctx.graph.add("reduce_mean", {in[0]}, Attrs{{"axes", I{0}}, {"keepdims", true}});
-    return {ctx.graph.add("sub", {in[0], mean})};
+    Value mean = ctx.graph.add(op::reduce_mean, {in[0]}, Attrs{{"axes", I{0}}, {"keepdims", true}});
+    return {ctx.graph.add(op::sub, {in[0], mean})};
   }
 };
 

@@ -72,7 +72,7 @@ TEST(Sched, AttrsRoundTripAndLrScheduleOp) {
   auto it = std::make_shared<Variable>(Variable{"iterations", Tensor::full(Shape{}, 5.f), false});
   Graph g;
   Value lr =
-      g.add("lr_schedule", {g.variable(it)}, schedules::ExponentialDecay(0.1, 10, 0.5)->attrs());
+      g.add(op::lr_schedule, {g.variable(it)}, schedules::ExponentialDecay(0.1, 10, 0.5)->attrs());
   EXPECT_EQ(g.type(lr).shape, Shape{});
   Executable exe(g, {}, {lr}, {.backend = "reference"});
   exe.run();

@@ -13,11 +13,11 @@ class GradBuilder {
   Graph& graph() { return g_; }              ///< The graph being differentiated.
   /// Graph::add of a gradient node (named by set_name's name): op `op` on `inputs`, its one
   /// output.
-  Value add(const std::string& op, std::vector<Value> inputs, Attrs attrs = {}) {
+  Value add(OpId op, std::vector<Value> inputs, Attrs attrs = {}) {
     return g_.add(op, std::move(inputs), std::move(attrs), grad_name_);
   }
   /// Graph::add_multi of a gradient node: every output of op `op`.
-  std::vector<Value> add_multi(const std::string& op, std::vector<Value> inputs, Attrs attrs = {}) {
+  std::vector<Value> add_multi(OpId op, std::vector<Value> inputs, Attrs attrs = {}) {
     return g_.add_multi(op, std::move(inputs), std::move(attrs), grad_name_);
   }
   /// The shape and dtype of `v`.

@@ -47,11 +47,6 @@ class CompiledGraph {
   virtual std::string target() const { return {}; }
 };
 
-/// How a backend's buffers must be laid out.
-struct MemoryRules {
-  size_t alignment = kAlignment;  ///< of every buffer in the arena, and of the workspace
-};
-
 /// A way to run graphs (reference, cpu, xla): implement it and register_backend() an instance to
 /// add one. Executable calls run_passes, then compile, once per program.
 class Backend {
@@ -69,8 +64,11 @@ class Backend {
   /// ones; appends a line per rewrite to `report`. Not run for eager programs.
   virtual void run_passes(Graph& g, std::vector<Value>& outputs,
                           std::vector<std::string>& report) const = 0;
-  /// The alignment its buffers need (Executable plans the arena with it).
-  virtual MemoryRules memory_rules() const = 0;
+  /// Whether its programs run on this process's cores through host threads (OpenMP), so the
+  /// trainer may split a batch over them: replicas in one process sharing host memory, fit's
+  /// thread replicas, predict's thread tiles (the cpu backend). The reference is serial on
+  /// purpose; a whole-graph backend runs where its device is.
+  virtual bool splits_batch_over_host_threads() const = 0;
   /// Whether compile() takes CompileOptions::steps > 1 (several steps in one program).
   virtual bool runs_steps_per_call() const { return false; }
   /// Builds the program for `g` (after the passes). `step` outlives the program and holds the

@@ -46,7 +46,7 @@ struct Value {
 /// One op application in a Graph: its inputs are outputs of earlier nodes.
 struct Node {
   int id = -1;                      ///< its index in Graph::nodes()
-  std::string op;                   ///< the op's registered name (compare with op:: constants)
+  OpId op;                          ///< the op (compare with op:: constants)
   std::string name;                 ///< user-facing (layer) name for errors; may be empty
   Attrs attrs;                      ///< the op's attributes, checked against its declaration
   std::vector<Value> inputs;        ///< one Value per operand, in the op's order
@@ -60,10 +60,10 @@ struct Node {
 class Graph {
  public:
   /// Appends a node, running the op's shape function; errors name the op and node.
-  Value add(const std::string& op, std::vector<Value> inputs, Attrs attrs = {},
-            const std::string& name = "", VariablePtr var = nullptr);
+  Value add(OpId op, std::vector<Value> inputs, Attrs attrs = {}, const std::string& name = "",
+            VariablePtr var = nullptr);
   /// Same, returning all outputs.
-  std::vector<Value> add_multi(const std::string& op, std::vector<Value> inputs, Attrs attrs = {},
+  std::vector<Value> add_multi(OpId op, std::vector<Value> inputs, Attrs attrs = {},
                                const std::string& name = "", VariablePtr var = nullptr);
   Value input(const TensorType& type, const std::string& name);  ///< placeholder
   Value variable(const VariablePtr& v);  ///< read of a persistent variable (deduplicated)

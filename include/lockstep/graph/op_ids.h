@@ -1,28 +1,57 @@
-// Every op's id, declared once: the X-macro LOCKSTEP_OPS lists the names, and lockstep::op::<name>
-// is a constant for each. Code names ops through these constants (g.add(op::relu, ...),
-// n.op == op::conv2d), so a misspelt op is a compile error, not a silently unmatched string.
+// Every op's id, declared once: the X-macro LOCKSTEP_OPS lists the names, OpCode has an enumerator
+// for each and lockstep::op::<name> is a constant for each. The IR holds ids, not strings
+// (Node::op is an OpId, Graph::add takes one), so a misspelt op is a compile error, not a
+// silently unmatched string.
 // tests/ops/registry_test.cpp holds this list equal to the registered declarations, both ways:
 // an id without a declaration, or a declaration without an id, fails it.
 #pragma once
+#include <cstdint>
+#include <functional>
+#include <ostream>
 #include <string>
 #include <string_view>
 
 namespace lockstep {
 
-/// The name of a declared op. Converts to std::string (Graph::add, OpRegistry::op) and
-/// compares with one (node.op == op::relu).
-struct OpId {
-  const char* name;                                         ///< "relu": the op's registered name
-  operator std::string() const { return name; }             ///< The name as a std::string.
-  constexpr std::string_view view() const { return name; }  ///< The name, without a copy.
-  /// A string (a node's op) equals the id with the same name.
-  friend bool operator==(const std::string& a, OpId b) { return a == b.name; }
-  /// Two ids are equal when their names are.
-  friend bool operator==(OpId a, OpId b) { return std::string_view(a.name) == b.name; }
+enum class OpCode : uint16_t;
+
+/// A declared op: an index into LOCKSTEP_OPS, so `Node::op` and `Graph::add` take only ids the
+/// compiler knows (g.add("relu", ...) does not compile), a `switch (n.op.code())` over ops is
+/// checked by -Wswitch, and comparing two ids compares two integers. The name is for messages,
+/// files and docs: `id.name()`, `std::string(id)`, `os << id`. A name read at run time (a test
+/// table, a file) becomes an id through OpId::named, which refuses an undeclared name.
+class OpId {
+ public:
+  /// No op (a default-made Node); name() is "<none>". Never a declared op.
+  constexpr OpId() = default;
+  constexpr explicit OpId(OpCode c) : code_(c) {}
+  constexpr OpCode code() const { return code_; }  ///< The enumerator, for switches.
+  constexpr bool valid() const { return uint16_t(code_) != kNone; }  ///< False for OpId().
+  const char* name() const;  ///< "relu": the op's registered name ("<none>" for OpId()).
+  std::string_view view() const { return name(); }  ///< The name, without a copy.
+  operator std::string() const { return name(); }   ///< The name as a std::string.
+  /// The id named `name`; an error naming it (and saying it is not declared) otherwise.
+  static OpId named(std::string_view name);
+  /// The id named `name`, or OpId() when no op is declared under it.
+  static OpId find(std::string_view name);
+  /// Two ids are equal when they name the same op.
+  friend constexpr bool operator==(OpId a, OpId b) { return a.code_ == b.code_; }
+  /// Orders ids by declaration order (LOCKSTEP_OPS is sorted by name), for maps and sets.
+  friend constexpr bool operator<(OpId a, OpId b) { return a.code_ < b.code_; }
   /// "prefix " + op::relu, for messages.
-  friend std::string operator+(const std::string& a, OpId b) { return a + b.name; }
+  friend std::string operator+(const std::string& a, OpId b) { return a + b.name(); }
+  /// "prefix " + op::relu, for messages.
+  friend std::string operator+(const char* a, OpId b) { return std::string(a) + b.name(); }
   /// op::relu + " suffix", for messages.
-  friend std::string operator+(OpId a, const std::string& b) { return a.name + b; }
+  friend std::string operator+(OpId a, const std::string& b) { return a.name() + b; }
+  /// op::relu + " suffix", for messages.
+  friend std::string operator+(OpId a, const char* b) { return std::string(a.name()) + b; }
+  /// Writes the name.
+  friend std::ostream& operator<<(std::ostream& os, OpId id) { return os << id.name(); }
+
+ private:
+  static constexpr uint16_t kNone = 0xffff;
+  OpCode code_ = OpCode(kNone);
 };
 
 // clang-format off
@@ -52,8 +81,15 @@ struct OpId {
   X(zeros_like)
 // clang-format on
 
+/// One enumerator per declared op, in the order of LOCKSTEP_OPS.
+enum class OpCode : uint16_t {
+#define LOCKSTEP_OP_CODE(name) name,
+  LOCKSTEP_OPS(LOCKSTEP_OP_CODE)
+#undef LOCKSTEP_OP_CODE
+};
+
 namespace op {
-#define LOCKSTEP_OP_ID(name) inline constexpr OpId name{#name};
+#define LOCKSTEP_OP_ID(name) inline constexpr OpId name{OpCode::name};
 LOCKSTEP_OPS(LOCKSTEP_OP_ID)
 #undef LOCKSTEP_OP_ID
 }  // namespace op
@@ -64,5 +100,13 @@ inline constexpr OpId kAllOpIds[] = {
     LOCKSTEP_OPS(LOCKSTEP_OP_ID)
 #undef LOCKSTEP_OP_ID
 };
+/// How many ops are declared.
+inline constexpr size_t kOpCount = sizeof(kAllOpIds) / sizeof(kAllOpIds[0]);
 
 }  // namespace lockstep
+
+/// Ids hash by their code (unordered maps keyed by op).
+template <>
+struct std::hash<lockstep::OpId> {
+  size_t operator()(lockstep::OpId id) const noexcept { return size_t(id.code()); }
+};

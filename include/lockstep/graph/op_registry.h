@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lockstep/graph/backends.h"
+#include "lockstep/graph/fused_activation.h"
 #include "lockstep/graph/graph.h"
 #include "lockstep/graph/op_ids.h"
 
@@ -114,27 +115,42 @@ struct AttrDecl {
 
 /// How the rows of a batch (dim 0) of a node's inputs reach its outputs (OpDef::rows).
 enum class RowRule {
-  mixed,      ///< may combine rows (batch statistics, losses, matmul over the batch): never tiled
-  pointwise,  ///< OpDef::elementwise: row r of y from row r of each operand that has rows
-  per_row,    ///< input 0's row r gives y's row r, the other inputs being weights or statistics
-  by_attrs,   ///< OpDef::keeps_rows decides from the node's attributes (softmax's axis, ...)
+  mixed,  ///< may combine rows (batch statistics, losses, matmul over the batch): never tiled
+  /// Elementwise: each output element from the same element of each operand (numpy
+  /// broadcasting), so row r of y from row r of each operand that has rows.
+  pointwise,
+  per_row,   ///< input 0's row r gives y's row r, the other inputs being weights or statistics
+  by_attrs,  ///< OpDef::keeps_rows decides from the node's attributes (softmax's axis, ...)
 };
 
 /// What a fusion pass may do with an op (OpDef::fusion, a bit set).
 enum FusionRole : uint32_t {
   kFuseNone = 0,
-  kFuseActivation = 1u << 0,      ///< y = f(x) a producer with an "activation" attribute can apply
-  kFuseActivationGrad = 1u << 1,  ///< dx = f'(dy, y) a gradient with "activation" can apply
-  kFuseBias = 1u << 2,            ///< y = x + bias[C]: a producer with "fused_bias" takes it
-  kFuseResidual = 1u << 3,        ///< y = a + b: a producer with "residual" takes the other operand
-  kFuseTakesActivation = 1u << 4,  ///< has an "activation" attribute its kernel applies last
-  kFuseTakesBias = 1u << 5,        ///< has a "fused_bias" attribute (bias as an extra input)
-  kFuseTakesResidual = 1u << 6,    ///< has a "residual" attribute (z added before the activation)
+  /// y = f(x), a FusedActivation (OpDef::fused_as): a producer that declares it in
+  /// takes_activations applies it to its own output (fuse_activations, src/ops/fusions.cpp).
+  kFuseActivation = 1u << 0,
+  /// dx = f'(dy, y) from the activation's output y (relu_grad, relu6_grad): a batch-norm or
+  /// pooling gradient with an "activation" attribute masks its own dy (fuse_activation_grads).
+  kFuseActivationGrad = 1u << 1,
+  kFuseBias = 1u << 2,  ///< y = x + bias[C]: a producer with kFuseTakesBias takes it
+  kFuseResidual =
+      1u << 3,  ///< y = a + b: a producer with kFuseTakesResidual takes the other operand
+  /// Has an "activation" attribute its kernel applies last: the FusedActivations in
+  /// OpDef::takes_activations.
+  kFuseTakesActivation = 1u << 4,
+  kFuseTakesBias = 1u << 5,      ///< has a "fused_bias" attribute (bias as an extra input)
+  kFuseTakesResidual = 1u << 6,  ///< has a "residual" attribute (z added before the activation)
   /// An optimizer update with "count" and inputs (var, grad, lr, slots...[, step]): neighbours of
   /// one optimizer merge into one pass over every variable.
   kFuseUpdate = 1u << 7,
   kFuseView = 1u << 8,        ///< identity: what a fused-away node becomes
   kFuseUpdateStep = 1u << 9,  ///< with kFuseUpdate: the last input is a step the run shares
+  /// With kFuseActivation: its gradient reads only its output (relu_grad(dy, y)), so a producer
+  /// that applies it still has a gradient (conv2d's grad applies the activation's own).
+  kFuseGradFromOutput = 1u << 10,
+  /// A gradient with an "activation" attribute that masks its own output by the derivative of a
+  /// FusedActivation in OpDef::takes_activations, taking a kFuseActivationGrad node's place.
+  kFuseTakesActivationGrad = 1u << 11,
 };
 
 /// A node that computes nothing (OpDef::source): the program's placeholders and variable reads.
@@ -179,7 +195,7 @@ using GradFn =
 /// about it, in one place. Registered once (OpRegistry::add, in a LOCKSTEP_REGISTER block of its
 /// src/ops/ file); kernels are registered separately, per backend.
 struct OpDef {
-  std::string name;             ///< "conv2d": the name nodes use (an op:: constant in op_ids.h)
+  OpId name;                    ///< op::conv2d: the op's id (op_ids.h), whose name nodes print
   std::string signature;        ///< inputs -> outputs, e.g. "(x[..., C], bias[C]) -> y"
   std::string doc;              ///< one line: what it computes
   std::vector<AttrDecl> attrs;  ///< every attribute a node of this op may carry
@@ -204,9 +220,6 @@ struct OpDef {
   /// adapter (bf16 -> f32, the f32 kernel, f32 -> bf16), so every such op works on every backend.
   bool bf16 = false;
   std::vector<int> bf16_outputs;  ///< the outputs that become bf16 (see `bf16`); {}: every float
-  /// Each output element depends only on the same element of each operand (numpy broadcasting):
-  /// predict tiling keeps its rows apart when no operand is aligned with the batch by a constant.
-  bool elementwise = false;
   /// Its kernels walk flat memory and need operands of one shape (no broadcasting): a backend may
   /// hand it any memory layout, the same for every operand and output (the cpu backend's
   /// blocked nChw16c, see src/backends/cpu/layouts.cpp).
@@ -220,6 +233,12 @@ struct OpDef {
       keeps_rows;
   /// What fusion passes may do with it (FusionRole bits; the passes read these, never names).
   uint32_t fusion = 0;
+  /// kFuseActivation: the FusedActivation this op is when a producer applies it (relu's is
+  /// FusedActivation::relu). kFuseActivationGrad: the one whose gradient (from its output) it is.
+  FusedActivation fused_as = FusedActivation::linear;
+  /// kFuseTakesActivation: the fused activations its kernels apply ("activation" attribute);
+  /// kFuseTakesActivationGrad: those whose derivative they mask by.
+  FusedActivationSet takes_activations = 0;
   /// The Keras activation names this op implements (`activation="relu"` in a layer config):
   /// nn builds the op for each, and the list of valid activations is the union of these.
   std::vector<std::string> keras_activations;
@@ -241,30 +260,36 @@ class OpRegistry {
   /// Declares an op; an error when the name is already declared. Sets backends = {"reference"}
   /// when def.reference_only is set.
   void add(OpDef def);
-  /// The declaration of `name`; an error "unknown op" when it has none.
-  const OpDef& op(const std::string& name) const;
-  /// Whether an op `name` is declared.
-  bool has(const std::string& name) const { return ops_.count(name) != 0; }
+  /// The declaration of `id`; an error "unknown op" when it has none.
+  const OpDef& op(OpId id) const;
+  /// Whether op `id` is declared.
+  bool has(OpId id) const { return id.valid() && ops_[size_t(id.code())] != nullptr; }
   /// takes_bf16: the kernel handles bf16 inputs/outputs itself (any mix with f32 its op allows).
-  void add_kernel(const std::string& op, const std::string& backend, KernelFactory f,
-                  bool takes_bf16 = false);
+  void add_kernel(OpId op, const std::string& backend, KernelFactory f, bool takes_bf16 = false);
   /// The factory `backend` registered for `op`; nullptr when it registered none.
-  const KernelFactory* kernel(const std::string& op, const std::string& backend) const;
+  const KernelFactory* kernel(OpId op, const std::string& backend) const;
   /// Whether that kernel was registered with takes_bf16 (false when there is none).
-  bool kernel_takes_bf16(const std::string& op, const std::string& backend) const;
+  bool kernel_takes_bf16(OpId op, const std::string& backend) const;
   /// Every declared op name, sorted.
   std::vector<std::string> op_names() const;
+  /// Every declared op, in id order.
+  std::vector<const OpDef*> ops() const;
+  /// The op declared kFuseActivation as fused activation `a`; nullptr when none is (linear).
+  const OpDef* fused_activation_op(FusedActivation a) const;
   /// The op that implements Keras activation `name` ("relu", "silu"), nullptr when none does.
   const OpDef* activation_op(const std::string& name) const;
   /// Every Keras activation name some op declares, sorted.
   std::vector<std::string> activation_names() const;
   /// The backends with a kernel registered for `op` (sorted).
-  std::vector<std::string> kernel_backends(const std::string& op) const;
+  std::vector<std::string> kernel_backends(OpId op) const;
 
  private:
-  std::unordered_map<std::string, OpDef> ops_;
-  std::unordered_map<std::string, std::unordered_map<std::string, KernelFactory>> kernels_;
-  std::unordered_map<std::string, std::unordered_map<std::string, bool>> takes_bf16_;
+  struct Kernels {
+    std::unordered_map<std::string, KernelFactory> factory;  // by backend
+    std::unordered_map<std::string, bool> takes_bf16;        // by backend
+  };
+  std::vector<std::unique_ptr<OpDef>> ops_ = std::vector<std::unique_ptr<OpDef>>(kOpCount);
+  std::vector<Kernels> kernels_ = std::vector<Kernels>(kOpCount);
 };
 
 /// Checks the attributes of a node of `def` against its declaration: every key declared, every
@@ -288,21 +313,23 @@ const std::string& attr_s(const Node& n, const std::string& key);
 const std::vector<int64_t>& attr_ints(const Node& n, const std::string& key);
 /// A float-list attribute, as attr_i.
 const std::vector<double>& attr_floats(const Node& n, const std::string& key);
+/// A fused-activation attribute ("activation", "dw_activation") as the enum; an error naming the
+/// op and the valid names when the value is none of them, or one the op does not declare in
+/// OpDef::takes_activations.
+FusedActivation attr_activation(const Node& n, const std::string& key = "activation");
 /// attr_i for an attribute set `a` of op `op` that is not a node (lr_schedule's attrs, evaluated
 /// on the host by train's schedule objects).
-int64_t attr_i(const std::string& op, const Attrs& a, const std::string& key);
+int64_t attr_i(OpId op, const Attrs& a, const std::string& key);
 /// attr_f for an attribute set of op `op` that is not a node.
-double attr_f(const std::string& op, const Attrs& a, const std::string& key);
+double attr_f(OpId op, const Attrs& a, const std::string& key);
 /// attr_b for an attribute set of op `op` that is not a node.
-bool attr_b(const std::string& op, const Attrs& a, const std::string& key);
+bool attr_b(OpId op, const Attrs& a, const std::string& key);
 /// attr_s for an attribute set of op `op` that is not a node.
-const std::string& attr_s(const std::string& op, const Attrs& a, const std::string& key);
+const std::string& attr_s(OpId op, const Attrs& a, const std::string& key);
 /// attr_ints for an attribute set of op `op` that is not a node.
-const std::vector<int64_t>& attr_ints(const std::string& op, const Attrs& a,
-                                      const std::string& key);
+const std::vector<int64_t>& attr_ints(OpId op, const Attrs& a, const std::string& key);
 /// attr_floats for an attribute set of op `op` that is not a node.
-const std::vector<double>& attr_floats(const std::string& op, const Attrs& a,
-                                       const std::string& key);
+const std::vector<double>& attr_floats(OpId op, const Attrs& a, const std::string& key);
 
 // Static registration: LOCKSTEP_REGISTER(unique_id) { ...code run at load time... }
 #define LS_CONCAT2(a, b) a##b

@@ -19,6 +19,7 @@ class CpuBackend final : public KernelBackend {
   std::string doc() const override {
     return "oneDNN convolutions and matmuls, OpenMP-parallel loops for the rest";
   }
+  bool splits_batch_over_host_threads() const override { return true; }
   bool can_run(const Node& n, const std::vector<TensorType>&, std::string* why) const override {
     const OpRegistry& registry = OpRegistry::get();
     if (registry.kernel(n.op, "cpu")) return true;

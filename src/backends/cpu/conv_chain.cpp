@@ -16,9 +16,20 @@ int64_t min_intermediate_bytes() {
   return e && *e ? std::strtoll(e, nullptr, 10) : int64_t(16) << 20;
 }
 
+// Whether oneDNN's depthwise post-op chain runs conv n's activation (its eltwise post-ops).
 bool takes_activation(const Node& n) {
-  const std::string& a = attr_s(n, "activation");
-  return a == "linear" || a == "relu" || a == "relu6" || (a == "swish" && conv_swish_by_onednn());
+  switch (attr_activation(n)) {
+    case FusedActivation::linear:
+    case FusedActivation::relu:
+    case FusedActivation::relu6:
+      return true;
+    case FusedActivation::swish:
+      return conv_swish_by_onednn();
+    case FusedActivation::sigmoid:
+    case FusedActivation::gelu:
+      return false;
+  }
+  return false;
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -44,8 +55,8 @@ std::optional<Attrs> pair_attrs(const Graph& g, const Node& pw, const Node& dw) 
   const bool depthwise = d.KH == 3 && d.Cg() == 1 && d.Og() == 1;
   if (!one_by_one || !depthwise || a.N < 0 || a.H < 0 || a.W < 0 || !dw_post_op_geometry(d))
     return std::nullopt;
-  return Attrs{{"activation", attr_s(pw, "activation")},
-               {"dw_activation", attr_s(dw, "activation")},
+  return Attrs{{"activation", fused_activation_name(attr_activation(pw))},
+               {"dw_activation", fused_activation_name(attr_activation(dw))},
                {"dw_strides", std::vector<int64_t>{d.SH, d.SW}},
                {"dw_pads", std::vector<int64_t>{d.PT, d.PB, d.PL, d.PR}}};
 }

@@ -145,14 +145,20 @@ dnnl::convolution_forward::primitive_desc fwd_pd(const ConvGeom& g, const ConvTy
 
 // A conv's fused activation as an eltwise post-op (none for linear).
 void append_activation(dnnl::post_ops& po, const ConvGeom& g) {
-  if (g.relu)
-    po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
-  else if (g.relu6)
-    po.append_eltwise(1.f, algorithm::eltwise_clip, 0.f, 6.f);
-  else if (g.sigmoid)
-    po.append_eltwise(1.f, algorithm::eltwise_logistic, 0.f, 0.f);
-  else if (g.swish)
-    po.append_eltwise(1.f, algorithm::eltwise_swish, 1.f, 0.f);
+  switch (g.act) {
+    case FusedActivation::linear:
+      return;
+    case FusedActivation::relu:
+      return po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
+    case FusedActivation::relu6:
+      return po.append_eltwise(1.f, algorithm::eltwise_clip, 0.f, 6.f);
+    case FusedActivation::sigmoid:
+      return po.append_eltwise(1.f, algorithm::eltwise_logistic, 0.f, 0.f);
+    case FusedActivation::swish:
+      return po.append_eltwise(1.f, algorithm::eltwise_swish, 1.f, 0.f);
+    case FusedActivation::gelu:
+      return po.append_eltwise(1.f, algorithm::eltwise_gelu_erf, 0.f, 0.f);
+  }
 }
 
 // conv2d_pointwise_depthwise's primitive: the 1x1 conv with its activation, then oneDNN's
@@ -243,7 +249,8 @@ class ConvKernel : public Kernel {
 // floats, the pass ~14 plus a read and write of the output. EfficientNetB0's 96x96 predict, batch
 // 32: 38.5 -> 32.7 ms per batch of kernel time (LOCKSTEP_PROFILE=1), 796-853 -> 921-963 img/s.
 bool own_swish(const ConvGeom& g, const ConvTypes& t) {
-  return g.swish && !conv_swish_by_onednn() && (t.y == dt::f32 || t.y == dt::bf16);
+  return g.act == FusedActivation::swish && !conv_swish_by_onednn() &&
+         (t.y == dt::f32 || t.y == dt::bf16);
 }
 
 // y = swish(y) in place over the conv's output, in pieces over the threads.
@@ -267,7 +274,7 @@ class ConvFwd final : public ConvKernel {
  public:
   ConvFwd(const ConvGeom& geom, const ConvTypes& t) : swish_(own_swish(geom, t)), y_type_(t.y) {
     ConvGeom g = geom;
-    if (swish_) g.swish = false;
+    if (swish_) g.act = FusedActivation::linear;
     y_numel_ = g.N * g.OH * g.OW * g.O;
     Mds m = user_mds(g, t);
     auto attr = user_scratchpad_attr();

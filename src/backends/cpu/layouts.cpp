@@ -49,8 +49,9 @@ std::vector<PortGroup> blocked_ports(const Graph& g, const Node& n) {
   }
   if (op == op::batch_norm_train_grad) {
     PortGroup p{{0, 1, out_port(0)}, "layout"};
-    const std::string& act = attr_s(n, "activation");
-    if ((act == "relu" || act == "relu6") && !attr_b(n, "mask_from_x"))
+    const FusedActivation act = attr_activation(n);
+    if ((act == FusedActivation::relu || act == FusedActivation::relu6) &&
+        !attr_b(n, "mask_from_x"))
       p.ports.push_back(5);  // y (with swish or mask_from_x: beta, [C])
     if (attr_b(n, "emit_dy")) p.ports.push_back(out_port(3));
     return {p};
@@ -181,7 +182,7 @@ class LayoutPlanner {
   }
   bool is_conv(int node) const {
     if (node < 0) return false;
-    const std::string& op = g_.node(node).op;
+    const OpId op = g_.node(node).op;
     return op == op::conv2d || op == op::conv2d_backward_input || op == op::conv2d_backward_filter;
   }
 

@@ -53,9 +53,10 @@ Dims dims_of(const Node& n, const Shape& x) {
   d.M = d.R;
   if (n.op == op::batch_norm_train || n.op == op::batch_norm_train_grad ||
       n.op == op::batch_norm_infer) {
-    d.cap = attr_s(n, "activation") == "relu6";
-    d.relu = d.cap || attr_s(n, "activation") == "relu";
-    d.swish = attr_s(n, "activation") == "swish";
+    const FusedActivation act = attr_activation(n);
+    d.cap = act == FusedActivation::relu6;
+    d.relu = d.cap || act == FusedActivation::relu;
+    d.swish = act == FusedActivation::swish;
     if (attr_s(n, "layout") == "nChw16c") {
       LS_CHECK(x.rank() == 4 && C % 16 == 0, n.op, " '", n.name,
                "': a blocked (nChw16c) x must be 4-D with channels a multiple of 16, got ",
@@ -759,9 +760,19 @@ LOCKSTEP_REGISTER(cpu_norm_kernels) {
   R.add_kernel(
       op::batch_norm_train_grad, "cpu",
       [bn_grad, bn_grad_relu, bn_grad_swish](const Node& n, const std::vector<TensorType>& in) {
-        const std::string& act = attr_s(n, "activation");
-        if (act == "swish" || attr_b(n, "mask_from_x")) return bn_grad_swish(n, in);
-        return act == "relu" || act == "relu6" ? bn_grad_relu(n, in) : bn_grad(n, in);
+        switch (attr_activation(n)) {
+          case FusedActivation::linear:
+            return bn_grad(n, in);
+          case FusedActivation::relu:
+          case FusedActivation::relu6:
+            return attr_b(n, "mask_from_x") ? bn_grad_swish(n, in) : bn_grad_relu(n, in);
+          case FusedActivation::swish:
+            return bn_grad_swish(n, in);
+          case FusedActivation::sigmoid:
+          case FusedActivation::gelu:
+            break;  // not in batch_norm_train_grad's takes_activations: attr_activation refuses
+        }
+        LS_FAIL("batch_norm_train_grad '", n.name, "': no cpu kernel for its activation");
       },
       /*takes_bf16=*/true);
   R.add_kernel(op::batch_norm_infer, "cpu",

@@ -370,7 +370,7 @@ KernelFactory max_bwd_factory() {
     ConvGeom g = ops::pool_geometry(in[1].shape, n);
     LS_CHECK(g.H * g.W * g.C < (int64_t(1) << 31), "max_pool2d_grad: image too large");
     const int threads = omp_get_max_threads();
-    const bool relu = attr_s(n, "activation") == "relu";
+    const bool relu = attr_activation(n) == FusedActivation::relu;
     if (attr_s(n, "src_layout") == "nChw16c") {
       LS_CHECK(in[1].dtype == DType::f32 && in[0].dtype == DType::f32 &&
                    in[2].dtype == DType::f32 && g.C % 16 == 0,

@@ -16,6 +16,7 @@ class ReferenceBackend final : public KernelBackend {
   std::string doc() const override {
     return "readable serial loops: the oracle of every test and the fallback";
   }
+  bool splits_batch_over_host_threads() const override { return false; }
   bool can_run(const Node& n, const std::vector<TensorType>&, std::string* why) const override {
     if (OpRegistry::get().kernel(n.op, kReferenceBackend)) return true;
     if (why) *why = "no reference kernel is registered for the op";

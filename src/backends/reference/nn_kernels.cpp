@@ -56,10 +56,7 @@ void conv_fwd(const ConvGeom& g, const float* x, const float* w, const float* b,
   std::fill(acc, acc + ny, 0.0);
   for_each_tap(g, [&](int64_t yi, int64_t fi, int64_t xi) { acc[yi] += double(x[xi]) * w[fi]; });
   for (int64_t i = 0; i < ny; ++i) {
-    double v = acc[i] + (b ? b[i % g.O] : 0.0);
-    y[i] = float(g.relu ? std::max(v, 0.0) : g.relu6 ? std::min(std::max(v, 0.0), 6.0) : v);
-    if (g.swish) y[i] *= ew::sigmoid(y[i]);
-    if (g.sigmoid) y[i] = ew::sigmoid(y[i]);
+    y[i] = ew::fused_activation(g.act, acc[i] + (b ? b[i % g.O] : 0.0));
   }
 }
 

@@ -25,9 +25,10 @@ Dims dims_of(const Node& n, const Shape& x) {
   Dims d{x.numel() / C, C, attr_f(n, "epsilon")};
   if (n.op == op::batch_norm_train || n.op == op::batch_norm_train_grad ||
       n.op == op::batch_norm_infer) {
-    d.relu6 = attr_s(n, "activation") == "relu6";
-    d.relu = d.relu6 || attr_s(n, "activation") == "relu";
-    d.swish = attr_s(n, "activation") == "swish";
+    const FusedActivation act = attr_activation(n);
+    d.relu6 = act == FusedActivation::relu6;
+    d.relu = d.relu6 || act == FusedActivation::relu;
+    d.swish = act == FusedActivation::swish;
     d.emit_dy = n.op == op::batch_norm_train_grad && attr_b(n, "emit_dy");
     d.from_x = n.op == op::batch_norm_train_grad && attr_b(n, "mask_from_x");
     LS_CHECK(n.op == op::batch_norm_infer || attr_i(n, "group") == 0, n.op, " '", n.name,

@@ -73,7 +73,7 @@ LOCKSTEP_REGISTER(reference_pool_kernels) {
   R.add_kernel(op::max_pool2d_grad, "reference",
                [](const Node& n, const std::vector<TensorType>& in) {
                  ConvGeom g = ops::pool_geometry(in[1].shape, n);
-                 const bool relu = attr_s(n, "activation") == "relu";
+                 const bool relu = attr_activation(n) == FusedActivation::relu;
                  return make_kernel(
                      [g, relu](const KernelArgs& a) {
                        const float* x = in_f(a, 1);

@@ -12,8 +12,8 @@ namespace lockstep::xla {
 
 namespace {
 
-std::unordered_map<std::string, LowerFn>& registry() {
-  static std::unordered_map<std::string, LowerFn> r;
+std::unordered_map<OpId, LowerFn>& registry() {
+  static std::unordered_map<OpId, LowerFn> r;
   return r;
 }
 
@@ -24,21 +24,14 @@ std::string node_text(const Node& n) {
 
 }  // namespace
 
-void register_lowering(const std::string& op, LowerFn fn) {
+void register_lowering(OpId op, LowerFn fn) {
   LS_CHECK(!registry().count(op), "xla: op '", op, "' has two lowerings");
   registry()[op] = std::move(fn);
 }
 
-const LowerFn* find_lowering(const std::string& op) {
+const LowerFn* find_lowering(OpId op) {
   auto it = registry().find(op);
   return it == registry().end() ? nullptr : &it->second;
-}
-
-std::vector<std::string> lowered_ops() {
-  std::vector<std::string> v;
-  for (auto& [op, _] : registry()) v.push_back(op);
-  std::sort(v.begin(), v.end());
-  return v;
 }
 
 std::vector<int64_t> all_axes(int rank) {

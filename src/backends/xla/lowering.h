@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/xla/stablehlo_emitter.h"
+#include "lockstep/graph/fused_activation.h"
 #include "lockstep/graph/graph.h"
 
 namespace lockstep::xla {
@@ -74,9 +75,12 @@ class LoweringContext {
 // LoweringContext::update_variable instead).
 using LowerFn = std::function<std::vector<HloValue>(LoweringContext&, const Node&)>;
 
-void register_lowering(const std::string& op, LowerFn fn);
-const LowerFn* find_lowering(const std::string& op);
-std::vector<std::string> lowered_ops();  // sorted
+void register_lowering(OpId op, LowerFn fn);
+const LowerFn* find_lowering(OpId op);
+
+// y through fused activation `a` (a producer's "activation" attribute), lowered as the
+// activation's own op is lowered.
+HloValue lower_fused_activation(LoweringContext& cx, FusedActivation a, const HloValue& y);
 
 // Shorthands for the lowering files.
 inline HloType hlo_type(const TensorType& t) { return {elem_of(t.dtype), t.shape.vec()}; }

@@ -77,9 +77,6 @@ void register_unary_math() {
   register_lowering(op::sqrt, unary<&B::sqrt>);
   register_lowering(op::abs, unary<&B::abs>);
   register_lowering(op::tanh, unary<&B::tanh>);
-  register_lowering(op::sigmoid, [](LoweringContext& cx, const Node& n) {
-    return Values{sigmoid(cx, cx.in(n, 0))};
-  });
   register_lowering(op::square, [](LoweringContext& cx, const Node& n) {
     HloValue x = cx.in(n, 0);
     return Values{cx.b.multiply(x, x)};
@@ -94,18 +91,9 @@ void register_unary_math() {
 }
 
 void register_relus() {
-  register_lowering(op::relu, [](LoweringContext& cx, const Node& n) {
-    HloValue x = cx.in(n, 0);
-    return Values{cx.b.select(gt_zero(cx, x), x, zeros(cx, x))};
-  });
   register_lowering(op::relu_grad, [](LoweringContext& cx, const Node& n) {
     HloValue dy = cx.in(n, 0), y = cx.in(n, 1);
     return Values{cx.b.select(gt_zero(cx, y), dy, zeros(cx, dy))};
-  });
-  register_lowering(op::relu6, [](LoweringContext& cx, const Node& n) {
-    HloValue x = cx.in(n, 0), six = cx.full_like(x, 6.0);
-    HloValue capped = cx.b.select(cx.b.compare(x, six, Compare::LT), x, six);
-    return Values{cx.b.select(gt_zero(cx, x), capped, zeros(cx, x))};
   });
   register_lowering(op::relu6_grad, [](LoweringContext& cx, const Node& n) {
     HloValue dy = cx.in(n, 0), y = cx.in(n, 1);
@@ -146,10 +134,6 @@ void register_smooth_activations() {
   register_lowering(op::tanh_grad, [](LoweringContext& cx, const Node& n) {  // dy * (1 - y * y)
     HloValue dy = cx.in(n, 0), y = cx.in(n, 1);
     return Values{cx.b.multiply(dy, cx.b.subtract(cx.full_like(y, 1.0), cx.b.multiply(y, y)))};
-  });
-  register_lowering(op::swish, [](LoweringContext& cx, const Node& n) {
-    HloValue x = cx.in(n, 0);
-    return Values{cx.b.multiply(x, sigmoid(cx, x))};
   });
   register_lowering(
       op::swish_grad, [](LoweringContext& cx, const Node& n) {  // dy * (s + x s (1 - s))
@@ -197,11 +181,11 @@ HloValue gelu_tanh(LoweringContext& cx, const HloValue& x) {
 }
 
 // x Phi(x): 0.5 x (1 + erf(x / sqrt 2)), or 0.5 x (1 + tanh(c (x + a x^3))) when approximate.
-Values gelu(LoweringContext& cx, const Node& n) {
-  HloValue x = cx.in(n, 0), one = cx.full_like(x, 1.0);
-  HloValue t = attr_b(n, "approximate") ? gelu_tanh(cx, x)
-                                        : erf(cx, cx.b.multiply(x, cx.full_like(x, kSqrtHalf)));
-  return {cx.b.multiply(cx.b.multiply(cx.full_like(x, 0.5), x), cx.b.add(one, t))};
+HloValue gelu(LoweringContext& cx, const HloValue& x, bool approximate) {
+  HloValue one = cx.full_like(x, 1.0);
+  HloValue t =
+      approximate ? gelu_tanh(cx, x) : erf(cx, cx.b.multiply(x, cx.full_like(x, kSqrtHalf)));
+  return cx.b.multiply(cx.b.multiply(cx.full_like(x, 0.5), x), cx.b.add(one, t));
 }
 
 Values gelu_grad(LoweringContext& cx, const Node& n) {
@@ -226,8 +210,38 @@ Values gelu_grad(LoweringContext& cx, const Node& n) {
 
 }  // namespace
 
+HloValue lower_fused_activation(LoweringContext& cx, FusedActivation a, const HloValue& x) {
+  switch (a) {
+    case FusedActivation::linear:
+      return x;
+    case FusedActivation::relu:
+      return cx.b.select(gt_zero(cx, x), x, zeros(cx, x));
+    case FusedActivation::relu6: {
+      HloValue six = cx.full_like(x, 6.0);
+      HloValue capped = cx.b.select(cx.b.compare(x, six, Compare::LT), x, six);
+      return cx.b.select(gt_zero(cx, x), capped, zeros(cx, x));
+    }
+    case FusedActivation::sigmoid:
+      return sigmoid(cx, x);
+    case FusedActivation::swish:
+      return cx.b.multiply(x, sigmoid(cx, x));
+    case FusedActivation::gelu:
+      return gelu(cx, x, false);
+  }
+  LS_FAIL("unknown fused activation");
+}
+
 LOCKSTEP_REGISTER(xla_elementwise_lowerings) {
-  register_lowering(op::gelu, gelu);
+  // The activations a producer can fuse are lowered as that producer lowers them.
+  for (FusedActivation a : kAllFusedActivations)
+    if (const OpDef* act = OpRegistry::get().fused_activation_op(a))
+      if (act->name != op::gelu)  // gelu's approximate form is its own
+        register_lowering(act->name, [a](LoweringContext& cx, const Node& n) {
+          return Values{lower_fused_activation(cx, a, cx.in(n, 0))};
+        });
+  register_lowering(op::gelu, [](LoweringContext& cx, const Node& n) {
+    return Values{gelu(cx, cx.in(n, 0), attr_b(n, "approximate"))};
+  });
   register_lowering(op::gelu_grad, gelu_grad);
   register_binaries();
   register_unary_math();

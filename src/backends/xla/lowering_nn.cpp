@@ -38,13 +38,7 @@ Values conv2d(LoweringContext& cx, const Node& n) {
   const ConvGeom g = ops::conv2d_geometry(cx.in_type(n, 0).shape, cx.in_type(n, 1).shape, n);
   HloValue y = cx.b.convolution(x, w, ConvDims::nhwc(), forward_window(g));
   if (g.fused_bias) y = cx.b.add(y, cx.broadcast_numpy(cx.in(n, 2), y.type.dims));
-  if (g.relu || g.relu6)
-    y = cx.b.select(cx.b.compare(y, cx.full_like(y, 0.0), Compare::GT), y, cx.full_like(y, 0.0));
-  if (g.relu6)
-    y = cx.b.select(cx.b.compare(y, cx.full_like(y, 6.0), Compare::LT), y, cx.full_like(y, 6.0));
-  if (g.swish) y = cx.b.multiply(y, cx.b.logistic(y));
-  if (g.sigmoid) y = cx.b.logistic(y);
-  return {y};
+  return {lower_fused_activation(cx, g.act, y)};
 }
 
 // The input gradient's padding on one axis: the forward window's reach minus its padding, and
@@ -115,7 +109,7 @@ Values max_pool2d_grad(LoweringContext& cx, const Node& n) {
   HloValue dy = cx.in(n, 0), x = cx.in(n, 1);
   const ConvGeom g = ops::pool_geometry(cx.in_type(n, 1).shape, n);
   HloValue dx = cx.b.select_and_scatter(x, dy, cx.b.scalar(x.type.elem, 0.0), pool_window(g));
-  if (attr_s(n, "activation") == "relu")
+  if (attr_activation(n) == FusedActivation::relu)
     dx = cx.b.select(cx.b.compare(x, cx.full_like(x, 0.0), Compare::GT), dx, cx.full_like(dx, 0.0));
   return {dx};
 }

@@ -20,11 +20,6 @@ HloValue per_channel(LoweringContext& cx, const HloValue& c, const HloValue& x) 
   return cx.b.broadcast_in_dim(c, x.type.dims, {last(x)});
 }
 
-HloValue relu(LoweringContext& cx, const HloValue& y) {
-  HloValue zero = cx.full_like(y, 0.0);
-  return cx.b.select(cx.b.compare(y, zero, Compare::GT), y, zero);
-}
-
 // 1 / sqrt(var + eps) per channel.
 HloValue rstd_of(LoweringContext& cx, const HloValue& var, double eps) {
   return cx.b.rsqrt(cx.b.add(var, cx.full_like(var, eps)));
@@ -43,10 +38,7 @@ Values batch_norm_train(LoweringContext& cx, const Node& n) {
   HloValue x = cx.in(n, 0);
   Values r = cx.b.batch_norm_training(x, cx.in(n, 1), cx.in(n, 2), attr_f(n, "epsilon"), last(x));
   if (attr_b(n, "residual")) r[0] = cx.b.add(r[0], cx.in(n, 3));
-  if (attr_s(n, "activation") == "relu") r[0] = relu(cx, r[0]);
-  if (attr_s(n, "activation") == "relu6")
-    r[0] = cx.b.minimum(relu(cx, r[0]), cx.full_like(r[0], 6.0));
-  if (attr_s(n, "activation") == "swish") r[0] = cx.b.multiply(r[0], cx.b.logistic(r[0]));
+  r[0] = lower_fused_activation(cx, attr_activation(n), r[0]);
   return r;
 }
 
@@ -54,8 +46,9 @@ Values batch_norm_train(LoweringContext& cx, const Node& n) {
 Values batch_norm_train_grad(LoweringContext& cx, const Node& n) {
   no_replica_group(n);
   HloValue dy = cx.in(n, 0), x = cx.in(n, 1), mean = cx.in(n, 3);
-  const bool swish = attr_s(n, "activation") == "swish";
-  const bool fused_relu = attr_s(n, "activation") != "linear";  // relu, relu6 or swish
+  const FusedActivation act = attr_activation(n);
+  const bool swish = act == FusedActivation::swish;
+  const bool fused_relu = act != FusedActivation::linear;  // relu, relu6 or swish
   if (swish) {  // dy at swish(s), s = bn(x) recomputed with beta (input 5)
     HloValue g_rstd = cx.b.multiply(cx.in(n, 2), rstd_of(cx, cx.in(n, 4), attr_f(n, "epsilon")));
     HloValue s = cx.b.add(
@@ -74,7 +67,7 @@ Values batch_norm_train_grad(LoweringContext& cx, const Node& n) {
           per_channel(cx, cx.in(n, 5), x));
     }
     dy = cx.b.select(cx.b.compare(y, cx.full_like(y, 0.0), Compare::GT), dy, cx.full_like(dy, 0.0));
-    if (attr_s(n, "activation") == "relu6")
+    if (act == FusedActivation::relu6)
       dy = cx.b.select(cx.b.compare(y, cx.full_like(y, 6.0), Compare::LT), dy,
                        cx.full_like(dy, 0.0));
   }
@@ -98,8 +91,7 @@ Values batch_norm_infer(LoweringContext& cx, const Node& n) {
   HloValue y = cx.b.batch_norm_inference(x, cx.in(n, 1), cx.in(n, 2), cx.in(n, 3), cx.in(n, 4),
                                          attr_f(n, "epsilon"), last(x));
   if (attr_b(n, "residual")) y = cx.b.add(y, cx.in(n, 5));
-  if (attr_s(n, "activation") == "relu") y = relu(cx, y);
-  return {y};
+  return {lower_fused_activation(cx, attr_activation(n), y)};
 }
 
 // (dy, x, gamma, mean, var) -> (dx, dgamma, dbeta, dmean, dvar)

@@ -384,7 +384,7 @@ class XlaBackend final : public Backend {
   }
   // None: XLA fuses and lays out the whole module itself.
   void run_passes(Graph&, std::vector<Value>&, std::vector<std::string>&) const override {}
-  MemoryRules memory_rules() const override { return {}; }
+  bool splits_batch_over_host_threads() const override { return false; }
   bool runs_steps_per_call() const override { return true; }  // unrolled: lower_graph.h
   std::unique_ptr<CompiledGraph> compile(Graph g, std::vector<Value> inputs,
                                          std::vector<Value> outputs, const CompileOptions& options,

@@ -19,10 +19,9 @@ std::unique_ptr<CompiledGraph> compile_kernel_program(Graph g, std::vector<Value
                                                       const StepInfo* step, const Backend& backend);
 
 // A backend whose programs are kernel programs (reference, cpu): it says what it can run and
-// which passes it runs; memory rules and compile() are the kernel program's.
+// which passes it runs; compile() is the kernel program's.
 class KernelBackend : public Backend {
  public:
-  MemoryRules memory_rules() const override { return {}; }
   std::unique_ptr<CompiledGraph> compile(Graph g, std::vector<Value> inputs,
                                          std::vector<Value> outputs, const CompileOptions& options,
                                          const StepInfo* step) const override {

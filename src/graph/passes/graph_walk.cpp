@@ -29,19 +29,19 @@ bool reaches(const Graph& g, const std::vector<Value>& from, int target) {
 }
 
 // The op declared as the view a fused-away node becomes (kFuseView): exactly one.
-static const std::string& view_op() {
-  static const std::string name = [] {
-    std::string found;
-    const OpRegistry& registry = OpRegistry::get();
-    for (const std::string& op : registry.op_names())
-      if (registry.op(op).fusion & kFuseView) {
-        LS_CHECK(found.empty(), "ops '", found, "' and '", op, "' are both declared kFuseView");
-        found = op;
+static OpId view_op() {
+  static const OpId id = [] {
+    OpId found;
+    for (const OpDef* d : OpRegistry::get().ops())
+      if (d->fusion & kFuseView) {
+        LS_CHECK(!found.valid(), "ops '", found, "' and '", d->name,
+                 "' are both declared kFuseView");
+        found = d->name;
       }
-    LS_CHECK(!found.empty(), "no op is declared kFuseView (the view fusions leave behind)");
+    LS_CHECK(found.valid(), "no op is declared kFuseView (the view fusions leave behind)");
     return found;
   }();
-  return name;
+  return id;
 }
 
 void make_view(Node& n, Value src) {

@@ -36,6 +36,28 @@ inline float gelu_grad(float x, bool approx) {
 }
 inline float softplus(float x) { return std::log1p(std::exp(-std::fabs(x))) + (x > 0 ? x : 0.f); }
 
+// A producer's fused activation (conv2d's "activation") of its output v, held in double (the
+// reference's accumulator): relu and relu6 clamp v, the others act on float(v) as the unfused op.
+inline float fused_activation(FusedActivation a, double v) {
+  switch (a) {
+    case FusedActivation::linear:
+      return float(v);
+    case FusedActivation::relu:
+      return float(std::max(v, 0.0));
+    case FusedActivation::relu6:
+      return float(std::min(std::max(v, 0.0), 6.0));
+    case FusedActivation::sigmoid:
+      return sigmoid(float(v));
+    case FusedActivation::swish: {
+      const float y = float(v);
+      return y * sigmoid(y);
+    }
+    case FusedActivation::gelu:
+      return gelu(float(v), false);
+  }
+  return float(v);
+}
+
 // Calls reg(op, make) for each f32 -> f32 unary op; make(node) returns the scalar function
 // (call it in the kernel factory: it reads the node's attributes).
 template <class Reg>

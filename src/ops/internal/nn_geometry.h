@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "lockstep/core/shape.h"
+#include "lockstep/graph/fused_activation.h"
 #include "lockstep/graph/graph.h"
 
 namespace lockstep::ops {
@@ -17,9 +18,8 @@ struct ConvGeom {
   int64_t SH = 1, SW = 1, DH = 1, DW = 1;
   int64_t PT = 0, PB = 0, PL = 0, PR = 0;
   int64_t OH = 0, OW = 0;  // output (-1 when the input dim is unknown)
-  bool fused_bias = false, relu = false;
-  bool relu6 = false, swish = false;  // min(max(y, 0), 6); y * sigmoid(y) (inference only)
-  bool sigmoid = false;               // 1 / (1 + e^-y) (squeeze-and-excitation's gate)
+  bool fused_bias = false;
+  FusedActivation act = FusedActivation::linear;  // conv2d's "activation", applied last
   int64_t Cg() const { return C / G; }
   int64_t Og() const { return O / G; }
   double flops() const { return 2.0 * N * OH * OW * O * KH * KW * Cg(); }

@@ -81,7 +81,12 @@ inline const char* const kOnnxInitializer = "a variable read: it becomes an ONNX
 
 // The attributes of `from` that op `to` declares: what a gradient builder hands from a forward
 // node to its gradient op (a random op's ranges and seed stay behind).
-Attrs attrs_for(const std::string& to, const Attrs& from);
+Attrs attrs_for(OpId to, const Attrs& from);
+
+// dy through node n's fused activation (its "activation" attribute): the activation op's own
+// gradient, which reads only its output (kFuseGradFromOutput), here n's output 0. An error naming
+// n for an activation whose gradient needs the value before it, which the fused node does not keep.
+Value fused_activation_grad(GradBuilder& b, const Node& n, Value dy);
 
 // Shorthands for declarations: {"axis", i64, -1, "..."}.
 using enum AttrType;

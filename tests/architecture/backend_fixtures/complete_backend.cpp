@@ -14,7 +14,7 @@ class FixtureBackend final : public lockstep::Backend {
   }
   void run_passes(lockstep::Graph&, std::vector<lockstep::Value>&,
                   std::vector<std::string>&) const override {}
-  lockstep::MemoryRules memory_rules() const override { return {}; }
+  bool splits_batch_over_host_threads() const override { return false; }
   std::unique_ptr<lockstep::CompiledGraph> compile(lockstep::Graph, std::vector<lockstep::Value>,
                                                    std::vector<lockstep::Value>,
                                                    const lockstep::CompileOptions&,

@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
   model.fit(x, y, {.batch_size = 64, .epochs = 50, .verbose = 0,
                    .callbacks = {std::make_shared<StopAtLoss>(0.01)}});
   model.save(path);
-  ls::Model again = ls::load_model(path, /*compile=*/false);  // the loss is not Keras's
+  ls::Model again = ls::load_model(path, /*compile=*/false);  // losses::get has no "msle"
   // docs: end use
   const float a = model.predict(x.slice(0, 4)).to_vector()[0];
   const float b = again.predict(x.slice(0, 4)).to_vector()[0];

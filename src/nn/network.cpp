@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "lockstep/core/strings.h"
 #include "lockstep/nn/config.h"
 #include "lockstep/nn/layers.h"
 
@@ -120,7 +121,9 @@ std::vector<Value> Network::call(CallContext& ctx, const std::vector<Value>& inp
 LayerPtr Network::get_layer(const std::string& name) const {
   for (auto& l : layers_)
     if (l->name() == name) return l;
-  LS_FAIL("Model '", name_, "': no layer named '", name, "'");
+  std::vector<std::string> names;
+  for (auto& l : layers_) names.push_back("'" + l->name() + "'");
+  LS_FAIL("Model '", name_, "': no layer named '", name, "'; its layers are ", join(names));
 }
 
 std::vector<VariablePtr> Network::weights() const {

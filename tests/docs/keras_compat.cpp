@@ -3,10 +3,13 @@
 //
 //   build/bin/keras_compat_check SOURCE_DIR
 //
-// Each table row is `| Keras name | ... | C++ cell | notes |`. The C++ cell is "yes" (a factory
-// of the Keras name, or "yes: `Name`" for another name, is declared in the section's header),
-// "no" (none), "model" (layers: a nested model, not a layer factory) or "string only" (a
-// string the get() function resolves, with no factory of its own). The checks:
+// Each row of a kind's table is `| Keras name | ... | C++ cell | notes |`. The C++ cell is "yes"
+// (a factory of the Keras name, or "yes: `Name`" for another name, is declared in the section's
+// header), "model" (layers: a nested model, not a layer factory) or "string only" (a string the
+// get() function resolves, with no factory of its own). What Lockstep lacks is in one table,
+// "### Not yet" (`| Keras name | kind | strings | notes |`, kind: layer, loss, metric,
+// optimizer, schedule or callback); each of its rows counts as a "no" row of its kind's table,
+// and a "no" in a kind's own table is a mistake. The checks:
 //   * Layers: the ".keras / JSON" column's "yes" rows equal ls::registered_layers() plus
 //     InputLayer (which network_from_config reads itself); a "no" row is not registered.
 //   * every "yes" C++ cell names a factory declared in the header (lockstep/nn/layers.h,
@@ -97,6 +100,7 @@ std::vector<Row> table(const std::string& page, const std::string& section) {
 
 struct Section {
   std::string name;                             // the "### " heading
+  std::string kind;                             // its rows' kind in the "Not yet" table
   std::vector<std::string> headers;             // whose factories the C++ column names
   int cxx_column;                               // the C++ cell's index
   int strings_column = -1;                      // the strings' index (-1: none)
@@ -150,16 +154,81 @@ std::optional<std::string> factory(const Row& r, const std::string& cell) {
   return r.keras;
 }
 
+const char* const kNotYet = "Not yet";
+
+// The "Not yet" rows of `s`'s kind, as "no" rows of its own table: the Keras name, "no" in the
+// .keras / JSON column (layers) and the C++ column, the strings where the section has them.
+std::vector<Row> not_yet_rows(const std::vector<Row>& not_yet, const Section& s) {
+  std::vector<Row> out;
+  for (const Row& n : not_yet) {
+    if (n.cells.size() < 4 || n.cells[1] != s.kind) continue;
+    Row r = n;
+    r.cells.assign(size_t(std::max(s.cxx_column, s.strings_column) + 2), "");
+    r.cells[0] = n.cells[0];
+    r.cells[size_t(s.cxx_column)] = "no";
+    if (s.name == "Layers") r.cells[1] = "no";
+    if (s.strings_column >= 0) r.cells[size_t(s.strings_column)] = n.cells[2];
+    out.push_back(r);
+  }
+  return out;
+}
+
+// The "Not yet" table's own shape: four cells, a known kind.
+std::vector<std::string> check_not_yet(const std::vector<Row>& not_yet,
+                                       const std::vector<Section>& sections) {
+  std::vector<std::string> problems;
+  if (not_yet.empty()) problems.push_back("keras_compat.md has no table under \"### Not yet\"");
+  for (const Row& r : not_yet) {
+    bool known = false;
+    for (const Section& s : sections) known = known || (r.cells.size() > 1 && r.cells[1] == s.kind);
+    if (r.cells.size() < 4 || !known)
+      problems.push_back("keras_compat.md:" + std::to_string(r.line) + ": Not yet '" + r.keras +
+                         "': want | `Name` | kind | strings | notes | with a kind of the tables");
+  }
+  return problems;
+}
+
+// Layers: the .keras / JSON column against the layer registry, both ways.
+void check_registry(const std::vector<Row>& rows, std::vector<std::string>& problems) {
+  auto where = [](const Row& r) { return "keras_compat.md:" + std::to_string(r.line) + ": "; };
+  std::set<std::string> registry;
+  for (const std::string& c : ls::registered_layers()) registry.insert(c);
+  registry.insert("InputLayer");  // read by network_from_config itself, not registered
+  std::set<std::string> yes;
+  for (const Row& r : rows) {
+    if (r.cells.size() < 2) continue;
+    const bool marked = r.cells[1] == "yes";
+    if (r.cells[1] != "yes" && r.cells[1] != "no")
+      problems.push_back(where(r) + "Layers '" + r.keras + "': the .keras / JSON cell '" +
+                         r.cells[1] + "' is neither yes nor no");
+    if (marked) yes.insert(r.keras);
+    if (marked != bool(registry.count(r.keras)))
+      problems.push_back(where(r) + "Layers '" + r.keras + "' is marked " + r.cells[1] +
+                         " for .keras / JSON, but the layer registry " +
+                         (marked ? "does not know it" : "knows it"));
+  }
+  for (const std::string& c : registry)
+    if (!yes.count(c))
+      problems.push_back("Layers: the registry knows '" + c +
+                         "' but keras_compat.md has no row marking it yes for .keras / JSON");
+}
+
 std::vector<std::string> check(const std::string& page, const std::string& source_dir,
                                const std::vector<Section>& sections) {
-  std::vector<std::string> problems;
   auto where = [](const Row& r) { return "keras_compat.md:" + std::to_string(r.line) + ": "; };
+  const std::vector<Row> not_yet = table(page, kNotYet);
+  std::vector<std::string> problems = check_not_yet(not_yet, sections);
   for (const Section& s : sections) {
-    const std::vector<Row> rows = table(page, s.name);
+    std::vector<Row> rows = table(page, s.name);
     if (rows.empty()) {
       problems.push_back("keras_compat.md has no table under \"### " + s.name + "\"");
       continue;
     }
+    for (const Row& r : rows)
+      if (int(r.cells.size()) > s.cxx_column && r.cells[size_t(s.cxx_column)] == "no")
+        problems.push_back(where(r) + s.name + " '" + r.keras +
+                           "': a \"no\" row belongs in the \"Not yet\" table");
+    for (Row& r : not_yet_rows(not_yet, s)) rows.push_back(std::move(r));
     // The C++ column against the header's factories.
     const std::set<std::string> factories = declared(source_dir, s.headers);
     std::set<std::string> documented;
@@ -214,29 +283,7 @@ std::vector<std::string> check(const std::string& page, const std::string& sourc
                              "\" but keras_compat.md lists it "
                              "in no row");
     }
-    // Layers: the .keras / JSON column against the registry.
-    if (s.name == "Layers") {
-      std::set<std::string> registry;
-      for (const std::string& c : ls::registered_layers()) registry.insert(c);
-      registry.insert("InputLayer");  // read by network_from_config itself, not registered
-      std::set<std::string> yes;
-      for (const Row& r : rows) {
-        if (r.cells.size() < 2) continue;
-        const bool marked = r.cells[1] == "yes";
-        if (r.cells[1] != "yes" && r.cells[1] != "no")
-          problems.push_back(where(r) + "Layers '" + r.keras + "': the .keras / JSON cell '" +
-                             r.cells[1] + "' is neither yes nor no");
-        if (marked) yes.insert(r.keras);
-        if (marked != bool(registry.count(r.keras)))
-          problems.push_back(where(r) + "Layers '" + r.keras + "' is marked " + r.cells[1] +
-                             " for .keras / JSON, but the layer registry " +
-                             (marked ? "does not know it" : "knows it"));
-      }
-      for (const std::string& c : registry)
-        if (!yes.count(c))
-          problems.push_back("Layers: the registry knows '" + c +
-                             "' but keras_compat.md has no row marking it yes for .keras / JSON");
-    }
+    if (s.name == "Layers") check_registry(rows, problems);
   }
   return problems;
 }
@@ -262,20 +309,22 @@ int main(int argc, char** argv) {
   }
   const std::string source_dir = argv[1];
   const std::vector<Section> sections = {
-      {"Layers", {"nn/layers.h"}, 2, -1, nullptr},
-      {"Losses", {"train/loss.h"}, 2, 1, [](const std::string& n) { ls::losses::get(n); }},
+      {"Layers", "layer", {"nn/layers.h"}, 2, -1, nullptr},
+      {"Losses", "loss", {"train/loss.h"}, 2, 1, [](const std::string& n) { ls::losses::get(n); }},
       {"Metrics",
+       "metric",
        {"train/metric.h"},
        2,
        1,
        [](const std::string& n) { ls::metrics::get(n, "sparse_categorical_crossentropy"); }},
       {"Optimizers",
+       "optimizer",
        {"train/optimizer.h"},
        2,
        1,
        [](const std::string& n) { ls::optimizers::get(n); }},
-      {"Learning-rate schedules", {"train/schedule.h"}, 1, -1, nullptr},
-      {"Callbacks", {"train/callback.h"}, 1, -1, nullptr},
+      {"Learning-rate schedules", "schedule", {"train/schedule.h"}, 1, -1, nullptr},
+      {"Callbacks", "callback", {"train/callback.h"}, 1, -1, nullptr},
   };
   const std::string page = read_text(source_dir + "/docs/keras_compat.md");
 
@@ -287,9 +336,13 @@ int main(int argc, char** argv) {
   const std::vector<std::pair<std::string, std::string>> mutations = {
       {"| `Dense` | yes | yes | |\n", ""},                                    // a layer left out
       {"| `Huber` | `\"huber\"` | yes |", "| `Huber` | `\"huber\"` | no |"},  // a wrong "no"
-      {"| `Nadam` | `\"nadam\"` | no |", "| `Nadam` | `\"nadam\"` | yes |"},  // a wrong "yes"
+      {"| `SGD` | `\"sgd\"` | yes |",                                         // a wrong "yes"
+       "| `Nadam` | `\"nadam\"` | yes | |\n| `SGD` | `\"sgd\"` | yes |"},
       {"| `ModelCheckpoint` | yes |", "| `Invented` | yes | |\n| `ModelCheckpoint` | yes |"},
-      {"| `Conv3D` | no | no |", "| `Conv3D` | yes | no |"},  // a registry claim
+      {"| `Dense` | yes | yes |",
+       "| `Conv3D` | yes | yes | |\n| `Dense` | yes | yes |"},  // registry
+      {"| `Subtract` | layer |", "| `Add` | layer |"},         // "not yet" for a layer Lockstep has
+      {"| `Nadam` | optimizer |", "| `Nadam` | optimiser |"},  // a kind of no table
   };
   int missed = 0;
   for (const auto& [from, to] : mutations) {

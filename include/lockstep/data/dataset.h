@@ -26,7 +26,7 @@
 // (seed, epoch, index) key a counter-based Philox stream, so seeded augmentation reproduces
 // bit for bit at any parallelism.
 //
-// Distribution hooks (issue #4):
+// Distribution hooks:
 //  - by element: `ds.shard(num_workers, worker_index)` keeps elements i with
 //    i % num_workers == worker_index (place it early, before expensive maps).
 //  - by file: shard the *file list* before reading it, so each worker opens only its files:

@@ -35,7 +35,8 @@
 
 namespace lockstep::data {
 
-/// Field order follows the design sketch (C++ designated initializers must keep it):
+/// The options of Keras's image_dataset_from_directory. Designated initializers must keep the
+/// field order:
 /// labels, label_mode, class_names, color_mode, validation_split, subset, seed, image_size,
 /// batch_size, shuffle, interpolation, crop_to_aspect_ratio, follow_links, then extensions.
 struct ImageFolderOptions {

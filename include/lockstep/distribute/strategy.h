@@ -177,14 +177,16 @@ class Strategy {
 
 /// device: "cpu:0" (the only device kind of this build).
 Strategy OneDeviceStrategy(const std::string& device = "cpu:0", StrategyOptions options = {});
-/// devices: {"cpu:0", "cpu:1", ...}; empty = one replica per core pair ("cpu:0".."cpu:K-1" with
-/// K = max(1, cores / 1)). Each device is a disjoint group of cores (cores / devices each).
+/// devices: {"cpu:0", "cpu:1", ...}; empty = one replica per hardware thread ("cpu:0".."cpu:K-1"
+/// with K = max(1, std::thread::hardware_concurrency())). Each replica runs an OpenMP team of
+/// threads_per_replica threads (default: the process's threads / replicas, at least 1); with
+/// pin_threads, device k is pinned to its own disjoint group of hardware threads.
 Strategy MirroredStrategy(std::vector<std::string> devices = {}, StrategyOptions options = {});
 /// Connects to the cluster (blocks until every worker arrived or options.communication.timeout).
 Strategy MultiWorkerMirroredStrategy(
     const ClusterResolver& resolver = ClusterResolver::from_environment(),
     StrategyOptions options = {});
-/// The examples' --strategy flag: "one_device" (cpu:0), "mirrored" (one replica per core) or
+/// The examples' --strategy flag: "one_device" (cpu:0), "mirrored" (one replica per hardware thread) or
 /// "multi_worker" (cluster from TF_CONFIG, or the MPI / Slurm environment); "" = no strategy
 /// (an empty Strategy: the plain single-device loop). Anything else throws, naming the choices.
 Strategy strategy_from_name(const std::string& name, StrategyOptions options = {});

@@ -51,7 +51,9 @@ class Network {
   /// functional: by depth from the inputs, ties in traversal order, as Keras's map_graph, so
   /// a branch's longer path comes first).
   const std::vector<LayerPtr>& layers() const { return layers_; }
-  LayerPtr get_layer(const std::string& name) const;  ///< by name; throws listing the names
+  /// The layer called `name`; an unknown name throws lockstep::Error listing the model's layer
+  /// names.
+  LayerPtr get_layer(const std::string& name) const;
   /// Keras order: by layer, then weight order. The weights and trainable_weights() hand out the
   /// variables themselves: when a device holds newer values (a model trained on backend "xla")
   /// they come to the host first, and the device copies count as stale (the caller may write).

@@ -1,5 +1,6 @@
 // The time-and-cost report of a training run: what a run costs on one machine against
-// another (the article compares an A100 at $3.93/h with a TPU v4 at $12.88/h).
+// another (e.g. an instance at $3.93/h against one at $12.88/h: the cheaper hour is not always
+// the cheaper run).
 //
 //   auto report = callbacks::CostReport({.path = "out/report.json", .price_per_hour = 3.93});
 //   model.fit(train, {.epochs = 10, .validation_data = val, .callbacks = {report}});

@@ -1,5 +1,5 @@
-// Picture grids (PNG) with text captions: the article's "visualize the training samples"
-// and "testing the model" figures.
+// Picture grids (PNG) with text captions: a grid of training samples with their labels, and a
+// grid of test images with the predicted and true classes.
 //
 //   viz::save_sample_grid(train, "samples.png", {.rows = 3, .cols = 3});
 //   viz::save_prediction_grid(x_test, y_test, model.predict(x_test), class_names,
@@ -74,7 +74,7 @@ void save_prediction_grid(const PredictFn& predict, const data::Dataset& dataset
 /// With the class names an image_dataset_from_directory result carries.
 void save_prediction_grid(const PredictFn& predict, const data::ImageDataset& dataset,
                           const std::string& path, GridOptions options = {});
-/// The design sketch's form: save_prediction_grid(model, val, "predictions.png"), for anything
+/// The short form, save_prediction_grid(model, val, "predictions.png"), for anything
 /// with predict(images) -> scores (a Model; a template so viz does not link against nn).
 template <class M>
 requires requires(M& m, const Tensor& x) {

@@ -221,18 +221,19 @@ TEST(XlaPlugin, ADeviceThatIsNoPluginFileSaysWhatItIs) {
 // the env variable names the plugin only when none is asked for.
 TEST(XlaPlugin, ThePluginAskedForWinsOverLockstepPjrtPlugin) {
   auto client = XLA_CLIENT_OR_SKIP();
-  setenv("LOCKSTEP_PJRT_PLUGIN", "/nonexistent/override.so", 1);
+  static int run = 0;  // the warning comes once per (variable, plugin): a new path per run
+  const std::string path = "/nonexistent/override" + std::to_string(run++) + ".so";
+  setenv("LOCKSTEP_PJRT_PLUGIN", path.c_str(), 1);
   testing::internal::CaptureStderr();
   std::string err = error_of([] { PjrtPlugin::load("cpu"); });
   const std::string warned = testing::internal::GetCapturedStderr();
   std::string unset_err = error_of([] { PjrtPlugin::load(""); });
   unsetenv("LOCKSTEP_PJRT_PLUGIN");
   EXPECT_EQ(err, "");
-  EXPECT_TRUE(contains(warned,
-                       "env LOCKSTEP_PJRT_PLUGIN=/nonexistent/override.so is ignored: "
-                       "plugin 'cpu' was asked for"))
+  EXPECT_TRUE(contains(
+      warned, "env LOCKSTEP_PJRT_PLUGIN=" + path + " is ignored: plugin 'cpu' was asked for"))
       << warned;
-  EXPECT_TRUE(contains(unset_err, "'/nonexistent/override.so' not found")) << unset_err;
+  EXPECT_TRUE(contains(unset_err, "'" + path + "' not found")) << unset_err;
 }
 
 // Clients come and go under one loaded plugin; each one's PJRT_Client goes with its last user

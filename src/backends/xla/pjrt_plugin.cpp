@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <set>
 #include <sstream>
 
 #include "lockstep/core/error.h"
@@ -301,13 +302,14 @@ std::string plugin_file_for(const std::string& spec) {
   const std::string path = find_pjrt_plugin(spec);
   std::error_code ec;
   if (!env_path.empty() && !fs::equivalent(env_path, path, ec)) {
-    static std::once_flag warned;
-    std::call_once(warned, [&] {
+    static std::mutex mu;
+    static std::set<std::string> warned;  // once per (variable, plugin) pair
+    std::lock_guard<std::mutex> lock(mu);
+    if (warned.insert(env_path + "\n" + spec).second)
       std::fprintf(stderr,
                    "warning: env LOCKSTEP_PJRT_PLUGIN=%s is ignored: plugin '%s' was asked for "
                    "(--device xla:PLUGIN or env LOCKSTEP_XLA_PLUGIN), and it wins\n",
                    env_path.c_str(), spec.c_str());
-    });
   }
   return path;
 }

@@ -16,6 +16,7 @@ TEST(XlaCompileCache, NeedsTheXlaBuild) { GTEST_SKIP() << "built without LOCKSTE
 #include <fstream>
 #include <functional>
 #include <regex>
+#include <thread>
 
 #include "backends/xla/compile_cache.h"
 #include "backends/xla/lower_graph.h"
@@ -218,6 +219,30 @@ TEST(XlaCompileCache, ADamagedOrForeignEntryIsAWarningAndARecompile) {
     EXPECT_TRUE(hit) << c.warning;
   }
   for (const std::string& f : cache.files()) EXPECT_TRUE(contains(f, ".xlaexe")) << f;
+}
+
+// Writers racing for one entry (as ctest's processes do): each writes a temporary file and
+// renames it, so the entry is always whole, and the next compile loads it.
+TEST(XlaCompileCache, RacingWritersLeaveOneWholeEntry) {
+  auto shared = XLA_CLIENT_OR_SKIP();
+  CacheDir cache("xla_cache_race");
+  std::vector<std::shared_ptr<PjrtClient> > clients;
+  for (int i = 0; i < 4; ++i) clients.push_back(fresh_client());
+  std::vector<std::thread> threads;
+  std::vector<float> results(clients.size());
+  for (size_t i = 0; i < clients.size(); ++i)
+    threads.emplace_back([&, i] {
+      PjrtExecutable exe = clients[i]->compile(kScaleModule);
+      results[i] = run_scale(*clients[i], exe);
+    });
+  for (auto& t : threads) t.join();
+  for (float r : results) EXPECT_EQ(r, 6.f);
+  EXPECT_EQ(cache.files().size(), 1u);  // the entry, no temporary file
+  const CompileCacheStats before = compile_cache_stats();
+  bool hit = false;
+  EXPECT_EQ(compile_capturing(hit), "");
+  EXPECT_TRUE(hit);
+  EXPECT_EQ(compile_cache_stats().rejected, before.rejected);
 }
 
 TEST(XlaCompileCache, OffMeansOff) {

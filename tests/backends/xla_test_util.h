@@ -33,12 +33,11 @@ inline const SharedClient& shared_client() {
 #endif
     try {
       // LOCKSTEP_XLA_TEST_PLUGIN: the op tests on another plugin ("cuda": bench/device_check.sh).
-      // Only the CPU plugin takes the device-count option (the GPU plugin rejects options it
-      // does not know).
+      // The CPU plugin is asked for 2 devices; another plugin for its default.
       const char* env = std::getenv("LOCKSTEP_XLA_TEST_PLUGIN");
       const std::string plugin = env && *env ? env : "cpu";
       s.client =
-          xla::PjrtClient::create({.plugin = plugin, .cpu_device_count = plugin == "cpu" ? 2 : 0});
+          xla::PjrtClient::create({.plugin = plugin, .device_count = plugin == "cpu" ? 2 : 0});
     } catch (const Error& e) {
       s.why_not = e.what();
     }

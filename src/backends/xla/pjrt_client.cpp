@@ -4,8 +4,11 @@
 #include <pjrt_c_api.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdlib>
 #include <cstring>
-#include <regex>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -22,25 +25,6 @@ void put_varint(std::string& out, uint64_t v) {
     v >>= 7;
   }
   out.push_back(char(v));
-}
-
-// The compile diagnostics with the lines of `mlir` they name quoted after them.
-std::string quote_named_lines(const std::string& message, const std::string& mlir) {
-  std::vector<std::string> lines;
-  std::istringstream in(mlir);
-  for (std::string l; std::getline(in, l);) lines.push_back(l);
-  static const std::regex line_col(R"(:(\d+):(\d+))");
-  std::string quoted;
-  std::vector<int> seen;
-  for (auto it = std::sregex_iterator(message.begin(), message.end(), line_col);
-       it != std::sregex_iterator() && seen.size() < 3; ++it) {
-    int line = std::stoi((*it)[1].str());
-    if (line < 1 || line > int(lines.size())) continue;
-    if (std::find(seen.begin(), seen.end(), line) != seen.end()) continue;
-    seen.push_back(line);
-    quoted += "\n  line " + std::to_string(line) + ": " + lines[line - 1];
-  }
-  return quoted.empty() ? message : message + "\nin the module:" + quoted;
 }
 
 std::string device_text(const ClientState& s, PJRT_Device* device, bool kind) {
@@ -131,29 +115,75 @@ std::string compile_options_proto(int num_replicas, int num_partitions) {
 
 // ---- client ----
 
+// ---- client state: every live one, destroyed at exit before the plugins' statics ----
+
+namespace {
+
+std::mutex& live_mutex() {
+  static auto* m = new std::mutex();  // never destroyed: used by exit handlers
+  return *m;
+}
+std::set<ClientState*>& live_states() {
+  static auto* s = new std::set<ClientState*>();
+  return *s;
+}
+
+void destroy_clients_at_exit() {
+  std::lock_guard<std::mutex> lock(live_mutex());
+  for (ClientState* s : live_states()) s->destroy_client();
+}
+
+}  // namespace
+
+ClientState::ClientState() {
+  std::lock_guard<std::mutex> lock(live_mutex());
+  live_states().insert(this);
+}
+
+ClientState::~ClientState() {
+  destroy_client();
+  std::lock_guard<std::mutex> lock(live_mutex());
+  live_states().erase(this);
+}
+
+void ClientState::destroy_client() {
+  if (!client) return;
+  PJRT_Client_Destroy_Args a{};
+  a.struct_size = PJRT_Client_Destroy_Args_STRUCT_SIZE;
+  a.client = client;
+  client = nullptr;
+  if (PJRT_Error* err = api()->PJRT_Client_Destroy(&a)) {
+    PJRT_Error_Destroy_Args d{PJRT_Error_Destroy_Args_STRUCT_SIZE, nullptr, err};
+    api()->PJRT_Error_Destroy(&d);  // nothing to do about it in a destructor
+  }
+}
+
+int live_client_states() {
+  std::lock_guard<std::mutex> lock(live_mutex());
+  return int(live_states().size());
+}
+
+// ---- client ----
+
 std::shared_ptr<PjrtClient> PjrtClient::create(const PjrtClientOptions& options) {
   auto state = std::make_shared<ClientState>();
   state->plugin = PjrtPlugin::load(options.plugin);
   const PJRT_Api* api = state->api();
-  std::vector<PJRT_NamedValue> create_options;
-  static const char kDeviceCount[] = "cpu_device_count";
-  if (options.cpu_device_count > 0) {
-    PJRT_NamedValue v{};
-    v.struct_size = PJRT_NamedValue_STRUCT_SIZE;
-    v.name = kDeviceCount;
-    v.name_size = sizeof kDeviceCount - 1;
-    v.type = PJRT_NamedValue_kInt64;
-    v.int64_value = options.cpu_device_count;
-    v.value_size = 1;
-    create_options.push_back(v);
-  }
+  const std::vector<PluginOption> create_options =
+      plugin_create_options(state->plugin->kind(), options);
+  std::vector<PJRT_NamedValue> values = named_values(create_options);
   PJRT_Client_Create_Args c{};
   c.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
-  c.create_options = create_options.data();
-  c.num_options = create_options.size();
+  c.create_options = values.data();
+  c.num_options = values.size();
+  std::string sent;
+  for (const PluginOption& o : create_options) sent += (sent.empty() ? "" : ", ") + o.name;
   state->check(api->PJRT_Client_Create(&c), "PJRT_Client_Create",
-               "The plugin could not open its devices (are they present and free?)");
+               "The plugin could not open its devices (are they present and free?); create "
+               "options sent: " +
+                   (sent.empty() ? std::string("none") : sent));
   state->client = c.client;
+  std::atexit(destroy_clients_at_exit);  // after the plugin's statics: runs before they go
 
   std::shared_ptr<PjrtClient> client(new PjrtClient());
   client->state_ = state;
@@ -187,65 +217,6 @@ std::string PjrtClient::describe() const {
   if (devices_.size() > 4) names += ", ...";
   return platform_ + ": " + std::to_string(devices_.size()) + " device" +
          (devices_.size() == 1 ? "" : "s") + " (" + names + ") via " + state_->plugin->describe();
-}
-
-PjrtExecutable PjrtClient::compile(const std::string& mlir, const CompileSpec& spec) const {
-  LS_CHECK(spec.num_replicas * spec.num_partitions <= int(devices_.size()),
-           "compile: ", spec.num_replicas, " replicas x ", spec.num_partitions,
-           " partitions need as many ", platform_, " devices, the client has ", devices_.size(),
-           (platform_ == "cpu" ? " (set PjrtClientOptions::cpu_device_count)" : ""));
-  const std::string options = compile_options_proto(spec.num_replicas, spec.num_partitions);
-  static const char kFormat[] = "mlir";
-  PJRT_Program program{};
-  program.struct_size = PJRT_Program_STRUCT_SIZE;
-  program.code = const_cast<char*>(mlir.data());
-  program.code_size = mlir.size();
-  program.format = kFormat;
-  program.format_size = sizeof kFormat - 1;
-  PJRT_Client_Compile_Args a{};
-  a.struct_size = PJRT_Client_Compile_Args_STRUCT_SIZE;
-  a.client = state_->client;
-  a.program = &program;
-  a.compile_options = options.data();
-  a.compile_options_size = options.size();
-  try {
-    state_->check(state_->api()->PJRT_Client_Compile(&a), "PJRT compile of the StableHLO module",
-                  "The module is not valid StableHLO for this plugin; the diagnostics above name "
-                  "the operation (its loc() names the Lockstep node)");
-  } catch (const Error& e) {
-    throw Error(quote_named_lines(e.what(), mlir));
-  }
-  PjrtExecutable exe(state_, a.executable);
-  const PJRT_Api* api = state_->api();
-  PJRT_LoadedExecutable_AddressableDevices_Args d{};
-  d.struct_size = PJRT_LoadedExecutable_AddressableDevices_Args_STRUCT_SIZE;
-  d.executable = a.executable;
-  state_->check(api->PJRT_LoadedExecutable_AddressableDevices(&d),
-                "PJRT_LoadedExecutable_AddressableDevices");
-  for (size_t i = 0; i < d.num_addressable_devices; ++i) {
-    exe.devices_.push_back(d.addressable_devices[i]);
-    int index = -1;
-    for (size_t k = 0; k < devices_.size(); ++k)
-      if (devices_[k].handle == d.addressable_devices[i]) index = int(k);
-    exe.device_indices_.push_back(index);
-  }
-  PJRT_LoadedExecutable_GetExecutable_Args g{};
-  g.struct_size = PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE;
-  g.loaded_executable = a.executable;
-  state_->check(api->PJRT_LoadedExecutable_GetExecutable(&g),
-                "PJRT_LoadedExecutable_GetExecutable");
-  PJRT_Executable_NumOutputs_Args n{};
-  n.struct_size = PJRT_Executable_NumOutputs_Args_STRUCT_SIZE;
-  n.executable = g.executable;
-  PJRT_Error* err = api->PJRT_Executable_NumOutputs(&n);
-  PJRT_Executable_Destroy_Args x{};
-  x.struct_size = PJRT_Executable_Destroy_Args_STRUCT_SIZE;
-  x.executable = g.executable;
-  state_->check(api->PJRT_Executable_Destroy(&x), "PJRT_Executable_Destroy");
-  state_->check(err, "PJRT_Executable_NumOutputs");
-  exe.num_outputs_ = int(n.num_outputs);
-  exe.argument_types_ = spec.argument_types;
-  return exe;
 }
 
 PjrtBuffer PjrtClient::to_device(const void* data, DType dtype, const Shape& shape,
@@ -302,6 +273,7 @@ int64_t PjrtClient::bytes_in_use(int device) const {
   PJRT_Device_MemoryStats_Args a{};
   a.struct_size = PJRT_Device_MemoryStats_Args_STRUCT_SIZE;
   a.device = devices_[device].handle;
+  if (!state_->plugin->has_entry(offsetof(PJRT_Api, PJRT_Device_MemoryStats))) return -1;
   if (PJRT_Error* err = state_->api()->PJRT_Device_MemoryStats(&a)) {
     PJRT_Error_Destroy_Args d{PJRT_Error_Destroy_Args_STRUCT_SIZE, nullptr, err};
     state_->api()->PJRT_Error_Destroy(&d);

@@ -3,7 +3,7 @@
 // and frees its PJRT object when destroyed. Every PJRT_Error becomes a lockstep::Error with the
 // plugin's message and what to do.
 //
-//   auto client = PjrtClient::create({.plugin = "cpu", .cpu_device_count = 2});
+//   auto client = PjrtClient::create({.plugin = "cpu", .device_count = 2});
 //   PjrtExecutable exe = client->compile(mlir_text, {.num_replicas = 1});
 //   PjrtBuffer x = client->to_device(host_tensor, /*device=*/0);
 //   std::vector<PjrtBuffer> out = exe.execute({&x});  // execute_replicas for R > 1
@@ -11,7 +11,9 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "backends/xla/pjrt_plugin.h"
@@ -24,13 +26,37 @@ struct PJRT_LoadedExecutable;
 
 namespace lockstep::xla {
 
-struct PjrtClientOptions {
-  // A plugin path or name ("cpu", "cuda", "tpu"); see PjrtPlugin::load. Empty: "cpu".
-  std::string plugin;
-  // The CPU plugin's device count (its create option "cpu_device_count"); 0 = the plugin's
-  // default. Other plugins ignore it.
-  int cpu_device_count = 0;
+// One PJRT_Client_Create option: a name and a string, int64, int64 list, float or bool.
+struct PluginOption {
+  std::string name;
+  std::variant<std::string, int64_t, std::vector<int64_t>, float, bool> value;
 };
+
+struct PjrtClientOptions {
+  // A plugin path or name ("cpu", "cuda", "tpu"); see PjrtPlugin::load. Empty: "cpu" (or env
+  // LOCKSTEP_PJRT_PLUGIN).
+  std::string plugin;
+  // How many devices, 0 = the plugin's default. Sent only to a plugin that takes it: the CPU
+  // plugin as "cpu_device_count", the CUDA plugin as "visible_devices" = the first N GPUs.
+  // Other plugins (libtpu, unknown ones) fix their own device count and get nothing.
+  int device_count = 0;
+  // The CUDA plugin's allocator, for a GPU shared with other processes. Unset fields take the
+  // environment's value (LOCKSTEP_XLA_GPU_PREALLOCATE = true/false,
+  // LOCKSTEP_XLA_GPU_MEMORY_FRACTION = a share in (0, 1], LOCKSTEP_XLA_GPU_ALLOCATOR =
+  // default/platform/bfc/cuda_async), else: no preallocation (the plugin's own default would take
+  // 75% of the GPU at start), the plugin's memory fraction and allocator. Other plugins get none of
+  // these.
+  std::optional<bool> gpu_preallocate;
+  std::optional<double> gpu_memory_fraction;
+  std::string gpu_allocator;
+  // More create options, passed to the plugin as they are (after the ones above; a plugin
+  // refuses names it does not know).
+  std::vector<PluginOption> extra_options;
+};
+
+// The create options a plugin of `kind` gets for `options` (see PjrtClientOptions): only those
+// it accepts. Throws for a malformed environment value, naming the variable.
+std::vector<PluginOption> plugin_create_options(PluginKind kind, const PjrtClientOptions& options);
 
 // One addressable device of a client.
 struct PjrtDevice {
@@ -102,6 +128,8 @@ class PjrtExecutable {
   // The client device (index into PjrtClient::devices()) replica r runs on: put replica r's
   // arguments there.
   int device_of_replica(int r) const { return device_indices_[r]; }
+  // True when compile() loaded it from the persistent compile cache (compile_cache.h).
+  bool loaded_from_cache() const { return from_cache_; }
 
   // Runs every replica and waits for them. args[r][i] is argument i of replica r (on
   // device_of_replica(r)); returns outputs[r][k]. Donation: argument i with donate[i] true
@@ -125,11 +153,14 @@ class PjrtExecutable {
   std::vector<int> device_indices_;
   std::vector<ArgumentType> argument_types_;
   int num_outputs_ = 0;
+  bool from_cache_ = false;
 };
 
 class PjrtClient {
  public:
   // Loads the plugin (once per process), creates a client and lists its devices.
+  // Its create options are plugin_create_options(kind of the plugin, options). A client (its
+  // PJRT_Client) is destroyed with its last user, or at exit before the plugin's own state is.
   static std::shared_ptr<PjrtClient> create(const PjrtClientOptions& options = {});
 
   const PjrtPlugin& plugin() const;
@@ -139,8 +170,15 @@ class PjrtClient {
   std::string describe() const;
 
   // Compiles MLIR text (StableHLO) or bytecode. A parse or verify error throws with the plugin's
-  // MLIR diagnostics; where they name a line of `mlir`, the line is quoted.
+  // MLIR diagnostics; where they name a line of `mlir`, the line is quoted. With the persistent
+  // compile cache on (compile_cache.h) and a plugin that serializes executables, an entry for
+  // the same module, options and plugin is loaded instead, and a compiled one is stored.
   PjrtExecutable compile(const std::string& mlir, const CompileSpec& spec = {}) const;
+  // The compile cache's key for `mlir` compiled with the serialized compile options `options`
+  // on this client (see compile_cache.h).
+  std::string cache_key(const std::string& mlir, const std::string& options) const;
+  // True when the plugin can serialize and load executables (the compile cache needs both).
+  bool can_serialize() const;
 
   // Host -> device: a copy of `data` (row-major, `shape`, `dtype`) on device `device` (an index
   // into devices()). The host memory may be reused as soon as this returns.
@@ -159,10 +197,16 @@ class PjrtClient {
 
  private:
   PjrtClient() = default;
+  // A loaded executable (owned from here on) with its devices and output count.
+  PjrtExecutable wrap(PJRT_LoadedExecutable* loaded, const CompileSpec& spec) const;
   std::shared_ptr<ClientState> state_;
   std::string platform_;
   std::vector<PjrtDevice> devices_;
 };
+
+// How many clients' states (a PJRT_Client with its plugin) are alive in the process: a client
+// lives while its PjrtClient, buffers or executables do (tests: every one is destroyed).
+int live_client_states();
 
 // PJRT element types for Lockstep's dtypes (f32, bf16, f16, i32, i64, u8); throws for others.
 int pjrt_buffer_type(DType dtype);

@@ -35,10 +35,13 @@ void PjrtBuffer::reset() {
   a.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE;
   a.buffer = buffer_;
   buffer_ = nullptr;
-  if (PJRT_Error* err = client_->api()->PJRT_Buffer_Destroy(&a)) {
-    PJRT_Error_Destroy_Args d{PJRT_Error_Destroy_Args_STRUCT_SIZE, nullptr, err};
-    client_->api()->PJRT_Error_Destroy(&d);
-  }
+  // (a client destroyed at exit: the buffer is left to the process's end)
+  if (client_->client)
+    if (PJRT_Error* err = client_->api()->PJRT_Buffer_Destroy(&a)) {
+      PJRT_Error_Destroy_Args d{PJRT_Error_Destroy_Args_STRUCT_SIZE, nullptr, err};
+      client_->api()->PJRT_Error_Destroy(&d);
+    }
+  client_.reset();  // the last user of a client destroys it
 }
 
 DType PjrtBuffer::dtype() const {
@@ -80,7 +83,8 @@ PjrtExecutable::PjrtExecutable(PjrtExecutable&& o) noexcept
       devices_(std::move(o.devices_)),
       device_indices_(std::move(o.device_indices_)),
       argument_types_(std::move(o.argument_types_)),
-      num_outputs_(o.num_outputs_) {}
+      num_outputs_(o.num_outputs_),
+      from_cache_(o.from_cache_) {}
 
 PjrtExecutable& PjrtExecutable::operator=(PjrtExecutable&& o) noexcept {
   if (this != &o) {
@@ -91,6 +95,7 @@ PjrtExecutable& PjrtExecutable::operator=(PjrtExecutable&& o) noexcept {
     device_indices_ = std::move(o.device_indices_);
     argument_types_ = std::move(o.argument_types_);
     num_outputs_ = o.num_outputs_;
+    from_cache_ = o.from_cache_;
   }
   return *this;
 }
@@ -103,10 +108,13 @@ void PjrtExecutable::release() {
   a.struct_size = PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE;
   a.executable = exe_;
   exe_ = nullptr;
-  if (PJRT_Error* err = client_->api()->PJRT_LoadedExecutable_Destroy(&a)) {
-    PJRT_Error_Destroy_Args d{PJRT_Error_Destroy_Args_STRUCT_SIZE, nullptr, err};
-    client_->api()->PJRT_Error_Destroy(&d);
-  }
+  // (a client destroyed at exit: the executable is left to the process's end)
+  if (client_->client)
+    if (PJRT_Error* err = client_->api()->PJRT_LoadedExecutable_Destroy(&a)) {
+      PJRT_Error_Destroy_Args d{PJRT_Error_Destroy_Args_STRUCT_SIZE, nullptr, err};
+      client_->api()->PJRT_Error_Destroy(&d);
+    }
+  client_.reset();  // the last user of a client destroys it
 }
 
 void PjrtExecutable::check_argument(size_t i, const PjrtBuffer& buffer) const {

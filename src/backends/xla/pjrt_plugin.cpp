@@ -8,8 +8,10 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <set>
 #include <sstream>
 
 #include "lockstep/core/error.h"
@@ -123,41 +125,55 @@ const char* error_code_name(PJRT_Error_Code code) {
   return c >= 0 && c < int(std::size(names)) ? names[c] : "UNKNOWN";
 }
 
-// The end of the last PJRT_Api entry Lockstep calls: a plugin's table must reach it.
-size_t required_api_size() {
-  const size_t offsets[] = {
-      offsetof(PJRT_Api, PJRT_Error_Destroy),
-      offsetof(PJRT_Api, PJRT_Error_Message),
-      offsetof(PJRT_Api, PJRT_Error_GetCode),
-      offsetof(PJRT_Api, PJRT_Plugin_Initialize),
-      offsetof(PJRT_Api, PJRT_Plugin_Attributes),
-      offsetof(PJRT_Api, PJRT_Event_Destroy),
-      offsetof(PJRT_Api, PJRT_Event_Await),
-      offsetof(PJRT_Api, PJRT_Client_Create),
-      offsetof(PJRT_Api, PJRT_Client_Destroy),
-      offsetof(PJRT_Api, PJRT_Client_PlatformName),
-      offsetof(PJRT_Api, PJRT_Client_AddressableDevices),
-      offsetof(PJRT_Api, PJRT_Client_Compile),
-      offsetof(PJRT_Api, PJRT_Client_BufferFromHostBuffer),
-      offsetof(PJRT_Api, PJRT_DeviceDescription_Id),
-      offsetof(PJRT_Api, PJRT_DeviceDescription_Kind),
-      offsetof(PJRT_Api, PJRT_DeviceDescription_ToString),
-      offsetof(PJRT_Api, PJRT_Device_GetDescription),
-      offsetof(PJRT_Api, PJRT_Device_MemoryStats),
-      offsetof(PJRT_Api, PJRT_Executable_Destroy),
-      offsetof(PJRT_Api, PJRT_Executable_NumOutputs),
-      offsetof(PJRT_Api, PJRT_LoadedExecutable_Destroy),
-      offsetof(PJRT_Api, PJRT_LoadedExecutable_GetExecutable),
-      offsetof(PJRT_Api, PJRT_LoadedExecutable_AddressableDevices),
-      offsetof(PJRT_Api, PJRT_LoadedExecutable_Execute),
-      offsetof(PJRT_Api, PJRT_Buffer_Destroy),
-      offsetof(PJRT_Api, PJRT_Buffer_ElementType),
-      offsetof(PJRT_Api, PJRT_Buffer_Dimensions),
-      offsetof(PJRT_Api, PJRT_Buffer_ToHostBuffer),
-      offsetof(PJRT_Api, PJRT_Buffer_IsDeleted),
+// The PJRT_Api entries the loader calls, by name: load() checks each is there (inside the
+// plugin's table, and not null) before the first call.
+struct ApiEntry {
+  const char* name;
+  size_t offset;
+};
+#define LS_API_ENTRY(fn) \
+  ApiEntry { #fn, offsetof(PJRT_Api, fn) }
+const std::vector<ApiEntry>& required_api_entries() {
+  static const std::vector<ApiEntry> entries = {
+      LS_API_ENTRY(PJRT_Error_Destroy),
+      LS_API_ENTRY(PJRT_Error_Message),
+      LS_API_ENTRY(PJRT_Error_GetCode),
+      LS_API_ENTRY(PJRT_Plugin_Initialize),
+      LS_API_ENTRY(PJRT_Plugin_Attributes),
+      LS_API_ENTRY(PJRT_Event_Destroy),
+      LS_API_ENTRY(PJRT_Event_Await),
+      LS_API_ENTRY(PJRT_Client_Create),
+      LS_API_ENTRY(PJRT_Client_Destroy),
+      LS_API_ENTRY(PJRT_Client_PlatformName),
+      LS_API_ENTRY(PJRT_Client_AddressableDevices),
+      LS_API_ENTRY(PJRT_Client_Compile),
+      LS_API_ENTRY(PJRT_Client_BufferFromHostBuffer),
+      LS_API_ENTRY(PJRT_DeviceDescription_Id),
+      LS_API_ENTRY(PJRT_DeviceDescription_Kind),
+      LS_API_ENTRY(PJRT_DeviceDescription_ToString),
+      LS_API_ENTRY(PJRT_Device_GetDescription),
+      LS_API_ENTRY(PJRT_Executable_Destroy),
+      LS_API_ENTRY(PJRT_Executable_NumOutputs),
+      LS_API_ENTRY(PJRT_LoadedExecutable_Destroy),
+      LS_API_ENTRY(PJRT_LoadedExecutable_GetExecutable),
+      LS_API_ENTRY(PJRT_LoadedExecutable_AddressableDevices),
+      LS_API_ENTRY(PJRT_LoadedExecutable_Execute),
+      LS_API_ENTRY(PJRT_Buffer_Destroy),
+      LS_API_ENTRY(PJRT_Buffer_ElementType),
+      LS_API_ENTRY(PJRT_Buffer_Dimensions),
+      LS_API_ENTRY(PJRT_Buffer_ToHostBuffer),
+      LS_API_ENTRY(PJRT_Buffer_IsDeleted),
   };
+  return entries;
+}
+#undef LS_API_ENTRY
+
+// The end of the last PJRT_Api entry Lockstep calls: a plugin's table must reach it. (The
+// optional ones, PJRT_Device_MemoryStats and the executable (de)serialization of the compile
+// cache, are checked where they are used.)
+size_t required_api_size() {
   size_t end = 0;
-  for (size_t o : offsets) end = std::max(end, o + sizeof(void*));
+  for (const ApiEntry& e : required_api_entries()) end = std::max(end, e.offset + sizeof(void*));
   return end;
 }
 
@@ -209,9 +225,18 @@ std::string find_pjrt_plugin(const std::string& spec_in) {
   for (auto& p : known_plugins())
     if (spec == p.name) known = &p;
   if (!known) {
-    LS_CHECK(fs::is_regular_file(spec, ec), "PJRT plugin '", spec,
+    const fs::file_status st = fs::status(spec, ec);
+    LS_CHECK(fs::exists(st), "PJRT plugin '", spec,
              "' not found: no such file, and not a plugin name (", known_plugin_names(),
-             "). Give the path to the plugin's .so, or a name, or set LOCKSTEP_PJRT_PLUGIN.");
+             "). Give the path to the plugin's .so, or a name.");
+    LS_CHECK(!fs::is_directory(st), "PJRT plugin '", spec,
+             "' is a directory, not a PJRT plugin: give the path of the plugin's .so inside it "
+             "(e.g. xla_cpu_pjrt.so, xla_cuda_plugin.so, libtpu.so), or a name (",
+             known_plugin_names(), ")");
+    LS_CHECK(fs::is_regular_file(st), "PJRT plugin '", spec,
+             "' is not a regular file (a device, FIFO or socket), so not a PJRT plugin: give the "
+             "path of the plugin's .so, or a name (",
+             known_plugin_names(), ")");
     return spec;
   }
   // The venvs first; python3 (a process start) only when they do not have it.
@@ -229,7 +254,7 @@ std::string find_pjrt_plugin(const std::string& spec_in) {
     wanted += (wanted.empty() ? "" : " or ") + std::string(rel);
   LS_FAIL("PJRT plugin '", spec, "' not found: looked for ", wanted, " in",
           looked.empty() ? " (no Python environment found)" : looked, "\nInstall it (",
-          known->install_hint, "), or set LOCKSTEP_PJRT_PLUGIN to the plugin's .so.");
+          known->install_hint, "), or give the path of the plugin's .so (--device xla:PATH).");
 }
 
 void check_pjrt_api_version(const std::string& path, int major, int minor, size_t api_struct_size) {
@@ -246,19 +271,57 @@ void check_pjrt_api_version(const std::string& path, int major, int minor, size_
            "). Upgrade the plugin (pip install -U the package that ships it).");
 }
 
-std::shared_ptr<PjrtPlugin> PjrtPlugin::load(const std::string& spec) {
-  static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<PjrtPlugin>> loaded;
-  const std::string override_path = env("LOCKSTEP_PJRT_PLUGIN");
-  const std::string path = find_pjrt_plugin(override_path.empty() ? spec : override_path);
-  std::lock_guard<std::mutex> lock(mu);
-  std::error_code ec;
-  const std::string key = fs::weakly_canonical(path, ec).string();
-  if (auto it = loaded.find(key); it != loaded.end()) return it->second;
+void check_pjrt_api_entries(const std::string& path, const PJRT_Api* api) {
+  const std::string version =
+      version_text(api->pjrt_api_version.major_version, api->pjrt_api_version.minor_version);
+  for (const ApiEntry& e : required_api_entries()) {
+    void* fn = nullptr;
+    std::memcpy(&fn, reinterpret_cast<const char*>(api) + e.offset, sizeof fn);
+    LS_CHECK(fn, "PJRT plugin ", path, " is broken: its API table (PJRT C API ", version,
+             ") has no ", e.name,
+             " (a null function pointer), which Lockstep calls. Reinstall or upgrade the plugin.");
+  }
+}
 
+PluginKind plugin_kind_of(const std::string& path) {
+  const std::string file = fs::path(path).filename().string();
+  if (file == "xla_cpu_pjrt.so") return PluginKind::cpu;
+  if (file == "xla_cuda_plugin.so") return PluginKind::cuda;
+  if (file == "libtpu.so") return PluginKind::tpu;
+  return PluginKind::other;
+}
+
+namespace {
+
+// The plugin file load(spec) uses: the spec when one is given (--device xla:X, env
+// LOCKSTEP_XLA_PLUGIN); env LOCKSTEP_PJRT_PLUGIN only when none is (it never overrides a
+// plugin asked for: that one is used, with a warning naming both); else "cpu".
+std::string plugin_file_for(const std::string& spec) {
+  const std::string env_path = env("LOCKSTEP_PJRT_PLUGIN");
+  if (spec.empty()) return find_pjrt_plugin(env_path.empty() ? "cpu" : env_path);
+  const std::string path = find_pjrt_plugin(spec);
+  std::error_code ec;
+  if (!env_path.empty() && !fs::equivalent(env_path, path, ec)) {
+    static std::mutex mu;
+    static std::set<std::string> warned;  // once per (variable, plugin) pair
+    std::lock_guard<std::mutex> lock(mu);
+    if (warned.insert(env_path + "\n" + spec).second)
+      std::fprintf(stderr,
+                   "warning: env LOCKSTEP_PJRT_PLUGIN=%s is ignored: plugin '%s' was asked for "
+                   "(--device xla:PLUGIN or env LOCKSTEP_XLA_PLUGIN), and it wins\n",
+                   env_path.c_str(), spec.c_str());
+  }
+  return path;
+}
+
+// dlopen + GetPjrtApi, the version and table checks: the API table of a usable plugin.
+const PJRT_Api* open_plugin(const std::string& path) {
+  std::string preloaded;
+  if (plugin_kind_of(path) == PluginKind::cuda) preloaded = preload_nvidia_libraries(path);
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   LS_CHECK(handle, "cannot load PJRT plugin ", path, ": ", dlerror(),
-           " (is it a shared library for this machine? Check the path, or reinstall the plugin)");
+           " (is it a shared library for this machine? Check the path, or reinstall the plugin)",
+           preloaded.empty() ? "" : ". ", preloaded);
   using GetApiFn = const PJRT_Api* (*)();
   auto get_api = reinterpret_cast<GetApiFn>(dlsym(handle, "GetPjrtApi"));
   if (!get_api) {
@@ -271,9 +334,27 @@ std::shared_ptr<PjrtPlugin> PjrtPlugin::load(const std::string& spec) {
   LS_CHECK(api, "PJRT plugin ", path, ": GetPjrtApi returned no API table (a broken plugin?)");
   check_pjrt_api_version(path, api->pjrt_api_version.major_version,
                          api->pjrt_api_version.minor_version, api->struct_size);
+  check_pjrt_api_entries(path, api);
+  return api;
+}
 
+}  // namespace
+
+std::shared_ptr<PjrtPlugin> PjrtPlugin::load(const std::string& spec) {
+  static std::mutex mu;
+  // Never destroyed: a plugin outlives every client (clients are released before exit's static
+  // destructors run, pjrt_client.h), and no plugin supports dlclose.
+  static auto& loaded = *new std::map<std::string, std::shared_ptr<PjrtPlugin>>();
+  const std::string path = plugin_file_for(spec);
+  std::lock_guard<std::mutex> lock(mu);
+  std::error_code ec;
+  const std::string key = fs::weakly_canonical(path, ec).string();
+  if (auto it = loaded.find(key); it != loaded.end()) return it->second;
+
+  const PJRT_Api* api = open_plugin(path);
   std::shared_ptr<PjrtPlugin> plugin(new PjrtPlugin());
   plugin->path_ = path;
+  plugin->kind_ = plugin_kind_of(path);
   plugin->api_ = api;
   plugin->major_ = api->pjrt_api_version.major_version;
   plugin->minor_ = api->pjrt_api_version.minor_version;
@@ -294,6 +375,13 @@ std::shared_ptr<PjrtPlugin> PjrtPlugin::load(const std::string& spec) {
   }
   loaded[key] = plugin;
   return plugin;
+}
+
+bool PjrtPlugin::has_entry(size_t offset) const {
+  if (offset + sizeof(void*) > api_->struct_size) return false;
+  void* fn = nullptr;
+  std::memcpy(&fn, reinterpret_cast<const char*>(api_) + offset, sizeof fn);
+  return fn != nullptr;
 }
 
 std::string PjrtPlugin::describe() const {

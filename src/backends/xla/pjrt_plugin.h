@@ -10,9 +10,17 @@
 //     or jax-cuda12-pjrt), "tpu" (libtpu). The site-packages searched, in order:
 //     $LOCKSTEP_XLA_VENV, the venv scripts/setup_xla.sh made at build time, $VIRTUAL_ENV, then
 //     those python3 reports.
-// The environment variable LOCKSTEP_PJRT_PLUGIN (a path) overrides the spec.
+// An empty spec: the file env LOCKSTEP_PJRT_PLUGIN names, else "cpu". A spec given (--device
+// xla:PLUGIN, env LOCKSTEP_XLA_PLUGIN) always wins over LOCKSTEP_PJRT_PLUGIN, with a warning when
+// the two differ.
+// Before it opens the CUDA plugin, load() opens the NVIDIA libraries of its Python installation
+// (site-packages/nvidia/*/lib: cudart, cuBLAS, cuDNN, NCCL, ...) with RTLD_GLOBAL, as JAX's own
+// loader does, so that the plugin finds them without LD_LIBRARY_PATH.
+// Before the first call into a plugin, every entry of its API table that Lockstep calls is
+// checked: a null one is an error naming the plugin and the function.
 // Every failure is a lockstep::Error naming the file and what to do.
 #pragma once
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,11 +31,20 @@ struct PJRT_Error;
 
 namespace lockstep::xla {
 
+// Which plugin a file is, by its file name: what its PJRT_Client_Create accepts depends on it
+// (pjrt_client.h, plugin_create_options).
+enum class PluginKind { cpu, cuda, tpu, other };
+PluginKind plugin_kind_of(const std::string& path);
+
 class PjrtPlugin {
  public:
   static std::shared_ptr<PjrtPlugin> load(const std::string& spec);
 
   const std::string& path() const { return path_; }
+  PluginKind kind() const { return kind_; }
+  // True when the plugin's API table holds a non-null function at `offset` (offsetof(PJRT_Api,
+  // fn)): for the functions Lockstep can do without (the compile cache's serialization).
+  bool has_entry(size_t offset) const;
   const PJRT_Api* api() const { return api_; }
   int api_major() const { return major_; }
   int api_minor() const { return minor_; }
@@ -43,6 +60,7 @@ class PjrtPlugin {
  private:
   PjrtPlugin() = default;
   std::string path_;
+  PluginKind kind_ = PluginKind::other;
   const PJRT_Api* api_ = nullptr;
   int major_ = 0, minor_ = 0;
   std::map<std::string, std::string> attributes_;
@@ -58,6 +76,20 @@ int pjrt_header_minor();
 // what to do. Exposed for tests.
 void check_pjrt_api_version(const std::string& plugin_path, int major, int minor,
                             size_t api_struct_size);
+
+// The check load() runs before the first call into a plugin: every entry of its API table
+// that Lockstep calls is a function (not null). Throws naming the plugin and the function.
+void check_pjrt_api_entries(const std::string& plugin_path, const PJRT_Api* api);
+
+// The NVIDIA libraries load() opens before the CUDA plugin at `plugin_path`: in the
+// site-packages the plugin is installed in (<site>/jax_plugins/xla_cuda13/xla_cuda_plugin.so),
+// the folders <site>/nvidia/*/lib, and in them cudart, nvJitLink, cuBLASLt, cuBLAS, cuFFT,
+// cuSOLVER, cuSPARSE, cuDNN, NCCL, NVSHMEM and CUPTI, in that order (each before the ones that
+// need it), the first file of each found. Empty where there are none (CUDA from the system).
+std::vector<std::string> nvidia_library_files(const std::string& plugin_path);
+// Opens them (RTLD_NOW | RTLD_GLOBAL, never closed). Returns a note for an error message: the
+// libraries that failed to open, or that none were found; empty when all opened.
+std::string preload_nvidia_libraries(const std::string& plugin_path);
 
 // The plugin file for a spec (see above): a path is returned as it is when the file exists;
 // a name is looked up in the Python environments. Throws listing where it looked.

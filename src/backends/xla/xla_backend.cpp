@@ -55,10 +55,11 @@ namespace lockstep::xla {
 
 namespace {
 
-// The plugin spec: env LOCKSTEP_XLA_PLUGIN, "cpu" when unset or empty.
+// The plugin spec: env LOCKSTEP_XLA_PLUGIN (--device xla:PLUGIN sets it); "" when unset or
+// empty, which loads env LOCKSTEP_PJRT_PLUGIN's file, else "cpu" (pjrt_plugin.h).
 std::string plugin_spec() {
   const char* env = std::getenv("LOCKSTEP_XLA_PLUGIN");
-  return env && *env ? std::string(env) : std::string("cpu");
+  return env && *env ? std::string(env) : std::string();
 }
 
 // One client per plugin spec, for the life of the process (a plugin is never unloaded).
@@ -72,7 +73,8 @@ std::shared_ptr<PjrtClient> client_for(const std::string& spec) {
       client = PjrtClient::create({.plugin = spec});
     } catch (const Error& e) {
       clients.erase(spec);
-      throw Error(std::string("backend 'xla': cannot create a PJRT client from plugin '") + spec +
+      throw Error(std::string("backend 'xla': cannot create a PJRT client from plugin '") +
+                  (spec.empty() ? std::string("cpu") : spec) +
                   "' (env LOCKSTEP_XLA_PLUGIN): " + e.what());
     }
   }
@@ -209,8 +211,10 @@ class XlaCompiledGraph final : public CompiledGraph {
     for (int i = 0; i < graph_.size(); ++i) ops += graph_.node(i).inputs.empty() ? 0 : 1;
     num_nodes_ = ops;
     char times[96];
-    std::snprintf(times, sizeof times, "lowered to StableHLO in %.3f s, compiled in %.3f s",
-                  program_.lower_seconds(), program_.compile_seconds());
+    std::snprintf(times, sizeof times, "lowered to StableHLO in %.3f s, %s in %.3f s",
+                  program_.lower_seconds(),
+                  program_.loaded_from_cache() ? "loaded from the compile cache" : "compiled",
+                  program_.compile_seconds());
     report_.push_back("xla: whole graph " + std::string(times) + " (" + client_->describe() +
                       "); " +
                       (residence_ ? "weights stay on the device between steps"

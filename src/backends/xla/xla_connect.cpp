@@ -1,7 +1,8 @@
 // The xla backend's device connector (lockstep/graph/device_system.h): loads the PJRT plugin
 // (a path, or a name found in a Python environment: pjrt_plugin.h), creates one client with the
-// device count asked for (the CPU plugin's cpu_device_count; other plugins have the devices
-// they have) and keeps it for the process. Connecting again to the same plugin and count
+// device count asked for (sent only to the plugins that take it: the CPU plugin's
+// cpu_device_count, the CUDA plugin's visible_devices; others fix their own count) and keeps it
+// for the process. Connecting again to the same plugin and count
 // returns the same client; to another is an error (plugins cannot be unloaded, and programs
 // already compiled hold their client's devices).
 #include "backends/xla/xla_connect.h"
@@ -40,6 +41,29 @@ DeviceSystem describe(const PjrtClient& client) {
   return s;
 }
 
+}  // namespace
+
+std::shared_ptr<PjrtClient> create_client_with_devices(const std::string& spec, int device_count) {
+  std::shared_ptr<PjrtClient> client;
+  try {
+    client = PjrtClient::create({.plugin = spec, .device_count = device_count});
+  } catch (const Error& e) {
+    throw Error("connect: cannot connect to PJRT plugin '" + spec + "': " + e.what());
+  }
+  const int have = int(client->devices().size());
+  if (device_count == 0 || have >= device_count) return client;
+  const PluginKind kind = client->plugin().kind();
+  if (kind == PluginKind::cpu || kind == PluginKind::cuda)
+    LS_FAIL("connect: ", device_count, " devices asked for, but plugin '", spec, "' has ", have,
+            " (", client->describe(), "); ask for at most that many");
+  LS_FAIL("connect: ", device_count, " devices asked for, but plugin '", spec,
+          "' fixes its own device count (it takes no device-count option; only the CPU and CUDA "
+          "plugins do) and has ",
+          have, " (", client->describe(), "); ask for at most ", have);
+}
+
+namespace {
+
 DeviceSystem connect(const std::string& target, int device_count) {
   const std::string spec = target.empty() ? "cpu" : target;
   Connected& c = connected();
@@ -53,16 +77,8 @@ DeviceSystem connect(const std::string& target, int device_count) {
              " devices as well (a plugin stays loaded for the process): connect once");
     return describe(*c.client);
   }
-  std::shared_ptr<PjrtClient> client;
-  try {
-    client = PjrtClient::create({.plugin = spec, .cpu_device_count = device_count});
-  } catch (const Error& e) {
-    throw Error("connect: cannot connect to PJRT plugin '" + spec + "': " + e.what());
-  }
-  LS_CHECK(device_count == 0 || int(client->devices().size()) >= device_count,
-           "connect: ", device_count, " devices asked for, but plugin '", spec, "' has ",
-           client->devices().size(), " (", client->describe(),
-           "); ask for at most that many (only the CPU plugin's count can be chosen)");
+  // An empty target loads the default plugin (env LOCKSTEP_PJRT_PLUGIN, else "cpu").
+  std::shared_ptr<PjrtClient> client = create_client_with_devices(target, device_count);
   c.client = client, c.target = spec, c.device_count = device_count;
   return describe(*client);
 }

@@ -72,6 +72,8 @@ class XlaProgram {
   const LoweredGraph& lowered() const { return lowered_; }
   double lower_seconds() const { return lower_seconds_; }
   double compile_seconds() const { return compile_seconds_; }
+  // True when the executable came from the persistent compile cache (compile_cache.h).
+  bool loaded_from_cache() const { return exe_.loaded_from_cache(); }
   int64_t runs() const { return runs_; }
 
  private:

@@ -131,11 +131,14 @@ Shape checked_dataset_shape(hid_t ds, DType dt, const char* name, VisitState* st
     LS_CHECK(stored <= st->file_bytes && bytes <= stored * kMaxDeflateRatio + kRatioSlackBytes,
              what, " of shape ", shape.str(), " claims ", bytes, " bytes from ", stored,
              " compressed bytes in a ", st->file_bytes, "-byte file (the file is damaged)");
+  LS_CHECK(stored <= st->file_bytes, what, " of shape ", shape.str(), " needs ", stored,
+           " bytes, but the whole file is ", st->file_bytes,
+           " bytes (the file is damaged or truncated)");
+  LS_CHECK(stored <= st->file_bytes - st->stored_bytes, what, " of shape ", shape.str(), " needs ",
+           stored, " bytes of the file, but the datasets read so far already take ",
+           st->stored_bytes, " of its ", st->file_bytes,
+           " bytes (the file is damaged, or it references one dataset many times)");
   st->stored_bytes += stored;
-  LS_CHECK(st->stored_bytes <= st->file_bytes, what, " of shape ", shape.str(), " needs ", stored,
-           " bytes of the file, but the datasets read so far already take ",
-           st->stored_bytes - stored, " of its ", st->file_bytes,
-           " bytes (the file is damaged or truncated, or it references one dataset many times)");
   st->decoded_bytes += bytes;
   LS_CHECK(st->budget == 0 || st->decoded_bytes <= st->budget, what, " of shape ", shape.str(),
            " brings the weights read to ", st->decoded_bytes, " bytes, more than the ", st->budget,

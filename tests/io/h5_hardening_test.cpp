@@ -210,6 +210,19 @@ TEST(H5Hardening, AReaderThatDiesOrIsMissingIsAnErrorNamingTheFile) {
     return error_of([&] { io::read_h5_tensors(path); });
   });
   expect_has(missing, {path, "LOCKSTEP_H5_READER", "/nonexistent/lockstep_h5_reader"});
+  // An exception other than lockstep::Error in the reader (std::bad_alloc: variable-length
+  // strings sharing one heap object) named no file; now the file is named.
+  const std::string bad_alloc = tmp("bad_alloc_reader.sh");
+  {
+    std::ofstream f(bad_alloc);
+    f << "#!/bin/sh\nprintf 'X\\016\\000\\000\\000\\000\\000\\000\\000std::bad_alloc'\n";
+  }
+  fs::permissions(bad_alloc, fs::perms::owner_all);
+  const std::string oom = test_util::in_child([&] {
+    ::setenv("LOCKSTEP_H5_READER", bad_alloc.c_str(), 1);
+    return error_of([&] { io::read_h5_tensors(path); });
+  });
+  expect_has(oom, {path, "could not be read: std::bad_alloc"});
   // Unset, the reader is found (beside the library) and reads the file.
   EXPECT_EQ(io::read_h5_tensors(path).size(), 1u);
 }

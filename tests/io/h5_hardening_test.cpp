@@ -14,6 +14,7 @@
 //  - a layer name that a legacy .h5 cannot hold (a trailing space) is refused at save time.
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -96,12 +97,12 @@ void external_dataset(hid_t loc, const char* name, const std::string& dir) {
   H5Dclose(ds), H5Sclose(space), H5Pclose(dapl), H5Pclose(dcpl);
 }
 
-// A virtual dataset `name` of 8 floats mapped from /x of the file other.h5.
-void virtual_dataset(hid_t loc, const char* name) {
+// A virtual dataset `name` of 8 floats mapped from /x of the file `source`.
+void virtual_dataset(hid_t loc, const char* name, const std::string& source = "other.h5") {
   const hsize_t n = 8;
   hid_t space = H5Screate_simple(1, &n, nullptr);
   hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-  H5Pset_virtual(dcpl, space, "other.h5", "/x", space);
+  H5Pset_virtual(dcpl, space, source.c_str(), "/x", space);
   hid_t ds = H5Dcreate2(loc, name, H5T_NATIVE_FLOAT, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
   ASSERT_GE(ds, 0);
   H5Dclose(ds), H5Pclose(dcpl), H5Sclose(space);
@@ -268,6 +269,17 @@ TEST(H5Hardening, VirtualDatasetsAndExternalLinksAreRefused) {
   edit_h5(vds, [&](hid_t f) { virtual_dataset(f, "layers/dense/vars/0"); });
   expect_has(error_of([&] { io::read_h5_tensors(vds); }),
              {vds, "dataset 'layers/dense/vars/0'", "virtual dataset"});
+
+  // Mapped from a FIFO: refused before anything opens it (before, the read hung for 300 s).
+  const std::string fifo = tmp("vds_source.fifo");
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string vds_fifo = tmp("virtual_fifo.weights.h5");
+  io::write_h5_tensors(vds_fifo, {{"layers/dense/vars/1", Tensor::full(Shape{2}, 0.f)}});
+  edit_h5(vds_fifo, [&](hid_t f) { virtual_dataset(f, "layers/dense/vars/0", fifo); });
+  const std::string e =
+      test_util::in_child([&] { return error_of([&] { io::read_h5_tensors(vds_fifo); }); }, 30);
+  expect_has(e, {vds_fifo, "virtual dataset"});
 
   const std::string link = tmp("extlink.weights.h5");
   io::write_h5_tensors(link, {{"layers/dense/vars/1", Tensor::full(Shape{2}, 0.f)}});

@@ -190,6 +190,31 @@ TEST(H5Hardening, ReadsDoNotInheritALockAnotherThreadHolds) {
   EXPECT_EQ(verdict, "") << (threadsafe ? "" : "(libhdf5 is not thread-safe here)");
 }
 
+// Reads from many threads at once, each starting its own reader (as the fuzzers' and the input
+// pipeline's threads do beside a load): every one comes back whole.
+TEST(H5Hardening, ReadsFromManyThreadsAtOnceComeBackWhole) {
+  const std::string weights = tmp("threads.weights.h5");
+  io::write_h5_tensors(weights, {{"a", Tensor::full(Shape{64}, 3.f)}});
+  const std::string legacy = tmp("threads.h5");
+  io::write_legacy_h5(legacy, one_dense_legacy());
+  std::atomic<int> good{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 6; ++i) {
+        if (t % 2 == 0) {
+          const auto r = io::read_h5_tensors(weights);
+          good += r.size() == 1 && r[0].value.data<float>()[63] == 3.f;
+        } else {
+          const auto f = io::read_legacy_h5(legacy);
+          good += f.layers.size() == 1 && f.layers[0].weights.size() == 1;
+        }
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(good.load(), 48);
+}
+
 // The reader's own death (here a stand-in program that kills itself) is an error naming the
 // file; a LOCKSTEP_H5_READER that is not a program is one too.
 TEST(H5Hardening, AReaderThatDiesOrIsMissingIsAnErrorNamingTheFile) {

@@ -1,31 +1,38 @@
-// Reading HDF5 files in a child process (io/h5_util.h: read_isolated). libhdf5 1.10 trusts
+// Reading HDF5 files in a separate process (io/h5_util.h: read_isolated). libhdf5 1.10 trusts
 // addresses it reads from the file: keras_weights_fuzz found crafted .weights.h5 files whose
 // symbol-table message puts a group's local heap or B-tree at the undefined address 0xff..ff;
 // the range check in H5F__accum_read wraps and the library copies from NULL — a crash inside
 // the library that no check of ours before or after the call can catch in the same process
 // (any address of any HDF5 structure can do it: checking them all is a second HDF5 parser).
-// So every read of a file the user hands us runs in a fork()ed child: the child parses with
-// libhdf5 and streams the tensors and strings back through a pipe; if it dies (a signal), the
-// parent reports the file as damaged, naming it.
+// So every read of a file the user hands us runs in the program lockstep_h5_reader
+// (h5_reader_main.cpp): it parses with libhdf5 and streams the tensors and strings back through
+// a pipe; if it dies (a signal), the caller reports the file as damaged, naming it.
 //
-// Thread safety after fork: only the forking thread exists in the child. The child uses
-// malloc (glibc resets its locks at fork), Lockstep's tensors (no locks) and libhdf5, whose
-// own global lock (Debian builds it thread-safe) must not be held by another thread at the
-// fork: every Lockstep use of libhdf5 takes hdf5_lock(), and the fork happens under it. The
-// child never takes that lock (its copy may be held) and ends with _exit (no atexit handlers,
-// no static destructors, no OpenMP). A child that sends nothing for kChildSilenceSeconds is
-// killed (a deadlock we did not foresee becomes an error, not a hang).
+// The reader is a fresh program started with posix_spawn, not a fork() of the caller: a fork
+// of a process with other threads (libFuzzer's, the input pipeline's, the sanitizers') copies
+// whatever locks those threads held at that instant, and a child that needs one waits forever
+// (keras_file_fuzz hung so under `make test`). A reader that sends nothing for
+// kReaderSilenceSeconds is killed (a deadlock we did not foresee becomes an error, not a hang).
+//
+// The program is $LOCKSTEP_H5_READER when set, else looked for in this order:
+// lockstep/lockstep_h5_reader and
+// lockstep_h5_reader beside the library holding this code (the build tree's lib/, an installed
+// prefix's lib dir); lockstep_h5_reader beside the running program (the fuzz tree's bin/); the
+// path it is installed at (LOCKSTEP_H5_READER_INSTALLED).
+#include <dlfcn.h>
 #include <fcntl.h>
-#include <hdf5.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 
 #include "io/h5_util.h"
@@ -33,13 +40,14 @@
 namespace lockstep::io::h5 {
 namespace {
 
-constexpr int kChildSilenceSeconds = 300;
+constexpr int kReaderSilenceSeconds = 300;
 
-// ----- the child's side: records written to the pipe ----------------------------------------
+// ----- the reader's side: records written to the pipe ---------------------------------------
 // 'S' u64 length, bytes              a string
 // 'C' i64                            a count
 // 'T' u64 length, name, u8 dtype, u8 rank, i64 dims[rank], u64 nbytes, bytes   a tensor
 // 'E' u64 length, message            the read failed with this lockstep::Error
+// 'X' u64 length, message            the read failed with another exception (std::bad_alloc)
 // 'D'                                done
 
 void write_all(int fd, const void* p, size_t n) {
@@ -76,25 +84,38 @@ void send(int fd, const IsolatedResult& r) {
   }
 }
 
-[[noreturn]] void run_child(int fd, const std::function<void(IsolatedResult&)>& read) {
-  // A crash is a plain death by that signal (not a sanitizer's or a crash reporter's report
-  // about libhdf5, and no core file from a damaged input).
-  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::signal(sig, SIG_DFL);
-  ::signal(SIGPIPE, SIG_DFL);
+const char* const kKindNames[] = {"tensors", "keras-weights", "legacy-probe", "legacy"};
+
+void run_request(const ReadRequest& request, IsolatedResult& r) {
+  switch (request.kind) {
+    case ReadKind::tensors:
+      return read_tensors_here(request, r);
+    case ReadKind::keras_weights:
+      return read_keras_weights_here(request, r);
+    case ReadKind::legacy_probe:
+      return probe_legacy_here(request, r);
+    case ReadKind::legacy:
+      return read_legacy_here(request, r);
+  }
+}
+
+// Runs the request and writes its records to fd; the reader program's whole work.
+void serve(int fd, const ReadRequest& request) {
   try {
     IsolatedResult r;
-    read(r);
+    run_request(request, r);
     send(fd, r);
     put<char>(fd, 'D');
-  } catch (const std::exception& e) {
+  } catch (const Error& e) {
     put<char>(fd, 'E');
     put_string(fd, e.what());
+  } catch (const std::exception& e) {
+    put<char>(fd, 'X');
+    put_string(fd, e.what());
   } catch (...) {
-    put<char>(fd, 'E');
-    put_string(fd, "unknown error");
+    put<char>(fd, 'X');
+    put_string(fd, "unknown exception");
   }
-  ::close(fd);
-  ::_exit(0);
 }
 
 // ----- the parent's side ----------------------------------------------------------------------
@@ -102,7 +123,7 @@ void send(int fd, const IsolatedResult& r) {
 class PipeReader {
  public:
   PipeReader(int fd, pid_t child) : fd_(fd), child_(child) {}
-  // Reads n bytes; false at the end of the stream (the child exited or died).
+  // Reads n bytes; false at the end of the stream (the reader exited or died).
   bool read(void* p, size_t n) {
     char* c = static_cast<char*>(p);
     while (n > 0) {
@@ -129,9 +150,9 @@ class PipeReader {
   bool fill() {
     for (;;) {
       pollfd p{fd_, POLLIN, 0};
-      const int rc = ::poll(&p, 1, kChildSilenceSeconds * 1000);
+      const int rc = ::poll(&p, 1, kReaderSilenceSeconds * 1000);
       if (rc < 0 && errno == EINTR) continue;
-      if (rc == 0) {  // no byte for minutes: a stuck child
+      if (rc == 0) {  // no byte for minutes: a stuck reader
         silent_ = true;
         ::kill(child_, SIGKILL);
         return false;
@@ -150,8 +171,9 @@ class PipeReader {
   bool silent_ = false;
 };
 
-// Decodes the child's records; the first error (message) or "" when the stream ended early.
-bool receive(PipeReader& in, IsolatedResult* r, std::string* error) {
+// Decodes the reader's records: true when the stream ended properly, with its result or its
+// error (*foreign: an exception other than lockstep::Error, which names no file).
+bool receive(PipeReader& in, IsolatedResult* r, std::string* error, bool* foreign) {
   for (;;) {
     char tag = 0;
     if (!in.get(&tag)) return false;
@@ -159,8 +181,9 @@ bool receive(PipeReader& in, IsolatedResult* r, std::string* error) {
       case 'D':
         return true;
       case 'E':
-        if (!in.get_string(error, 1u << 20)) return false;
-        return true;
+      case 'X':
+        *foreign = tag == 'X';
+        return in.get_string(error, 1u << 20);
       case 'S': {
         std::string s;
         if (!in.get_string(&s, uint64_t(1) << 32)) return false;
@@ -186,7 +209,7 @@ bool receive(PipeReader& in, IsolatedResult* r, std::string* error) {
         }
         uint64_t nbytes = 0;
         if (!in.get(&nbytes)) return false;
-        // The child checked the shape against the file; these are its bytes, checked again.
+        // The reader checked the shape against the file; these are its bytes, checked again.
         if (nbytes != checked_bytes(shape, dtype_size(DType(dt)), "'" + t.name + "'")) return false;
         t.value = Tensor::empty(shape, DType(dt));
         if (!in.read(t.value.raw(), nbytes)) return false;
@@ -218,6 +241,87 @@ std::string signal_name(int sig) {
   }
 }
 
+bool executable(const std::string& p) { return !p.empty() && ::access(p.c_str(), X_OK) == 0; }
+
+// Where lockstep_h5_reader is (the order is the file's header's); "" when nowhere, with the
+// places looked at in *looked.
+std::string find_reader(std::string* looked) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> candidates;
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&find_reader), &info) && info.dli_fname && *info.dli_fname) {
+    const fs::path dir = fs::absolute(info.dli_fname).parent_path();
+    candidates.push_back((dir / "lockstep" / "lockstep_h5_reader").string());
+    candidates.push_back((dir / "lockstep_h5_reader").string());
+  }
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) candidates.push_back((self.parent_path() / "lockstep_h5_reader").string());
+#ifdef LOCKSTEP_H5_READER_INSTALLED
+  candidates.push_back(LOCKSTEP_H5_READER_INSTALLED);
+#endif
+  for (auto& c : candidates) {
+    if (executable(c)) return c;
+    *looked += (looked->empty() ? "" : ", ") + c;
+  }
+  return "";
+}
+
+std::string reader_program(const std::string& path, const std::string& what) {
+  if (const char* env = std::getenv("LOCKSTEP_H5_READER"); env && *env) {
+    LS_CHECK(executable(env), "'", path, "': cannot read the ", what, ": LOCKSTEP_H5_READER is '",
+             env,
+             "', which is not an executable program (unset it to use the installed "
+             "lockstep_h5_reader)");
+    return env;
+  }
+  static std::string looked;
+  static const std::string program = find_reader(&looked);
+  LS_CHECK(!program.empty(), "'", path, "': cannot read the ", what,
+           ": Lockstep's HDF5 reader program lockstep_h5_reader is not installed (looked at: ",
+           looked, "; set LOCKSTEP_H5_READER to its path)");
+  return program;
+}
+
+// Starts the reader on `request` with its standard output on `out_fd`; its pid.
+pid_t spawn_reader(const ReadRequest& request, const std::string& what, int out_fd) {
+  const std::string program = reader_program(request.path, what);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  for (int sig : {SIGPIPE, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGINT, SIGTERM})
+    sigaddset(&defaults, sig);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  const std::string kind = kKindNames[int(request.kind)];
+  const std::string budget = std::to_string(request.budget);
+  std::vector<char*> argv{const_cast<char*>(program.c_str()), const_cast<char*>(kind.c_str()),
+                          const_cast<char*>(request.path.c_str()),
+                          const_cast<char*>(budget.c_str()), nullptr};
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, program.c_str(), &actions, &attr, argv.data(), environ);
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&actions);
+  LS_CHECK(rc == 0, "'", request.path, "': cannot start ", program, " to read the ", what, " (",
+           std::strerror(rc), "; Lockstep reads HDF5 files in a separate process)");
+  return pid;
+}
+
+// Waits for the reader to end; its wait status.
+int reap(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
 }  // namespace
 
 std::mutex& hdf5_lock() {
@@ -225,64 +329,80 @@ std::mutex& hdf5_lock() {
   return mu;
 }
 
-IsolatedResult read_isolated(const std::string& path, const std::string& what,
-                             const std::function<void(IsolatedResult&)>& read) {
-  // For debugging the reader (gdb, a fuzzer's view of its coverage): no child process, and no
-  // protection from libhdf5's crashes.
+int reader_main(int argc, char** argv) {
+  // A crash is a plain death by that signal (not a sanitizer's or a crash reporter's report
+  // about libhdf5, and no core file from a damaged input).
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGPIPE}) ::signal(sig, SIG_DFL);
+  int kind = -1;
+  for (int k = 0; argc == 4 && k < 4; ++k)
+    if (std::strcmp(argv[1], kKindNames[k]) == 0) kind = k;
+  if (kind < 0) {
+    std::fprintf(stderr,
+                 "usage: lockstep_h5_reader tensors|keras-weights|legacy-probe|legacy PATH "
+                 "BUDGET\n(Lockstep's HDF5 reader: the library starts it; it writes binary "
+                 "records to standard output)\n");
+    return 2;
+  }
+  // The records go to the original standard output; anything else that prints to it (a
+  // library's message) goes to standard error instead of into the stream.
+  const int out = ::dup(1);
+  if (out < 0 || ::dup2(2, 1) < 0) return 3;
+  const ReadRequest request{ReadKind(kind), argv[2], std::strtoull(argv[3], nullptr, 10)};
+  serve(out, request);
+  ::close(out);
+  // No static destructors or atexit handlers (libhdf5's own clean-up, a leak check of what a
+  // failed parse left): the result is sent, and the process ends.
+  ::_exit(0);
+}
+
+// Runs the reader and collects its records; throws the reader's error or one for its death.
+IsolatedResult read_isolated(const ReadRequest& request, const std::string& what) {
+  // For debugging the reader (gdb, a fuzzer's view of its coverage): no separate process, and
+  // no protection from libhdf5's crashes.
   static const bool in_process = [] {
     const char* v = std::getenv("LOCKSTEP_HDF5_IN_PROCESS");
     return v && std::strcmp(v, "1") == 0;
   }();
   if (in_process) {
     IsolatedResult r;
-    read(r);
+    run_request(request, r);
     return r;
   }
+  const std::string& path = request.path;
   int fds[2];
   LS_CHECK(::pipe2(fds, O_CLOEXEC) == 0, "'", path, "': cannot create a pipe to read the ", what,
            " in a separate process: ", std::strerror(errno));
-  pid_t pid;
-  {
-    std::lock_guard<std::mutex> lock(hdf5_lock());  // no other thread inside libhdf5 at the fork
-    H5open();                                       // initialised once here, not in every child
-    pid = ::fork();
-  }
-  if (pid == 0) {
-    ::close(fds[0]);
-    run_child(fds[1], read);
+  pid_t pid = -1;
+  try {
+    pid = spawn_reader(request, what, fds[1]);
+  } catch (...) {
+    ::close(fds[0]), ::close(fds[1]);
+    throw;
   }
   ::close(fds[1]);
-  if (pid < 0) {
-    const int err = errno;
-    ::close(fds[0]);
-    LS_FAIL("'", path, "': cannot start a process to read the ", what,
-            " in (fork: ", std::strerror(err),
-            "; Lockstep reads HDF5 files in a separate process)");
-  }
   IsolatedResult r;
   std::string error;
-  bool complete = false;
-  bool silent = false;
+  bool complete = false, silent = false, foreign = false;
   try {
     PipeReader in(fds[0], pid);
-    complete = receive(in, &r, &error);
+    complete = receive(in, &r, &error, &foreign);
     silent = in.silent();
   } catch (...) {
     ::close(fds[0]);
     ::kill(pid, SIGKILL);
-    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-    }
+    reap(pid);
     throw;
   }
   ::close(fds[0]);
-  if (!complete) ::kill(pid, SIGKILL);  // a malformed stream: stop whatever the child does
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  if (!complete) ::kill(pid, SIGKILL);  // a malformed stream: stop whatever the reader does
+  const int status = reap(pid);
   if (complete && error.empty()) return r;
-  if (complete) throw Error(error);  // the reader's own error, in its words
+  if (complete && !foreign) throw Error(error);  // the reader's own error, in its words
+  if (complete)  // std::bad_alloc and the like name no file: this names it
+    LS_FAIL("'", path, "': the ", what, " could not be read: ", error,
+            " (the file is damaged or crafted)");
   LS_CHECK(!silent, "'", path, "': reading the ", what, " made no progress for ",
-           kChildSilenceSeconds, " s; stopped it (the file may be damaged)");
+           kReaderSilenceSeconds, " s; stopped it (the file may be damaged)");
   if (WIFSIGNALED(status))
     LS_FAIL("'", path, "': the ", what, " is damaged: the HDF5 library crashed reading it (",
             signal_name(WTERMSIG(status)),

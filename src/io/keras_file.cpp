@@ -123,23 +123,68 @@ Shape checked_dataset_shape(hid_t ds, DType dt, const char* name, VisitState* st
   const uint64_t bytes = checked_bytes(shape, dtype_size(dt), what);
   H5Handle dcpl(H5Dget_create_plist(ds), H5Pclose);
   const int filters = dcpl.id >= 0 ? H5Pget_nfilters(dcpl) : 0;
-  if (filters > 0) {
-    const uint64_t stored = H5Dget_storage_size(ds);
+  // Each dataset's data lies in the file, once: the stored bytes of all datasets read fit in
+  // it. A dataset read twice (hard links to it, a weight name listed twice) counts twice, so
+  // one compressed dataset cannot be decoded over and over.
+  const uint64_t stored = filters > 0 ? H5Dget_storage_size(ds) : bytes;
+  if (filters > 0)
     LS_CHECK(stored <= st->file_bytes && bytes <= stored * kMaxDeflateRatio + kRatioSlackBytes,
              what, " of shape ", shape.str(), " claims ", bytes, " bytes from ", stored,
              " compressed bytes in a ", st->file_bytes, "-byte file (the file is damaged)");
-  } else {
-    st->unfiltered_bytes += bytes;
-    LS_CHECK(st->unfiltered_bytes <= st->file_bytes, what, " of shape ", shape.str(), " needs ",
-             bytes, " bytes, but the whole file is ", st->file_bytes,
-             " bytes (the file is damaged or truncated)");
-  }
+  LS_CHECK(stored <= st->file_bytes, what, " of shape ", shape.str(), " needs ", stored,
+           " bytes, but the whole file is ", st->file_bytes,
+           " bytes (the file is damaged or truncated)");
+  LS_CHECK(stored <= st->file_bytes - st->stored_bytes, what, " of shape ", shape.str(), " needs ",
+           stored, " bytes of the file, but the datasets read so far already take ",
+           st->stored_bytes, " of its ", st->file_bytes,
+           " bytes (the file is damaged, or it references one dataset many times)");
+  st->stored_bytes += stored;
+  st->decoded_bytes += bytes;
+  LS_CHECK(st->budget == 0 || st->decoded_bytes <= st->budget, what, " of shape ", shape.str(),
+           " brings the weights read to ", st->decoded_bytes, " bytes, more than the ", st->budget,
+           " bytes the model's config implies (the file references data many times, or it is "
+           "not this model's)");
   return shape;
 }
 
+// Refuses data from outside the file: external storage (raw bytes of another file, such as
+// /etc/passwd) and virtual datasets (mapped from other files).
+void check_data_is_inside(hid_t ds, const char* name, VisitState* st) {
+  H5Handle dcpl(H5Dget_create_plist(ds), H5Pclose);
+  LS_CHECK(dcpl.id >= 0, "'", st->file_path, "': cannot read dataset '", name,
+           "' (the file is damaged)");
+  LS_CHECK(H5Pget_external_count(dcpl) == 0, "'", st->file_path, "': dataset '", name,
+           "' keeps its data in external files; Lockstep reads no data from outside the file "
+           "it is given (a weights file holds its data itself)");
+  LS_CHECK(H5Pget_layout(dcpl) != H5D_VIRTUAL, "'", st->file_path, "': dataset '", name,
+           "' is a virtual dataset mapped from other files; Lockstep reads no data from outside "
+           "the file it is given (a weights file holds its data itself)");
+}
+
+// Every link on `name` (a/b/c, relative to loc) must be a hard link: an external link would
+// open another file, a soft one could lead through an external link.
+void check_hard_links(hid_t loc, const std::string& name, const std::string& file_path) {
+  for (size_t end = name.find('/');; end = name.find('/', end + 1)) {
+    const std::string prefix = name.substr(0, end);
+    if (!prefix.empty()) {
+      H5L_info_t info;
+      LS_CHECK(H5Lget_info(loc, prefix.c_str(), &info, H5P_DEFAULT) >= 0, "'", file_path,
+               "': cannot find '", prefix, "' (the file is damaged)");
+      LS_CHECK(info.type != H5L_TYPE_EXTERNAL, "'", file_path, "': '", prefix,
+               "' is an external link to another file; Lockstep reads nothing from outside the "
+               "file it is given");
+      LS_CHECK(info.type == H5L_TYPE_HARD, "'", file_path, "': '", prefix,
+               "' is a soft link; a weights file holds its groups and datasets themselves");
+    }
+    if (end == std::string::npos) return;
+  }
+}
+
 Tensor read_dataset(hid_t loc, const char* name, VisitState* st) {
+  check_hard_links(loc, name, st->file_path);
   H5Handle ds(H5Dopen2(loc, name, H5P_DEFAULT), H5Dclose);
   LS_CHECK(ds.id >= 0, "'", st->file_path, "': cannot open dataset '", name, "'");
+  check_data_is_inside(ds, name, st);
   H5Handle type(H5Dget_type(ds), H5Tclose);
   DType dt = dtype_of_h5(type, st->file_path, name);
   const Shape shape = checked_dataset_shape(ds, dt, name, st);
@@ -210,7 +255,10 @@ herr_t walk_link(hid_t group, const char* name, const H5L_info_t* link, void* da
   try {
     LS_CHECK(++w.links <= kMaxLinks, "'", w.st->file_path, "': more than ", kMaxLinks,
              " links in the HDF5 file (the limit; a weights file holds a few per layer)");
-    if (link->type != H5L_TYPE_HARD) return 0;  // soft and external links lead nowhere we read
+    LS_CHECK(link->type != H5L_TYPE_EXTERNAL, "'", w.st->file_path, "': '", w.prefix, name,
+             "' is an external link to another file; Lockstep reads nothing from outside the "
+             "file it is given");
+    if (link->type != H5L_TYPE_HARD) return 0;  // soft links lead nowhere we read
     H5O_info_t info;
     LS_CHECK(H5Oget_info_by_name(group, name, &info, H5P_DEFAULT) >= 0, "'", w.st->file_path,
              "': cannot read object '", w.prefix, name, "' (the file is damaged)");
@@ -243,9 +291,11 @@ herr_t walk_group(hid_t group, Walk& w) {
 }
 
 // Every dataset of an open HDF5 file of `file_bytes` bytes.
-std::vector<NamedTensor> read_open_h5(hid_t file, const std::string& path, uint64_t file_bytes) {
+std::vector<NamedTensor> read_open_h5(hid_t file, const std::string& path, uint64_t file_bytes,
+                                      uint64_t budget) {
   std::vector<NamedTensor> out;
-  VisitState st{path, &out, "", file_bytes, 0};
+  VisitState st{path, &out, "", file_bytes};
+  st.budget = budget;
   Walk w{file, &st, {}, "", 0, 0};
   const herr_t rc = walk_group(file, w);
   if (!st.error.empty()) LS_FAIL(st.error);
@@ -262,7 +312,8 @@ bool has_hdf5_signature(const std::string& bytes) {
 }
 
 // The tensors of an HDF5 file image held in memory (no file is written).
-std::vector<NamedTensor> read_h5_image(const std::string& image, const std::string& path) {
+std::vector<NamedTensor> read_h5_image(const std::string& image, const std::string& path,
+                                       uint64_t budget) {
   LS_CHECK(has_hdf5_signature(image), "'", path, "' is not an HDF5 file");
   H5Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   LS_CHECK(fapl.id >= 0 && H5Pset_fapl_core(fapl, 1 << 16, 0) >= 0 &&
@@ -270,7 +321,7 @@ std::vector<NamedTensor> read_h5_image(const std::string& image, const std::stri
            "'", path, "': cannot set up an in-memory HDF5 file");
   H5Handle file(H5Fopen(memory_file_name("read").c_str(), H5F_ACC_RDONLY, fapl), H5Fclose);
   LS_CHECK(file.id >= 0, "'", path, "': cannot open the HDF5 file (it is damaged)");
-  return read_open_h5(file, path, image.size());
+  return read_open_h5(file, path, image.size(), budget);
 }
 
 // The HDF5 file image of `tensors`, built in memory (HDF5's core driver, no backing store).
@@ -282,9 +333,10 @@ std::string h5_image(const std::vector<NamedTensor>& tensors,
   });
 }
 
-// One member of an open zip archive as bytes.
-std::string zip_member(zip_t* z, const std::string& path, const std::string& member,
-                       uint64_t max_bytes) {
+// The zip's directory entry of `member`, its sizes checked against `max_bytes` and deflate's
+// ratio.
+zip_stat_t zip_member_size(zip_t* z, const std::string& path, const std::string& member,
+                           uint64_t max_bytes) {
   zip_stat_t st;
   zip_stat_init(&st);
   LS_CHECK(zip_stat(z, member.c_str(), 0, &st) == 0, "'", path,
@@ -297,6 +349,13 @@ std::string zip_member(zip_t* z, const std::string& path, const std::string& mem
   LS_CHECK(st.size <= st.comp_size * kMaxDeflateRatio + kRatioSlackBytes, "'", path, "': '", member,
            "' claims ", st.size, " bytes from ", st.comp_size,
            " compressed bytes, more than deflate can expand to (the file is damaged)");
+  return st;
+}
+
+// One member of an open zip archive as bytes.
+std::string zip_member(zip_t* z, const std::string& path, const std::string& member,
+                       uint64_t max_bytes) {
+  const zip_stat_t st = zip_member_size(z, path, member, max_bytes);
   zip_file_t* f = zip_fopen(z, member.c_str(), 0);
   LS_CHECK(f, "'", path, "': cannot open '", member, "' in the zip");
   std::string bytes(size_t(st.size), '\0');
@@ -310,6 +369,14 @@ std::string zip_member(zip_t* z, const std::string& path, const std::string& mem
                  uint32_t(st.crc),
              "'", path, "': '", member, "' is corrupt in the zip (CRC mismatch)");
   return bytes;
+}
+
+zip_t* open_keras_zip(const std::string& path) {
+  check_regular_file(path, "model file");  // libzip's open of a FIFO would hang
+  int err = 0;
+  zip_t* z = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &err);
+  LS_CHECK(z, "'", path, "' is not a .keras file: not a readable zip (libzip error ", err, ")");
+  return z;
 }
 
 void zip_add(zip_t* z, const std::string& path, const std::string& member,
@@ -382,15 +449,9 @@ void write_h5_tensors(const std::string& path, const std::vector<NamedTensor>& t
   write_file_atomic(path, image, "weights file");
 }
 
-// Parsed in a child process (read_isolated): a crafted file can crash libhdf5 itself.
+// Parsed in the reader process (read_isolated): a crafted file can crash libhdf5 itself.
 std::vector<NamedTensor> read_h5_tensors(const std::string& path) {
-  return read_isolated(path, "weights file",
-                       [&](IsolatedResult& r) {
-                         uint64_t bytes = 0;
-                         H5Handle file(open_read_only(path, &bytes), H5Fclose);
-                         r.tensors = read_open_h5(file, path, bytes);
-                       })
-      .tensors;
+  return read_isolated({ReadKind::tensors, path, 0}, "weights file").tensors;
 }
 
 void write_keras_archive(const std::string& path, const KerasArchive& archive) {
@@ -406,34 +467,69 @@ void write_keras_archive(const std::string& path, const KerasArchive& archive) {
   write_file_atomic(path, zip, "model file");
 }
 
-KerasArchive read_keras_archive(const std::string& path) {
-  check_regular_file(path, "model file");  // libzip's open of a FIFO would hang
-  int err = 0;
-  zip_t* z = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &err);
-  LS_CHECK(z, "'", path, "' is not a .keras file: not a readable zip (libzip error ", err, ")");
+KerasArchive read_keras_archive(const std::string& path,
+                                const std::function<uint64_t(const json&)>& weight_budget) {
+  zip_t* z = open_keras_zip(path);
   KerasArchive a;
-  std::string weights;
+  uint64_t member_bytes = 0;
   try {
     a.config = parse_json(zip_member(z, path, "config.json", kMaxKerasJsonBytes),
                           "'" + path + "': config.json");
     a.metadata = parse_json(zip_member(z, path, "metadata.json", kMaxKerasJsonBytes),
                             "'" + path + "': metadata.json");
+    // There, and its size plausible (the reader process reads it).
+    member_bytes = zip_member_size(z, path, "model.weights.h5", UINT64_MAX).size;
+  } catch (...) {
+    zip_discard(z);
+    throw;
+  }
+  zip_discard(z);
+  LS_CHECK(a.config.is_object(), "'", path, "': config.json holds a JSON ", a.config.type_name(),
+           ", not an object (a Keras model config: {\"class_name\": ..., \"config\": ...})");
+  LS_CHECK(a.metadata.is_object(), "'", path, "': metadata.json holds a JSON ",
+           a.metadata.type_name(), ", not an object ({\"keras_version\": ..., ...})");
+  const uint64_t budget = weight_budget ? std::max<uint64_t>(1, weight_budget(a.config)) : 0;
+  // The HDF5 file holds the tensors and a little structure: far more than the budget is not a
+  // weights file of this model (an inflating member).
+  LS_CHECK(budget == 0 || member_bytes <= budget + budget / 2 + kRatioSlackBytes * 16, "'", path,
+           "': model.weights.h5 is ", member_bytes, " bytes uncompressed, far more than the ",
+           budget,
+           " bytes of weights the model in config.json can use (the file is damaged or "
+           "crafted)");
+  try {
+    // In the reader process (read_isolated): a crafted file can crash libhdf5 itself.
+    a.weights =
+        read_isolated({ReadKind::keras_weights, path, budget}, "weights member (model.weights.h5)")
+            .tensors;
+  } catch (const Error& e) {
+    LS_FAIL("'", path, "': model.weights.h5: ", e.what());
+  }
+  return a;
+}
+
+namespace h5 {
+
+void read_tensors_here(const ReadRequest& request, IsolatedResult& out) {
+  uint64_t bytes = 0;
+  H5Handle file(open_read_only(request.path, &bytes), H5Fclose);
+  out.tensors = read_open_h5(file, request.path, bytes, request.budget);
+}
+
+void read_keras_weights_here(const ReadRequest& request, IsolatedResult& out) {
+  const std::string& path = request.path;
+  zip_t* z = open_keras_zip(path);
+  std::string weights;
+  try {
     weights = zip_member(z, path, "model.weights.h5", UINT64_MAX);
   } catch (...) {
     zip_discard(z);
     throw;
   }
   zip_discard(z);
-  try {
-    // In a child process (read_isolated): a crafted file can crash libhdf5 itself.
-    a.weights = read_isolated(path, "weights member (model.weights.h5)", [&](IsolatedResult& r) {
-                  silence_hdf5();
-                  r.tensors = read_h5_image(weights, path + ": model.weights.h5");
-                }).tensors;
-  } catch (const Error& e) {
-    LS_FAIL("'", path, "': model.weights.h5: ", e.what());
-  }
-  return a;
+  silence_hdf5();
+  out.tensors = read_h5_image(weights, path + ": model.weights.h5", request.budget);
 }
+
+}  // namespace h5
 
 }  // namespace lockstep::io

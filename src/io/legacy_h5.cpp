@@ -17,6 +17,8 @@ using namespace h5;
 constexpr size_t kAttributeChunkBytes = 64000;
 // No list attribute of a weights file comes near this (ResNet152: ~500 names).
 constexpr hssize_t kMaxNames = 1 << 20;
+// Nor this much text in one list (bytes).
+constexpr size_t kMaxListBytes = 64u << 20;
 
 bool has_attribute(hid_t loc, const std::string& name) { return H5Aexists(loc, name.c_str()) > 0; }
 
@@ -41,12 +43,19 @@ std::vector<std::string> read_strings(hid_t loc, const std::string& name,
     H5Tset_cset(mem, H5Tget_cset(type));
     LS_CHECK(H5Aread(attr, mem, ptrs.data()) >= 0, where, ": cannot read the attribute '", name,
              "'");
-    for (char* p : ptrs) out.push_back(p ? p : "");
+    // Many entries can share one heap object: a small file can name gigabytes of text.
+    size_t total = 0;
+    for (char* p : ptrs) total += p ? std::strlen(p) : 0;
+    if (total <= kMaxListBytes)
+      for (char* p : ptrs) out.push_back(p ? p : "");
     H5Dvlen_reclaim(mem, space, H5P_DEFAULT, ptrs.data());
+    LS_CHECK(total <= kMaxListBytes, where, ": attribute '", name, "' holds ", total,
+             " bytes of text, more than the limit of ", kMaxListBytes,
+             " (the file is damaged or crafted)");
     return out;
   }
   const size_t len = H5Tget_size(type);
-  LS_CHECK(len > 0 && len * size_t(n) <= (64u << 20), where, ": attribute '", name,
+  LS_CHECK(len > 0 && len * size_t(n) <= kMaxListBytes, where, ": attribute '", name,
            "' is too large (the file is damaged)");
   std::string buf(len * size_t(n), '\0');
   LS_CHECK(H5Aread(attr, type, buf.data()) >= 0, where, ": cannot read the attribute '", name, "'");
@@ -74,9 +83,10 @@ bool has_list(hid_t loc, const std::string& name) {
 
 // The group holding layer_names: the root (save_weights) or model_weights/ (a whole-model
 // save), as Keras's load_weights looks for it; -1 when neither has it.
-hid_t layers_group(hid_t file) {
+hid_t layers_group(hid_t file, const std::string& path) {
   if (has_list(file, "layer_names")) return H5Gopen2(file, "/", H5P_DEFAULT);
   if (H5Lexists(file, "model_weights", H5P_DEFAULT) <= 0) return -1;
+  check_hard_links(file, "model_weights", path);
   hid_t g = H5Gopen2(file, "model_weights", H5P_DEFAULT);
   if (g >= 0 && has_list(g, "layer_names")) return g;
   if (g >= 0) H5Gclose(g);
@@ -118,8 +128,9 @@ void write_list(hid_t loc, const std::string& name, const std::vector<std::strin
 
 LegacyLayerWeights read_layer(hid_t root, const std::string& layer, VisitState* st) {
   const std::string where = "'" + st->file_path + "': layer group '" + layer + "'";
-  LS_CHECK(H5Lexists(root, layer.c_str(), H5P_DEFAULT) > 0, where,
+  LS_CHECK(!layer.empty() && H5Lexists(root, layer.c_str(), H5P_DEFAULT) > 0, where,
            " is listed in layer_names but missing (the file is damaged)");
+  check_hard_links(root, layer, st->file_path);
   H5Handle g(H5Gopen2(root, layer.c_str(), H5P_DEFAULT), H5Gclose);
   LS_CHECK(g.id >= 0, where, ": cannot open it");
   LegacyLayerWeights out{layer, {}};
@@ -135,53 +146,69 @@ LegacyLayerWeights read_layer(hid_t root, const std::string& layer, VisitState* 
 
 }  // namespace
 
-// Both readers parse in a child process (read_isolated): a crafted file can crash libhdf5.
-bool is_legacy_h5(const std::string& path) {
-  const IsolatedResult r = read_isolated(path, "weights file", [&](IsolatedResult& out) {
-    uint64_t bytes = 0;
-    H5Handle file(open_read_only(path, &bytes), H5Fclose);
-    H5Handle root(layers_group(file), H5Gclose);
-    out.counts.push_back(root.id >= 0);
-  });
-  LS_CHECK(r.counts.size() == 1, "'", path, "': reading the weights file returned nothing");
-  return r.counts[0] != 0;
-}
-
 namespace {
 
-LegacyWeightsFile read_legacy_h5_here(const std::string& path) {
+// One string attribute (Keras writes keras_version and backend as one string); "" when absent.
+std::string read_one_string(hid_t loc, const std::string& name, const std::string& path) {
+  if (!has_attribute(loc, name)) return "";
+  const auto values = read_strings(loc, name, "'" + path + "'");
+  LS_CHECK(values.size() == 1, "'", path, "': attribute '", name, "' holds ", values.size(),
+           " strings; Keras writes it as one (the file is damaged)");
+  return values[0];
+}
+
+LegacyWeightsFile read_legacy_h5_here(const std::string& path, uint64_t budget) {
   uint64_t bytes = 0;
   H5Handle file(open_read_only(path, &bytes), H5Fclose);
-  H5Handle root(layers_group(file), H5Gclose);
+  H5Handle root(layers_group(file, path), H5Gclose);
   LS_CHECK(root.id >= 0, "'", path,
            "': not in Keras's legacy .h5 layout (no layer_names attribute at the root or under "
            "model_weights/)");
-  const std::string where = "'" + path + "'";
   LegacyWeightsFile out;
-  if (has_attribute(root, "keras_version"))
-    out.keras_version = read_strings(root, "keras_version", where).at(0);
-  if (has_attribute(root, "backend")) out.backend = read_strings(root, "backend", where).at(0);
+  out.keras_version = read_one_string(root, "keras_version", path);
+  out.backend = read_one_string(root, "backend", path);
   std::vector<NamedTensor> sink;
-  VisitState st{path, &sink, "", bytes, 0};
-  for (auto& layer : read_list(root, "layer_names", where))
+  VisitState st{path, &sink, "", bytes};
+  st.budget = budget;
+  for (auto& layer : read_list(root, "layer_names", "'" + path + "'"))
     out.layers.push_back(read_layer(root, layer, &st));
   return out;
 }
 
 }  // namespace
 
-// The child sends strings {keras_version, backend, layer names...}, counts (each layer's
-// number of weights) and the weights in order.
-LegacyWeightsFile read_legacy_h5(const std::string& path) {
-  const IsolatedResult r = read_isolated(path, "weights file", [&](IsolatedResult& out) {
-    LegacyWeightsFile f = read_legacy_h5_here(path);
-    out.strings = {f.keras_version, f.backend};
-    for (auto& l : f.layers) {
-      out.strings.push_back(l.layer);
-      out.counts.push_back(int64_t(l.weights.size()));
-      for (auto& w : l.weights) out.tensors.push_back(std::move(w));
-    }
-  });
+namespace h5 {
+
+void probe_legacy_here(const ReadRequest& request, IsolatedResult& out) {
+  uint64_t bytes = 0;
+  H5Handle file(open_read_only(request.path, &bytes), H5Fclose);
+  H5Handle root(layers_group(file, request.path), H5Gclose);
+  out.counts.push_back(root.id >= 0);
+}
+
+// Sends strings {keras_version, backend, layer names...}, counts (each layer's number of
+// weights) and the weights in order.
+void read_legacy_here(const ReadRequest& request, IsolatedResult& out) {
+  LegacyWeightsFile f = read_legacy_h5_here(request.path, request.budget);
+  out.strings = {f.keras_version, f.backend};
+  for (auto& l : f.layers) {
+    out.strings.push_back(l.layer);
+    out.counts.push_back(int64_t(l.weights.size()));
+    for (auto& w : l.weights) out.tensors.push_back(std::move(w));
+  }
+}
+
+}  // namespace h5
+
+// Both readers parse in the reader process (read_isolated): a crafted file can crash libhdf5.
+bool is_legacy_h5(const std::string& path) {
+  const IsolatedResult r = read_isolated({ReadKind::legacy_probe, path, 0}, "weights file");
+  LS_CHECK(r.counts.size() == 1, "'", path, "': reading the weights file returned nothing");
+  return r.counts[0] != 0;
+}
+
+LegacyWeightsFile read_legacy_h5(const std::string& path, uint64_t budget) {
+  const IsolatedResult r = read_isolated({ReadKind::legacy, path, budget}, "weights file");
   LS_CHECK(r.strings.size() >= 2 && r.strings.size() - 2 == r.counts.size(), "'", path,
            "': reading the weights file returned an inconsistent result");
   LegacyWeightsFile f;
@@ -200,7 +227,27 @@ LegacyWeightsFile read_legacy_h5(const std::string& path) {
   return f;
 }
 
+namespace {
+
+// A name the reader gets back as written: not empty, no NUL, no trailing space (fixed-length
+// string attributes are space- or null-padded, and the reader strips the padding).
+void check_round_trips(const std::string& name, const std::string& what, const std::string& path) {
+  LS_CHECK(!name.empty() && name.find('\0') == std::string::npos && name.back() != ' ', "'", path,
+           "': cannot save ", what, " '", name, "' in a legacy .h5 file: ",
+           name.empty()                           ? "the name is empty"
+           : name.find('\0') != std::string::npos ? "the name holds a NUL character"
+                                                  : "the name ends in a space",
+           ", which the file's fixed-length name lists cannot hold (rename it, or save a "
+           ".weights.h5 or .keras file)");
+}
+
+}  // namespace
+
 void write_legacy_h5(const std::string& path, const LegacyWeightsFile& f) {
+  for (auto& l : f.layers) {
+    check_round_trips(l.layer, "layer", path);
+    for (auto& w : l.weights) check_round_trips(w.name, "weight of layer '" + l.layer + "'", path);
+  }
   std::lock_guard<std::mutex> lock(hdf5_lock());
   silence_hdf5();
   std::vector<std::string> names;

@@ -124,11 +124,29 @@ std::string some_names(const std::vector<std::string>& names) {
   return names.size() > 8 ? s + ", ... (" + std::to_string(names.size()) + " in all)" : s;
 }
 
+// Refuses a file that would load nothing into a model with weights (every weight would stay as
+// initialised, silently).
+void check_file_has_weights(const Network& model, const io::LegacyWeightsFile& f,
+                            const std::string& path) {
+  std::vector<std::string> model_names, all;
+  for (auto& l : keras_layer_order(model))
+    if (!l->weights().empty()) model_names.push_back(l->name());
+  bool any = false;
+  for (auto& g : f.layers) all.push_back(g.layer), any |= !g.weights.empty();
+  LS_CHECK(any || model_names.empty(), "'", path,
+           "': no weighted layer matched: the file holds no weights (its layer_names list ",
+           all.empty() ? std::string("is empty")
+                       : "names only layers without weights: " + some_names(all),
+           ") while model '", model.name(), "' has weighted layers (", some_names(model_names),
+           ")");
+}
+
 }  // namespace
 
 LoadWeightsReport load_legacy_weights(Network& model, const std::string& path,
                                       const LoadWeightsOptions& options) {
   const io::LegacyWeightsFile f = io::read_legacy_h5(path);
+  check_file_has_weights(model, f, path);
   const auto pairs = pair_layers(model, f, options.by_name, path);
   LoadWeightsReport report;
   std::vector<std::pair<std::vector<VariablePtr>, const io::LegacyLayerWeights*>> load;
@@ -154,8 +172,8 @@ LoadWeightsReport load_legacy_weights(Network& model, const std::string& path,
   }
   for (auto& g : f.layers)
     if (!g.weights.empty()) file_names.push_back(g.layer);
-  LS_CHECK(!report.loaded.empty() || !report.skipped.empty() || file_names.empty(), "'", path,
-           "': no layer of model '", model.name(),
+  LS_CHECK(!report.loaded.empty() || !report.skipped.empty() || model_names.empty(), "'", path,
+           "': no weighted layer matched: no layer of model '", model.name(),
            "' has a name in the file (the file's layers: ", some_names(file_names),
            "; the model's: ", some_names(model_names),
            "); build the model with the file's layer names");

@@ -2,6 +2,7 @@
 // model.weights.h5 holds under optimizer/vars/<i>. Keras: iteration, learning_rate (unless a
 // schedule), then the slots: Adam / AdamW per variable (momentum, velocity), SGD momentum per
 // variable, RMSprop every velocity then every momentum.
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -87,10 +88,15 @@ void load_optimizer_state(Model& model, const std::vector<io::NamedTensor>& tens
   for (auto& t : tensors)
     if (t.name.rfind("optimizer/vars/", 0) == 0) by_name[t.name] = &t.value;
   auto vars = keras_ordered_variables(model, where);
-  LS_CHECK(by_name.size() == vars.size(), where, ": optimizer/vars holds ", by_name.size(),
-           " variables but optimizer '", opt->name(), "' of this model has ", vars.size(),
-           " (iteration", opt->has_schedule() ? "" : ", learning_rate",
+  // Keras saves an optimizer that compile() made but no step built with its iteration count
+  // and learning rate only (Keras loads such a file): those load, and the slots stay fresh.
+  const size_t scalars = opt->has_schedule() ? 1 : 2;
+  const bool unbuilt = by_name.size() == scalars && vars.size() > scalars;
+  LS_CHECK(unbuilt || by_name.size() == vars.size(), where, ": optimizer/vars holds ",
+           by_name.size(), " variables but optimizer '", opt->name(), "' of this model has ",
+           vars.size(), " (iteration", opt->has_schedule() ? "" : ", learning_rate",
            ", slots): saved with a different optimizer or model?");
+  if (unbuilt) vars.resize(scalars);
   std::vector<const Tensor*> src;
   for (size_t i = 0; i < vars.size(); ++i) {
     auto it = by_name.find("optimizer/vars/" + std::to_string(i));
@@ -102,9 +108,18 @@ void load_optimizer_state(Model& model, const std::vector<io::NamedTensor>& tens
              vars[i]->name, "' is ", dtype_name(v.dtype()), v.shape().str());
     src.push_back(&s);
   }
-  vars[0]->value.data<float>()[0] = src[0]->to_vector()[0];  // the iteration count
+  const float iteration = src[0]->to_vector()[0];
+  LS_CHECK(std::isfinite(iteration) && iteration >= 0, where,
+           ": optimizer/vars/0 (the iteration count) is ", iteration,
+           " (a count of steps: the file is damaged)");
+  vars[0]->value.data<float>()[0] = iteration;
   size_t first_slot = 1;
-  if (!opt->has_schedule()) opt->set_learning_rate(src[1]->to_vector()[0]), first_slot = 2;
+  if (!opt->has_schedule()) {
+    const float lr = src[1]->to_vector()[0];
+    LS_CHECK(std::isfinite(lr) && lr >= 0, where, ": optimizer/vars/1 (the learning rate) is ", lr,
+             " (a learning rate is a finite number >= 0: the file is damaged)");
+    opt->set_learning_rate(lr), first_slot = 2;
+  }
   for (size_t i = first_slot; i < vars.size(); ++i) vars[i]->value.copy_from(*src[i]);
   note_variable_host_write();  // compiled programs refresh their weight caches
 }

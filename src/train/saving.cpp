@@ -110,6 +110,14 @@ std::string now_string() {
   return buf;
 }
 
+// The most bytes of tensors a .keras file of `net` holds: its weights and an optimizer's
+// iteration, learning rate and at most two slots per weight (Adam's m and v), with slack.
+uint64_t weights_budget(const Network& net) {
+  uint64_t bytes = 0;
+  for (auto& w : net.weights()) bytes += uint64_t(w->value.nbytes());
+  return 3 * bytes + (1u << 20);
+}
+
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -179,15 +187,19 @@ static void restore_compiled(Model& m, const io::KerasArchive& a, const std::str
 Model load_model(const std::string& path, bool compile) {
   LS_CHECK(ends_with(path, ".keras"), "load_model: '", path,
            "' is not a .keras file (load_weights reads .weights.h5 and checkpoints)");
-  io::KerasArchive a = io::read_keras_archive(path);
   Model m;
-  try {
-    json config = a.config;
-    config.erase("compile_config");
-    m = model_from_config(config);
-  } catch (const Error& e) {
-    LS_FAIL("'", path, "': config.json: ", e.what());
-  }
+  // The model is built from config.json before the weights are read: what they may decode to
+  // is bounded by what it can use.
+  io::KerasArchive a = io::read_keras_archive(path, [&](const json& file_config) {
+    try {
+      json config = file_config;
+      config.erase("compile_config");
+      m = model_from_config(config);
+    } catch (const Error& e) {
+      LS_FAIL("'", path, "': config.json: ", e.what());
+    }
+    return weights_budget(m);
+  });
   tensors_to_weights(m, a.weights, path + ": model.weights.h5");
   if (compile && a.config.contains("compile_config") && !a.config["compile_config"].is_null())
     restore_compiled(m, a, path);
@@ -196,7 +208,20 @@ Model load_model(const std::string& path, bool compile) {
 
 json load_model_metadata(const std::string& path) {
   LS_CHECK(ends_with(path, ".keras"), "load_model_metadata: '", path, "' is not a .keras file");
-  return io::read_keras_archive(path).metadata;
+  json meta = io::read_keras_archive(path).metadata;  // an object (read_keras_archive checks)
+  // The entries Lockstep's tools read, with the types Keras and `lockstep train` write them in.
+  for (const char* key : {"keras_version", "date_saved", "producer"})
+    LS_CHECK(!meta.contains(key) || meta[key].is_string(), "'", path, "': metadata.json: '", key,
+             "' is a JSON ", meta[key].type_name(), ", not a string");
+  if (meta.contains("class_names")) {
+    const json& names = meta["class_names"];
+    LS_CHECK(names.is_array(), "'", path, "': metadata.json: 'class_names' is a JSON ",
+             names.type_name(), ", not a list of strings");
+    for (size_t i = 0; i < names.size(); ++i)
+      LS_CHECK(names[i].is_string(), "'", path, "': metadata.json: 'class_names'[", i,
+               "] is a JSON ", names[i].type_name(), ", not a string");
+  }
+  return meta;
 }
 
 }  // namespace lockstep

@@ -1,5 +1,5 @@
 // Fuzzes the .weights.h5 reader (model.load_weights of a Keras weights file; issue 25, item 1):
-// the bytes as a file, parsed by libhdf5 in a child process that sends the tensors back
+// the bytes as a file, parsed by libhdf5 in the reader process that sends the tensors back
 // (read_h5_tensors, src/io/h5_isolated.cpp: every dataset's type, shape and size checked
 // against the file before allocating; a crash of libhdf5 itself is an error naming the file;
 // the crashes found are in tests/fuzz/regressions/keras_weights/hdf5_crash_*), then assigned by

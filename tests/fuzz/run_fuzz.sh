@@ -41,7 +41,7 @@ run_one() {
   # keras_weights: HDF5's metadata cache (H5C_protect) asks malloc for sizes read from the file
   # (1e18 bytes); malloc refuses them and HDF5 returns an error, as in production. Let such
   # requests fail instead of counting them as findings; the RSS limit still bounds real use.
-  # (libhdf5 runs in a child process of the reader, src/io/h5_isolated.cpp: its own crashes are
+  # (libhdf5 runs in the reader program lockstep_h5_reader, src/io/h5_isolated.cpp: its crashes are
   # errors naming the file, not findings; ASan reports from Lockstep's code there still are.)
   local extra=() asan=$ASAN_OPTIONS
   if [ "$name" = keras_weights_fuzz ]; then

@@ -15,6 +15,9 @@ test -f "$prefix/include/lockstep/lockstep.h"
 test -x "$prefix/bin/lockstep"
 # The installed command line finds its libraries through its RPATH.
 "$prefix/bin/lockstep" --help >/dev/null
+# The program Lockstep reads HDF5 files in (src/io/h5_isolated.cpp) sits in the library's own
+# folder, where the installed library looks for it.
+test -x "$prefix/lib/lockstep/lockstep_h5_reader"
 
 echo "== find_package(Lockstep)"
 cmake -S "$here/consumer" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \

@@ -184,7 +184,7 @@ TEST(KerasFileLimits, WeightsFileWhoseGroupsLinkIntoThemselvesIsWalkedOnce) {
 // symbol-table message gives its local heap (and B-tree) at 0xffffffffffffffff, HDF5's
 // "undefined address". libhdf5 reads the heap there; the range check of its metadata
 // accumulator wraps around and it copies from NULL (SIGSEGV in H5F__accum_read). Lockstep
-// parses HDF5 files in a child process (io/h5_util.h: read_isolated), so each reader (Keras 3
+// parses HDF5 files in a separate process (io/h5_util.h: read_isolated), so each reader (Keras 3
 // .weights.h5, Keras 2 legacy .h5, the .keras file's embedded weights) reports the file as
 // damaged, naming it, and the test process goes on.
 namespace {

@@ -16,6 +16,8 @@
 // member claiming more than deflate can expand to, every dataset's bytes overflow-checked and
 // within the file that holds it (compressed ones within 1032x their stored size).
 #pragma once
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -53,8 +55,10 @@ struct LegacyWeightsFile {
 /// model_weights/); false for Keras 3's .weights.h5 layout. Errors only when it is not HDF5.
 bool is_legacy_h5(const std::string& path);
 /// Reads the legacy layout; errors name the file, the group and the attribute or dataset.
-LegacyWeightsFile read_legacy_h5(const std::string& path);
-/// Writes the legacy layout (layer groups sorted by name, as Keras does); atomic.
+/// `budget`: the most bytes of weights to decode in all (0: only the file's own limits).
+LegacyWeightsFile read_legacy_h5(const std::string& path, uint64_t budget = 0);
+/// Writes the legacy layout (layer groups sorted by name, as Keras does); atomic. Refuses a
+/// layer or weight name that would not read back as written (empty, a NUL, a trailing space).
 void write_legacy_h5(const std::string& path, const LegacyWeightsFile& file);
 
 /// The three parts of a Keras 3 `.keras` file, in memory.
@@ -68,6 +72,11 @@ struct KerasArchive {
 void write_keras_archive(const std::string& path, const KerasArchive& archive);
 /// Reads a `.keras` zip: its config.json, metadata.json and the tensors of model.weights.h5.
 /// Errors name the file and the member; sizes are checked before anything is allocated.
-KerasArchive read_keras_archive(const std::string& path);
+/// `weight_budget`, when given, is called with config.json (a JSON object) before the weights
+/// are read and returns the most bytes of tensors model.weights.h5 may decode to (what the model
+/// that config describes can use); beyond it, the read is an error naming the file.
+KerasArchive read_keras_archive(
+    const std::string& path,
+    const std::function<uint64_t(const json& config)>& weight_budget = nullptr);
 
 }  // namespace lockstep::io

@@ -9,7 +9,11 @@ TEST_FUZZ_SECONDS ?= 10
 # .weights.h5 files crashed libhdf5 1.10.8 itself; HDF5 files are now parsed in a child process
 # (src/io/h5_isolated.cpp), where such a crash is an error naming the file.
 TEST_FUZZ_SKIP ?=
-.PHONY: setup build demo test test-release test-asan test-fuzz fuzz fuzz-build bench package docs docs-check clean
+# make test-under-load: the release suite beside LOAD_BURNERS CPU-burning loops (default one per
+# core); LOAD_TESTS, a ctest -R regex, runs part of it (scripts/test_under_load.sh).
+LOAD_BURNERS ?= $(shell nproc)
+LOAD_TESTS ?=
+.PHONY: setup build demo test test-release test-under-load test-asan test-fuzz fuzz fuzz-build bench package docs docs-check clean
 
 setup:
 	@./scripts/setup.sh
@@ -21,8 +25,14 @@ build: setup
 demo: build
 	./build/bin/fashion_mnist $(ARGS)
 
+# The release suite, then every skipped test with its reason: a skip not on
+# tests/skip_allowlist.txt fails the target (scripts/check_skips.py; docs/architecture.md).
 test-release: build
-	ctest --preset release -j $(JOBS)
+	@rc=0; ctest --preset release -j $(JOBS) --output-junit $(CURDIR)/build/ctest-release.xml || rc=$$?; \
+	python3 scripts/check_skips.py build/ctest-release.xml tests/skip_allowlist.txt || rc=1; exit $$rc
+
+test-under-load: build
+	@./scripts/test_under_load.sh $(LOAD_BURNERS) $(JOBS) '$(LOAD_TESTS)'
 
 test-asan: setup
 	@cmake --preset asan >/dev/null

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdarg>
 
+#include "train/progress_clock.h"
+
 namespace lockstep {
 
 namespace {
@@ -23,17 +25,23 @@ std::string fmt(const char* f, ...) {
   return buf;
 }
 
+detail::ProgressClock& clock_override() {
+  static detail::ProgressClock clock;
+  return clock;
+}
+
+Clock::time_point now_time() { return clock_override() ? clock_override()() : Clock::now(); }
+
 double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-std::string format_value(double v) {
-  return std::fabs(v) > 1e-3 ? fmt("%.4f", v) : fmt("%.4e", v);
-}
+std::string format_value(double v) { return std::fabs(v) > 1e-3 ? fmt("%.4f", v) : fmt("%.4e", v); }
 
 std::string format_eta(double eta) {
   if (eta > 3600)
-    return fmt("%d:%02d:%02d", int(eta / 3600), int(std::fmod(eta, 3600) / 60), int(std::fmod(eta, 60)));
+    return fmt("%d:%02d:%02d", int(eta / 3600), int(std::fmod(eta, 3600) / 60),
+               int(std::fmod(eta, 60)));
   if (eta > 60) return fmt("%d:%02d", int(eta / 60), int(std::fmod(eta, 60)));
   return fmt("%ds", int(eta));
 }
@@ -41,6 +49,8 @@ std::string format_eta(double eta) {
 int num_digits(int n) { return n > 0 ? int(std::log10(double(n))) + 1 : 1; }
 
 }  // namespace
+
+void detail::set_progress_clock(ProgressClock clock) { clock_override() = std::move(clock); }
 
 std::string format_duration(double s) {
   if (s >= 1 || s == 0) return fmt("%.0fs", s);
@@ -52,7 +62,7 @@ bool ProgressBar::is_tty(FILE* f) { return f && isatty(fileno(f)); }
 
 ProgressBar::ProgressBar(int target, int verbose, FILE* out)
     : target_(target), verbose_(verbose), out_(out), tty_(is_tty(out)) {
-  start_ = Clock::now();
+  start_ = now_time();
   last_draw_ = start_;
 }
 
@@ -79,7 +89,7 @@ std::string ProgressBar::format_logs(const Logs& logs) const {
 }
 
 std::string ProgressBar::line(int step, bool final) const {
-  auto now = Clock::now();
+  auto now = now_time();
   std::string bar;
   if (target_ > 0) {
     bar = fmt("%*d/%d [", num_digits(target_), step, target_);
@@ -99,7 +109,7 @@ std::string ProgressBar::line(int step, bool final) const {
 
 void ProgressBar::update(int step, const Logs& logs) {
   if (verbose_ == 0) return;
-  auto now = Clock::now();
+  auto now = now_time();
   if (step == 1 && !have_first_step_) {
     after_first_step_ = now;
     have_first_step_ = true;
@@ -130,9 +140,10 @@ void ProgressBar::finish(const Logs& logs) {
     std::fprintf(out_, "%s\n", l.c_str());
   } else {
     // "469/469 - 12s - loss: 0.4321 - accuracy: 0.8452 - 12s/epoch - 25ms/step"
-    auto now = Clock::now();
+    auto now = now_time();
     double elapsed = seconds(start_, now);
-    std::string l = target_ > 0 ? fmt("%*d/%d", num_digits(target_), step, target_) : fmt("%d", step);
+    std::string l =
+        target_ > 0 ? fmt("%*d/%d", num_digits(target_), step, target_) : fmt("%d", step);
     l += fmt(" - %.0fs", elapsed) + format_logs(logs) + " - " + format_duration(elapsed) +
          "/epoch - " + format_duration(step_seconds(step, now)) + "/step";
     std::fprintf(out_, "%s\n", l.c_str());

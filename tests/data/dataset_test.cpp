@@ -534,8 +534,11 @@ TEST(DatasetTeardown, DestroyingMidIterationJoinsPromptly) {
     for (int i = 0; i < 10; ++i) ASSERT_TRUE(it.next(e));
   }  // each iterator is destroyed with work in flight
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LT(s, 5.0);
+  EXPECT_LT(s, 60.0);  // hang guard: joining after the whole range would take 250 s per iterator
   const int after = calls.load();
+  // The outcome: destruction cancelled the work in flight instead of draining the range (a
+  // million 1 ms calls); each iterator ran its 10 elements plus what was prefetched.
+  EXPECT_LT(after, 100000) << "the iterators drained the range before joining";
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(calls.load(), after) << "map calls continued after the iterators were destroyed";
 }

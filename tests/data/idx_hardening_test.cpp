@@ -94,7 +94,7 @@ TEST(IdxHardening, GzipBombIsRefusedBeforeTheStreamIsInflated) {
     EXPECT_LT(grown_mib, 16) << "inflated the whole stream (" << grown_mib << " MiB) before "
                              << "checking it against the header";
   }
-  EXPECT_LT(seconds, 5.0);
+  EXPECT_LT(seconds, 60.0);  // hang guard (inflating all 128 MiB is what the RSS check catches)
 }
 
 TEST(IdxHardening, DimensionsWhoseProductOverflowsAreAnError) {

@@ -148,11 +148,12 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // Worker `victim` dies (SIGKILL) in the middle of training; the survivor's next all-reduce
-// must throw PeerLostError naming it, well within the timeout.
+// must throw PeerLostError naming it as lost (its closed sockets), not as timed out: the timeout
+// is long, so only the loss can end the wait. Time is bounded only as a hang guard.
 void killed_peer(int victim) {
   const int port = ld::testing::free_port();
   auto results = run_workers(2, [&](int rank, std::string& message) {
-    auto c = ld::connect(loopback_cluster(2, rank, port), {.timeout = 5s});
+    auto c = ld::connect(loopback_cluster(2, rank, port), {.timeout = 90s});
     std::vector<float> x(100000, 1.0f);
     c->allreduce_sum(x.data(), x.size());
     if (rank == victim) {
@@ -169,7 +170,7 @@ void killed_peer(int victim) {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       message = std::string(e.what()) + "|rank=" + std::to_string(e.rank()) +
                 "|address=" + e.address() + "|seconds=" + std::to_string(s);
-      return e.rank() == victim && s < 4.0 ? 0 : 2;
+      return e.rank() == victim ? 0 : 2;
     }
   });
   const int survivor = 1 - victim;
@@ -180,37 +181,53 @@ void killed_peer(int victim) {
                    " (127.0.0.1:" + std::to_string(port + victim) + ") was lost"),
             std::string::npos)
       << m;
-  EXPECT_LT(results[survivor].seconds, 5.0) << m;
+  EXPECT_EQ(m.find("did not answer"), std::string::npos) << m;
+  EXPECT_LT(results[survivor].seconds, 90.0) << m;  // hang guard
   std::printf("survivor's error: %s\n", m.c_str());
 }
 
 TEST(GlooFaults, KilledWorker1IsNamedBySurvivor) { killed_peer(1); }
 TEST(GlooFaults, KilledWorker0IsNamedBySurvivor) { killed_peer(0); }
 
+// Worker 1 stays alive with its sockets open but stops taking part until worker 0 has failed
+// (a pipe tells it; 60 s at most): worker 0's all-reduce times out, no earlier than the timeout,
+// naming worker 1 (a 2 s timeout: long enough that a busy machine does not fail connect() or the
+// first all-reduce; measured from after the first all-reduce, so load makes it later, never
+// earlier).
 TEST(GlooFaults, HungPeerTimesOutNamingIt) {
   const int port = ld::testing::free_port();
+  int done[2];
+  ASSERT_EQ(::pipe(done), 0);
   auto results = run_workers(2, [&](int rank, std::string& message) {
-    auto c = ld::connect(loopback_cluster(2, rank, port), {.timeout = 800ms});
+    auto c = ld::connect(loopback_cluster(2, rank, port), {.timeout = 2s});
     std::vector<float> x(1000, 1.0f);
     c->allreduce_sum(x.data(), x.size());
-    if (rank == 1) {
-      std::this_thread::sleep_for(1500ms);  // hangs (alive, sockets open)
+    if (rank == 1) {  // hangs (alive, sockets open) until worker 0 has its error
+      pollfd p{done[0], POLLIN, 0};
+      ::poll(&p, 1, 60000);
       return 0;
     }
     const auto start = std::chrono::steady_clock::now();
+    auto finish = [&](int code) {
+      (void)!::write(done[1], "x", 1);
+      return code;
+    };
     try {
       c->allreduce_sum(x.data(), x.size());
       message = "no error";
-      return 1;
+      return finish(1);
     } catch (const ld::PeerLostError& e) {
       const double s =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       message = std::string(e.what()) + "|seconds=" + std::to_string(s);
-      return e.rank() == 1 && s >= 0.7 && s < 2.0 ? 0 : 2;
+      return finish(e.rank() == 1 && s >= 1.9 ? 0 : 2);
     }
   });
+  ::close(done[0]);
+  ::close(done[1]);
   EXPECT_EQ(results[0].exit_code, 0) << results[0].message;
-  EXPECT_NE(results[0].message.find("did not answer within 800 ms"), std::string::npos)
+  EXPECT_EQ(results[1].exit_code, 0) << results[1].message;
+  EXPECT_NE(results[0].message.find("did not answer within 2 s"), std::string::npos)
       << results[0].message;
   std::printf("waiting worker's error: %s\n", results[0].message.c_str());
 }
@@ -235,7 +252,7 @@ TEST(GlooConnect, MissingWorkerIsNamedWithStoreAddress) {
   EXPECT_NE(m.find("rendezvous store at 127.0.0.1:" + std::to_string(port)), std::string::npos)
       << m;
   EXPECT_NE(m.find("within 500 ms"), std::string::npos) << m;
-  EXPECT_LT(results[0].seconds, 3.0);
+  EXPECT_LT(results[0].seconds, 90.0);  // hang guard
 }
 
 TEST(GlooConnect, UnreachableChiefIsNamed) {
@@ -254,7 +271,7 @@ TEST(GlooConnect, UnreachableChiefIsNamed) {
                                     std::to_string(port)),
             std::string::npos)
       << results[0].message;
-  EXPECT_LT(results[0].seconds, 3.0);
+  EXPECT_LT(results[0].seconds, 90.0);  // hang guard
 }
 
 TEST(GlooConnect, InvalidClustersAreRejectedBeforeConnecting) {
@@ -288,4 +305,21 @@ TEST(GlooConnect, SingleWorkerNeedsNoEngine) {
   EXPECT_EQ(x, 3);
   EXPECT_EQ(c->size(), 1);
 }
+#else
+// Built without Gloo: the same tests, skipped with the reason, so that the skip shows in the run
+// (scripts/check_skips.py fails `make test` on it; CI has Gloo).
+#include <gtest/gtest.h>
+
+#define LOCKSTEP_NO_GLOO_TEST(suite, name)                                                \
+  TEST(suite, name) {                                                                     \
+    GTEST_SKIP() << "Lockstep was built without Gloo (install libgloo-dev, reconfigure)"; \
+  }
+LOCKSTEP_NO_GLOO_TEST(GlooAllreduce, TwoOrThreeProcessesOverLoopback)
+LOCKSTEP_NO_GLOO_TEST(GlooFaults, KilledWorker1IsNamedBySurvivor)
+LOCKSTEP_NO_GLOO_TEST(GlooFaults, KilledWorker0IsNamedBySurvivor)
+LOCKSTEP_NO_GLOO_TEST(GlooFaults, HungPeerTimesOutNamingIt)
+LOCKSTEP_NO_GLOO_TEST(GlooConnect, MissingWorkerIsNamedWithStoreAddress)
+LOCKSTEP_NO_GLOO_TEST(GlooConnect, UnreachableChiefIsNamed)
+LOCKSTEP_NO_GLOO_TEST(GlooConnect, InvalidClustersAreRejectedBeforeConnecting)
+LOCKSTEP_NO_GLOO_TEST(GlooConnect, SingleWorkerNeedsNoEngine)
 #endif  // LOCKSTEP_HAVE_GLOO

@@ -58,6 +58,9 @@ TEST(MpiCollective, HungRankEndsTheJobWithinTheTimeout) {
 TEST(MpiCollective, TwoRanksUnderMpirunUseMpiAllreduce) {
   GTEST_SKIP() << "Lockstep was built without OpenMPI (install libopenmpi-dev, reconfigure)";
 }
+TEST(MpiCollective, HungRankEndsTheJobWithinTheTimeout) {
+  GTEST_SKIP() << "Lockstep was built without OpenMPI (install libopenmpi-dev, reconfigure)";
+}
 #endif
 
 #ifdef LOCKSTEP_HAVE_GLOO
@@ -65,5 +68,9 @@ TEST(MpiCollective, TwoRanksUnderMpirunUseMpiAllreduce) {
 // 127.0.0.1 since both ranks share this host.
 TEST(MpiCollective, MpirunEnvironmentDrivesGlooToo) {
   run_under_mpirun("--implementation ring", "gloo_ring");
+}
+#else
+TEST(MpiCollective, MpirunEnvironmentDrivesGlooToo) {
+  GTEST_SKIP() << "Lockstep was built without Gloo (install libgloo-dev, reconfigure)";
 }
 #endif

@@ -7,9 +7,16 @@
 // one that needs no gradient through it (a frozen backbone under a trained head) fuses it; the
 // size threshold and LOCKSTEP_DW_FUSION_BYTES=-1 keep small pairs apart. A swish pair stays
 // apart unless oneDNN runs the convs' swish (LOCKSTEP_CONV_SWISH=onednn), and matches either way.
+// Whether a pair fuses is oneDNN's answer on the machine at hand (cpu::fused_pair_impl: a Zen 4/5
+// gets jit_1x1, a 2-core Xeon with AMX only ref_fused_convolution), so each test asks it, names
+// the answer and the CPU in its output, and runs again with the answer forced to "none"
+// (cpu::force_no_fused_pair_impl), covering both branches on every machine.
+#include "backends/cpu/conv_chain.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <iostream>
 #include <string>
 
 #include "graph/graph_test_util.h"
@@ -28,6 +35,31 @@ struct FusionBytes {
   explicit FusionBytes(const char* v) { setenv("LOCKSTEP_DW_FUSION_BYTES", v, 1); }
   ~FusionBytes() { unsetenv("LOCKSTEP_DW_FUSION_BYTES"); }
 };
+
+// Forces oneDNN's answer for every pair to "none" for one scope (when `on`).
+struct NoFusedImpl {
+  explicit NoFusedImpl(bool on) { cpu::force_no_fused_pair_impl(on); }
+  ~NoFusedImpl() { cpu::force_no_fused_pair_impl(false); }
+};
+
+// Whether the pass may fuse expansion_block(C, M, act)'s pair here: oneDNN's answer for it (as
+// the pass asks it, after the batch norms and the pad fold), printed and recorded with the CPU.
+bool onednn_fuses_pair(int64_t C, int64_t M, const std::string& act) {
+  const Attrs attrs{{"activation", act},
+                    {"dw_activation", act},
+                    {"dw_strides", I{2, 2}},
+                    {"dw_pads", I{0, 1, 0, 1}}};
+  const std::string impl =
+      cpu::fused_pair_impl(Shape{8, 48, 48, C}, Shape{1, 1, C, M}, Shape{3, 3, 1, M}, attrs);
+  const bool fuses = cpu::fuses_with(impl);
+  const std::string line = "C=" + std::to_string(C) + " M=" + std::to_string(M) + " " + act +
+                           ": oneDNN's pair kernel '" + (impl.empty() ? "none" : impl) + "' (" +
+                           (fuses ? "fuses" : "stays apart") + ") on " + cpu::onednn_condition();
+  std::cout << "[ condition ] " << line << "\n";
+  ::testing::Test::RecordProperty(
+      "onednn_pair_C" + std::to_string(C) + "_M" + std::to_string(M) + "_" + act, line);
+  return fuses;
+}
 
 struct Block {
   Graph g;
@@ -81,47 +113,57 @@ int fused_pairs(const Executable& exe) {
   return n;
 }
 
-// Inference: the pair fuses (16 channels in, 32 or 48 expanded) and matches the unfused, eager
-// and reference programs.
+// Inference: the pair fuses (16 channels in, 32 or 48 expanded) where oneDNN offers a fused
+// kernel for it, and stays apart otherwise (and with the answer forced to "none"); every program
+// matches the unfused, eager and reference ones.
 TEST(ConvChainFusion, InferenceFusesTheExpansionAndItsDepthwiseConv) {
   FusionBytes always("0");
-  for (auto [C, M] : {std::pair<int64_t, int64_t>{16, 32}, {16, 48}}) {
-    Block b = expansion_block(C, M);
-    Executable fused(b.g, b.feeds, {b.out});
-    Executable unfused(b.g, b.feeds, {b.out}, CompileOptions{.fuse = false});
-    Executable eager(b.g, b.feeds, {b.out}, CompileOptions{.eager = true});
-    Executable reference(b.g, b.feeds, {b.out}, CompileOptions{.backend = "reference"});
-    std::string all;
-    for (const std::string& l : fused.report()) all += l + "\n";
-    EXPECT_EQ(fused_pairs(fused), 1) << all;
-    EXPECT_EQ(fused_pairs(unfused), 0);
-    const auto in = inputs(b.g, b.feeds, 7);
-    const auto got = test_util::run_once(fused, in)[0];
-    EXPECT_LE(worst(got, test_util::run_once(unfused, in)[0], 1e-5, 1e-5), 1.0) << "vs unfused";
-    EXPECT_LE(worst(got, test_util::run_once(eager, in)[0], 1e-5, 1e-5), 1.0) << "vs eager";
-    EXPECT_LE(worst(got, test_util::run_once(reference, in)[0], 1e-5, 1e-5), 1.0) << "vs ref";
+  for (bool forced_none : {false, true}) {
+    NoFusedImpl hook(forced_none);
+    for (auto [C, M] : {std::pair<int64_t, int64_t>{16, 32}, {16, 48}}) {
+      const bool offered = onednn_fuses_pair(C, M, "relu6");
+      Block b = expansion_block(C, M);
+      Executable fused(b.g, b.feeds, {b.out});
+      Executable unfused(b.g, b.feeds, {b.out}, CompileOptions{.fuse = false});
+      Executable eager(b.g, b.feeds, {b.out}, CompileOptions{.eager = true});
+      Executable reference(b.g, b.feeds, {b.out}, CompileOptions{.backend = "reference"});
+      std::string all;
+      for (const std::string& l : fused.report()) all += l + "\n";
+      EXPECT_EQ(fused_pairs(fused), offered ? 1 : 0) << all;
+      EXPECT_EQ(fused_pairs(unfused), 0);
+      const auto in = inputs(b.g, b.feeds, 7);
+      const auto got = test_util::run_once(fused, in)[0];
+      EXPECT_LE(worst(got, test_util::run_once(unfused, in)[0], 1e-5, 1e-5), 1.0) << "vs unfused";
+      EXPECT_LE(worst(got, test_util::run_once(eager, in)[0], 1e-5, 1e-5), 1.0) << "vs eager";
+      EXPECT_LE(worst(got, test_util::run_once(reference, in)[0], 1e-5, 1e-5), 1.0) << "vs ref";
+    }
   }
 }
 
 // A gradient through the pair (the 1x1 filter's) reads the expanded activation: no fusion.
-// A gradient only of the head (a frozen block) fuses it, and the head's gradient matches the
-// unfused program's.
+// A gradient only of the head (a frozen block) fuses it where oneDNN offers the fused kernel, and
+// the head's gradient matches the unfused program's either way.
 TEST(ConvChainFusion, OnlyAPairNoGradientGoesThroughFuses) {
   FusionBytes always("0");
-  for (bool frozen : {false, true}) {
-    Block b = expansion_block(16, 32);
-    Graph& g = b.g;
-    Value loss = g.add(op::reduce_sum, {g.add(op::mul, {b.out, b.head})},
-                       Attrs{{"axes", I{0, 1, 2, 3}}, {"keepdims", false}});
-    const std::vector<Value> wrt = frozen ? std::vector<Value>{b.head} : std::vector<Value>{b.w1};
-    const std::vector<Value> grads = gradients(g, loss, wrt);
-    Executable fused(g, b.feeds, {loss, grads[0]});
-    Executable unfused(g, b.feeds, {loss, grads[0]}, CompileOptions{.fuse = false});
-    EXPECT_EQ(fused_pairs(fused), frozen ? 1 : 0) << (frozen ? "frozen" : "trainable");
-    const auto in = inputs(g, b.feeds, 11);
-    const auto got = test_util::run_once(fused, in), want = test_util::run_once(unfused, in);
-    EXPECT_LE(worst(got[0], want[0], 1e-4, 1e-5), 1.0);
-    EXPECT_LE(worst(got[1], want[1], 1e-5, 1e-5), 1.0);
+  for (bool forced_none : {false, true}) {
+    NoFusedImpl hook(forced_none);
+    const bool offered = onednn_fuses_pair(16, 32, "relu6");
+    for (bool frozen : {false, true}) {
+      Block b = expansion_block(16, 32);
+      Graph& g = b.g;
+      Value loss = g.add(op::reduce_sum, {g.add(op::mul, {b.out, b.head})},
+                         Attrs{{"axes", I{0, 1, 2, 3}}, {"keepdims", false}});
+      const std::vector<Value> wrt = frozen ? std::vector<Value>{b.head} : std::vector<Value>{b.w1};
+      const std::vector<Value> grads = gradients(g, loss, wrt);
+      Executable fused(g, b.feeds, {loss, grads[0]});
+      Executable unfused(g, b.feeds, {loss, grads[0]}, CompileOptions{.fuse = false});
+      EXPECT_EQ(fused_pairs(fused), frozen && offered ? 1 : 0)
+          << (frozen ? "frozen" : "trainable") << (forced_none ? ", forced none" : "");
+      const auto in = inputs(g, b.feeds, 11);
+      const auto got = test_util::run_once(fused, in), want = test_util::run_once(unfused, in);
+      EXPECT_LE(worst(got[0], want[0], 1e-4, 1e-5), 1.0);
+      EXPECT_LE(worst(got[1], want[1], 1e-5, 1e-5), 1.0);
+    }
   }
 }
 
@@ -141,21 +183,43 @@ TEST(ConvChainFusion, SmallPairsAndTheSwitchKeepThePairApart) {
 
 // EfficientNet's swish: the convs' swish is Lockstep's pass (conv_kernels.cpp), which oneDNN's
 // fused kernel cannot run, so the pair stays apart; with LOCKSTEP_CONV_SWISH=onednn the post-op
-// runs it and the pair fuses. Both match the reference.
+// runs it and the pair fuses where oneDNN offers the fused kernel. All match the reference.
 TEST(ConvChainFusion, SwishPairsFuseOnlyWhenOneDnnRunsTheSwish) {
   FusionBytes always("0");
-  for (bool onednn : {false, true}) {
-    if (onednn) setenv("LOCKSTEP_CONV_SWISH", "onednn", 1);
-    Block b = expansion_block(16, 32, "swish");
-    Executable exe(b.g, b.feeds, {b.out});
-    Executable reference(b.g, b.feeds, {b.out}, CompileOptions{.backend = "reference"});
-    unsetenv("LOCKSTEP_CONV_SWISH");
-    EXPECT_EQ(fused_pairs(exe), onednn ? 1 : 0) << (onednn ? "onednn" : "lockstep") << " swish";
-    const auto in = inputs(b.g, b.feeds, 5);
-    EXPECT_LE(
-        worst(test_util::run_once(exe, in)[0], test_util::run_once(reference, in)[0], 1e-5, 1e-5),
-        1.0);
+  for (bool forced_none : {false, true}) {
+    NoFusedImpl hook(forced_none);
+    for (bool onednn : {false, true}) {
+      if (onednn) setenv("LOCKSTEP_CONV_SWISH", "onednn", 1);
+      const bool offered = onednn && onednn_fuses_pair(16, 32, "swish");
+      Block b = expansion_block(16, 32, "swish");
+      Executable exe(b.g, b.feeds, {b.out});
+      Executable reference(b.g, b.feeds, {b.out}, CompileOptions{.backend = "reference"});
+      unsetenv("LOCKSTEP_CONV_SWISH");
+      EXPECT_EQ(fused_pairs(exe), offered ? 1 : 0)
+          << (onednn ? "onednn" : "lockstep") << " swish" << (forced_none ? ", forced none" : "");
+      const auto in = inputs(b.g, b.feeds, 5);
+      EXPECT_LE(
+          worst(test_util::run_once(exe, in)[0], test_util::run_once(reference, in)[0], 1e-5, 1e-5),
+          1.0);
+    }
   }
+}
+
+// The environment switch does what the hook does: LOCKSTEP_DW_FUSION_IMPL=none keeps every pair
+// apart, and the pass says why in the compile report.
+TEST(ConvChainFusion, ForcedNoneKeepsThePairApartAndSaysWhy) {
+  FusionBytes always("0");
+  setenv("LOCKSTEP_DW_FUSION_IMPL", "none", 1);
+  Block b = expansion_block(16, 32);
+  Executable exe(b.g, b.feeds, {b.out});
+  unsetenv("LOCKSTEP_DW_FUSION_IMPL");
+  EXPECT_EQ(fused_pairs(exe), 0);
+  std::string all;
+  for (const std::string& l : exe.report()) all += l + "\n";
+  EXPECT_NE(all.find("conv2d 'expand' + depthwise conv2d 'dwconv' stay apart: oneDNN offers no "
+                     "non-reference kernel for the pair here (none)"),
+            std::string::npos)
+      << all;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "lockstep/train/model.h"
 #include "lockstep/train/optimizer.h"
 #include "lockstep/train/progress.h"
+#include "train/progress_clock.h"
 
 using namespace lockstep;
 
@@ -183,6 +184,8 @@ TEST(Callback, LambdaAndTerminateOnNaN) {
   EXPECT_TRUE(m.stop_training);
 }
 
+// The redraw throttle (one TTY draw per 100 ms) and the ETA on an injected clock: the test sets
+// the time, so a busy machine cannot stretch a window.
 TEST(Progress, TtyRedrawsWithCarriageReturnAndEta) {
   int master = posix_openpt(O_RDWR | O_NOCTTY);
   if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) GTEST_SKIP() << "no pty";
@@ -190,15 +193,24 @@ TEST(Progress, TtyRedrawsWithCarriageReturnAndEta) {
   ASSERT_GE(slave, 0);
   FILE* f = fdopen(slave, "w");
   ASSERT_TRUE(ProgressBar::is_tty(f));
+  auto t = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  detail::set_progress_clock([&t] { return t; });
+  const auto ms = [](int n) { return std::chrono::milliseconds(n); };
   {
     ProgressBar bar(5, 1, f);
+    t += ms(50);
     bar.update(1, kLogs);  // within 0.1 s of the start: not drawn
-    std::this_thread::sleep_for(std::chrono::milliseconds(120));
-    bar.update(2, kLogs);
-    bar.update(3, kLogs);  // throttled
+    t += ms(70);
+    bar.update(2, kLogs);  // 120 ms: drawn, ETA 3 steps x 70 ms
+    t += ms(99);
+    bar.update(3, kLogs);  // 99 ms after the draw: throttled
+    t += ms(2);
+    bar.update(4, kLogs);  // 101 ms: drawn, ETA 1 step x 57 ms
+    t += ms(100);
     bar.update(5, kLogs);  // the last step is left to finish()
-    bar.finish(kLogs);
+    bar.finish(kLogs);     // 321 ms in all, (321 - 50) / 4 = 68 ms per step after the first
   }
+  detail::set_progress_clock(nullptr);
   std::fflush(f);
   std::string out;
   char buf[1024];
@@ -208,8 +220,38 @@ TEST(Progress, TtyRedrawsWithCarriageReturnAndEta) {
   close(master);
   std::regex want(
       R"(\r2/5 \[===========>\.{18}\] - ETA: 0s - loss: 0\.4321 - accuracy: 0\.8452)"
-      R"(\r5/5 \[={30}\] - \d+s \d+(us|ms|s)/step - loss: 0\.4321 - accuracy: 0\.8452 *\r?\n)");
+      R"(\r4/5 \[=======================>\.{6}\] - ETA: 0s - loss: 0\.4321 - accuracy: 0\.8452)"
+      R"(\r5/5 \[={30}\] - 0s 68ms/step - loss: 0\.4321 - accuracy: 0\.8452 *\r?\n)");
   EXPECT_TRUE(std::regex_match(out, want)) << out;
+}
+
+// The ETA is the time per step after the first times the steps left (Keras's estimate).
+TEST(Progress, TtyEtaFromTheInjectedClock) {
+  int master = posix_openpt(O_RDWR | O_NOCTTY);
+  if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) GTEST_SKIP() << "no pty";
+  int slave = open(ptsname(master), O_RDWR | O_NOCTTY);
+  ASSERT_GE(slave, 0);
+  FILE* f = fdopen(slave, "w");
+  auto t = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  detail::set_progress_clock([&t] { return t; });
+  {
+    ProgressBar bar(100, 1, f);
+    t += std::chrono::seconds(5);  // the first step (compiles): left out of the estimate
+    bar.update(1, kLogs);
+    t += std::chrono::seconds(2);
+    bar.update(3, kLogs);  // 1 s per step after the first, 97 steps left
+  }
+  detail::set_progress_clock(nullptr);
+  std::fflush(f);
+  std::string out;
+  char buf[1024];
+  fcntl(master, F_SETFL, O_NONBLOCK);
+  for (ssize_t n; (n = read(master, buf, sizeof buf)) > 0;) out.append(buf, size_t(n));
+  std::fclose(f);
+  close(master);
+  EXPECT_NE(out.find("\r  1/100 ["), std::string::npos) << out;
+  EXPECT_NE(out.find("\r  3/100 ["), std::string::npos) << out;
+  EXPECT_NE(out.find(" - ETA: 1:37 - loss: 0.4321"), std::string::npos) << out;
 }
 
 TEST(Callback, FitWithOptimizerLossMetricAndEarlyStopping) {

@@ -1,9 +1,12 @@
 // The cpu backend's conv-pair fusion (conv_chain.h).
 #include "backends/cpu/conv_chain.h"
 
+#include <atomic>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 
+#include "backends/cpu/dnnl_common.h"
 #include "graph/internal/passes.h"
 #include "lockstep/graph/op_registry.h"
 
@@ -33,6 +36,8 @@ bool takes_activation(const Node& n) {
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+std::atomic<bool> g_force_no_impl{false};
 
 // The fused node's attributes when conv2d pw (x -> 1x1) and conv2d dw (depthwise, reading pw's
 // output) are a pair oneDNN's depthwise post-op computes: 3x3, one stride and no dilation, the
@@ -68,6 +73,58 @@ bool dw_post_op_geometry(const ops::ConvGeom& d) {
          d.W > 0 && d.OH == ceil_div(d.H, d.SH) && d.OW == ceil_div(d.W, d.SW);
 }
 
+std::string fused_pair_impl(const Shape& x, const Shape& w1, const Shape& wd, const Attrs& attrs) {
+  if (g_force_no_impl.load()) return {};
+  const char* e = std::getenv("LOCKSTEP_DW_FUSION_IMPL");
+  if (e && std::string(e) == "none") return {};
+  Node probe;
+  probe.op = op::conv2d_pointwise_depthwise;
+  probe.attrs = attrs;
+  return pointwise_depthwise_impl(ops::pointwise_depthwise_geometry(x, w1, wd, probe));
+}
+
+bool fuses_with(const std::string& impl) {
+  return !impl.empty() && impl.find("ref") == std::string::npos;
+}
+
+void force_no_fused_pair_impl(bool none) { g_force_no_impl.store(none); }
+
+bool onednn_offers_winograd() {
+  try {
+    const memory::desc x({2, 16, 10, 10}, dt::f32, tag::any), w({16, 16, 3, 3}, dt::f32, tag::any),
+        y({2, 16, 10, 10}, dt::f32, tag::any);
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training,
+                                      dnnl::algorithm::convolution_winograd, x, w, y, {1, 1},
+                                      {1, 1}, {1, 1});
+    const dnnl::convolution_forward::primitive_desc pd(d, engine());
+    return std::string(pd.impl_info_str()).find("wino") != std::string::npos;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+std::string onednn_condition() {
+  using isa = dnnl::cpu_isa;
+  const isa i = dnnl::get_effective_cpu_isa();
+  const char* name = i == isa::avx512_core_amx    ? "avx512_core_amx"
+                     : i == isa::avx512_core_bf16 ? "avx512_core_bf16"
+                     : i == isa::avx512_core_vnni ? "avx512_core_vnni"
+                     : i == isa::avx512_core      ? "avx512_core"
+                     : i == isa::avx2_vnni        ? "avx2_vnni"
+                     : i == isa::avx2             ? "avx2"
+                                                  : "older than avx2";
+  std::string model = "unknown CPU";
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  const dnnl_version_t* v = dnnl_version();
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+         std::to_string(v->patch) + ", ISA " + name + ", " + model;
+}
+
 void fuse_pointwise_depthwise(Graph& g, std::vector<Value>& outputs,
                               std::vector<std::string>& report) {
   const int64_t min_bytes = min_intermediate_bytes();
@@ -88,14 +145,16 @@ void fuse_pointwise_depthwise(Graph& g, std::vector<Value>& outputs,
     if (!attrs) continue;
     const TensorType& mid = pw.outputs[0];
     if (int64_t(mid.shape.numel()) * 4 < min_bytes) continue;
-    Node probe;
-    probe.op = op::conv2d_pointwise_depthwise;
-    probe.attrs = *attrs;
     const std::vector<Value> in = {pw.inputs[0], pw.inputs[1], pw.inputs[2], dw.inputs[1],
                                    dw.inputs[2]};
-    const std::string impl = pointwise_depthwise_impl(ops::pointwise_depthwise_geometry(
-        g.type(in[0]).shape, g.type(in[1]).shape, g.type(in[3]).shape, probe));
-    if (impl.empty() || impl.find("ref") != std::string::npos) continue;
+    const std::string impl =
+        fused_pair_impl(g.type(in[0]).shape, g.type(in[1]).shape, g.type(in[3]).shape, *attrs);
+    if (!fuses_with(impl)) {
+      report.push_back("conv2d '" + pw.name + "' + depthwise conv2d '" + dw.name +
+                       "' stay apart: oneDNN offers no non-reference kernel for the pair here (" +
+                       (impl.empty() ? std::string("none") : impl) + ")");
+      continue;
+    }
     report.push_back("fused conv2d '" + pw.name + "' + depthwise conv2d '" + dw.name +
                      "' (oneDNN depthwise post-op)");
     Node& n = g.node(i);

@@ -35,6 +35,30 @@ bool dw_post_op_geometry(const ops::ConvGeom& d);
 // other through a buffer, and the pass leaves such a pair alone.
 std::string pointwise_depthwise_impl(const ops::PointwiseDepthwise& g);
 
+// The pass's question for one pair, which tests ask too: the implementation oneDNN takes for the
+// fused pair (pointwise_depthwise_impl) of x [N, H, W, C], 1x1 filter w1 [1, 1, C, M] and
+// depthwise filter wd [kh, kw, 1, M], attrs those of conv2d_pointwise_depthwise (activation,
+// dw_activation, dw_strides, dw_pads); empty when it takes none, or when the test hook
+// (force_no_fused_pair_impl, or LOCKSTEP_DW_FUSION_IMPL=none) says none. The answer depends on
+// the CPU and on oneDNN's own heuristics (cache sizes): on a 2-core Xeon with AMX it takes only
+// ref_fused_convolution for pairs a Zen 4/5 runs as jit_1x1.
+std::string fused_pair_impl(const Shape& x, const Shape& w1, const Shape& wd, const Attrs& attrs);
+
+// Whether the pass fuses a pair oneDNN answers `impl` for: any implementation but a reference one.
+bool fuses_with(const std::string& impl);
+
+// Test hook: while set, fused_pair_impl answers "none" for every pair, as oneDNN does on a CPU
+// that has no fused kernel for it, so both branches of the pass run on every machine.
+void force_no_fused_pair_impl(bool none);
+
+// The condition CPU-dependent tests name in their output: oneDNN's version, the instruction set
+// it runs (after ONEDNN_MAX_CPU_ISA) and the CPU's model name.
+std::string onednn_condition();
+
+// Whether oneDNN offers a Winograd convolution here (a float32 3x3 probe; its Winograd kernels
+// need AVX-512): where it does not, the conv kernels run direct (conv_kernels.cpp).
+bool onednn_offers_winograd();
+
 // Whether a conv2d's fused swish runs as oneDNN's eltwise post-op (LOCKSTEP_CONV_SWISH=onednn,
 // for A/B runs) rather than Lockstep's pass over the output (conv_kernels.cpp, the default).
 // With the pass, a pair with a swish stays apart: oneDNN's fused kernel would apply the slow

@@ -28,6 +28,11 @@ HloValue gt_zero(LoweringContext& cx, const HloValue& x) {
 
 HloValue zeros(LoweringContext& cx, const HloValue& like) { return cx.full_like(like, 0.0); }
 
+// x <= 0: false for NaN, so selecting 0 on it keeps NaN (relu and relu6 propagate NaN).
+HloValue le_zero(LoweringContext& cx, const HloValue& x) {
+  return cx.b.compare(x, cx.full_like(x, 0.0), Compare::LE);
+}
+
 // x * s + t, elementwise constants.
 HloValue scale_shift(LoweringContext& cx, const HloValue& x, double s, double t) {
   return cx.b.add(cx.b.multiply(x, cx.full_like(x, s)), cx.full_like(x, t));
@@ -95,8 +100,8 @@ void register_unary_math() {
 
 void register_relus() {
   register_lowering(op::relu, [](LoweringContext& cx, const Node& n) {
-    HloValue x = cx.in(n, 0);
-    return Values{cx.b.select(gt_zero(cx, x), x, zeros(cx, x))};
+    HloValue x = cx.in(n, 0);  // x <= 0 ? 0 : x, so NaN passes through (as TensorFlow's relu)
+    return Values{cx.b.select(le_zero(cx, x), zeros(cx, x), x)};
   });
   register_lowering(op::relu_grad, [](LoweringContext& cx, const Node& n) {
     HloValue dy = cx.in(n, 0), y = cx.in(n, 1);
@@ -104,8 +109,8 @@ void register_relus() {
   });
   register_lowering(op::relu6, [](LoweringContext& cx, const Node& n) {
     HloValue x = cx.in(n, 0), six = cx.full_like(x, 6.0);
-    HloValue capped = cx.b.select(cx.b.compare(x, six, Compare::LT), x, six);
-    return Values{cx.b.select(gt_zero(cx, x), capped, zeros(cx, x))};
+    HloValue capped = cx.b.select(cx.b.compare(x, six, Compare::GE), six, x);  // NaN stays
+    return Values{cx.b.select(le_zero(cx, x), zeros(cx, x), capped)};
   });
   register_lowering(op::relu6_grad, [](LoweringContext& cx, const Node& n) {
     HloValue dy = cx.in(n, 0), y = cx.in(n, 1);

@@ -38,10 +38,11 @@ Values conv2d(LoweringContext& cx, const Node& n) {
   const ConvGeom g = ops::conv2d_geometry(cx.in_type(n, 0).shape, cx.in_type(n, 1).shape, n);
   HloValue y = cx.b.convolution(x, w, ConvDims::nhwc(), forward_window(g));
   if (g.fused_bias) y = cx.b.add(y, cx.broadcast_numpy(cx.in(n, 2), y.type.dims));
+  // relu / relu6 written so that NaN passes through (NaN <= 0 and NaN >= 6 are false).
   if (g.relu || g.relu6)
-    y = cx.b.select(cx.b.compare(y, cx.full_like(y, 0.0), Compare::GT), y, cx.full_like(y, 0.0));
+    y = cx.b.select(cx.b.compare(y, cx.full_like(y, 0.0), Compare::LE), cx.full_like(y, 0.0), y);
   if (g.relu6)
-    y = cx.b.select(cx.b.compare(y, cx.full_like(y, 6.0), Compare::LT), y, cx.full_like(y, 6.0));
+    y = cx.b.select(cx.b.compare(y, cx.full_like(y, 6.0), Compare::GE), cx.full_like(y, 6.0), y);
   if (g.swish) y = cx.b.multiply(y, cx.b.logistic(y));
   if (g.sigmoid) y = cx.b.logistic(y);
   return {y};

@@ -21,8 +21,8 @@ HloValue per_channel(LoweringContext& cx, const HloValue& c, const HloValue& x) 
 }
 
 HloValue relu(LoweringContext& cx, const HloValue& y) {
-  HloValue zero = cx.full_like(y, 0.0);
-  return cx.b.select(cx.b.compare(y, zero, Compare::GT), y, zero);
+  HloValue zero = cx.full_like(y, 0.0);  // y <= 0 ? 0 : y: NaN passes through
+  return cx.b.select(cx.b.compare(y, zero, Compare::LE), zero, y);
 }
 
 // 1 / sqrt(var + eps) per channel.

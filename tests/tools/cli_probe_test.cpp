@@ -81,6 +81,19 @@ class LockstepCliProbe : public ::testing::Test {
     EXPECT_NE(r.out.find("same file as the input"), std::string::npos) << args << "\n" << r.out;
     EXPECT_EQ(bytes_of(p(kept)), before) << args << ": the input was changed";
   }
+  // Runs `script` as bash in `dir` (written to `file` there), bounded to 120 s.
+  CliRun shell(const std::string& file, const std::string& script) const {
+    std::ofstream(p(file)) << "cd '" << dir.string() << "'\n" << script;
+    CliRun r;
+    FILE* f = ::popen(("timeout 120 bash " + p(file) + " 2>&1 </dev/null").c_str(), "r");
+    if (!f) return r;
+    char buf[4096];
+    size_t k;
+    while ((k = std::fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, k);
+    const int status = ::pclose(f);
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return r;
+  }
   fs::path dir;
 };
 
@@ -165,4 +178,26 @@ TEST_F(LockstepCliProbe, ExportImageFolderOnAFullDiskLeavesNoPartialImage) {
     if (!e.is_regular_file()) continue;
     ADD_FAILURE() << "left behind: " << e.path() << " (" << e.file_size() << " bytes)";
   }
+}
+
+// A run stopped by SIGTERM with --backup-dir, resumed with a smaller --epochs than the backup
+// had reached: it saved, then exited 1 with "history plot: nothing to plot". Now it says the
+// training was complete and exits 0, the model saved as restored.
+TEST_F(LockstepCliProbe, ResumingPastTheEpochsSaysTrainingWasComplete) {
+  save_image_model("m.keras");
+  for (const char* cls : {"a", "b"})
+    for (int i = 0; i < 4; ++i) write_image(dir / "images" / cls / (std::to_string(i) + ".png"));
+  const std::string train = binary() + " train --model m.keras --data-dir images --batch-size 4" +
+                            " --validation-split 0 --seed 1 --backup-dir backup --out out.keras";
+  // A long run, stopped once its third epoch began: its backup is past epoch 2.
+  const CliRun first =
+      shell("stop.sh", train + " --epochs 100000 > first.log 2>&1 &\n" + "pid=$!\n" +
+                           "until grep -q 'Epoch 3/' first.log; do sleep 0.05; done\n" +
+                           "kill -TERM $pid; wait $pid; echo first_rc=$?\n");
+  ASSERT_NE(first.out.find("first_rc=75"), std::string::npos) << first.out;  // preempted
+  const CliRun r = shell("resume.sh", train + " --epochs 2\n");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("training was complete"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("nothing to plot"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(p("out.keras")));
 }

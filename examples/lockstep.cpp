@@ -29,6 +29,7 @@
 #include "lockstep/onnx/export.h"
 #include "lockstep/ops/op_docs.h"
 #include "lockstep/tools/export.h"
+#include "lockstep/tools/paths.h"
 #include "lockstep/viz/chart.h"
 
 // The model commands (header-only: every examples/*.cpp is its own executable).
@@ -144,6 +145,36 @@ int ops_doc(const std::vector<std::string>& args) {
   return 0;
 }
 
+// The arguments that are not options nor an option's value: `value_options` take one (the
+// commands' own parsers report anything malformed).
+std::vector<std::string> positional(const std::vector<std::string>& args,
+                                    const std::vector<std::string>& value_options) {
+  std::vector<std::string> files;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (std::find(value_options.begin(), value_options.end(), args[i]) != value_options.end())
+      ++i;
+    else if (args[i].rfind("-", 0) != 0)
+      files.push_back(args[i]);
+  }
+  return files;
+}
+
+// export-onnx MODEL.keras OUT.onnx: OUT must not be MODEL (the ONNX bytes replaced the model).
+int export_onnx(const std::vector<std::string>& args) {
+  const auto files = positional(args, {"--opset", "--batch-size"});
+  if (files.size() == 2) ls::tools::check_output_is_not_input("export-onnx", files[1], {files[0]});
+  return ls::onnx::export_command(args);
+}
+
+// report A.json ... -o OUT.png: OUT must not be one of the reports.
+int report(const std::vector<std::string>& args) {
+  const auto files = positional(args, {"-o", "--out"});
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "-o" || args[i] == "--out")
+      ls::tools::check_output_is_not_input("report", args[i + 1], files);
+  return ls::viz::report_command(args);
+}
+
 // The commands: adding one is one row here.
 struct Command {
   const char* name;
@@ -159,10 +190,8 @@ const Command kCommands[] = {
     {"export-image-folder", "write an IDX dataset (Fashion-MNIST) as class folders of images",
      export_image_folder},
     {"ops-doc", "print the op catalogue (docs/ops.md) from the op declarations", ops_doc},
-    {"export-onnx", "write a .keras model's inference graph as ONNX (opset 17+)",
-     ls::onnx::export_command},
-    {"report", "plot CostReport files on one chart (accuracy vs time and dollars)",
-     ls::viz::report_command},
+    {"export-onnx", "write a .keras model's inference graph as ONNX (opset 17+)", export_onnx},
+    {"report", "plot CostReport files on one chart (accuracy vs time and dollars)", report},
 };
 
 std::string usage() {

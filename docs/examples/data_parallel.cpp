@@ -10,6 +10,7 @@
 
 #include <lockstep/distribute/strategy.h>
 #include <lockstep/lockstep.h>
+#include <lockstep/tools/example_args.h>
 namespace ls = lockstep;
 namespace dist = ls::distribute;
 using namespace ls::layers;
@@ -22,15 +23,10 @@ static const char kUsage[] =
     "  --backup DIR  BackupAndRestore's folder: a restarted run resumes there (default backup)\n";
 
 int main(int argc, char** argv) {
-  std::string name = "mirrored", backup = "backup";
-  int epochs = 2;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") return std::fputs(kUsage, stdout), 0;
-    if (a == "--epochs" && i + 1 < argc) epochs = std::atoi(argv[++i]);
-    else if (a == "--backup" && i + 1 < argc) backup = argv[++i];
-    else name = a;
-  }
+  const auto args = ls::tools::parse_example_args(argc, argv, kUsage, {"--epochs", "--backup"}, 1);
+  const std::string name = args.positional_or(0, "mirrored");
+  const std::string backup = args.value_or("--backup", "backup");
+  const int epochs = int(args.integer("--epochs", 2, 0, 1000000));
   signal(SIGPIPE, SIG_IGN);  // a worker whose peer died reports it instead of being killed
   // docs: begin strategy
   dist::Strategy strategy = dist::strategy_from_name(name);  // tf.distribute.MirroredStrategy()...

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <lockstep/lockstep.h>
+#include <lockstep/tools/example_args.h>
 namespace ls = lockstep;
 using namespace ls::layers;
 
@@ -40,7 +41,13 @@ static bool same_bytes(const std::vector<ls::Tensor>& a, const std::vector<ls::T
 }
 
 int main(int argc, char** argv) {
-  const std::string backup = argc > 1 ? argv[1] : "determinism_backup";
+  const auto args = ls::tools::parse_example_args(
+      argc, argv,
+      "usage: deterministic [BACKUP_DIR]\n"
+      "Trains twice with the same seeds, and once killed and resumed from BACKUP_DIR (default\n"
+      "determinism_backup/, deleted first), and says whether the weights match bit for bit.\n",
+      {}, 1);
+  const std::string backup = args.positional_or(0, "determinism_backup");
   std::filesystem::remove_all(backup);
   // docs: begin main
   ls::config::enable_op_determinism();  // keras.config.enable_op_determinism()

@@ -6,6 +6,7 @@
 #include <string>
 
 #include <lockstep/lockstep.h>
+#include <lockstep/tools/example_args.h>
 namespace ls = lockstep;
 using namespace ls::layers;
 
@@ -65,7 +66,13 @@ class StopAtLoss : public ls::Callback {
 // docs: end callback
 
 int main(int argc, char** argv) {
-  const std::string path = argc > 1 ? argv[1] : "extending.keras";
+  const auto args = ls::tools::parse_example_args(
+      argc, argv,
+      "usage: extending [OUT.keras]\n"
+      "Trains a model with a custom layer, loss and callback, saves it to OUT.keras (default\n"
+      "extending.keras) and loads it back.\n",
+      {}, 1);
+  const std::string path = args.positional_or(0, "extending.keras");
   // Synthetic regression data: y = sum of the positive features.
   const int64_t n = 1024;
   ls::Tensor x = ls::Tensor::empty({n, 8}), y = ls::Tensor::zeros({n, 1});

@@ -5,11 +5,17 @@
 #include <string>
 
 #include <lockstep/lockstep.h>
+#include <lockstep/tools/example_args.h>
 namespace ls = lockstep;
 using namespace ls::layers;
 
 int main(int argc, char** argv) {
-  const std::string policy = argc > 1 ? argv[1] : "mixed_bfloat16";
+  const auto args = ls::tools::parse_example_args(
+      argc, argv,
+      "usage: mixed_precision [float32|mixed_bfloat16]\n"
+      "Trains a small CNN on Fashion-MNIST under the dtype policy (default mixed_bfloat16).\n",
+      {}, 1);
+  const std::string policy = args.positional_or(0, "mixed_bfloat16");
   // docs: begin policy
   ls::mixed_precision::set_global_policy(policy);  // before the layers are created
   std::printf("native bf16 on this CPU: %s\n", ls::mixed_precision::cpu_has_bf16() ? "yes" : "no");

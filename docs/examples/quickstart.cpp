@@ -1,10 +1,12 @@
 // Train a small CNN on Fashion-MNIST and print its test accuracy (docs/getting-started.md).
 #include <cstdio>
 #include <lockstep/lockstep.h>
+#include <lockstep/tools/example_args.h>
 namespace ls = lockstep;
 using namespace ls::layers;
 
-int main() {
+int main(int argc, char** argv) {
+  ls::tools::parse_example_args(argc, argv, "usage: quickstart   (no options)\n");  // --help
   auto data = ls::data::load_fashion_mnist();  // $LOCKSTEP_FASHION_MNIST_DIR or Debian's copy
   ls::Model model = ls::Sequential({
       Input({28, 28, 1}),

@@ -9,6 +9,7 @@
 #include <string>
 
 #include <lockstep/lockstep.h>
+#include <lockstep/tools/example_args.h>
 namespace ls = lockstep;
 using namespace ls::layers;
 
@@ -26,7 +27,12 @@ static float max_diff(const ls::Tensor& a, const ls::Tensor& b) {
 }
 
 int main(int argc, char** argv) {
-  const std::string out = argc > 1 ? argv[1] : "saved";
+  const auto args = ls::tools::parse_example_args(
+      argc, argv,
+      "usage: save_and_load [OUT_DIR]\n"
+      "Trains a small CNN, then saves, loads and exports it into OUT_DIR (default saved/).\n",
+      {}, 1);
+  const std::string out = args.positional_or(0, "saved");
   std::filesystem::create_directories(out);
   auto data = ls::data::load_fashion_mnist();
   const int64_t n = std::min<int64_t>(2048, data.x_train.dim(0));

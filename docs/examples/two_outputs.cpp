@@ -6,6 +6,7 @@
 #include <string>
 
 #include <lockstep/lockstep.h>
+#include <lockstep/tools/example_args.h>
 namespace ls = lockstep;
 using namespace ls::layers;
 
@@ -34,13 +35,13 @@ Data make_data(int64_t n, uint64_t seed) {
 // docs: end data
 
 int main(int argc, char** argv) {
-  if (argc > 1 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
-    std::puts("usage: two_outputs [--epochs N]\n"
-              "Trains a two-input, two-output model (docs/models.md) on generated data.\n"
-              "  --epochs N  epochs to train (default 3)");
-    return 0;
-  }
-  const int epochs = argc > 2 && std::string(argv[1]) == "--epochs" ? std::atoi(argv[2]) : 3;
+  const auto args = ls::tools::parse_example_args(
+      argc, argv,
+      "usage: two_outputs [--epochs N]\n"
+      "Trains a two-input, two-output model (docs/models.md) on generated data.\n"
+      "  --epochs N  epochs to train (default 3)\n",
+      {"--epochs"});
+  const int epochs = int(args.integer("--epochs", 3, 0, 1000000));
   ls::set_random_seed(1);
   Data train = make_data(512, 1), test = make_data(128, 2);
 

@@ -9,6 +9,7 @@
 
 #include "lockstep/core/error.h"
 #include "lockstep/core/parse.h"
+#include "lockstep/tools/paths.h"  // check_output_is_not_input, printable
 
 namespace lockstep::cli {
 

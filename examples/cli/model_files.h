@@ -10,6 +10,7 @@
 
 #include "args.h"
 #include "lockstep/lockstep.h"
+#include "lockstep/nn/shapes_only.h"
 
 namespace lockstep::cli {
 
@@ -101,7 +102,13 @@ inline int run_summary(const std::vector<std::string>& argv) {
   Args a = parse_args(spec, argv);
   if (a.help) return std::fputs(kSummaryUsage, stdout), 0;
   const std::string path = a.positional[0];
-  Model m = load_model_source(path, true);
+  Model m;
+  if (ends_with(path, ".keras")) {
+    m = load_model_source(path, true);
+  } else {  // a config: the shapes are all a summary needs (no weight is initialised or touched)
+    ShapesOnlyScope shapes_only;
+    m = load_model_source(path, true);
+  }
   m.summary();
   print_compile_info(m);
   if (ends_with(path, ".keras")) {
@@ -137,6 +144,7 @@ inline int run_convert(const std::vector<std::string>& argv) {
   Args a = parse_args(spec, argv);
   if (a.help) return std::fputs(kConvertUsage, stdout), 0;
   const std::string in = a.positional[0], out = a.positional[1];
+  tools::check_output_is_not_input("convert", out, {in, a.get("--model")});
   LS_CHECK(!ends_with(in, ".json"), "convert: '", in, "' is a model JSON without weights; ",
            "train it (lockstep train --model ", in, " ...) or give weights as IN with --model ",
            in);

@@ -77,10 +77,25 @@ inline void print_top_k(const std::string& file, const std::vector<float>& p,
   std::vector<int64_t> order(p.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = int64_t(i);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
-  std::printf("%s:", file.c_str());
+  std::printf("%s:", tools::printable(file).c_str());  // control characters escaped
   for (int64_t i = 0; i < k; ++i)
-    std::printf("%s %s %.4f", i ? "," : "", names[size_t(order[i])].c_str(), p[size_t(order[i])]);
+    std::printf("%s %s %.4f", i ? "," : "", tools::printable(names[size_t(order[i])]).c_str(),
+                p[size_t(order[i])]);
   std::printf("\n");
+}
+
+// A NaN or inf output has no ranking: refuse instead of printing one (NaN weights, or a model
+// whose arithmetic overflows).
+inline void check_finite(const Tensor& y, const std::vector<std::string>& files, size_t start,
+                         const std::string& model_path) {
+  const int64_t classes = y.shape()[1];
+  for (int64_t i = 0; i < y.shape()[0]; ++i)
+    for (int64_t c = 0; c < classes; ++c)
+      LS_CHECK(std::isfinite(y.data<float>()[i * classes + c]), "predict: model '",
+               tools::printable(model_path), "' outputs ", y.data<float>()[i * classes + c],
+               " (not a finite number) for '", tools::printable(files[start + size_t(i)]),
+               "', so it has no ranking; its weights may hold NaN or inf (train it again, or ",
+               "load an earlier checkpoint)");
 }
 
 inline int run_predict(const std::vector<std::string>& argv) {
@@ -119,6 +134,7 @@ inline int run_predict(const std::vector<std::string>& argv) {
       names = class_names_for(model_path, classes);
       k = std::min(top_k, classes);
     }
+    check_finite(y, files, start, model_path);
     for (size_t i = 0; i < n; ++i)
       print_top_k(files[start + i], probabilities(y.data<float>() + int64_t(i) * classes, classes),
                   names, k);

@@ -115,6 +115,9 @@ inline TrainArgs parse_train_args(const Args& a) {
       "add --report");
   LS_CHECK(t.machine.empty() || !t.prices.empty(),
            "train: --machine names an entry of a --prices FILE.json table; add --prices");
+  // No output may overwrite an input (--csv naming the --model file destroyed it).
+  for (const std::string& out : {t.out, t.csv, t.report, t.checkpoint, t.tensorboard})
+    if (!out.empty()) tools::check_output_is_not_input("train", out, {t.model, t.prices});
   return t;
 }
 
@@ -260,6 +263,13 @@ inline int run_train(const std::vector<std::string>& argv) {
   if (strategy.impl() && !strategy.is_chief()) return 0;  // the chief saves and reports
   save_model(m, t.out, {.metadata = {{"class_names", train.class_names()}}});
   std::printf("wrote %s (%zu classes)\n", t.out.c_str(), train.class_names().size());
+  if (t.epochs > 0 && h.epoch.empty()) {  // a --backup-dir resume already past --epochs
+    std::printf(
+        "no epoch ran: the backup in --backup-dir had already trained past --epochs %d, so "
+        "training was complete; %s holds the restored model (raise --epochs to train on)\n",
+        t.epochs, t.out.c_str());
+    return 0;
+  }
   if (t.epochs > 0) {
     const std::string curves = curves_path(t);
     viz::save_history_plot(h.history, curves, {.title = "lockstep train: " + m.name()});

@@ -172,12 +172,10 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
   return std::vector<uint8_t>(bytes.begin(), bytes.end());
 }
 
+// Through a temporary and a rename (write_file_atomic): a full disk or a size limit leaves no
+// empty or truncated image behind, and a previous file of that name untouched.
 void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  LS_CHECK(f, "cannot write '", path, "': ", std::strerror(errno));
-  size_t k = std::fwrite(bytes.data(), 1, bytes.size(), f);
-  int rc = std::fclose(f);
-  LS_CHECK(k == bytes.size() && rc == 0, "writing '", path, "' failed (disk full?)");
+  write_file_atomic(path, bytes, "image file");
 }
 
 // ---- channel conversion ------------------------------------------------------------------
@@ -219,6 +217,47 @@ static Tensor finish_mode(Tensor img, ColorMode mode, const std::string& name) {
 
 // ---- JPEG --------------------------------------------------------------------------------
 
+// The number of scans (SOS markers) in a JPEG's marker structure, walked segment by segment
+// (an entropy-coded segment ends at the first 0xFF not followed by 0x00 or RSTn), so bytes
+// inside APPn payloads or scan data are not counted. Stops at EOI, or where the structure ends
+// early (the decoder reports that).
+static int64_t jpeg_scan_count(const uint8_t* d, size_t size) {
+  int64_t scans = 0;
+  size_t i = 2;  // after SOI
+  while (i + 4 <= size) {
+    if (d[i] != 0xFF) return scans;
+    const uint8_t marker = d[i + 1];
+    if (marker == 0xFF) {  // fill byte
+      ++i;
+      continue;
+    }
+    if (marker == 0xD9) return scans;                            // EOI
+    if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) {  // TEM, RSTn: no length
+      i += 2;
+      continue;
+    }
+    i += 2 + ((size_t(d[i + 2]) << 8) | d[i + 3]);
+    if (marker != 0xDA) continue;
+    ++scans;
+    while (i + 1 < size &&
+           !(d[i] == 0xFF && d[i + 1] != 0x00 && (d[i + 1] < 0xD0 || d[i + 1] > 0xD7)))
+      ++i;
+  }
+  return scans;
+}
+
+// libjpeg-turbo's own fuzzers stop progressive JPEGs at 500 scans: a legal file of ~2,000 scans
+// took 46 s to decode one 8192x8192 image. Real encoders write at most a few dozen.
+constexpr int64_t kMaxJpegScans = 500;
+
+static void check_jpeg_scans(const uint8_t* data, size_t size, const std::string& name) {
+  const int64_t scans = jpeg_scan_count(data, size);
+  LS_CHECK(scans <= kMaxJpegScans, "'", name, "' is a progressive JPEG of ", scans,
+           " scans, more than the ", kMaxJpegScans,
+           " this decoder accepts (decoding it would take minutes; re-encode it, e.g. as a "
+           "baseline JPEG)");
+}
+
 Tensor decode_jpeg(const uint8_t* data, size_t size, const std::string& name, ColorMode mode) {
   tjhandle tj = tj_decompressor();
   int w = 0, h = 0, subsamp = 0, colorspace = 0;
@@ -226,10 +265,13 @@ Tensor decode_jpeg(const uint8_t* data, size_t size, const std::string& name, Co
     jpeg_fail(tj, name);
   LS_CHECK(w > 0 && h > 0, "'", name, "' is a corrupt JPEG (implausible size ", w, "x", h, ")");
   check_image_pixels(w, h, name, "JPEG");
+  check_jpeg_scans(data, size, name);
   const bool gray_file = colorspace == TJCS_GRAY;
   const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
   int pf, c;
-  if (mode == ColorMode::grayscale || (gray_file && mode == ColorMode::keep)) {
+  // libjpeg converts CMYK to nothing but CMYK: a CMYK file wanted in grayscale goes through
+  // RGB (below) and finish_mode's luma.
+  if ((mode == ColorMode::grayscale && !cmyk) || (gray_file && mode == ColorMode::keep)) {
     pf = TJPF_GRAY;  // libjpeg takes the Y (601 luma) plane directly
     c = 1;
   } else if (cmyk) {

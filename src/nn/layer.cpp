@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "lockstep/nn/initializers.h"
+#include "lockstep/nn/shapes_only.h"
 
 namespace lockstep {
 
@@ -111,15 +112,26 @@ void Layer::ensure_built(const std::vector<Shape>& input_shapes) {
   built_ = true;
 }
 
+namespace {
+thread_local bool shapes_only = false;  // ShapesOnlyScope (lockstep/nn/shapes_only.h)
+}  // namespace
+
+ShapesOnlyScope::ShapesOnlyScope() : previous_(shapes_only) { shapes_only = true; }
+ShapesOnlyScope::~ShapesOnlyScope() { shapes_only = previous_; }
+
 VariablePtr Layer::add_weight(const std::string& name, const Shape& shape,
                               const std::string& initializer, bool trainable_weight) {
   auto v = std::make_shared<Variable>();
   v->name = name_ + "/" + name;
   // Sizes from a config (Dense units 2^62) are checked, naming the weight, before allocating.
   checked_bytes(shape, dtype_size(DType::f32), "weight '" + name + "'");
-  v->value = Tensor::zeros(shape);
+  try {
+    v->value = shapes_only ? Tensor::empty(shape) : Tensor::zeros(shape);  // empty: not touched
+  } catch (const Error& e) {
+    LS_FAIL("layer '", name_, "', weight '", name, "': ", e.what());
+  }
   v->trainable = trainable_weight;
-  initialize(v->value, initializer, seed_ + weights_.size() * 7919);
+  if (!shapes_only) initialize(v->value, initializer, seed_ + weights_.size() * 7919);
   weights_.push_back(v);
   return v;
 }

@@ -66,6 +66,15 @@ Execution predict_execution(ModelRuntime& runtime, const Network& network) {
                    });
 }
 
+// An output's predictions for no rows: its shape with 0 rows (and 0 for any other unknown
+// axis), in its dtype.
+Tensor empty_output(const KTensor& output) {
+  Shape shape = output.shape();
+  for (int i = 0; i < shape.rank(); ++i)
+    if (i == 0 || shape[i] < 0) shape = shape.with_dim(i, 0);
+  return Tensor::empty(shape, output.dtype());
+}
+
 }  // namespace
 
 // Batches in executions of steps_per_execution; the batch callbacks see each execution once, as
@@ -160,6 +169,9 @@ std::vector<Tensor> Model::predict_arrays(const std::vector<Tensor>& xs,
                        std::memcpy(static_cast<char*>(dst.raw()) + size_t(row) * row_bytes,
                                    pr.raw(), pr.nbytes());
                      });
+  // No rows: no batch ran; each output is empty, (0, ...) as Keras returns (not shape ()).
+  for (size_t o = 0; o < out.size(); ++o)
+    if (!out[o].defined()) out[o] = empty_output(outputs_[o]);
   for (auto& cb : config.callbacks) cb->on_predict_end({});
   return out;
 }

@@ -220,6 +220,10 @@ History Model::fit_arrays(const std::vector<Tensor>& xs_in, const std::vector<Te
   LS_CHECK(cfg.validation_split >= 0 && cfg.validation_split < 1,
            "fit: validation_split must be in [0, 1), got ", cfg.validation_split);
   std::vector<Tensor> ys = check_model_arrays(*this, xs_in, &ys_in, "fit");
+  // Keras refuses this too: no step would run, and the History would report loss 0.
+  LS_CHECK(xs_in[0].dim(0) > 0, "fit: x has 0 samples (shape ", xs_in[0].shape().str(),
+           "): there is nothing to train on; pass at least one sample (check how the arrays "
+           "were loaded, sliced or filtered)");
   check_class_weight_outputs(*this, cfg.class_weight, "fit");
   std::vector<Tensor> xs = xs_in;
   Tensor weights = with_output_weights(

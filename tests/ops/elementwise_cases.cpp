@@ -1,5 +1,6 @@
 // Op-table cases for elementwise ops: broadcasting binaries, unary math, activations, grad ops.
 #include <cmath>
+#include <limits>
 
 #include "ops/op_harness.h"
 
@@ -138,6 +139,15 @@ LS_OP_CASES(elementwise_unary) {
   c.push_back(unary("elu", "elu", away({3, 4}, -3.f, 2.f, {0.f})));
   c.push_back(unary("elu_alpha", "elu", away({3, 4}, -3.f, 2.f, {0.f}), Attrs{{"alpha", 0.5}}));
   c.push_back(unary("softplus", "softplus", in({3, 4}, -5.f, 5.f)));
+  // NaN passes through the activations, as TensorFlow's and PyTorch's (the table compares NaN
+  // positions; tests/ops/nan_activation_test.cpp checks the values themselves).
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  OpInput with_nan{.shape = {2, 4}, .values = {nan, -1.f, 0.5f, 7.f, 2.f, -nan, 0.f, 6.f}};
+  for (const char* op : {"relu", "relu6", "leaky_relu", "elu"}) {
+    OpCase n = unary(std::string(op) + "_nan", op, with_nan);
+    n.check_grad = false;
+    c.push_back(n);
+  }
   // Large: parallel unary path.
   OpCase big = unary("relu_large", "relu", in({300, 200}));
   big.check_grad = false;

@@ -123,6 +123,12 @@ static std::string compare(const std::vector<float>& got, const std::vector<floa
                            const std::string& what) {
   if (got.size() != want.size()) return what + ": size mismatch";
   for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(got[i]) || std::isnan(want[i])) {  // NaN where the reference has NaN
+      if (std::isnan(got[i]) == std::isnan(want[i])) continue;
+      std::ostringstream os;
+      os << what << ": element " << i << " got " << got[i] << " want " << want[i];
+      return os.str();
+    }
     float d = std::fabs(got[i] - want[i]);
     if (!(d <= tol * (1.f + std::fabs(want[i])))) {
       std::ostringstream os;

@@ -86,7 +86,8 @@ std::vector<uint8_t> encode_png(const Tensor& image);
 std::vector<uint8_t> encode_jpeg(const Tensor& image, int quality = 95);
 /// Writes by the path's extension (.png, .jpg/.jpeg, .bmp); creates no directories.
 void write_image(const std::string& path, const Tensor& image, int jpeg_quality = 95);
-/// Writes `bytes` to `path` (created or truncated; not atomic); an error names the path.
+/// Writes `bytes` to `path` atomically (a temporary renamed over it: a failure leaves no partial
+/// file and any previous one unchanged); an error names the path.
 void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
 std::vector<uint8_t> encode_bmp(const Tensor& image);  ///< 24-bit (C=1,3) or 32-bit (C=4)
 

@@ -270,11 +270,49 @@ void swish_in_place(void* y, int64_t n, dt type) {
   }
 }
 
+// A fused relu / relu6 runs as Lockstep's pass over the conv's output too: oneDNN's eltwise_relu
+// (alpha 0) and eltwise_clip post-ops turn NaN into 0 (vmaxps returns its second operand when
+// one is NaN), which hid a NaN input from fit's NaN stop; TensorFlow's and PyTorch's relu keep
+// it. x <= 0 ? 0 : x (and x >= 6 ? 6 : x) keeps NaN, as the elementwise relu does.
+bool own_relu(const ConvGeom& g, const ConvTypes& t) {
+  return (g.act == FusedActivation::relu || g.act == FusedActivation::relu6) &&
+         (t.y == dt::f32 || t.y == dt::bf16);
+}
+
+template <class T>
+void relu_span(T* p, int64_t n, bool cap) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = ld(p[i]);
+    if (v <= 0.f)
+      p[i] = st<T>(0.f);
+    else if (cap && v >= 6.f)
+      p[i] = st<T>(6.f);
+  }
+}
+
+// y = relu(y) (cap: relu6) in place over the conv's output, in pieces over the threads.
+void relu_in_place(void* y, int64_t n, dt type, bool cap) {
+  constexpr int64_t kPiece = int64_t(1) << 14;
+  const int64_t pieces = (n + kPiece - 1) / kPiece;
+#pragma omp parallel for schedule(static) if (pieces > 1)
+  for (int64_t p = 0; p < pieces; ++p) {
+    const int64_t i = p * kPiece, len = std::min(kPiece, n - i);
+    if (type == dt::f32)
+      relu_span(static_cast<float*>(y) + i, len, cap);
+    else
+      relu_span(static_cast<bf16*>(y) + i, len, cap);
+  }
+}
+
 class ConvFwd final : public ConvKernel {
  public:
-  ConvFwd(const ConvGeom& geom, const ConvTypes& t) : swish_(own_swish(geom, t)), y_type_(t.y) {
+  ConvFwd(const ConvGeom& geom, const ConvTypes& t)
+      : swish_(own_swish(geom, t)),
+        relu_(own_relu(geom, t)),
+        cap_(geom.act == FusedActivation::relu6),
+        y_type_(t.y) {
     ConvGeom g = geom;
-    if (swish_) g.act = FusedActivation::linear;
+    if (swish_ || relu_) g.act = FusedActivation::linear;
     y_numel_ = g.N * g.OH * g.OW * g.O;
     Mds m = user_mds(g, t);
     auto attr = user_scratchpad_attr();
@@ -297,10 +335,11 @@ class ConvFwd final : public ConvKernel {
   void run(const KernelArgs& a) override {
     ConvKernel::run(a);
     if (swish_) swish_in_place(a.out(0).raw(), y_numel_, y_type_);
+    if (relu_) relu_in_place(a.out(0).raw(), y_numel_, y_type_, cap_);
   }
 
  private:
-  bool swish_;
+  bool swish_, relu_, cap_;
   dt y_type_;
   int64_t y_numel_ = 0;
 };

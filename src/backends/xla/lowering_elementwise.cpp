@@ -28,6 +28,11 @@ HloValue gt_zero(LoweringContext& cx, const HloValue& x) {
 
 HloValue zeros(LoweringContext& cx, const HloValue& like) { return cx.full_like(like, 0.0); }
 
+// x <= 0: false for NaN, so selecting 0 on it keeps NaN (relu and relu6 propagate NaN).
+HloValue le_zero(LoweringContext& cx, const HloValue& x) {
+  return cx.b.compare(x, cx.full_like(x, 0.0), Compare::LE);
+}
+
 // x * s + t, elementwise constants.
 HloValue scale_shift(LoweringContext& cx, const HloValue& x, double s, double t) {
   return cx.b.add(cx.b.multiply(x, cx.full_like(x, s)), cx.full_like(x, t));
@@ -214,12 +219,12 @@ HloValue lower_fused_activation(LoweringContext& cx, FusedActivation a, const Hl
   switch (a) {
     case FusedActivation::linear:
       return x;
-    case FusedActivation::relu:
-      return cx.b.select(gt_zero(cx, x), x, zeros(cx, x));
+    case FusedActivation::relu:  // x <= 0 ? 0 : x, so NaN passes through (as TensorFlow's relu)
+      return cx.b.select(le_zero(cx, x), zeros(cx, x), x);
     case FusedActivation::relu6: {
       HloValue six = cx.full_like(x, 6.0);
-      HloValue capped = cx.b.select(cx.b.compare(x, six, Compare::LT), x, six);
-      return cx.b.select(gt_zero(cx, x), capped, zeros(cx, x));
+      HloValue capped = cx.b.select(cx.b.compare(x, six, Compare::GE), six, x);  // NaN stays
+      return cx.b.select(le_zero(cx, x), zeros(cx, x), capped);
     }
     case FusedActivation::sigmoid:
       return sigmoid(cx, x);

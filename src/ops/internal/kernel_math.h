@@ -72,9 +72,10 @@ void unary_ops(Reg&& reg) {
     float s = float(attr_f(n, "scale")), t = float(attr_f(n, "shift"));
     return [s, t](float x) { return x * s + t; };
   });
-  reg(op::relu, [](const Node&) { return [](float x) { return x > 0 ? x : 0.f; }; });
+  // relu and relu6 pass NaN through, as TensorFlow and PyTorch do (NaN <= 0 is false).
+  reg(op::relu, [](const Node&) { return [](float x) { return x <= 0 ? 0.f : x; }; });
   reg(op::relu6,
-      [](const Node&) { return [](float x) { return x > 0 ? (x < 6 ? x : 6.f) : 0.f; }; });
+      [](const Node&) { return [](float x) { return x <= 0 ? 0.f : (x >= 6 ? 6.f : x); }; });
   reg(op::sigmoid, [](const Node&) { return [](float x) { return sigmoid(x); }; });
   reg(op::tanh, [](const Node&) { return [](float x) { return std::tanh(x); }; });
   reg(op::gelu, [](const Node& n) {

@@ -6,8 +6,9 @@ JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 600
 TEST_FUZZ_SECONDS ?= 10
 # Targets `make test` leaves out (none now). keras_weights_fuzz was left out while crafted
-# .weights.h5 files crashed libhdf5 1.10.8 itself; HDF5 files are now parsed in a child process
-# (src/io/h5_isolated.cpp), where such a crash is an error naming the file.
+# .weights.h5 files crashed libhdf5 1.10.8 itself; HDF5 files are now parsed by a separate reader
+# program (lockstep_h5_reader, src/io/h5_isolated.cpp), where such a crash is an error naming the
+# file.
 TEST_FUZZ_SKIP ?=
 # make test-under-load: the release suite beside LOAD_BURNERS CPU-burning loops (default one per
 # core); LOAD_TESTS, a ctest -R regex, runs part of it (scripts/test_under_load.sh).

@@ -37,10 +37,12 @@ const Backend& find_backend(const std::string& name) {
   std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.backends.find(name);
   if (it != r.backends.end()) return *it->second;
-  std::string known;
-  for (const auto& [n, b] : r.backends)
-    known += (known.empty() ? "\"" : "; \"") + n + "\" (" + b->doc() + ")";
-  LS_FAIL("unknown backend \"", name, "\"; the registered backends are ", known,
+  std::string known, docs;
+  for (const auto& [n, b] : r.backends) {
+    known += (known.empty() ? "\"" : ", \"") + n + "\"";
+    docs += "; " + n + ": " + b->doc();
+  }
+  LS_FAIL("unknown backend \"", name, "\"; the registered backends are ", known, docs,
           " (a backend's module must be linked: Lockstep::lockstep links them all)");
 }
 

@@ -522,8 +522,9 @@ void fuse_pool_activation_grad(Graph& g, std::vector<Value>& outputs,
       continue;
     Node& pool_grad = g.node(d.node);
     set_activation(pool_grad, act);
+    const OpId grad_op = g.node(i).op;
     make_view(g.node(i), d);
-    report.push_back("fused max_pool2d_grad+" + g.node(i).op + " '" + pool_grad.name + "'");
+    report.push_back("fused max_pool2d_grad+" + grad_op + " '" + pool_grad.name + "'");
   }
 }
 

@@ -6,7 +6,6 @@
 // an id without a declaration, or a declaration without an id, fails it.
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -24,7 +23,7 @@ class OpId {
  public:
   /// No op (a default-made Node); name() is "<none>". Never a declared op.
   constexpr OpId() = default;
-  constexpr explicit OpId(OpCode c) : code_(c) {}
+  constexpr explicit OpId(OpCode c) : code_(c) {}  ///< The id of enumerator `c`.
   constexpr OpCode code() const { return code_; }  ///< The enumerator, for switches.
   constexpr bool valid() const { return uint16_t(code_) != kNone; }  ///< False for OpId().
   const char* name() const;  ///< "relu": the op's registered name ("<none>" for OpId()).
@@ -104,9 +103,3 @@ inline constexpr OpId kAllOpIds[] = {
 inline constexpr size_t kOpCount = sizeof(kAllOpIds) / sizeof(kAllOpIds[0]);
 
 }  // namespace lockstep
-
-/// Ids hash by their code (unordered maps keyed by op).
-template <>
-struct std::hash<lockstep::OpId> {
-  size_t operator()(lockstep::OpId id) const noexcept { return size_t(id.code()); }
-};

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
@@ -12,8 +13,8 @@ namespace lockstep::xla {
 
 namespace {
 
-std::unordered_map<OpId, LowerFn>& registry() {
-  static std::unordered_map<OpId, LowerFn> r;
+std::map<OpId, LowerFn>& registry() {
+  static std::map<OpId, LowerFn> r;
   return r;
 }
 

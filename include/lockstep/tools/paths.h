@@ -18,9 +18,9 @@ void check_output_is_not_input(const std::string& command, const std::string& ou
                                const std::vector<std::string>& inputs);
 
 /// `text` with terminal control characters escaped, so that a class or file name cannot move
-/// the cursor, recolour or retitle the terminal: C0 controls and DEL as \t, \n, \r, \e or \xHH,
-/// C1 controls (UTF-8 U+0080..U+009F) as \u0080..\u009f, a backslash as \\. Printable UTF-8
-/// passes unchanged.
+/// the cursor, recolour or retitle the terminal: C0 controls and DEL as C escapes (backslash t,
+/// n, r, e, or x and two hex digits), C1 controls (UTF-8 U+0080..U+009F) as backslash u and four
+/// hex digits, a backslash as two. Printable UTF-8 passes unchanged.
 std::string printable(const std::string& text);
 
 }  // namespace lockstep::tools

@@ -35,7 +35,8 @@ inline distribute::Strategy replica_strategy(const std::string& device, int repl
   auto resolver = distribute::XlaClusterResolver::connect(device.substr(4), replicas);
   LS_CHECK(resolver.num_devices() == replicas, "--replicas ", replicas, ": plugin '",
            device.substr(4), "' has ", resolver.num_devices(), " devices; use --replicas ",
-           resolver.num_devices(), " (or fewer where the plugin lets one choose: the CPU plugin)");
+           resolver.num_devices(),
+           " (or fewer where the plugin lets one choose: the CPU and CUDA plugins)");
   return distribute::XlaStrategy(resolver);
 }
 

@@ -41,7 +41,8 @@ class XlaClusterResolver {
   /// Loads the PJRT plugin `plugin` (a .so path, or a name found in a Python environment: "cpu"
   /// from xla-cpu-pjrt in .venv-xla, "cuda", "tpu"), initializes it, prints its devices to
   /// stdout when `print`, and returns them. device_count: how many devices to ask for where the
-  /// plugin lets one choose (the CPU plugin's cpu_device_count), 0 for its default; a plugin
+  /// plugin lets one choose (the CPU plugin's cpu_device_count, the CUDA plugin's
+  /// visible_devices), 0 for its default; a plugin
   /// with fewer is an error. The process stays connected: connecting again to the same plugin
   /// and count returns the same devices, to another is an error. Throws naming the plugin and
   /// what to do (a missing plugin, a build without the xla backend).

@@ -42,9 +42,8 @@ std::vector<OnnxValue> reshape(ConvertCall& c) {
   OnnxValue x = c.b.to_layout(c.inputs.at(0), Layout::kChannelsLast);
   std::vector<int64_t> shape = c.output_shape().vec();
   shape[0] = 0;  // ONNX Reshape: 0 copies the batch dimension
-  std::string y =
-      c.b.add(declared_onnx_op(op::reshape), {x.name, c.b.constant_i64(c.name() + "/shape", shape)},
-              c.name());
+  std::string y = c.b.add(declared_onnx_op(op::reshape),
+                          {x.name, c.b.constant_i64(c.name() + "/shape", shape)}, c.name());
   return {c.output(y, Layout::kChannelsLast)};
 }
 

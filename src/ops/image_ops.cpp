@@ -238,7 +238,7 @@ std::vector<OpDef> affine_ops() {
 // ---- contrast and brightness: the same three ops each ----
 struct ColorAdjust {
   OpId random, adjust, grad;  // image_random_contrast, image_adjust_contrast(+_grad)
-  std::string params;  // what the per-image parameters are: "factors"
+  std::string params;         // what the per-image parameters are: "factors"
   std::string random_doc, adjust_doc, lower_doc, upper_doc;
   bool (*bounds_ok)(double lower, double upper);
   std::string bounds_rule;

@@ -9,24 +9,17 @@
 //    backend states its policy through the Backend interface.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
 #include <regex>
 #include <set>
-#include <sstream>
 
+#include "architecture/source_scan.h"
 #include "lockstep/graph/op_registry.h"
 
 namespace fs = std::filesystem;
+using lockstep::source_scan::joined;
+using lockstep::source_scan::write;
 
 namespace {
-
-std::string read(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::set<std::string> declared_attribute_keys() {
   std::set<std::string> keys;
@@ -43,35 +36,23 @@ std::vector<std::string> declaration_violations(const fs::path& root) {
   const std::regex activation_string(R"re(\battr_s\([^;]*"(dw_)?activation"\))re");
   const std::regex backend_string(R"(\bbackend\s*[!=]=\s*")");
   std::vector<std::string> out;
-  for (const auto& entry : fs::recursive_directory_iterator(root / "src")) {
-    const fs::path p = entry.path();
-    if (p.extension() != ".cpp" && p.extension() != ".h") continue;
-    const std::string rel = fs::relative(p, root).generic_string();
-    const bool in_backends = rel.rfind("src/backends/", 0) == 0;
-    std::istringstream lines(read(p));
-    std::string line;
-    for (int n = 1; std::getline(lines, line); ++n) {
-      const size_t comment = line.find("//");
-      const std::string code = comment == std::string::npos ? line : line.substr(0, comment);
-      const std::string where = rel + ":" + std::to_string(n) + ": ";
-      for (auto it = std::sregex_iterator(code.begin(), code.end(), attr_read);
-           it != std::sregex_iterator(); ++it)
-        if (!keys.count((*it)[2]))
-          out.push_back(where + "reads attribute '" + std::string((*it)[2]) +
-                        "', which no op declares");
-      if (std::regex_search(code, activation_string))
-        out.push_back(where + "reads a fused activation as a string (use attr_activation)");
-      if (!in_backends && std::regex_search(code, backend_string))
-        out.push_back(where +
-                      "asks for a backend by name outside src/backends (ask the Backend): " + line);
-    }
-  }
+  lockstep::source_scan::for_each_code_line(
+      root, [&](const std::string& rel, const std::string& where, const std::string& code,
+                const std::string& line) {
+        for (auto it = std::sregex_iterator(code.begin(), code.end(), attr_read);
+             it != std::sregex_iterator(); ++it)
+          if (!keys.count((*it)[2]))
+            out.push_back(where + "reads attribute '" + std::string((*it)[2]) +
+                          "', which no op declares");
+        if (std::regex_search(code, activation_string))
+          out.push_back(where + "reads a fused activation as a string (use attr_activation)");
+        if (rel.rfind("src/backends/", 0) != 0 && std::regex_search(code, backend_string))
+          out.push_back(where +
+                        "asks for a backend by name outside src/backends (ask the "
+                        "Backend): " +
+                        line);
+      });
   return out;
-}
-
-void write(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p) << text;
 }
 
 fs::path fixture(const std::string& name) {
@@ -82,12 +63,6 @@ fs::path fixture(const std::string& name) {
         "if (cfg.backend_name.empty()) {}\n");
   write(root / "src/backends/cpu/fine.cpp", "if (options.backend == \"cpu\") {}\n");
   return root;
-}
-
-std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += x + "\n";
-  return s;
 }
 
 }  // namespace

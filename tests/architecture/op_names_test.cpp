@@ -10,27 +10,19 @@
 // Each check also runs on a fixture tree with one violation, to show it finds it.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
 #include <regex>
-#include <sstream>
 
+#include "architecture/source_scan.h"
 #include "lockstep/graph/op_ids.h"
 
 namespace fs = std::filesystem;
+using lockstep::source_scan::joined;
+using lockstep::source_scan::write;
 
 namespace {
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Files of src/graph that must not name an op.
-bool op_free_file(const fs::path& rel) {
-  const std::string s = rel.generic_string();
+bool op_free_file(const std::string& s) {
   if (s.rfind("src/graph/", 0) != 0) return false;
   return s != "src/graph/graph.cpp" && s != "src/graph/autodiff.cpp";
 }
@@ -50,29 +42,16 @@ std::vector<std::string> op_name_violations(const fs::path& root) {
   const std::regex op_use("\\b(add|add_multi|add_kernel|kernel|attrs_for)\\(\\s*\"(" + alt +
                           ")\"|\\bop\\s*[!=]=\\s*\"(" + alt + ")\"");
   std::vector<std::string> out;
-  for (const auto& entry : fs::recursive_directory_iterator(root / "src")) {
-    const fs::path p = entry.path();
-    if (p.extension() != ".cpp" && p.extension() != ".h") continue;
-    const fs::path rel = fs::relative(p, root);
-    std::istringstream lines(read(p));
-    std::string line;
-    for (int n = 1; std::getline(lines, line); ++n) {
-      const size_t comment = line.find("//");
-      const std::string code = comment == std::string::npos ? line : line.substr(0, comment);
-      const std::string where = rel.generic_string() + ":" + std::to_string(n) + ": ";
-      if (op_free_file(rel) &&
-          (std::regex_search(code, any_id) || std::regex_search(code, op_string)))
-        out.push_back(where + "names an op in generic graph code: " + line);
-      else if (std::regex_search(code, op_use))
-        out.push_back(where + "an op's name as a string (use lockstep::op::<name>): " + line);
-    }
-  }
+  lockstep::source_scan::for_each_code_line(
+      root, [&](const std::string& rel, const std::string& where, const std::string& code,
+                const std::string& line) {
+        if (op_free_file(rel) &&
+            (std::regex_search(code, any_id) || std::regex_search(code, op_string)))
+          out.push_back(where + "names an op in generic graph code: " + line);
+        else if (std::regex_search(code, op_use))
+          out.push_back(where + "an op's name as a string (use lockstep::op::<name>): " + line);
+      });
   return out;
-}
-
-void write(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p) << text;
 }
 
 fs::path fixture(const std::string& name) {
@@ -82,12 +61,6 @@ fs::path fixture(const std::string& name) {
   write(root / "src/graph/graph.cpp", "Value v = add(op::input, {});\n");
   write(root / "src/train/loss.cpp", "Value y = g.add(op::relu, {x});  // g.add(\"relu\")\n");
   return root;
-}
-
-std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += x + "\n";
-  return s;
 }
 
 }  // namespace

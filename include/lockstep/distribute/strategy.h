@@ -186,9 +186,10 @@ Strategy MirroredStrategy(std::vector<std::string> devices = {}, StrategyOptions
 Strategy MultiWorkerMirroredStrategy(
     const ClusterResolver& resolver = ClusterResolver::from_environment(),
     StrategyOptions options = {});
-/// The examples' --strategy flag: "one_device" (cpu:0), "mirrored" (one replica per hardware thread) or
-/// "multi_worker" (cluster from TF_CONFIG, or the MPI / Slurm environment); "" = no strategy
-/// (an empty Strategy: the plain single-device loop). Anything else throws, naming the choices.
+/// The examples' --strategy flag: "one_device" (cpu:0), "mirrored" (one replica per hardware
+/// thread) or "multi_worker" (cluster from TF_CONFIG, or the MPI / Slurm environment); "" = no
+/// strategy (an empty Strategy: the plain single-device loop). Anything else throws, naming the
+/// choices.
 Strategy strategy_from_name(const std::string& name, StrategyOptions options = {});
 
 }  // namespace lockstep::distribute

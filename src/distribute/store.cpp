@@ -191,6 +191,27 @@ bool is_loopback_host(const std::string& host) {
   return loopback;
 }
 
+namespace {
+
+// A host that does not resolve is a wrong address (a typo in TF_CONFIG's cluster, a name only
+// another machine knows), not a missing token: say so, naming it, before anything else.
+void check_host_resolves(const std::string& host) {
+  if (host.empty() || host == "0.0.0.0" || host == "::") return;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &result);
+  if (result != nullptr) ::freeaddrinfo(result);
+  if (rc != 0)
+    throw CollectiveError("the rendezvous store's host '" + host + "' does not resolve (" +
+                          ::gai_strerror(rc) +
+                          "): check the chief's address (TF_CONFIG's cluster, the chief "
+                          "argument) and that this machine can resolve it");
+}
+
+}  // namespace
+
 std::string job_token_from_environment(const std::string& host, const Environment& env) {
   auto get = [&](const char* name) -> std::string {
     auto it = env.find(name);
@@ -210,6 +231,7 @@ std::string job_token_from_environment(const std::string& host, const Environmen
     throw CollectiveError("LOCKSTEP_ALLOW_UNAUTHENTICATED='" + opt_out + "' is not 1 or 0");
   }
   if (is_loopback_host(host)) return "";
+  check_host_resolves(host);
   throw CollectiveError(
       "the rendezvous store at '" + (host.empty() ? std::string("0.0.0.0") : host) +
       "' is reachable from the network but this job has no job token, so anyone who reaches "

@@ -460,6 +460,18 @@ TEST(StoreHardening, TheNumberOfConnectionsIsBounded) {
   EXPECT_EQ(c.get_string("after"), "bound");
 }
 
+// A chief host name that does not resolve is named as such, not blamed on a missing job token.
+TEST(StoreHardening, AnUnresolvableHostIsNamedNotBlamedOnTheToken) {
+  try {
+    ld::job_token_from_environment("no-such-chief.invalid", ld::Environment{});
+    ADD_FAILURE() << "an unresolvable host was accepted";
+  } catch (const ld::CollectiveError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("'no-such-chief.invalid' does not resolve"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("LOCKSTEP_JOB_TOKEN"), std::string::npos) << msg;
+  }
+}
+
 TEST(StoreHardening, JobTokenComesFromTheEnvironmentAndIsRequiredOffLoopback) {
   ld::Environment none;
   EXPECT_EQ(ld::job_token_from_environment("127.0.0.1", none), "");

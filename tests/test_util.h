@@ -1,6 +1,7 @@
 // Helpers shared by the test files (tests/ is on the test target's include path):
 //   #include "test_util.h"
 #pragma once
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,6 +40,12 @@ std::string error_of(F&& f) {
     return e.what();
   }
   return "";
+}
+
+// Expects error message `e` to be non-empty and to contain every one of `parts`.
+inline void expect_has(const std::string& e, const std::vector<std::string>& parts) {
+  EXPECT_FALSE(e.empty()) << "no error";
+  for (const auto& p : parts) EXPECT_NE(e.find(p), std::string::npos) << "'" << p << "' in: " << e;
 }
 
 // A directory for this test process under the system temp dir: <tmp>/lockstep_<tag>_<pid>.

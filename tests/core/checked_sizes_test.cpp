@@ -16,14 +16,11 @@
 using namespace lockstep;
 using test_util::error_of;
 
+using lockstep::test_util::expect_has;
+
 namespace {
 
 constexpr int64_t k2to62 = int64_t(1) << 62;
-
-void expect_has(const std::string& e, const std::vector<std::string>& parts) {
-  EXPECT_FALSE(e.empty()) << "no error";
-  for (const auto& p : parts) EXPECT_NE(e.find(p), std::string::npos) << "'" << p << "' in: " << e;
-}
 
 // A Sequential model JSON: Input(shape) then `layer` (a Keras layer entry).
 std::string model_json(const std::string& input_shape, const std::string& layer) {

@@ -17,12 +17,9 @@ using namespace lockstep;
 using test_util::error_of;
 namespace fs = std::filesystem;
 
-namespace {
+using lockstep::test_util::expect_has;
 
-void expect_has(const std::string& e, const std::vector<std::string>& parts) {
-  EXPECT_FALSE(e.empty()) << "no error";
-  for (const auto& p : parts) EXPECT_NE(e.find(p), std::string::npos) << "'" << p << "' in: " << e;
-}
+namespace {
 
 // A class folder layout: root/a/ok.png plus whatever `add` puts in root/b.
 fs::path class_folders(const std::string& tag) {

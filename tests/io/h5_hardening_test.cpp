@@ -33,15 +33,12 @@ using namespace lockstep::layers;
 using test_util::error_of;
 namespace fs = std::filesystem;
 
+using lockstep::test_util::expect_has;
+
 namespace {
 
 std::string tmp(const std::string& file) {
   return (test_util::temp_dir("h5_hardening") / file).string();
-}
-
-void expect_has(const std::string& e, const std::vector<std::string>& parts) {
-  EXPECT_FALSE(e.empty()) << "no error";
-  for (const auto& p : parts) EXPECT_NE(e.find(p), std::string::npos) << "'" << p << "' in: " << e;
 }
 
 // Opens `path` (an HDF5 file Lockstep wrote) read-write, runs `edit` on it, closes it.

@@ -12,6 +12,8 @@
 using namespace lockstep;
 using test_util::error_of;
 
+using lockstep::test_util::expect_has;
+
 namespace {
 
 // A functional model: Input "x" (4 features) -> Dense "dense" (2 units); `outputs` is the
@@ -29,11 +31,6 @@ std::string functional_json(const std::string& outputs, const std::string& secon
               R"(", "units": 3}, "inbound_nodes": [[["x", 0, 0]]]})";
   return R"({"class_name": "Functional", "config": {"name": "f", "layers": )" + layers +
          R"(], "input_layers": [["x", 0, 0]], "output_layers": )" + outputs + "}}";
-}
-
-void expect_has(const std::string& e, const std::vector<std::string>& parts) {
-  EXPECT_FALSE(e.empty()) << "no error";
-  for (const auto& p : parts) EXPECT_NE(e.find(p), std::string::npos) << "'" << p << "' in: " << e;
 }
 
 // Sequential models nested `depth` deep around one Dense layer.

@@ -28,17 +28,9 @@ using cli_test::CliRun;
 // `bin`: another program of build/bin (an example) instead of `lockstep`.
 CliRun run(const std::string& args, const std::string& prefix = "", int seconds = 60,
            const std::string& bin = binary()) {
-  CliRun r;
   const std::string cmd = "bash -c '" + prefix + " exec timeout " + std::to_string(seconds) + " " +
                           bin + " " + args + "' 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t k;
-  while ((k = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, k);
-  const int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
+  return cli_test::run_shell(cmd);
 }
 
 class LockstepCliHardening : public ::testing::Test {

@@ -26,17 +26,9 @@ using cli_test::CliRun;
 
 // `prefix` runs before the command in the same shell (ulimit, trap, a wrapper).
 CliRun run(const std::string& args, const std::string& prefix = "") {
-  CliRun r;
   const std::string cmd =
       "bash -c '" + prefix + " timeout 120 " + binary() + " " + args + "' 2>&1 </dev/null";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t k;
-  while ((k = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, k);
-  const int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
+  return cli_test::run_shell(cmd);
 }
 
 std::string bytes_of(const fs::path& f) {

@@ -24,16 +24,8 @@ using cli_test::binary;
 using cli_test::CliRun;
 
 CliRun run(const std::string& args) {
-  CliRun r;
   const std::string cmd = "timeout 300 " + binary() + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t k;
-  while ((k = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, k);
-  const int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
+  return cli_test::run_shell(cmd);
 }
 
 // Two classes a model can tell apart: bright and dark noisy 10x10 images, PNG and JPEG.

@@ -30,6 +30,13 @@ void reset_layer_names() {
 
 const Shape& KTensor::shape() const { return call->outputs.at(index).shape; }
 DType KTensor::dtype() const { return call->outputs.at(index).dtype; }
+bool KTensor::masked() const { return index < int(call->masked.size()) && call->masked[index]; }
+
+std::vector<Value> Layer::compute_mask(CallContext&, const std::vector<Value>&,
+                                       const std::vector<Value>& masks, int num_outputs) {
+  Value first = masks.empty() || !supports_masking() ? Value{} : masks[0];
+  return std::vector<Value>(size_t(num_outputs), first);
+}
 
 Layer::Layer(std::string name)
     : name_(std::move(name)), policy_(mixed_precision::global_policy()) {}
@@ -168,9 +175,23 @@ KTensors Layer::operator()(const std::vector<KTensor>& xs) {
   for (size_t i = 0; i < xs.size(); ++i)
     ins.push_back(g.input({xs[i].dtype(), xs[i].shape()}, "x"));
   CallContext ctx{g, false, 0, {}};
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!xs[i].masked()) continue;
+    const Layer& from = *xs[i].call->layer;
+    LS_CHECK(supports_masking(), class_name(), " '", name_, "' cannot take the mask that ",
+             from.class_name(), " '", from.name(),
+             "' produces (Keras masks, e.g. Embedding(mask_zero=True) or Masking): consume it "
+             "first with a layer that takes masks (an RNN, GlobalAveragePooling1D, "
+             "GlobalMaxPooling1D), or build the model without the mask");
+    ctx.masks.resize(xs.size());
+    const Shape& s = xs[i].shape();
+    ctx.masks[i] = g.input({DType::f32, Shape{s[0], s.rank() > 1 ? s[1] : 1}}, "mask");
+  }
   std::vector<Value> outs;
+  std::vector<Value> out_masks;
   try {
     outs = invoke(ctx, ins);
+    out_masks = compute_mask(ctx, ins, ctx.masks, int(outs.size()));
   } catch (const Error& e) {
     std::string msg = e.what();
     // Prefix unless an op error already names this layer (quoted, so "cat" in "concat" or
@@ -183,6 +204,7 @@ KTensors Layer::operator()(const std::vector<KTensor>& xs) {
   lc->layer = shared_from_this();
   lc->inputs = xs;
   for (Value v : outs) lc->outputs.push_back(g.type(v));
+  for (Value m : out_masks) lc->masked.push_back(m.valid());
   std::vector<KTensor> r;
   for (int i = 0; i < int(outs.size()); ++i) r.push_back({lc, i});
   return r;

@@ -98,14 +98,27 @@ Network Network::sequential(std::vector<SequentialItem> items, std::string name,
 std::vector<Value> Network::call(CallContext& ctx, const std::vector<Value>& inputs) const {
   LS_CHECK(inputs.size() == inputs_.size(), "Model '", name_, "': expected ", inputs_.size(),
            " inputs, got ", inputs.size());
-  std::map<LayerCall*, std::vector<Value>> vals;
+  std::map<LayerCall*, std::vector<Value>> vals, masks;  // masks: Value{} where none
   for (size_t i = 0; i < inputs_.size(); ++i) vals[inputs_[i].call.get()] = {inputs[i]};
+  auto mask_of = [&](const KTensor& t) {
+    auto it = masks.find(t.call.get());
+    return it == masks.end() ? Value{} : it->second.at(size_t(t.index));
+  };
   for (auto& c : calls_) {
     if (c->inputs.empty()) continue;
-    std::vector<Value> ins;
-    for (auto& t : c->inputs) ins.push_back(vals.at(t.call.get()).at(t.index));
+    std::vector<Value> ins, in_masks;
+    bool any_mask = false;
+    for (auto& t : c->inputs) {
+      ins.push_back(vals.at(t.call.get()).at(t.index));
+      in_masks.push_back(mask_of(t));
+      any_mask = any_mask || in_masks.back().valid();
+    }
+    // (a mask reaching a layer that cannot take it was refused when the model was built)
+    ctx.masks = any_mask ? in_masks : std::vector<Value>{};
     try {
-      vals[c.get()] = c->layer->invoke(ctx, ins);
+      std::vector<Value> outs = c->layer->invoke(ctx, ins);
+      masks[c.get()] = c->layer->compute_mask(ctx, ins, ctx.masks, int(outs.size()));
+      vals[c.get()] = std::move(outs);
     } catch (const Error& e) {
       std::string msg = e.what();
       if (msg.find(c->layer->name()) == std::string::npos)
@@ -113,8 +126,13 @@ std::vector<Value> Network::call(CallContext& ctx, const std::vector<Value>& inp
       throw;
     }
   }
+  ctx.masks.clear();
   std::vector<Value> out;
-  for (auto& t : outputs_) out.push_back(vals.at(t.call.get()).at(t.index));
+  ctx.output_masks.clear();
+  for (auto& t : outputs_) {
+    out.push_back(vals.at(t.call.get()).at(t.index));
+    ctx.output_masks.push_back(mask_of(t));
+  }
   return out;
 }
 

@@ -46,6 +46,14 @@ struct CallContext {
   /// Reads a variable into this graph: f32 as stored, cast to the compute dtype of a
   /// mixed-precision layer (its gradient comes back cast to f32).
   Value read(const VariablePtr& v);
+  /// Keras masks (see "Masks" at Layer::supports_masking): while a layer's call() runs, the
+  /// mask of each of its inputs, in input order: a float32 (batch, time) tensor, 1 where a
+  /// step is kept and 0 where it is masked; an invalid Value (Value{}) for an input without one.
+  /// Empty when no input has a mask. Layers read it; Network and Layer::operator() set it.
+  std::vector<Value> masks;
+  /// After Network::call: the mask of each model output (Value{} for none), for the losses and
+  /// metrics, which weight each step by it as Keras does.
+  std::vector<Value> output_masks;
 };
 
 class Layer;
@@ -57,6 +65,7 @@ struct KTensor {
   int index = 0;                    ///< which of the call's outputs
   const Shape& shape() const;       ///< with -1 for the batch: (-1, 28, 28, 1)
   DType dtype() const;              ///< its dtype (the producing layer's compute dtype)
+  bool masked() const;              ///< whether it carries a Keras mask (Layer::compute_mask)
 };
 
 /// The outputs of a multi-input call. Converts to a KTensor when there is exactly one, so
@@ -74,6 +83,7 @@ struct LayerCall {
   std::shared_ptr<Layer> layer;     ///< the layer called
   std::vector<KTensor> inputs;      ///< its symbolic inputs
   std::vector<TensorType> outputs;  ///< its outputs' dtypes and shapes
+  std::vector<bool> masked;         ///< per output: whether it carries a Keras mask
 };
 
 /// A Keras layer (keras.layers.Layer): it owns its weights, knows its Keras config, and adds
@@ -134,6 +144,22 @@ class Layer : public std::enable_shared_from_this<Layer> {
 
   /// Used by Model::compile to replay; also by summary().
   void ensure_built(const std::vector<Shape>& input_shapes);
+
+  /// Masks, as Keras propagates them. A layer such as Embedding(mask_zero=true) or Masking
+  /// produces a mask (compute_mask); each layer it reaches must take it (supports_masking), or
+  /// the model is refused when it is built, naming both layers. A layer that takes masks reads
+  /// them from ctx.masks in call() (recurrent layers skip masked steps, global pooling ignores
+  /// them) and says what mask its outputs carry through compute_mask: by default, a layer that
+  /// supports masking passes its first input's mask to every output (Dense, Dropout,
+  /// Activation), and other layers produce none.
+  ///@{
+  /// Whether call() accepts inputs that carry a mask (Keras's `supports_masking`).
+  virtual bool supports_masking() const { return false; }
+  /// The mask of each output, given the inputs and their masks (`masks` as ctx.masks holds
+  /// them; Keras's `compute_mask`). Value{} for an output without one.
+  virtual std::vector<Value> compute_mask(CallContext& ctx, const std::vector<Value>& inputs,
+                                          const std::vector<Value>& masks, int num_outputs);
+  ///@}
 
  protected:
   /// Adds a weight named "<layer>/<name>" initialised by `initializer` (see initializers.h).

@@ -8,6 +8,7 @@
 #include <new>
 
 #include "lockstep/core/config.h"
+#include "lockstep/core/env.h"
 #include "lockstep/core/shape.h"
 
 namespace lockstep {
@@ -27,7 +28,7 @@ constexpr size_t kHugeFrom = size_t(4) << 20;  // smaller blocks would waste up 
 void* aligned_alloc_bytes(size_t bytes) {
   size_t rounded = checked_round_up(bytes, kAlignment, "allocation");
   if (rounded == 0) rounded = kAlignment;
-  static const bool huge_pages = config::env_flag("LOCKSTEP_HUGE_PAGES", true);
+  static const bool huge_pages = env::flag(env::huge_pages);
   const bool huge = huge_pages && rounded >= kHugeFrom;
   if (huge) rounded = checked_round_up(rounded, kHugePage, "allocation");
   void* p = std::aligned_alloc(huge ? kHugePage : kAlignment, rounded);

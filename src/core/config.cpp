@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "lockstep/core/env.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/parse.h"
 
@@ -15,8 +16,8 @@ namespace lockstep::config {
 namespace {
 
 std::atomic<bool>& determinism() {
-  static std::atomic<bool> enabled{env_flag("LOCKSTEP_DETERMINISTIC") ||
-                                   env_flag("TF_DETERMINISTIC_OPS")};
+  static std::atomic<bool> enabled{env::flag(env::deterministic) ||
+                                   env::flag(env::tf_deterministic_ops)};
   return enabled;
 }
 
@@ -28,22 +29,11 @@ std::atomic<int>& shards() {
 }
 
 int environment_shards() {
-  const char* v = std::getenv("LOCKSTEP_DETERMINISTIC_SHARDS");
-  return v && *v ? int(parse_int("LOCKSTEP_DETERMINISTIC_SHARDS", v, 0, kMaxGradientShards)) : 0;
+  auto v = env::text(env::deterministic_shards);
+  return v ? int(parse_int("LOCKSTEP_DETERMINISTIC_SHARDS", *v, 0, kMaxGradientShards)) : 0;
 }
 
 }  // namespace
-
-bool env_flag(const char* name, bool fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  std::string s(v);
-  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
-  if (s == "1" || s == "true" || s == "on" || s == "yes") return true;
-  if (s == "0" || s == "false" || s == "off" || s == "no") return false;
-  LS_FAIL("environment variable ", name, "=\"", v,
-          "\" is not a switch: use 1/true/on/yes or 0/false/off/no (or unset it)");
-}
 
 void enable_op_determinism() { enable_op_determinism(DeterminismOptions{}); }
 
@@ -80,8 +70,7 @@ void set_conv_algorithm(ConvAlgorithm algorithm) { conv_algorithm_value().store(
 ConvAlgorithm conv_algorithm() {
   int v = conv_algorithm_value().load();
   if (v < 0) {
-    const char* e = std::getenv("LOCKSTEP_CONV_ALGORITHM");
-    const std::string s = e ? e : "";
+    const std::string s = env::text_or_empty(env::conv_algorithm);
     LS_CHECK(s.empty() || s == "auto" || s == "winograd" || s == "direct",
              "LOCKSTEP_CONV_ALGORITHM must be auto, winograd or direct, got '", s, "'");
     v = int(s == "winograd" ? ConvAlgorithm::kWinograd
@@ -108,8 +97,7 @@ void set_thread_replicas(int replicas) {
 int thread_replicas() {
   int v = thread_replicas_value().load();
   if (v < 0) {
-    const char* e = std::getenv("LOCKSTEP_TRAIN_THREAD_REPLICAS");
-    const std::string s = e ? e : "";
+    const std::string s = env::text_or_empty(env::train_thread_replicas);
     char* end = nullptr;
     const long n = s.empty() ? 0 : std::strtol(s.c_str(), &end, 10);
     LS_CHECK(s.empty() || (*end == '\0' && n >= 0 && n <= 1024),

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -68,23 +69,6 @@ int open_regular(const std::string& path, const std::string& what, struct stat* 
   return fd;
 }
 
-void write_all(int fd, const char* p, size_t n, const std::string& what, const std::string& path) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n < (size_t(1) << 30) ? n : (size_t(1) << 30));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      const int e = errno;
-      LS_FAIL(prefix(what, path), "write failed: ", w < 0 ? std::strerror(e) : "no progress",
-              e == ENOSPC || e == EFBIG || e == EDQUOT
-                  ? " (the disk is full or a file-size limit was reached; the previous file, if "
-                    "any, is unchanged)"
-                  : "");
-    }
-    p += w;
-    n -= size_t(w);
-  }
-}
-
 // Paths that name a stream the user means to write to: a plain write, no rename.
 bool is_stream_path(const std::string& path) {
   return path == "/dev/stdout" || path == "/dev/stderr" || path.rfind("/dev/fd/", 0) == 0 ||
@@ -131,6 +115,30 @@ long atomic_temporary_pid(const std::string& rest) {
 }
 
 }  // namespace
+
+int write_fully(int fd, const void* data, size_t n, bool socket) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const size_t chunk = n < (size_t(1) << 30) ? n : (size_t(1) << 30);
+    const ssize_t w = socket ? ::send(fd, p, chunk, MSG_NOSIGNAL) : ::write(fd, p, chunk);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return errno;
+    if (w == 0) return EIO;
+    p += w;
+    n -= size_t(w);
+  }
+  return 0;
+}
+
+void write_all(int fd, const void* data, size_t n, const std::string& what,
+               const std::string& path) {
+  const int e = write_fully(fd, data, n);
+  LS_CHECK(e == 0, prefix(what, path), "write failed: ", std::strerror(e),
+           e == ENOSPC || e == EFBIG || e == EDQUOT
+               ? " (the disk is full or a file-size limit was reached; the previous file, if "
+                 "any, is unchanged)"
+               : "");
+}
 
 void remove_stale_temporaries(const std::string& path,
                               const std::function<long(const std::string& rest)>& pid_of) {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "lockstep/core/env.h"
 #include "lockstep/core/file_io.h"
 
 namespace lockstep::data {
@@ -142,8 +143,7 @@ const std::vector<std::string>& FashionMnist::class_names() {
 
 std::string fashion_mnist_dir(const std::string& override_dir) {
   if (!override_dir.empty()) return override_dir;
-  if (const char* env = std::getenv("LOCKSTEP_FASHION_MNIST_DIR"); env && *env) return env;
-  return "/usr/share/datasets/fashion-mnist";
+  return env::text(env::fashion_mnist_dir).value_or(env::decl(env::fashion_mnist_dir.sw).fallback);
 }
 
 static Tensor images_to_f32(const Tensor& u8, const std::string& path) {

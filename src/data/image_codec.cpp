@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "lockstep/core/env.h"
 #include "lockstep/core/file_io.h"
 #include "lockstep/core/parse.h"
 #include "lockstep/data/image.h"
@@ -107,8 +108,8 @@ int64_t max_image_pixels() {
   const int64_t set = g_max_image_pixels.load(std::memory_order_relaxed);
   if (set > 0) return set;
   // Not set by the program: the environment's value (a few characters to parse, per decode).
-  if (const char* env = std::getenv("LOCKSTEP_MAX_IMAGE_PIXELS"); env && *env)
-    return parse_int("LOCKSTEP_MAX_IMAGE_PIXELS", env, 1, kMaxImagePixelsLimit);
+  if (auto v = env::text(env::max_image_pixels))
+    return parse_int("LOCKSTEP_MAX_IMAGE_PIXELS", *v, 1, kMaxImagePixelsLimit);
   return kDefaultMaxImagePixels;
 }
 

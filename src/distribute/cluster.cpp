@@ -9,11 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "lockstep/core/env.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/json.h"
 #include "lockstep/core/parse.h"
-
-extern char** environ;
 
 namespace lockstep::distribute {
 namespace {
@@ -126,15 +125,7 @@ void expand_one(const std::string& item, const std::string& whole, std::vector<s
 
 }  // namespace
 
-Environment process_environment() {
-  Environment env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string entry(*e);
-    const size_t eq = entry.find('=');
-    if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
-  }
-  return env;
-}
+Environment process_environment() { return env::process_environment(); }
 
 std::string HostPort::str() const {
   if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);

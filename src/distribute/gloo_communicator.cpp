@@ -31,6 +31,7 @@
 #include "distribute/backends.h"
 #include "distribute/bf16_reduce.h"
 #include "distribute/gloo_connection.h"
+#include "lockstep/core/env.h"
 #include "lockstep/distribute/collective.h"
 #include "lockstep/distribute/store.h"
 
@@ -521,9 +522,8 @@ GlooConnection connect_gloo_context(const ClusterResolver& resolver,
   // overrides it, e.g. when worker 0's name resolves to a loopback address on worker 0 itself).
   // Both ends take the job token from the environment (see store.h).
   if (rank == 0) {
-    const char* bind = std::getenv("LOCKSTEP_STORE_BIND_ADDR");
-    c.server =
-        std::make_unique<StoreServer>(bind && *bind ? std::string(bind) : chief.host, chief.port);
+    c.server = std::make_unique<StoreServer>(env::text(env::store_bind_addr).value_or(chief.host),
+                                             chief.port);
   }
   c.client = std::make_unique<StoreClient>(chief.host, chief.port, options.timeout);
   c.client->register_rank(rank);

@@ -32,6 +32,7 @@
 
 #include "distribute/backends.h"
 #include "distribute/store_protocol.h"
+#include "lockstep/core/file_io.h"
 #include "lockstep/core/strings.h"
 #include "lockstep/distribute/cluster.h"
 #include "lockstep/distribute/collective.h"
@@ -50,15 +51,7 @@ constexpr milliseconds kReplyGrace{3000};
 constexpr milliseconds kAcceptBackoff{100};
 
 bool write_all(int fd, const void* data, size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::send(fd, p, size, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= size_t(n);
-  }
-  return true;
+  return write_fully(fd, data, size, /*socket=*/true) == 0;
 }
 
 bool read_all(int fd, void* data, size_t size) {

@@ -6,6 +6,7 @@
 
 #include "graph/internal/passes.h"
 #include "lockstep/core/config.h"
+#include "lockstep/core/env.h"
 
 namespace lockstep {
 
@@ -54,11 +55,11 @@ Executable::Executable(const Graph& graph, std::vector<Value> inputs, std::vecto
     LS_CHECK(v.valid() && v.node < graph.size(), "Executable: invalid output value");
   Graph g = graph;
   // LOCKSTEP_FUSE=0: no fusion or layout pass in any executable (A/B profiling of the passes).
-  if (options_.fuse && !options_.eager && config::env_flag("LOCKSTEP_FUSE", true)) {
+  if (options_.fuse && !options_.eager && env::flag(env::fuse)) {
     fuse_updates(g, outputs, report_);
     backend.run_passes(g, outputs, report_);
   }
-  if (config::env_flag("LOCKSTEP_DUMP_GRAPH")) dump_graph(g, outputs);
+  if (env::flag(env::dump_graph)) dump_graph(g, outputs);
   program_ = backend.compile(std::move(g), std::move(inputs), std::move(outputs), options_, &step_);
   const auto& more = program_->report();
   report_.insert(report_.end(), more.begin(), more.end());

@@ -16,6 +16,7 @@
 #include "graph/internal/passes.h"
 #include "lockstep/core/config.h"
 #include "lockstep/core/device_allocator.h"
+#include "lockstep/core/env.h"
 #include "lockstep/graph/backends.h"
 #include "lockstep/graph/executable.h"
 
@@ -33,7 +34,7 @@ struct Step {
 
 // LOCKSTEP_PROFILE=1: time every kernel and print a per-op table when the program dies.
 bool profiling_enabled() {
-  static const bool on = config::env_flag("LOCKSTEP_PROFILE");
+  static const bool on = env::flag(env::profile);
   return on;
 }
 
@@ -99,7 +100,7 @@ class KernelProgram final : public CompiledGraph {
     allocator_ = &device_allocator(options_.device);  // throws, naming a device with no backend
     LS_CHECK(!options_.eager || allocator_->host_accessible(), "Executable: run_eagerly runs on ",
              "the host; device ", options_.device.str(), " needs a compiled executable");
-    strict_ = options_.strict_kernels || config::env_flag("LOCKSTEP_STRICT_KERNELS");
+    strict_ = options_.strict_kernels || env::flag(env::strict_kernels);
     schedule_ = schedule_nodes(graph_, outputs_);
     // Inputs the live graph does not read still get a buffer the caller can write.
     for (Value v : inputs_)
@@ -187,7 +188,7 @@ class KernelProgram final : public CompiledGraph {
 // prefix of the steps computes them.
 void KernelProgram::plan_weight_cache() {
   const std::shared_ptr<DeviceResidence>& residence = options_.residence;
-  if (!residence || !config::env_flag("LOCKSTEP_WEIGHT_CACHE", true)) return;
+  if (!residence || !env::flag(env::weight_cache)) return;
   const OpRegistry& registry = OpRegistry::get();
   std::set<const Variable*> written;
   for (int i : schedule_) {

@@ -63,17 +63,6 @@ class Reader {
   size_t pos_ = 0;
 };
 
-void write_all(int fd, const char* p, size_t n, const std::string& path) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    LS_CHECK(w > 0, "checkpoint '", path, "': write failed: ", std::strerror(errno),
-             " (check free disk space and permissions)");
-    p += w;
-    n -= size_t(w);
-  }
-}
-
 // The temporary a save writes before renaming it into place: "<path>.tmp-<pid>".
 std::string temporary_name(const std::string& path, long pid) {
   return path + ".tmp-" + std::to_string(pid);
@@ -168,7 +157,7 @@ void write_checkpoint_file(const std::string& path, const CheckpointFile& file) 
            " (does the folder exist and is it writable?)");
   ::flock(fd, LOCK_EX | LOCK_NB);  // marks the temporary as in use until it is closed
   try {
-    write_all(fd, buf.data(), buf.size(), path);
+    write_all(fd, buf.data(), buf.size(), "checkpoint", path);
     LS_CHECK(::fsync(fd) == 0, "checkpoint '", path, "': fsync failed: ", std::strerror(errno));
   } catch (...) {
     ::close(fd);

@@ -36,6 +36,8 @@
 #include <mutex>
 
 #include "io/h5_util.h"
+#include "lockstep/core/env.h"
+#include "lockstep/core/file_io.h"
 
 namespace lockstep::io::h5 {
 namespace {
@@ -51,14 +53,7 @@ constexpr int kReaderSilenceSeconds = 300;
 // 'D'                                done
 
 void write_all(int fd, const void* p, size_t n) {
-  const char* c = static_cast<const char*>(p);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, c, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) ::_exit(3);  // the parent is gone
-    c += w;
-    n -= size_t(w);
-  }
+  if (write_fully(fd, p, n) != 0) ::_exit(3);  // the parent is gone
 }
 template <typename T>
 void put(int fd, T v) {
@@ -268,7 +263,8 @@ std::string find_reader(std::string* looked) {
 }
 
 std::string reader_program(const std::string& path, const std::string& what) {
-  if (const char* env = std::getenv("LOCKSTEP_H5_READER"); env && *env) {
+  if (auto set = env::text(env::h5_reader)) {
+    const std::string& env = *set;
     LS_CHECK(executable(env), "'", path, "': cannot read the ", what, ": LOCKSTEP_H5_READER is '",
              env,
              "', which is not an executable program (unset it to use the installed "
@@ -359,10 +355,7 @@ int reader_main(int argc, char** argv) {
 IsolatedResult read_isolated(const ReadRequest& request, const std::string& what) {
   // For debugging the reader (gdb, a fuzzer's view of its coverage): no separate process, and
   // no protection from libhdf5's crashes.
-  static const bool in_process = [] {
-    const char* v = std::getenv("LOCKSTEP_HDF5_IN_PROCESS");
-    return v && std::strcmp(v, "1") == 0;
-  }();
+  static const bool in_process = [] { return env::flag(env::hdf5_in_process); }();
   if (in_process) {
     IsolatedResult r;
     run_request(request, r);

@@ -119,13 +119,6 @@ std::vector<Tensor> check_model_arrays(const Model& m, const std::vector<Tensor>
   return out;
 }
 
-Tensor check_model_data(const Model& m, const Tensor& x, const Tensor* y, const char* fn) {
-  std::vector<Tensor> ys;
-  if (y) ys.push_back(*y);
-  std::vector<Tensor> out = check_model_arrays(m, {x}, y ? &ys : nullptr, fn);
-  return y ? out[0] : Tensor();
-}
-
 Tensor check_sample_weight(const Tensor& w, int64_t n, const char* fn, const char* what) {
   LS_CHECK(w.defined() && (w.rank() == 1 || (w.rank() == 2 && w.dim(1) == 1)), fn, ": ", what,
            " must have shape (N,) or (N, 1), one weight per sample, got ",

@@ -12,12 +12,8 @@ namespace lockstep {
 
 class Program;
 
-// Checks x against the model input and converts/validates labels for the loss (fn names the
-// caller in errors). Returns the labels as the loss wants them (i32 for sparse losses).
-Tensor check_model_data(const Model& m, const Tensor& x, const Tensor* y, const char* fn);
-
-// The same for several inputs and outputs: xs one per model input (checked), ys (when given)
-// one per model output; returns the targets as each output's loss wants them. what_x / what_y
+// Checks the inputs and targets against the model (fn names the caller in errors): xs one per
+// model input (checked), ys (when given) one per model output; returns the targets as each output's loss wants them. what_x / what_y
 // name the arguments in errors.
 std::vector<Tensor> check_model_arrays(const Model& m, const std::vector<Tensor>& xs,
                                        const std::vector<Tensor>* ys, const char* fn,

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "lockstep/core/config.h"
+#include "lockstep/core/env.h"
 #include "lockstep/core/parse.h"
 #include "lockstep/graph/op_registry.h"
 
@@ -107,8 +108,8 @@ bool rows_independent(const Graph& g, const std::vector<Value>& inputs,
 int64_t predict_tile_rows(int64_t batch, int64_t row_bytes) {
   int64_t rows = row_bytes > 0 ? kTileBytes / row_bytes : batch;
   int64_t min_tiles = 2;
-  if (const char* e = std::getenv("LOCKSTEP_PREDICT_TILE"); e && *e) {
-    rows = parse_int("LOCKSTEP_PREDICT_TILE", e, 0, int64_t(1) << 30);
+  if (auto e = env::text(env::predict_tile)) {
+    rows = parse_int("LOCKSTEP_PREDICT_TILE", *e, 0, int64_t(1) << 30);
   } else {
     // A row wider than kTileBytes / 16 makes tiles of fewer than 16 rows (or the 8-row floor
     // overshoots the target): every tile repeats the step's fixed costs (each kernel's thread
@@ -121,8 +122,8 @@ int64_t predict_tile_rows(int64_t batch, int64_t row_bytes) {
 }
 
 int predict_thread_tiles(int64_t batch) {
-  if (!config::env_flag("LOCKSTEP_PREDICT_THREAD_TILES", true)) return 1;
-  if (const char* e = std::getenv("LOCKSTEP_PREDICT_TILE"); e && *e) return 1;  // the user's
+  if (!env::flag(env::predict_thread_tiles)) return 1;
+  if (env::text(env::predict_tile)) return 1;  // the user's
   const int threads = omp_get_max_threads();
   if (threads < 2 || omp_get_max_active_levels() > 1 || omp_in_parallel()) return 1;
   return batch % threads == 0 && batch / threads >= kMinThreadTileRows ? threads : 1;

@@ -75,11 +75,6 @@ void enable_op_determinism();  ///< = enable_op_determinism({})
 void enable_op_determinism(const DeterminismOptions& options);
 /// Turns the mode off again (the default); programs compiled under it keep their behaviour.
 void disable_op_determinism();
-/// A boolean environment switch, read one way everywhere: unset or empty gives `fallback`;
-/// 1/true/on/yes (any case) true; 0/false/off/no false; anything else is an error naming the
-/// variable and the accepted values.
-bool env_flag(const char* name, bool fallback = false);
-
 /// Whether the mode is on: enable_op_determinism was called, or LOCKSTEP_DETERMINISTIC /
 /// TF_DETERMINISTIC_OPS was set at start-up (and disable_op_determinism has not been called).
 bool op_determinism_enabled();

@@ -52,6 +52,16 @@ inline void write_file_atomic(const std::string& path, const std::vector<uint8_t
   write_file_atomic(path, bytes.data(), bytes.size(), what);
 }
 
+/// Writes all `n` bytes to `fd`, retrying short writes and EINTR: the one write loop of the tree.
+/// `socket`: send() with MSG_NOSIGNAL (a peer that hung up is an error, not SIGPIPE). Returns 0,
+/// or the errno of the failure (EIO when a write made no progress). Does not throw: a forked
+/// child or a network thread decides what a failure means.
+int write_fully(int fd, const void* data, size_t n, bool socket = false);
+/// write_fully, throwing on failure: an error naming `what` and `path`, the system's reason, and
+/// on a full disk or a file-size limit that the previous file, if any, is unchanged.
+void write_all(int fd, const void* data, size_t n, const std::string& what,
+               const std::string& path);
+
 /// The kind of file at `path` in words ("a FIFO", "a character device", "a folder"), following
 /// links; "missing" when it does not exist.
 std::string file_kind(const std::string& path);

@@ -30,7 +30,7 @@ struct CompileOptions {
   Device device = Device::cpu();
   /// Refuse to run an op of a non-reference program on the reference kernel (an error naming the
   /// op and the backend) instead of reporting it. Also on with env LOCKSTEP_STRICT_KERNELS=1
-  /// (read by lockstep::config::env_flag: 1/true/on/yes, 0/false/off/no).
+  /// (a switch of lockstep/core/env.h: 1/true/on/yes, 0/false/off/no).
   bool strict_kernels = false;
   /// The variables a backend may keep on its device between steps, shared by the programs of one
   /// model (lockstep/graph/device_residence.h). nullptr: a backend with device copies syncs every

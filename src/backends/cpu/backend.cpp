@@ -6,6 +6,7 @@
 #include "backends/cpu/layouts.h"
 #include "graph/internal/kernel_program.h"
 #include "lockstep/core/config.h"
+#include "lockstep/core/env.h"
 #include "lockstep/graph/executable.h"
 #include "ops/internal/fusions.h"
 
@@ -34,7 +35,7 @@ class CpuBackend final : public KernelBackend {
                   std::vector<std::string>& report) const override {
     ops::fuse_for_kernels(g, outputs, report);
     fuse_pointwise_depthwise(g, outputs, report);
-    if (config::env_flag("LOCKSTEP_LAYOUTS", true)) plan_layouts(g, outputs, report);
+    if (env::flag(env::layouts)) plan_layouts(g, outputs, report);
   }
 };
 

@@ -8,6 +8,7 @@
 
 #include "backends/cpu/dnnl_common.h"
 #include "graph/internal/passes.h"
+#include "lockstep/core/env.h"
 #include "lockstep/graph/op_registry.h"
 
 namespace lockstep::cpu {
@@ -15,8 +16,8 @@ namespace lockstep::cpu {
 namespace {
 
 int64_t min_intermediate_bytes() {
-  const char* e = std::getenv("LOCKSTEP_DW_FUSION_BYTES");
-  return e && *e ? std::strtoll(e, nullptr, 10) : int64_t(16) << 20;
+  auto e = env::text(env::dw_fusion_bytes);
+  return e ? std::strtoll(e->c_str(), nullptr, 10) : int64_t(16) << 20;
 }
 
 // Whether oneDNN's depthwise post-op chain runs conv n's activation (its eltwise post-ops).
@@ -75,8 +76,7 @@ bool dw_post_op_geometry(const ops::ConvGeom& d) {
 
 std::string fused_pair_impl(const Shape& x, const Shape& w1, const Shape& wd, const Attrs& attrs) {
   if (g_force_no_impl.load()) return {};
-  const char* e = std::getenv("LOCKSTEP_DW_FUSION_IMPL");
-  if (e && std::string(e) == "none") return {};
+  if (env::text_or_empty(env::dw_fusion_impl) == "none") return {};
   Node probe;
   probe.op = op::conv2d_pointwise_depthwise;
   probe.attrs = attrs;

@@ -17,6 +17,8 @@
 #include <cstring>
 #include <string>
 
+#include "lockstep/core/env.h"
+
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() (a self-initialised variable),
 // which -Wmaybe-uninitialized reports once swish_span's are inlined here (GCC bug 105593).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -39,10 +41,7 @@ using ops::ConvGeom;
 // Activation layout the convs ask for: "nhwc" (user layout, no reorders) or "any" (let oneDNN
 // choose, reorder in and out). Overridable for experiments with LOCKSTEP_CONV_ACT.
 bool act_any() {
-  static const bool any = [] {
-    const char* e = std::getenv("LOCKSTEP_CONV_ACT");
-    return e && std::string(e) == "any";
-  }();
+  static const bool any = [] { return env::text_or_empty(env::conv_act) == "any"; }();
   return any;
 }
 
@@ -475,8 +474,7 @@ KernelFactory conv_bwd_weights_factory() {
     auto onednn = std::make_unique<ConvBwdWeights>(g, t);
     // oneDNN's depthwise kernel (jit_dw) takes 3x3 filters only; other depthwise filters run
     // Lockstep's (depthwise_kernels.cpp), 3-10x faster than oneDNN's grouped or gemm fallback.
-    if (onednn->impl().find("jit_dw") == std::string::npos &&
-        !config::env_flag("LOCKSTEP_DEPTHWISE_ONEDNN"))
+    if (onednn->impl().find("jit_dw") == std::string::npos && !env::flag(env::depthwise_onednn))
       if (auto k = depthwise_backward_filter(g, in[1].dtype, in[0].dtype, n.outputs[0].dtype,
                                              t.x_blocked, t.y_blocked))
         return k;
@@ -494,10 +492,7 @@ LOCKSTEP_REGISTER(cpu_conv_kernels) {
 
 }  // namespace
 
-bool conv_swish_by_onednn() {
-  const char* e = std::getenv("LOCKSTEP_CONV_SWISH");
-  return e && std::string(e) == "onednn";
-}
+bool conv_swish_by_onednn() { return env::text_or_empty(env::conv_swish) == "onednn"; }
 
 std::string pointwise_depthwise_impl(const ops::PointwiseDepthwise& g) {
   try {

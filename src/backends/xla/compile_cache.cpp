@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "lockstep/core/env.h"
+
 namespace fs = std::filesystem;
 
 namespace lockstep::xla {
@@ -77,14 +79,13 @@ void count_compile_cache_hit() { ++hits; }
 void count_compile_cache_miss() { ++misses; }
 
 std::string compile_cache_dir() {
-  const char* v = std::getenv("LOCKSTEP_XLA_CACHE_DIR");
-  const std::string set = v ? v : "";
+  const std::string set = env::text_or_empty(env::xla_cache_dir);
   if (set == "off" || set == "0" || set == "none") return "";
   if (!set.empty()) return set;
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg && *xdg) return (fs::path(xdg) / "lockstep" / "xla").string();
-  const char* home = std::getenv("HOME");
-  if (home && *home) return (fs::path(home) / ".cache" / "lockstep" / "xla").string();
+  if (auto xdg = env::text(env::xdg_cache_home))
+    return (fs::path(*xdg) / "lockstep" / "xla").string();
+  if (auto home = env::text(env::home))
+    return (fs::path(*home) / ".cache" / "lockstep" / "xla").string();
   return "";
 }
 

@@ -7,27 +7,16 @@
 
 #include "backends/xla/pjrt_client.h"
 #include "backends/xla/pjrt_client_state.h"
+#include "lockstep/core/env.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep::xla {
 
 namespace {
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
-std::optional<bool> env_bool(const char* name) {
-  const std::string v = env(name);
-  if (v.empty()) return std::nullopt;
-  if (v == "true" || v == "1" || v == "yes") return true;
-  if (v == "false" || v == "0" || v == "no") return false;
-  LS_FAIL("env ", name, "='", v, "': give true or false");
-}
-
-std::optional<double> env_fraction(const char* name) {
-  const std::string v = env(name);
+std::optional<double> env_fraction(env::Id<env::Kind::value> id) {
+  const char* name = env::decl(id.sw).name;
+  const std::string v = env::text_or_empty(id);
   if (v.empty()) return std::nullopt;
   char* end = nullptr;
   const double f = std::strtod(v.c_str(), &end);
@@ -39,17 +28,17 @@ std::optional<double> env_fraction(const char* name) {
 // The CUDA plugin's options (JAX's names: xla_client.generate_pjrt_gpu_plugin_options).
 void add_cuda_options(const PjrtClientOptions& o, std::vector<PluginOption>& out) {
   out.push_back({"platform_name", std::string("cuda")});
-  const std::optional<bool> env_prealloc = env_bool("LOCKSTEP_XLA_GPU_PREALLOCATE");
+  const std::optional<bool> env_prealloc = env::flag_if_set(env::xla_gpu_preallocate);
   out.push_back({"preallocate", o.gpu_preallocate.value_or(env_prealloc.value_or(false))});
   std::optional<double> fraction = o.gpu_memory_fraction;
-  if (!fraction) fraction = env_fraction("LOCKSTEP_XLA_GPU_MEMORY_FRACTION");
+  if (!fraction) fraction = env_fraction(env::xla_gpu_memory_fraction);
   if (fraction) {
     LS_CHECK(*fraction > 0 && *fraction <= 1, "gpu_memory_fraction ", *fraction,
              ": give a share in (0, 1]");
     out.push_back({"memory_fraction", float(*fraction)});
   }
   const std::string allocator =
-      o.gpu_allocator.empty() ? env("LOCKSTEP_XLA_GPU_ALLOCATOR") : o.gpu_allocator;
+      o.gpu_allocator.empty() ? env::text_or_empty(env::xla_gpu_allocator) : o.gpu_allocator;
   if (!allocator.empty()) {
     LS_CHECK(allocator == "default" || allocator == "platform" || allocator == "bfc" ||
                  allocator == "cuda_async",

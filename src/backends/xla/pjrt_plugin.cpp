@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "lockstep/core/env.h"
 #include "lockstep/core/error.h"
 
 namespace fs = std::filesystem;
@@ -74,11 +75,6 @@ void add_python_sites(std::vector<std::string>& out) {
     if (!s.empty()) out.push_back(s);
   }
   pclose(p);
-}
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
 }
 
 // PJRT_NamedValue as text.
@@ -183,7 +179,6 @@ std::string version_text(int major, int minor) {
 
 }  // namespace
 
-int pjrt_header_major() { return PJRT_API_MAJOR; }
 int pjrt_header_minor() { return PJRT_API_MINOR; }
 
 namespace {
@@ -191,11 +186,11 @@ namespace {
 // The venvs' site-packages (no python started): $LOCKSTEP_XLA_VENV, the build's, $VIRTUAL_ENV.
 std::vector<std::string> venv_site_dirs() {
   std::vector<std::string> dirs;
-  add_venv_sites(env("LOCKSTEP_XLA_VENV"), dirs);
+  add_venv_sites(env::text_or_empty(env::xla_venv), dirs);
 #ifdef LOCKSTEP_XLA_BUILD_SITE_DIR
   dirs.push_back(LOCKSTEP_XLA_BUILD_SITE_DIR);  // the venv scripts/setup_xla.sh made
 #endif
-  add_venv_sites(env("VIRTUAL_ENV"), dirs);
+  add_venv_sites(env::text_or_empty(env::virtual_env), dirs);
   return dirs;
 }
 
@@ -297,7 +292,7 @@ namespace {
 // LOCKSTEP_XLA_PLUGIN); env LOCKSTEP_PJRT_PLUGIN only when none is (it never overrides a
 // plugin asked for: that one is used, with a warning naming both); else "cpu".
 std::string plugin_file_for(const std::string& spec) {
-  const std::string env_path = env("LOCKSTEP_PJRT_PLUGIN");
+  const std::string env_path = env::text_or_empty(env::pjrt_plugin);
   if (spec.empty()) return find_pjrt_plugin(env_path.empty() ? "cpu" : env_path);
   const std::string path = find_pjrt_plugin(spec);
   std::error_code ec;

@@ -66,8 +66,8 @@ class PjrtPlugin {
   std::map<std::string, std::string> attributes_;
 };
 
-// The PJRT C API version Lockstep was built against (the header's PJRT_API_MAJOR/MINOR).
-int pjrt_header_major();
+// The PJRT C API minor version Lockstep was built against (the header's PJRT_API_MINOR; the
+// major version must match exactly, check_pjrt_api_version).
 int pjrt_header_minor();
 
 // The version check load() runs on a plugin's reported version and the size of its function

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backends/xla/stablehlo_emitter.h"
+#include "lockstep/core/env.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep::xla {
@@ -17,8 +18,9 @@ namespace {
 // a GPU with "highest", so it compares float32 with float32.
 std::string precision_attr(ElemType elem) {
   static const std::string level = [] {
-    const char* v = std::getenv("LOCKSTEP_XLA_F32_PRECISION");
-    if (!v || !*v || !std::strcmp(v, "default")) return std::string();
+    const std::string text = env::text_or_empty(env::xla_f32_precision);
+    const char* v = text.c_str();
+    if (!*v || !std::strcmp(v, "default")) return std::string();
     LS_CHECK(!std::strcmp(v, "high") || !std::strcmp(v, "highest"),
              "LOCKSTEP_XLA_F32_PRECISION must be default, high or highest, got '", v, "'");
     return std::string(!std::strcmp(v, "high") ? "HIGH" : "HIGHEST");

@@ -45,6 +45,7 @@
 #include "backends/xla/replica_split.h"
 #include "backends/xla/xla_connect.h"
 #include "backends/xla/xla_program.h"
+#include "lockstep/core/env.h"
 #include "lockstep/core/error.h"
 #include "lockstep/graph/device_residence.h"
 #include "lockstep/graph/device_system.h"
@@ -57,10 +58,7 @@ namespace {
 
 // The plugin spec: env LOCKSTEP_XLA_PLUGIN (--device xla:PLUGIN sets it); "" when unset or
 // empty, which loads env LOCKSTEP_PJRT_PLUGIN's file, else "cpu" (pjrt_plugin.h).
-std::string plugin_spec() {
-  const char* env = std::getenv("LOCKSTEP_XLA_PLUGIN");
-  return env && *env ? std::string(env) : std::string();
-}
+std::string plugin_spec() { return env::text_or_empty(env::xla_plugin); }
 
 // One client per plugin spec, for the life of the process (a plugin is never unloaded).
 std::shared_ptr<PjrtClient> client_for(const std::string& spec) {

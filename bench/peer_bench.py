@@ -61,11 +61,16 @@ WORKLOADS = {  # name: (model, mode, timed steps, warm-up steps)
     "efficientnet_b0_train": ("efficientnet_b0", "train", 20, 3),
     "efficientnet_b0_infer": ("efficientnet_b0", "infer", 20, 2),
     "efficientnet_b0_frozen_train": ("efficientnet_b0", "train", 20, 3),
+    "text_conv1d_train": ("text_conv1d", "train", 100, 10),
+    "text_conv1d_infer": ("text_conv1d", "infer", 20, 2),
+    "text_bilstm_train": ("text_bilstm", "train", 30, 5),
+    "text_bilstm_infer": ("text_bilstm", "infer", 10, 2),
 }
 DEFAULT_WORKLOADS = ["cnn_train", "resnet_train", "cnn_infer", "resnet_infer"]
 APPLICATIONS = ("mobilenet_v2", "efficientnet_b0")
 WORKLOAD_SETS = {  # --workloads shorthands
     "applications": [w for w in WORKLOADS if WORKLOADS[w][0] in APPLICATIONS],
+    "text": [w for w in WORKLOADS if WORKLOADS[w][0].startswith("text_")],
     "all": list(WORKLOADS),
 }
 
@@ -139,6 +144,10 @@ def forward_macs(model, image_size=96):
         return mobilenet_v2_macs(image_size)
     if model == "efficientnet_b0":
         return efficientnet_b0_macs(image_size)
+    if model == "text_conv1d":  # Conv1D(128, 5) over 60 steps of 64 channels; the Dense head
+        return 60 * 5 * 64 * 128 + 128 * 64 + 64 * 10
+    if model == "text_bilstm":  # two directions x 64 steps x the four gates' two matmuls
+        return 2 * 64 * 4 * 64 * (64 + 64) + 128 * 10
     if model == "cnn":
         m1, h, w = conv_macs(28, 28, 1, 32, 3, 1, False)
         m2, h, w = conv_macs(h, w, 32, 64, 3, 1, False)

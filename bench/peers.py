@@ -13,6 +13,14 @@ build/bin/train_bench does for Lockstep:
                    classes=10, classifier_activation=None); PyTorch: torchvision.models'
                    mobilenet_v2 / efficientnet_b0(weights=None, num_classes=10); synthetic
                    --image-size (96) square images, SGD(0.01, momentum 0.9); batch 32
+  --model text_conv1d | text_bilstm
+                   the text classifiers of examples/text_classification on token ids:
+                   Embedding(10000, 64) -> Conv1D(128, 5, relu) -> GlobalMaxPooling1D ->
+                   Dense(64, relu) -> Dense(10), or Embedding(10000, 64) ->
+                   Bidirectional(LSTM(64)) -> Dense(10) (PyTorch: nn.Embedding, nn.Conv1d,
+                   nn.LSTM(bidirectional=True)); synthetic ids in [1, 10000) of length 64
+                   (no padding, no mask: PyTorch's nn.LSTM has none without packing),
+                   Adam(1e-3); batch 64 (train) or 256 (inference)
   --trainable head the applications with everything but the classifier frozen (Keras:
                    layer.trainable = False; PyTorch: requires_grad False and the features in
                    eval mode, so BatchNorm uses its moving statistics as Keras's frozen BN does)
@@ -44,8 +52,12 @@ import numpy as np
 DEFAULT_BATCH = {("cnn", "train"): 128, ("cnn", "infer"): 1000,
                  ("resnet", "train"): 64, ("resnet", "infer"): 256,
                  ("mobilenet_v2", "train"): 32, ("mobilenet_v2", "infer"): 32,
-                 ("efficientnet_b0", "train"): 32, ("efficientnet_b0", "infer"): 32}
+                 ("efficientnet_b0", "train"): 32, ("efficientnet_b0", "infer"): 32,
+                 ("text_conv1d", "train"): 64, ("text_conv1d", "infer"): 256,
+                 ("text_bilstm", "train"): 64, ("text_bilstm", "infer"): 256}
 APPLICATIONS = ("mobilenet_v2", "efficientnet_b0")
+TEXT_MODELS = ("text_conv1d", "text_bilstm")
+TEXT_VOCAB, TEXT_LEN, TEXT_EMBED = 10000, 64, 64  # as bench/train_bench.cpp's text models
 RESNET_STAGES = [(32, 1), (64, 2), (128, 2)]  # (filters, stride) of the basic blocks
 
 
@@ -75,6 +87,11 @@ def load_data(args, n):
                              "(Fashion-MNIST IDX files: apt-get install dataset-fashion-mnist)")
         x = x.reshape(-1, 28, 28, 1).astype(np.float32) / 255.0
         y = y.astype(np.int64)
+    elif args.model in TEXT_MODELS:
+        rng = np.random.default_rng(1)
+        m = min(n, 4096)
+        x = rng.integers(1, TEXT_VOCAB, size=(m, TEXT_LEN)).astype(np.int32)
+        y = rng.integers(0, 10, size=m).astype(np.int64)
     else:
         rng = np.random.default_rng(1)
         m = min(n, 4096)
@@ -109,6 +126,15 @@ def keras_model(keras, model, image_size=96, trainable="all"):
             for layer in m.layers:
                 layer.trainable = layer.name == "predictions"
         return m
+    if model == "text_conv1d":
+        return keras.Sequential([
+            keras.Input((TEXT_LEN,), dtype="int32"), L.Embedding(TEXT_VOCAB, TEXT_EMBED),
+            L.Conv1D(128, 5, activation="relu"), L.GlobalMaxPooling1D(),
+            L.Dense(64, activation="relu"), L.Dense(10)])
+    if model == "text_bilstm":
+        return keras.Sequential([
+            keras.Input((TEXT_LEN,), dtype="int32"), L.Embedding(TEXT_VOCAB, TEXT_EMBED),
+            L.Bidirectional(L.LSTM(64)), L.Dense(10)])
     if model == "cnn":
         return keras.Sequential([
             keras.Input((28, 28, 1)),
@@ -141,7 +167,7 @@ def keras_runner(args, variant, x, y):
         "mixed_bfloat16" if args.dtype == "bfloat16" else "float32")
     keras.utils.set_random_seed(1)
     model = keras_model(keras, args.model, args.image_size, args.trainable)
-    opt = (keras.optimizers.Adam(1e-3) if args.model == "cnn"
+    opt = (keras.optimizers.Adam(1e-3) if args.model == "cnn" or args.model in TEXT_MODELS
            else keras.optimizers.SGD(0.01, momentum=0.9))
     model.compile(optimizer=opt,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -186,6 +212,30 @@ def torch_model(torch, model, trainable="all"):
             for p in m.features.parameters():
                 p.requires_grad = False
         return m
+    if model == "text_conv1d":
+        class TextConv(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = nn.Embedding(TEXT_VOCAB, TEXT_EMBED)
+                self.conv = nn.Conv1d(TEXT_EMBED, 128, 5)
+                self.head = nn.Sequential(nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 10))
+
+            def forward(self, ids):  # (N, T) -> embeddings (N, T, C) -> NCW for nn.Conv1d
+                h = torch.relu(self.conv(self.emb(ids).transpose(1, 2)))
+                return self.head(h.amax(dim=2))
+        return TextConv()
+    if model == "text_bilstm":
+        class TextBiLSTM(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = nn.Embedding(TEXT_VOCAB, TEXT_EMBED)
+                self.lstm = nn.LSTM(TEXT_EMBED, 64, batch_first=True, bidirectional=True)
+                self.out = nn.Linear(128, 10)
+
+            def forward(self, ids):  # Keras's Bidirectional(LSTM) output: both last states
+                _, (h, _) = self.lstm(self.emb(ids))
+                return self.out(torch.cat([h[0], h[1]], dim=1))
+        return TextBiLSTM()
     if model == "cnn":
         return nn.Sequential(
             nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3), nn.ReLU(),
@@ -222,22 +272,27 @@ def torch_runner(args, variant, x, y):
     torch.set_num_threads(args.threads)
     fmt = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}[variant]
     torch.manual_seed(1)
-    model = torch_model(torch, args.model, args.trainable).to(memory_format=fmt)
+    model = torch_model(torch, args.model, args.trainable)
+    text = args.model in TEXT_MODELS
+    if not text:
+        model = model.to(memory_format=fmt)
     bf16 = args.dtype == "bfloat16"
     autocast = ((lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if bf16
                 else contextlib.nullcontext)
-    xt = torch.from_numpy(x).permute(0, 3, 1, 2)  # NHWC storage seen as NCHW
+    # NHWC storage seen as NCHW; token ids as they are (int64, nn.Embedding's index type)
+    xt = torch.from_numpy(x).long() if text else torch.from_numpy(x).permute(0, 3, 1, 2)
     yt = torch.from_numpy(y)
     bs = args.batch_size
     nb = len(xt) // bs
-    xb = [xt[i * bs:(i + 1) * bs].contiguous(memory_format=fmt) for i in range(nb)]
+    xb = [xt[i * bs:(i + 1) * bs].contiguous() if text else
+          xt[i * bs:(i + 1) * bs].contiguous(memory_format=fmt) for i in range(nb)]
     yb = [yt[i * bs:(i + 1) * bs] for i in range(nb)]
     if args.mode == "train":
         model.train()
         if args.trainable == "head":
             model.features.eval()  # frozen BatchNorm: moving statistics, as Keras's
         trained = [p for p in model.parameters() if p.requires_grad]
-        opt = (torch.optim.Adam(trained, lr=1e-3) if args.model == "cnn"
+        opt = (torch.optim.Adam(trained, lr=1e-3) if args.model == "cnn" or text
                else torch.optim.SGD(trained, lr=0.01, momentum=0.9))
         loss_fn = torch.nn.CrossEntropyLoss()
         pos = [0]
@@ -277,7 +332,8 @@ def torch_version():
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--system", choices=["keras", "pytorch"], required=True)
-    p.add_argument("--model", choices=["cnn", "resnet", *APPLICATIONS], default="cnn")
+    p.add_argument("--model", choices=["cnn", "resnet", *APPLICATIONS, *TEXT_MODELS],
+                   default="cnn")
     p.add_argument("--image-size", type=int, default=96, help="the applications' input size")
     p.add_argument("--trainable", choices=["all", "head"], default="all",
                    help="head: the applications' backbone frozen")
@@ -296,7 +352,8 @@ def main():
     train = args.mode == "train"
     args.batch_size = args.batch_size or DEFAULT_BATCH[(args.model, args.mode)]
     if args.steps <= 0:
-        args.steps = {("cnn", "train"): 200, ("resnet", "train"): 30}.get(
+        args.steps = {("cnn", "train"): 200, ("resnet", "train"): 30,
+                      ("text_conv1d", "train"): 100, ("text_bilstm", "train"): 30}.get(
             (args.model, args.mode), 20 if args.model in APPLICATIONS else 10)
     if args.warmup < 0:
         args.warmup = ((20 if args.model == "cnn" else 3 if args.model in APPLICATIONS else 5)
@@ -308,6 +365,7 @@ def main():
     allowed = {"keras": ["jit_off", "jit_on"], "pytorch": ["contiguous", "channels_last"]}
     variants = [v for v in (args.variants or
                             ("jit_off" if args.system == "keras"
+                             else "contiguous" if args.model in TEXT_MODELS
                              else "contiguous,channels_last")).split(",") if v]
     bad = [v for v in variants if v not in allowed[args.system]]
     if bad:

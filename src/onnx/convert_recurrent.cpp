@@ -1,11 +1,12 @@
-// LSTM and GRU as ONNX's LSTM and GRU operators (layout 1: batch first). Keras's kernel
-// (features, G units) and recurrent kernel (units, G units) become ONNX's W (1, G units,
-// features) and R (1, G units, units), the gates reordered from Keras's LSTM i, f, c, o to
-// ONNX's i, o, f, c (GRU's z, r, h are the same in both); the bias becomes B = (input bias,
-// recurrent bias): GRU reset_after=True is ONNX's linear_before_reset=1 with Keras's two biases,
-// the others have no recurrent bias. go_backwards is direction "reverse", whose sequence ONNX
-// keeps in input order: a Slice flips it to Keras's processing order. A Keras mask has no ONNX
-// form here (ONNX's sequence_lens would cover trailing padding only): refused by name.
+// LSTM and GRU as ONNX's LSTM and GRU operators (layout 0, time-major, between Transposes:
+// onnxruntime runs no other). Keras's kernel (features, G units) and recurrent kernel (units,
+// G units) become ONNX's W (1, G units, features) and R (1, G units, units), the gates
+// reordered from Keras's LSTM i, f, c, o to ONNX's i, o, f, c (GRU's z, r, h are the same in
+// both); the bias becomes B = (input bias, recurrent bias): GRU reset_after=True is ONNX's
+// linear_before_reset=1 with Keras's two biases, the others have no recurrent bias.
+// go_backwards is direction "reverse", whose sequence ONNX keeps in input order: a Slice flips
+// it to Keras's processing order. A Keras mask has no ONNX form here (ONNX's sequence_lens would
+// cover trailing padding only): refused by name.
 #include <limits>
 
 #include "onnx/onnx_graph.h"
@@ -42,6 +43,13 @@ std::string squeeze(GraphBuilder& b, const std::string& x, int64_t axis, const s
   return b.add("Squeeze", {x, b.constant_i64(base + "/axes", {axis})}, base);
 }
 
+// (a, b, c) -> (b, a, c).
+std::string transpose_nt(GraphBuilder& b, const std::string& x, const std::string& base) {
+  pb::NodeProto& t = b.node("Transpose", {x}, base);
+  set_attr(t, "perm", std::vector<int64_t>{1, 0, 2});
+  return t.output(0);
+}
+
 // y[:, ::-1] along axis 1.
 std::string flip_time(GraphBuilder& b, const std::string& x, const std::string& base) {
   return b.add("Slice",
@@ -75,7 +83,9 @@ std::vector<OnnxValue> recurrent(ConvertCall& c, bool lstm) {
   const int64_t F = k.dim(0);
   GraphBuilder& b = c.b;
   const std::string n = c.name();
-  const std::string x = b.to_layout(c.inputs.at(0), Layout::kChannelsLast).name;
+  // ONNX's time-major layout 0 (onnxruntime runs no other): x (N, T, F) -> (T, N, F).
+  const std::string x =
+      transpose_nt(b, b.to_layout(c.inputs.at(0), Layout::kChannelsLast).name, n + "/time_major");
   const std::string W = b.constant(n + "/W", to_onnx(k.to_vector(), F, G, H, perm), {1, G * H, F});
   const std::string R = b.constant(n + "/R", to_onnx(rk.to_vector(), H, G, H, perm), {1, G * H, H});
   const std::string B = b.constant(n + "/B", onnx_bias(c, G, H, perm, reset_after), {1, 2 * G * H});
@@ -83,7 +93,6 @@ std::vector<OnnxValue> recurrent(ConvertCall& c, bool lstm) {
   {
     pb::NodeProto& node = b.node(lstm ? "LSTM" : "GRU", {x, W, R, B}, n, lstm ? 3 : 2);
     set_attr(node, "hidden_size", H);
-    set_attr(node, "layout", int64_t(1));
     set_attr(node, "direction",
              std::string(cfg.value("go_backwards", false) ? "reverse" : "forward"));
     if (!lstm) set_attr(node, "linear_before_reset", int64_t(reset_after ? 1 : 0));
@@ -92,16 +101,16 @@ std::vector<OnnxValue> recurrent(ConvertCall& c, bool lstm) {
   std::vector<OnnxValue> result;
   std::string y;
   if (cfg.value("return_sequences", false)) {
-    y = squeeze(b, outs[0], 2, n + "/y");  // (N, T, 1, H) -> (N, T, H)
+    y = transpose_nt(b, squeeze(b, outs[0], 1, n + "/y"), n + "/batch_major");  // (T, 1, N, H)
     if (cfg.value("go_backwards", false)) y = flip_time(b, y, n + "/flip");
   } else {
-    y = squeeze(b, outs[1], 1, n + "/y");  // Y_h (N, 1, H): the step processed last
+    y = squeeze(b, outs[1], 0, n + "/y");  // Y_h (1, N, H): the step processed last
   }
   result.push_back(c.output(y, Layout::kChannelsLast, 0));
   if (cfg.value("return_state", false))
     for (size_t s = 1; s < outs.size(); ++s)
       result.push_back(
-          c.output(squeeze(b, outs[s], 1, n + "/state"), Layout::kChannelsLast, int(s)));
+          c.output(squeeze(b, outs[s], 0, n + "/state"), Layout::kChannelsLast, int(s)));
   return result;
 }
 

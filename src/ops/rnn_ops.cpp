@@ -145,15 +145,16 @@ LOCKSTEP_REGISTER(rnn_ops) {
             "multiplies the recurrent candidate after its matmul; false: bias (3H) and the reset "
             "gate applies to h_prev before it"}},
           kOnnxPending);
-  add_rnn(op::simple_rnn, op::simple_rnn_grad,
-          "(x[N, T, F], kernel[F, H], recurrent_kernel[H, H], bias[H], h0[N, H][, mask[N, T]]"
-          "[, rdrop[N, H]]) -> (y[N, T, H], h[N, H])",
-          "(dy, dh, x, kernel, recurrent_kernel, bias, h0[, mask][, rdrop]) -> "
-          "(dx, dkernel, drecurrent_kernel, dbias, dh0)",
-          "Keras's SimpleRNN over a whole sequence: h = activation(x @ kernel + h_prev @ "
-          "recurrent_kernel + bias).",
-          {{"activation", str, "tanh", "\"tanh\" or \"relu\""}},
-          "!no ONNX export of SimpleRNN yet (ONNX's RNN op could express it)");
+  add_rnn(
+      op::simple_rnn, op::simple_rnn_grad,
+      "(x[N, T, F], kernel[F, H], recurrent_kernel[H, H], bias[H], h0[N, H][, mask[N, T]]"
+      "[, rdrop[N, H]]) -> (y[N, T, H], h[N, H])",
+      "(dy, dh, x, kernel, recurrent_kernel, bias, h0[, mask][, rdrop]) -> "
+      "(dx, dkernel, drecurrent_kernel, dbias, dh0)",
+      "Keras's SimpleRNN over a whole sequence: h = activation(x @ kernel + h_prev @ "
+      "recurrent_kernel + bias).",
+      {{"nonlinearity", str, "tanh", "the activation: \"tanh\" or \"relu\" (Keras's activation)"}},
+      "!no ONNX export of SimpleRNN yet (ONNX's RNN op could express it)");
 }
 
 }  // namespace lockstep::ops

@@ -83,7 +83,7 @@ LS_OP_CASES(rnn_grad_ops) {
                     Attrs{{"reset_after", false}}, false),
           grad_case("simple_rnn_grad", "simple_rnn_grad", 1, 1, {H}, back, false),
           grad_case("simple_rnn_grad_relu", "simple_rnn_grad", 1, 1, {H},
-                    Attrs{{"activation", "relu"}}, false)};
+                    Attrs{{"nonlinearity", "relu"}}, false)};
 }
 
 LS_OP_CASES(rnn_ops) {
@@ -94,7 +94,7 @@ LS_OP_CASES(rnn_ops) {
   add_cases(c, "simple_rnn", "simple_rnn", 1, 1, {H}, {});
   OpCase relu{.name = "simple_rnn_relu",
               .op = "simple_rnn",
-              .attrs = Attrs{{"activation", "relu"}, {"masked", true}},
+              .attrs = Attrs{{"nonlinearity", "relu"}, {"masked", true}},
               .inputs = {in({N, T, F}), in({F, H}), in({H, H}), in({H}), in({N, H}), mask()},
               .check_grad = false};
   c.push_back(relu);

@@ -158,7 +158,7 @@ Attrs RecurrentLayer::op_attrs(bool masked, bool rdrop) const {
           {"recurrent_dropout", rdrop}};
   if (output_in_input_order_ && o_.return_sequences) a.set("output_in_input_order", true);
   if (cell_ == Cell::gru) a.set("reset_after", o_.reset_after);
-  if (cell_ == Cell::simple) a.set("activation", o_.activation.c_str());
+  if (cell_ == Cell::simple) a.set("nonlinearity", o_.activation.c_str());
   return a;
 }
 

@@ -54,8 +54,8 @@ inline RnnCell rnn_cell(const Node& n) {
     c.kind = RnnCell::simple;
     c.gates = 1;
     c.states = 1;
-    const std::string& a = attr_s(n, "activation");
-    LS_CHECK(a == "tanh" || a == "relu", "activation must be \"tanh\" or \"relu\", got \"", a,
+    const std::string& a = attr_s(n, "nonlinearity");
+    LS_CHECK(a == "tanh" || a == "relu", "nonlinearity must be \"tanh\" or \"relu\", got \"", a,
              "\"");
     c.relu = a == "relu";
   } else {

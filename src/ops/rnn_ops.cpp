@@ -108,8 +108,7 @@ void add_rnn(OpId id, OpId grad_id, const char* forward_sig, const char* grad_si
                             const std::vector<Value>& dy) { return rnn_grad(grad_id, b, n, dy); },
           .bf16 = true,
           .bf16_outputs = {},
-          .onnx = onnx[0] == '!' ? OnnxLowering{.none = onnx + 1} : OnnxLowering{.recipe = onnx},
-          .xla = {.none = "not lowered yet: a stablehlo while loop over time would be"}});
+          .onnx = onnx[0] == '!' ? OnnxLowering{.none = onnx + 1} : OnnxLowering{.recipe = onnx}});
   add_op(kGroup, {.name = grad_id,
                   .signature = grad_sig,
                   .doc = std::string("Gradient of ") + id.name() +
@@ -117,8 +116,7 @@ void add_rnn(OpId id, OpId grad_id, const char* forward_sig, const char* grad_si
                   .attrs = attrs,
                   .infer = rnn_grad_infer,
                   .bf16 = true,
-                  .onnx = {.none = kOnnxGradient},
-                  .xla = {.none = "not lowered yet: a stablehlo while loop over time would be"}});
+                  .onnx = {.none = kOnnxGradient}});
 }
 
 }  // namespace

@@ -10,6 +10,9 @@
 #include "lockstep/graph/executable.h"
 #include "lockstep/lockstep.h"
 #include "test_util.h"
+#ifdef LOCKSTEP_XLA
+#include "backends/xla_test_util.h"
+#endif
 
 using namespace lockstep;
 namespace L = lockstep::layers;
@@ -264,15 +267,26 @@ Trained train_20_steps(const std::string& backend, bool masked) {
   return r;
 }
 
+// The backends to hold to the reference: cpu, and xla where the build and its plugin have it.
+std::vector<std::string> backends_beside_reference() {
+  std::vector<std::string> b{"cpu"};
+#ifdef LOCKSTEP_XLA
+  if (xla_test::shared_client().client) b.push_back("xla");
+#endif
+  return b;
+}
+
 TEST(RecurrentLayers, ModelsTrainAlikeOnEveryBackendMaskedOrNot) {
   for (bool masked : {false, true}) {
-    SCOPED_TRACE(masked ? "masked" : "unmasked");
     Trained ref = train_20_steps("reference", masked);
-    Trained cpu = train_20_steps("cpu", masked);
-    for (int step = 0; step < 20; ++step)
-      EXPECT_NEAR(cpu.losses[size_t(step)], ref.losses[size_t(step)], 1e-4) << step;
     EXPECT_LT(ref.losses.back(), 0.8 * ref.losses.front());
-    EXPECT_LE(test_util::max_abs_diff(cpu.pred, ref.pred), 1e-4f);
+    for (const std::string& backend : backends_beside_reference()) {
+      SCOPED_TRACE(backend + (masked ? " masked" : " unmasked"));
+      Trained other = train_20_steps(backend, masked);
+      for (int step = 0; step < 20; ++step)
+        EXPECT_NEAR(other.losses[size_t(step)], ref.losses[size_t(step)], 1e-4) << step;
+      EXPECT_LE(test_util::max_abs_diff(other.pred, ref.pred), 1e-4f);
+    }
   }
 }
 

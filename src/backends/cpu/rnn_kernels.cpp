@@ -6,8 +6,10 @@
 // lbr_gru's four (z and r summed). go_backwards runs right to left; oneDNN keeps its outputs in
 // input order, Keras in processing order, so the sequence is flipped on the way out (and its
 // gradient on the way in). A Keras mask (a step skipped per sample) and recurrent dropout have no
-// oneDNN form: those nodes run the reference loop kernel, which the executable reports. bf16
-// nodes run this f32 kernel between conversions.
+// oneDNN form: those nodes run the reference loop kernel, which the executable reports. A bf16
+// node (mixed precision) runs oneDNN's bf16 primitive where oneDNN offers one for the cell on
+// this CPU (decided when the kernel is built, by asking oneDNN for it; the bias stays f32), and
+// otherwise the f32 primitive between conversions.
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -26,6 +28,8 @@ using ops::RnnCell;
 struct Geo {
   RnnCell c;
   int64_t N = 0, T = 0, F = 0, H = 0;
+  dt type = dt::f32;  // the sequences', states' and weights' type (the bias is always f32)
+  size_t elem() const { return type == dt::bf16 ? 2 : 4; }
   int64_t G() const { return c.gates; }
   // lbr_gru's bias has a fourth gate (the recurrent candidate's bias).
   int64_t Gb() const { return c.kind == RnnCell::gru && c.reset_after ? 4 : c.gates; }
@@ -45,19 +49,21 @@ struct Descs {
   memory::desc sl, st, wl, wi, wl_any, wi_any, b;
 };
 
+memory::desc typed(const Geo& g, memory::dims d, tag t) { return memory::desc(d, g.type, t); }
+
 Descs descs_of(const Geo& g) {
   Descs d;
-  d.sl = f32({g.T, g.N, g.F}, tag::ntc);
-  d.st = f32({1, 1, g.N, g.H}, tag::ldnc);
-  d.wl = f32({1, 1, g.F, g.G(), g.H}, tag::ldigo);
-  d.wi = f32({1, 1, g.H, g.G(), g.H}, tag::ldigo);
-  d.wl_any = f32({1, 1, g.F, g.G(), g.H}, tag::any);
-  d.wi_any = f32({1, 1, g.H, g.G(), g.H}, tag::any);
+  d.sl = typed(g, {g.T, g.N, g.F}, tag::ntc);
+  d.st = typed(g, {1, 1, g.N, g.H}, tag::ldnc);
+  d.wl = typed(g, {1, 1, g.F, g.G(), g.H}, tag::ldigo);
+  d.wi = typed(g, {1, 1, g.H, g.G(), g.H}, tag::ldigo);
+  d.wl_any = typed(g, {1, 1, g.F, g.G(), g.H}, tag::any);
+  d.wi_any = typed(g, {1, 1, g.H, g.G(), g.H}, tag::any);
   d.b = f32({1, 1, g.Gb(), g.H}, tag::ldgo);
   return d;
 }
 
-memory::desc layer_out(const Geo& g) { return f32({g.T, g.N, g.H}, tag::ntc); }
+memory::desc layer_out(const Geo& g) { return typed(g, {g.T, g.N, g.H}, tag::ntc); }
 
 // The forward and (training) backward primitive descriptors of the node's cell.
 struct Pds {
@@ -104,11 +110,25 @@ Pds pds_of(const Geo& g, const Descs& d, bool train) {
   return make_pds<dnnl::vanilla_rnn_forward, dnnl::vanilla_rnn_backward>(g, d, train, act);
 }
 
-// y[n, T - 1 - t] = x[n, t] for (N, T, C) float tensors.
-void flip_time(const float* x, float* y, int64_t N, int64_t T, int64_t C) {
+// y[n, T - 1 - t] = x[n, t] for (N, T, C) tensors of `elem`-byte elements.
+void flip_time(const void* xv, void* yv, int64_t N, int64_t T, int64_t C, size_t elem) {
+  const char* x = static_cast<const char*>(xv);
+  char* y = static_cast<char*>(yv);
+  const size_t row = elem * size_t(C);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t t = 0; t < T; ++t)
-      std::memcpy(y + (n * T + T - 1 - t) * C, x + (n * T + t) * C, sizeof(float) * size_t(C));
+      std::memcpy(y + size_t(n * T + T - 1 - t) * row, x + size_t(n * T + t) * row, row);
+}
+
+// Element i of a float tensor (f32 or bf16) / written as one.
+float get(const Tensor& t, int64_t i) {
+  return t.dtype() == DType::bf16 ? bf16_to_f32(t.data<bf16>()[i]) : t.data<float>()[i];
+}
+void put(Tensor& t, int64_t i, float v) {
+  if (t.dtype() == DType::bf16)
+    t.data<bf16>()[i] = f32_to_bf16(v);
+  else
+    t.data<float>()[i] = v;
 }
 
 memory bare(const memory::desc& d) { return memory(d, engine(), DNNL_MEMORY_NONE); }
@@ -118,12 +138,15 @@ class DnnlRnn final : public Kernel {
   DnnlRnn(const Geo& g, bool train);
   size_t workspace_bytes() const override { return plan_.bytes; }
   void run(const KernelArgs& a) override;
+  std::string algorithm() const override {
+    return std::string("oneDNN RNN primitive, ") + (g_.type == dt::bf16 ? "bf16" : "f32");
+  }
 
  private:
   void init_forward(const Descs& d);
   void init_backward(const Descs& d);
-  void fill_bias(const float* b, char* ws) const;
-  void write_bias_grad(const char* ws, float* db) const;
+  void fill_bias(const Tensor& b, char* ws) const;
+  void write_bias_grad(const char* ws, Tensor& db) const;
   void run_forward(const KernelArgs& a, int first, char* ws);
   void run_backward(const KernelArgs& a, int first, char* ws);
   Geo g_;
@@ -148,6 +171,8 @@ DnnlRnn::DnnlRnn(const Geo& g, bool train) : g_(g), train_(train) {
   scratch_.init();
   plan_.bytes += scratch_.aligned();  // the scratchpad sits after the planned buffers
   for (Arg* w : {&wl_, &wi_, &bwl_, &bwi_, &dwl_, &dwi_}) w->add_scratch(scratch_.mem);
+  fwd_.arg(DNNL_ARG_SCRATCHPAD, scratch_.mem);  // the scratchpad exists only now
+  if (train_) bwd_.arg(DNNL_ARG_SCRATCHPAD, scratch_.mem);
 }
 
 void DnnlRnn::init_forward(const Descs& d) {
@@ -178,7 +203,6 @@ void DnnlRnn::init_forward(const Descs& d) {
     work_off_ = plan_.take(pds_.fwd.workspace_desc().get_size());
     fwd_.arg(DNNL_ARG_WORKSPACE, work_);
   }
-  fwd_.arg(DNNL_ARG_SCRATCHPAD, scratch_.mem);
 }
 
 void DnnlRnn::init_backward(const Descs& d) {
@@ -214,36 +238,37 @@ void DnnlRnn::init_backward(const Descs& d) {
     bwd_.arg(DNNL_ARG_DIFF_SRC_ITER_C, dsic_);
     bwd_.arg(DNNL_ARG_DIFF_DST_ITER_C, ddic_);
   }
-  bwd_.arg(DNNL_ARG_SCRATCHPAD, scratch_.mem);
 }
 
 // Keras's bias -> oneDNN's: the same (G, H), or for reset_after (2, 3H) -> lbr_gru's
 // (z0 + z1, r0 + r1, h0, h1).
-void DnnlRnn::fill_bias(const float* b, char* ws) const {
+void DnnlRnn::fill_bias(const Tensor& b, char* ws) const {
   float* o = reinterpret_cast<float*>(ws + b_off_);
   const int64_t H = g_.H, GH = g_.G() * H;
   if (g_.Gb() == g_.G()) {
-    std::memcpy(o, b, sizeof(float) * size_t(GH));
+    for (int64_t k = 0; k < GH; ++k) o[k] = get(b, k);
     return;
   }
-  for (int64_t k = 0; k < 2 * H; ++k) o[k] = b[k] + b[GH + k];
-  for (int64_t k = 0; k < H; ++k) o[2 * H + k] = b[2 * H + k], o[3 * H + k] = b[GH + 2 * H + k];
+  for (int64_t k = 0; k < 2 * H; ++k) o[k] = get(b, k) + get(b, GH + k);
+  for (int64_t k = 0; k < H; ++k)
+    o[2 * H + k] = get(b, 2 * H + k), o[3 * H + k] = get(b, GH + 2 * H + k);
 }
 
-void DnnlRnn::write_bias_grad(const char* ws, float* db) const {
+void DnnlRnn::write_bias_grad(const char* ws, Tensor& db) const {
   const float* d = reinterpret_cast<const float*>(ws + db_off_);
   const int64_t H = g_.H, GH = g_.G() * H;
   if (g_.Gb() == g_.G()) {
-    std::memcpy(db, d, sizeof(float) * size_t(GH));
+    for (int64_t k = 0; k < GH; ++k) put(db, k, d[k]);
     return;
   }
-  for (int64_t k = 0; k < 2 * H; ++k) db[k] = db[GH + k] = d[k];
-  for (int64_t k = 0; k < H; ++k) db[2 * H + k] = d[2 * H + k], db[GH + 2 * H + k] = d[3 * H + k];
+  for (int64_t k = 0; k < 2 * H; ++k) put(db, k, d[k]), put(db, GH + k, d[k]);
+  for (int64_t k = 0; k < H; ++k)
+    put(db, 2 * H + k, d[2 * H + k]), put(db, GH + 2 * H + k, d[3 * H + k]);
 }
 
 // Forward inputs from input `first` (x, kernel, recurrent_kernel, bias, h0[, c0]).
 void DnnlRnn::run_forward(const KernelArgs& a, int first, char* ws) {
-  fill_bias(in_f(a, first + 3), ws);
+  fill_bias(a.in(first + 3), ws);
   b_.set_data_handle(ws + b_off_);
   wl_.bind(a.in(first + 1).raw(), ws);
   wi_.bind(a.in(first + 2).raw(), ws);
@@ -258,8 +283,7 @@ void DnnlRnn::run_forward(const KernelArgs& a, int first, char* ws) {
   if (g_.lstm()) dic_.set_data_handle(train_ ? ws + c_off_ : a.out(2).raw());
   if (train_) work_.set_data_handle(ws + work_off_);
   fwd_.run();
-  if (!train_ && g_.flip())
-    flip_time(reinterpret_cast<float*>(ws + y_off_), out_f(a, 0), g_.N, g_.T, g_.H);
+  if (!train_ && g_.flip()) flip_time(ws + y_off_, a.out(0).raw(), g_.N, g_.T, g_.H, g_.elem());
 }
 
 // The gradient op: (dy, dh[, dc], forward inputs) -> (dx, dW, dU, db, dh0[, dc0]).
@@ -276,7 +300,7 @@ void DnnlRnn::run_backward(const KernelArgs& a, int first, char* ws) {
   std::memset(ws + db_off_, 0, pds_.bwd.diff_bias_desc().get_size());
   db_.set_data_handle(ws + db_off_);
   if (g_.flip()) {
-    flip_time(in_f(a, 0), reinterpret_cast<float*>(ws + dy_off_), g_.N, g_.T, g_.H);
+    flip_time(a.in(0).raw(), ws + dy_off_, g_.N, g_.T, g_.H, g_.elem());
     ddl_.set_data_handle(ws + dy_off_);
   } else {
     ddl_.set_data_handle(a.in(0).raw());
@@ -291,7 +315,7 @@ void DnnlRnn::run_backward(const KernelArgs& a, int first, char* ws) {
   bwd_.run();
   dwl_.after();
   dwi_.after();
-  write_bias_grad(ws, out_f(a, 3));
+  write_bias_grad(ws, a.out(3));
 }
 
 void DnnlRnn::run(const KernelArgs& a) {
@@ -313,17 +337,34 @@ std::string not_dnnl(const RnnCell& c) {
   return "";
 }
 
-KernelFactory rnn_factory(bool train) {
-  return [train](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
+// Every float input and output of the node is `t` (the mask is absent on this path).
+bool all_of_type(const Node& n, const std::vector<TensorType>& in, DType t) {
+  for (const auto& x : in)
+    if (x.dtype != t) return false;
+  for (const auto& o : n.outputs)
+    if (o.dtype != t) return false;
+  return true;
+}
+
+KernelFactory rnn_factory(bool train, bool allow_bf16) {
+  return [=](const Node& n, const std::vector<TensorType>& in) -> std::unique_ptr<Kernel> {
     const RnnCell c = ops::rnn_cell(n);
     if (const std::string why = not_dnnl(c); !why.empty()) return reference_fallback(n, in, why);
-    std::vector<TensorType> floats(in.begin(), in.end());
-    for (const auto& o : n.outputs) floats.push_back(o);
-    for (const auto& t : floats)
-      if (t.dtype != DType::f32) return bf16_via_f32(n, in, rnn_factory(train));
     const int first = train ? 1 + c.states : 0;
     Geo g{c, in[first].shape[0], in[first].shape[1], in[first].shape[2],
           in[first + 1].shape[1] / c.gates};
+    const KernelFactory as_f32 = rnn_factory(train, false);
+    if (!all_of_type(n, in, DType::f32)) {
+      // bf16 where oneDNN has a bf16 RNN primitive for this cell on this CPU (asked, not
+      // assumed); else the f32 primitive between conversions.
+      if (!allow_bf16 || !all_of_type(n, in, DType::bf16)) return bf16_via_f32(n, in, as_f32);
+      g.type = dt::bf16;
+      try {
+        return std::make_unique<DnnlRnn>(g, train);
+      } catch (const dnnl::error&) {
+        return bf16_via_f32(n, in, as_f32);
+      }
+    }
     try {
       return std::make_unique<DnnlRnn>(g, train);
     } catch (const dnnl::error& e) {
@@ -336,9 +377,9 @@ KernelFactory rnn_factory(bool train) {
 LOCKSTEP_REGISTER(cpu_rnn_kernels) {
   auto& R = OpRegistry::get();
   for (OpId id : {op::lstm, op::gru, op::simple_rnn})
-    R.add_kernel(id, "cpu", rnn_factory(false), /*takes_bf16=*/true);
+    R.add_kernel(id, "cpu", rnn_factory(false, true), /*takes_bf16=*/true);
   for (OpId id : {op::lstm_grad, op::gru_grad, op::simple_rnn_grad})
-    R.add_kernel(id, "cpu", rnn_factory(true), /*takes_bf16=*/true);
+    R.add_kernel(id, "cpu", rnn_factory(true, true), /*takes_bf16=*/true);
 }
 
 }  // namespace

@@ -329,3 +329,35 @@ TEST(RecurrentLayers, KerasFileRoundTripKeepsPredictions) {
   Model again = load_model(path, /*compile=*/false);
   EXPECT_LE(test_util::max_abs_diff(again.predict(x), m.predict(x)), 1e-6f);
 }
+
+// dropout and recurrent_dropout act in training only: predict is the layer without them, and
+// training steps (the masks drawn by the dropout op, the fed-back state's through the loop
+// kernel on cpu) agree across the backends.
+TEST(RecurrentLayers, DropoutActsInTrainingOnly) {
+  Tensor x = test_util::lcg_inputs(Shape{6, 5, 3}, 4), y = test_util::lcg_inputs(Shape{6, 2}, 8);
+  auto build = [](double rate) {
+    reset_layer_names();
+    set_random_seed(5);
+    KTensor in = L::Input({5, 3}, "x");
+    KTensor h =
+        L::LSTM(4, {.dropout = rate, .recurrent_dropout = rate, .return_sequences = true})(in);
+    return Model(in, L::Dense(2)(L::GRU(3, {.dropout = rate, .recurrent_dropout = rate})(h)));
+  };
+  Model plain = build(0.0), dropped = build(0.3);
+  EXPECT_LE(test_util::max_abs_diff(dropped.predict(x), plain.predict(x)), 1e-6f);
+  std::vector<std::vector<double>> losses;
+  for (std::string backend : backends_beside_reference()) {
+    for (const std::string& b : {std::string("reference"), backend}) {
+      Model m = build(0.3);
+      m.compile({.optimizer = optimizers::Adam(0.01), .loss = losses::get("mse"), .backend = b});
+      std::vector<double> l;
+      for (int step = 0; step < 5; ++step) l.push_back(m.train_on_batch(x, y).at("loss"));
+      losses.push_back(l);
+    }
+    for (int step = 0; step < 5; ++step) {
+      EXPECT_TRUE(std::isfinite(losses[0][size_t(step)]));
+      EXPECT_NEAR(losses[1][size_t(step)], losses[0][size_t(step)], 1e-4) << backend << " " << step;
+    }
+    losses.clear();
+  }
+}

@@ -11,6 +11,7 @@
 
 #include "lockstep/nn/initializers.h"
 #include "lockstep/nn/layers.h"
+#include "nn/layers/recurrent_slots.h"
 
 namespace lockstep {
 
@@ -170,7 +171,7 @@ std::string KerasConfigReader::initializer(const std::string& key, const std::st
   for (auto& [k, val] : c.items()) {
     bool keras_default = val.is_null() || (k == "mean" && val == 0.0) ||
                          (k == "stddev" && val == 0.05) || (k == "minval" && val == -0.05) ||
-                         (k == "maxval" && val == 0.05);
+                         (k == "maxval" && val == 0.05) || (k == "gain" && val == 1.0);
     if (!keras_default)
       fail(key, "has " + cls + " option '" + k + "' = " + val.dump() +
                     ", which Lockstep's initializers do not take");
@@ -342,6 +343,8 @@ std::vector<KerasWeightSlot> keras_weight_slots(const Network& net, const std::s
     if (const Network* nested = nested_network(*l)) {
       slots.push_back({path, l, {}});  // its own "vars" group is empty
       for (auto& s : keras_weight_slots(*nested, path + "/")) slots.push_back(std::move(s));
+    } else if (auto cells = recurrent_weight_slots(l, path); !cells.empty()) {
+      for (auto& s : cells) slots.push_back(std::move(s));
     } else {
       slots.push_back({path, l, l->weights()});
     }

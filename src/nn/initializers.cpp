@@ -1,8 +1,10 @@
 // Keras initializers (keras.initializers) filled with Philox streams keyed by the layer seed.
 #include "lockstep/nn/initializers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <vector>
 
 #include "lockstep/core/rng.h"
 
@@ -11,7 +13,7 @@ namespace lockstep {
 static const char* kValidNames =
     "glorot_uniform, glorot_normal, he_normal, he_uniform, lecun_normal, lecun_uniform, "
     "zeros, ones, random_normal, random_uniform, truncated_normal, constant:<value>, "
-    "variance_scaling, variance_scaling:<scale>:<fan_in|fan_out|fan_avg>:"
+    "orthogonal, variance_scaling, variance_scaling:<scale>:<fan_in|fan_out|fan_avg>:"
     "<truncated_normal|untruncated_normal|uniform>";
 
 void compute_fans(const Shape& s, double* fan_in, double* fan_out) {
@@ -35,7 +37,7 @@ namespace {
 enum class Dist { kUniform, kTruncatedNormal, kNormal };
 
 struct Spec {
-  enum Kind { kVarianceScaling, kConstant, kRandom } kind = kConstant;
+  enum Kind { kVarianceScaling, kConstant, kRandom, kOrthogonal } kind = kConstant;
   double scale = 1.0;           // variance scaling
   std::string mode = "fan_in";  // fan_in | fan_out | fan_avg
   Dist dist = Dist::kUniform;
@@ -112,6 +114,8 @@ bool parse(const std::string& raw, Spec* out) {
     vs(1.0, "fan_in", Dist::kUniform);
   else if (n == "variance_scaling")
     vs(1.0, "fan_in", Dist::kTruncatedNormal);
+  else if (n == "orthogonal")
+    sp.kind = Spec::kOrthogonal;
   else if (n == "zeros")
     sp.a = 0;
   else if (n == "ones")
@@ -143,6 +147,35 @@ bool parse(const std::string& raw, Spec* out) {
   return true;
 }
 
+// keras.initializers.Orthogonal (gain 1): the (rows, cols) flattening (rows = the product of all
+// but the last axis) of a matrix with orthonormal columns (rows >= cols) or rows, from
+// Gram-Schmidt on a normal matrix (QR with a positive diagonal, as Keras's sign correction).
+void orthogonal(Tensor& t, Philox& rng) {
+  const int64_t cols = t.shape().rank() == 0 ? 1 : t.shape()[-1];
+  const int64_t rows = cols == 0 ? 0 : t.numel() / cols;
+  const int64_t m = std::max(rows, cols), k = std::min(rows, cols);
+  std::vector<double> q(size_t(m * k));  // k columns of length m, column-major
+  for (auto& v : q) v = rng.normal();
+  for (int64_t j = 0; j < k; ++j) {
+    double* c = q.data() + j * m;
+    for (int pass = 0; pass < 2; ++pass)  // twice: re-orthogonalise for rounding
+      for (int64_t i = 0; i < j; ++i) {
+        const double* p = q.data() + i * m;
+        double d = 0;
+        for (int64_t r = 0; r < m; ++r) d += c[r] * p[r];
+        for (int64_t r = 0; r < m; ++r) c[r] -= d * p[r];
+      }
+    double norm = 0;
+    for (int64_t r = 0; r < m; ++r) norm += c[r] * c[r];
+    norm = std::sqrt(norm);
+    for (int64_t r = 0; r < m; ++r) c[r] /= norm;
+  }
+  float* p = t.data<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      p[r * cols + c] = float(rows >= cols ? q[size_t(c * m + r)] : q[size_t(r * m + c)]);
+}
+
 }  // namespace
 
 void check_initializer(const std::string& initializer) {
@@ -164,6 +197,7 @@ void initialize(Tensor& t, const std::string& initializer, uint64_t seed) {
     return;
   }
   Philox rng(seed);
+  if (sp.kind == Spec::kOrthogonal) return orthogonal(t, rng);
   if (sp.kind == Spec::kRandom) {
     for (int64_t i = 0; i < n; ++i) {
       switch (sp.dist) {

@@ -5,6 +5,7 @@
 
 #include "lockstep/nn/config.h"
 #include "nn/layers/layer_util.h"
+#include "nn/layers/recurrent_slots.h"
 
 namespace lockstep {
 namespace {
@@ -396,6 +397,7 @@ bool register_builtins() {
        {"RandomFlip", "RandomRotation", "RandomZoom", "RandomTranslation", "RandomBrightness",
         "RandomContrast", "RandomCrop", "CenterCrop", "Resizing"})
     register_layer(cls, [cls](const json& c) { return image_layer(cls, c); });
+  register_recurrent_layers();
   return true;
 }
 

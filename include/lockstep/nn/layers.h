@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lockstep/nn/layer.h"
+#include "lockstep/nn/embedding.h"  // Embedding, Masking
 
 namespace lockstep::data {
 class Dataset;

@@ -374,7 +374,17 @@ const bool kNestedModelsRegistered = [] {
   return true;
 }();
 
-KTensor input_from_config(const json& cfg) {
+KTensor input_from_config(const json& config) {
+  // An integer input (token ids: keras.Input(dtype="int32")) carries its dtype, not a policy.
+  json cfg = config;
+  DType dtype = DType::f32;
+  if (cfg.contains("dtype") && cfg["dtype"].is_string()) {
+    const std::string d = cfg["dtype"];
+    if (d == "int32" || d == "int64" || d == "uint8") {
+      dtype = dtype_from_name(d);
+      cfg.erase("dtype");
+    }
+  }
   KerasConfigReader r("InputLayer", cfg);
   std::vector<int64_t> shape;
   json bs = r.has("batch_shape") ? r.get("batch_shape") : r.get("batch_input_shape");
@@ -397,7 +407,7 @@ KTensor input_from_config(const json& cfg) {
   r.get("batch_input_shape");
   r.get("shape");
   r.finish();
-  return layers::Input(shape, r.name());
+  return layers::Input(shape, r.name(), dtype);
 }
 
 // The tensors a node's args refer to ([layer, node, index] histories, nested lists).

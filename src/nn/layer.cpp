@@ -77,6 +77,8 @@ json Layer::config() const {
     c["trainable"] = trainable;
   // Keras writes a DTypePolicy object; a plain "float32" reads the same and is what we wrote
   // before policies existed, so float32 layers keep it.
+  // (a dtype layer_config() set stays: an integer InputLayer's "int32")
+  if (c.contains("dtype")) return c;
   if (policy_.name == "float32")
     c["dtype"] = "float32";
   else

@@ -22,6 +22,7 @@ const ConverterTable& converters() {
     add_elementwise_converters(t);
     add_preprocessing_converters(t);
     add_recurrent_converters(t);
+    add_sequence_converters(t);
     return t;
   }();
   return table;

@@ -103,6 +103,7 @@ void add_structure_converters(ConverterTable& table);      // pooling, reshaping
 void add_elementwise_converters(ConverterTable& table);    // activations, normalisation
 void add_preprocessing_converters(ConverterTable& table);  // crops, resizing, augmentation
 void add_recurrent_converters(ConverterTable& table);      // LSTM, GRU
+void add_sequence_converters(ConverterTable& table);       // Embedding (Gather), Masking
 // Classes whose kernel and bias can absorb a following BatchNormalization.
 bool can_fold_batch_norm_into(const std::string& class_name);
 

@@ -62,6 +62,10 @@ const Section kSections[] = {
      "softmax along the last one; other axes use the reference kernel, which the executable\n"
      "reports."},
     {"array", "Array ops", "Copies and conversions, and dropout."},
+    {"sequence", "Sequences: lookups, comparisons, masks",
+     "Integer ids index tables (`gather`, Embedding's lookup); comparisons and logical ops give\n"
+     "uint8 0/1, the graph's bool, which `where` takes and `cast` turns into a float mask. An id\n"
+     "outside the table is an error naming the node, the id and the range."},
     {"loss", "Losses and metrics",
      "Per-example outputs; train/ composes the reductions. The class axis is the last: logits may\n"
      "have rank > 2 (`[..., C]` with labels `[...]` or `[..., 1]`); sparse labels may also be f32\n"

@@ -230,8 +230,8 @@ Program::Built Program::build(const Network& model, const ResolvedCompile& resol
   if (kind_ == Kind::predict) {
     b.outputs = preds;
   } else {
-    b.outputs =
-        add_loss_and_updates(model, resolved, g, preds, b.inputs, ctx.losses, replication, replica);
+    b.outputs = add_loss_and_updates(model, resolved, g, preds, b.inputs, ctx.losses,
+                                     ctx.output_masks, replication, replica);
   }
   if (replication && replica > 0) {  // this replica's copies of every variable
     // ... but the learning rate, which every replica reads from one variable (set_learning_rate
@@ -476,10 +476,31 @@ struct StepValues {
   const std::vector<Value>& preds;
 };
 
+// [N, T, ...] -> [N * T, ...]: a masked output's steps as samples.
+Value steps_as_rows(Graph& g, Value x) {
+  std::vector<int64_t> s = g.type(x).shape.vec();
+  std::vector<int64_t> out{-1};
+  out.insert(out.end(), s.begin() + 2, s.end());
+  return g.add(op::reshape, {x}, Attrs{{"shape", out}});
+}
+
+// A masked output's metric weights, one per step [N * T]: the mask [N, T] times the sample
+// weights [N] (invalid: none), as Keras's MeanMetricWrapper (apply_mask, reduction "sum").
+Value step_weights(Graph& g, int64_t batch, Value mask, Value weight) {
+  if (weight.valid())
+    mask = g.add(op::mul, {mask, g.add(op::reshape, {weight},
+                                       Attrs{{"shape", std::vector<int64_t>{batch, 1}}})});
+  return g.add(op::reshape, {mask}, Attrs{{"shape", std::vector<int64_t>{-1}}});
+}
+
 // The loss trackers' and the metrics' updates (each metric on the output compile() assigned
-// it); output_weights: each output's sample weights (invalid: unweighted).
+// it); output_weights: each output's sample weights (invalid: unweighted). An output with a
+// Keras mask (masks[o] valid, [N, T]) updates its metrics over its unmasked steps: each step a
+// sample weighted by the mask.
 void add_metric_updates(const ResolvedCompile& resolved, Graph& g, int64_t batch,
-                        const StepValues& v, const std::vector<Value>& output_weights) {
+                        const StepValues& v, const std::vector<Value>& output_weights,
+                        const std::vector<Value>& masks) {
+  auto masked = [&](size_t o) { return o < masks.size() && masks[o].valid(); };
   // Loss trackers: Keras weights each batch's loss by its size -> per-sample copies.
   auto per_sample = [&](Value x) {
     return g.add(op::broadcast_to, {x}, Attrs{{"shape", std::vector<int64_t>{batch}}});
@@ -489,12 +510,45 @@ void add_metric_updates(const ResolvedCompile& resolved, Graph& g, int64_t batch
     resolved.output_loss_trackers[o]->update(g, v.ys[o], per_sample(v.output_losses[o]));
   for (size_t i = 0; i < resolved.metrics.size(); ++i) {
     const size_t o = size_t(resolved.metric_outputs.at(i));
-    resolved.metrics[i]->update(g, v.ys[o], v.preds[o]);
+    if (masked(o))
+      resolved.metrics[i]->update_weighted(g, steps_as_rows(g, v.ys[o]),
+                                           steps_as_rows(g, v.preds[o]),
+                                           step_weights(g, batch, masks[o], Value{}));
+    else
+      resolved.metrics[i]->update(g, v.ys[o], v.preds[o]);
   }
   for (size_t i = 0; i < resolved.weighted_metrics.size(); ++i) {
     const size_t o = size_t(resolved.weighted_metric_outputs.at(i));
-    resolved.weighted_metrics[i]->update_weighted(g, v.ys[o], v.preds[o], output_weights[o]);
+    if (masked(o))
+      resolved.weighted_metrics[i]->update_weighted(
+          g, steps_as_rows(g, v.ys[o]), steps_as_rows(g, v.preds[o]),
+          step_weights(g, batch, masks[o], output_weights[o]));
+    else
+      resolved.weighted_metrics[i]->update_weighted(g, v.ys[o], v.preds[o], output_weights[o]);
   }
+}
+
+// One output's loss from its per-sample values `per` ([N], or [N, T, ...] for a sequence
+// output), its sample weights `weight` ([N]; invalid: none) and its Keras mask ([N, T];
+// invalid: none), as Keras's reduce_weighted_values with "sum_over_batch_size": the mean of
+// per * weight over every element; with a mask (keras/src/losses/loss.py apply_mask)
+// sum(per * weight * mask) / sum(mask), 0 when every step is masked.
+Value output_loss_of(Graph& g, int64_t rows, Value per, Value weight, Value mask) {
+  const Attrs mean0{{"axes", std::vector<int64_t>{0}}, {"keepdims", false}};
+  if (g.type(per).shape.rank() <= 1 && !mask.valid()) {
+    if (weight.valid()) per = g.add(op::mul, {per, weight});
+    return g.add(op::reduce_mean, {per}, mean0);
+  }
+  Value flat = g.add(op::reshape, {per}, Attrs{{"shape", std::vector<int64_t>{rows, -1}}});
+  if (weight.valid())
+    flat = g.add(op::mul, {flat, g.add(op::reshape, {weight},
+                                       Attrs{{"shape", std::vector<int64_t>{rows, 1}}})});
+  const Attrs all{{"axes", std::vector<int64_t>{}}, {"keepdims", false}};
+  if (!mask.valid()) return g.add(op::reduce_mean, {flat}, all);
+  Value m = g.add(op::reshape, {mask}, Attrs{{"shape", std::vector<int64_t>{rows, -1}}});
+  Value num = g.add(op::reduce_sum, {g.add(op::mul, {flat, m})}, all);
+  Value den = g.add(op::reduce_sum, {m}, all);
+  return g.add(op::div, {num, g.add(op::maximum, {den, g.scalar(1e-12f)})});
 }
 
 }  // namespace
@@ -509,6 +563,7 @@ std::vector<Value> Program::add_loss_and_updates(const Network& model,
                                                  const std::vector<Value>& preds,
                                                  std::vector<Value>& inputs,
                                                  const std::vector<Value>& layer_losses,
+                                                 const std::vector<Value>& output_masks,
                                                  Replication* replication, int replica) {
   const CompileConfig& cfg = resolved.config;
   const std::vector<LossPtr>& losses = resolved.output_losses;
@@ -517,7 +572,10 @@ std::vector<Value> Program::add_loss_and_updates(const Network& model,
   std::vector<Value> ys;
   for (size_t o = 0; o < preds.size(); ++o) {
     Shape ps = g.type(preds[o]).shape;
-    Shape shape = losses[o]->label_dtype() == DType::i32 ? Shape{rows_} : ps;
+    // Sparse labels: one per sample, or per step of a sequence output [N, T, C] -> [N, T].
+    Shape shape = ps;
+    if (losses[o]->label_dtype() == DType::i32)
+      shape = ps.rank() > 2 ? Shape(std::vector<int64_t>(ps.begin(), ps.end() - 1)) : Shape{rows_};
     std::string name = "y";
     if (preds.size() > 1) name += std::to_string(o);
     ys.push_back(g.input({losses[o]->label_dtype(), shape}, name));
@@ -546,9 +604,8 @@ std::vector<Value> Program::add_loss_and_updates(const Network& model,
   std::vector<Value> output_losses;
   for (size_t o = 0; o < preds.size(); ++o) {
     Value per = losses[o]->per_sample(g, ys[o], preds[o]);
-    if (weighted_) per = g.add(op::mul, {per, output_weights[o]});
-    Value output_loss = g.add(op::reduce_mean, {per},
-                              Attrs{{"axes", std::vector<int64_t>{0}}, {"keepdims", false}});
+    Value mask = o < output_masks.size() ? output_masks[o] : Value{};
+    Value output_loss = output_loss_of(g, rows_, per, output_weights[o], mask);
     output_losses.push_back(output_loss);
     const double weight = resolved.loss_weights.at(o);
     Value term =
@@ -569,7 +626,8 @@ std::vector<Value> Program::add_loss_and_updates(const Network& model,
                                             partial_ ? &started : nullptr);
     if (!partial_) cfg.optimizer->apply(g, grads, vars);
   }
-  add_metric_updates(resolved, g, rows_, {loss, output_losses, ys, preds}, output_weights);
+  add_metric_updates(resolved, g, rows_, {loss, output_losses, ys, preds}, output_weights,
+                     output_masks);
   std::vector<Value> outputs{loss};
   outputs.insert(outputs.end(), preds.begin(), preds.end());
   if (nonfinite.valid()) outputs.push_back(nonfinite), has_nonfinite_ = true;

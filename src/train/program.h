@@ -192,6 +192,7 @@ class Program {
                                           Graph& g, const std::vector<Value>& preds,
                                           std::vector<Value>& inputs,
                                           const std::vector<Value>& layer_losses,
+                                          const std::vector<Value>& output_masks,
                                           Replication* replication, int replica);
 
   Kind kind_;

@@ -27,7 +27,7 @@ def run_case(folder, case):
     except Exception as e:  # report, and still run it
         checker_ok, checker_error = False, str(e)
     x = np.fromfile(os.path.join(folder, case["name"] + ".input.f32"), dtype="<f4")
-    x = x.reshape(case["input_shape"])
+    x = x.reshape(case["input_shape"]).astype(case.get("input_dtype", "float32"))
     want = np.fromfile(os.path.join(folder, case["name"] + ".expected.f32"), dtype="<f4")
     want = want.reshape(case["output_shape"])
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])

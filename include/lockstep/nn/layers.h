@@ -10,6 +10,7 @@
 
 #include "lockstep/nn/layer.h"
 #include "lockstep/nn/recurrent.h"
+#include "lockstep/nn/embedding.h"  // Embedding, Masking
 
 namespace lockstep::data {
 class Dataset;

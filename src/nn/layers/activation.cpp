@@ -34,6 +34,7 @@ class ActivationLayer : public Layer {
     }
   }
   std::string class_name() const override { return "Activation"; }
+  bool supports_masking() const override { return true; }  // Keras: passes the mask on
   json layer_config() const override { return {{"activation", act_.empty() ? "linear" : act_}}; }
   std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
     return {apply_activation(ctx.graph, in.at(0), act_, name())};
@@ -56,6 +57,7 @@ class ReLULayer : public Layer {
              " is not supported (only 0); use max_value and negative_slope");
   }
   std::string class_name() const override { return "ReLU"; }
+  bool supports_masking() const override { return true; }  // Keras: passes the mask on
   json layer_config() const override {
     return {{"max_value", o_.max_value ? json(*o_.max_value) : json(nullptr)},
             {"negative_slope", o_.negative_slope},
@@ -94,6 +96,7 @@ class LeakyReLULayer : public Layer {
              slope_);
   }
   std::string class_name() const override { return "LeakyReLU"; }
+  bool supports_masking() const override { return true; }  // Keras: passes the mask on
   json layer_config() const override { return {{"negative_slope", slope_}}; }
   std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
     return {ctx.graph.add(op::leaky_relu, {in.at(0)}, Attrs{{"alpha", slope_}}, name())};
@@ -108,6 +111,7 @@ class ELULayer : public Layer {
  public:
   ELULayer(double alpha, std::string name) : Layer(std::move(name)), alpha_(alpha) {}
   std::string class_name() const override { return "ELU"; }
+  bool supports_masking() const override { return true; }  // Keras: passes the mask on
   json layer_config() const override { return {{"alpha", alpha_}}; }
   std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
     return {ctx.graph.add(op::elu, {in.at(0)}, Attrs{{"alpha", alpha_}}, name())};
@@ -132,6 +136,7 @@ class PReLULayer : public Layer {
                "': shared_axes are input axes counted from 1 (the first after the batch), got ", a);
   }
   std::string class_name() const override { return "PReLU"; }
+  bool supports_masking() const override { return true; }  // Keras: passes the mask on
   json layer_config() const override {
     return {{"alpha_initializer", layer_util::initializer_json(o_.alpha_initializer)},
             {"alpha_regularizer", layer_util::regularizer_json(o_.alpha_regularizer_l2)},
@@ -174,6 +179,7 @@ class RescalingLayer : public Layer {
   RescalingLayer(double scale, double offset, std::string name)
       : Layer(std::move(name)), scale_(scale), offset_(offset) {}
   std::string class_name() const override { return "Rescaling"; }
+  bool supports_masking() const override { return true; }  // Keras: passes the mask on
   json layer_config() const override { return {{"scale", scale_}, {"offset", offset_}}; }
   std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
     return {ctx.graph.add(op::scale_shift, {in.at(0)}, Attrs{{"scale", scale_}, {"shift", offset_}},

@@ -18,6 +18,7 @@ class DenseLayer : public Layer {
     }
   }
   std::string class_name() const override { return "Dense"; }
+  bool supports_masking() const override { return true; }  // Keras: passes the mask on
   json layer_config() const override {
     return {{"units", units_},
             {"activation", o_.activation.empty() ? "linear" : o_.activation},

@@ -24,6 +24,8 @@ class DropoutLayer : public Layer {
                Shape(noise_shape_).str());
   }
   std::string class_name() const override { return cls_; }
+  // Keras: Dropout passes a mask on; SpatialDropout2D does not take one.
+  bool supports_masking() const override { return cls_ == "Dropout"; }
   json layer_config() const override {
     json seed = seed_arg_ == 0 ? json(nullptr) : json(seed_arg_);
     // SpatialDropout2D's config: Keras writes no noise_shape, and no trainable (its __init__

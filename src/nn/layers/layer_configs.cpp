@@ -377,6 +377,30 @@ LayerPtr image_layer(const std::string& cls, const json& c) {
   return l;
 }
 
+// keras.layers.Embedding (keras/src/layers/core/embedding.py get_config) and Masking.
+LayerPtr embedding(const json& c) {
+  KerasConfigReader r("Embedding", c);
+  layers::EmbeddingOptions o{.name = r.name()};
+  const int64_t input_dim = r.get<int64_t>("input_dim", 0);
+  const int64_t output_dim = r.get<int64_t>("output_dim", 0);
+  o.embeddings_initializer = r.initializer("embeddings_initializer", "random_uniform");
+  o.embeddings_regularizer_l2 = r.l2_regularizer("embeddings_regularizer");
+  o.mask_zero = r.get<bool>("mask_zero", false);
+  no_constraints(r, {"activity_regularizer", "embeddings_constraint", "quantization_config",
+                     "lora_rank", "lora_alpha", "input_length"});
+  r.finish();
+  return layers::Embedding(input_dim, output_dim, o);
+}
+
+LayerPtr masking(const json& c) {
+  KerasConfigReader r("Masking", c);
+  const json& v = r.get("mask_value");
+  if (!v.is_null() && !v.is_number()) r.fail("mask_value", "must be one number, got " + v.dump());
+  const double value = v.is_number() ? v.get<double>() : 0.0;
+  r.finish();
+  return layers::Masking(value, r.name());
+}
+
 bool register_builtins() {
   register_layer("Dense", dense);
   for (std::string cls : {"Conv2D", "DepthwiseConv2D", "SeparableConv2D", "Conv2DTranspose"})
@@ -389,6 +413,8 @@ bool register_builtins() {
   register_layer("Normalization", normalization);
   register_layer("GroupNormalization", group_norm);
   register_layer("PReLU", prelu);
+  register_layer("Embedding", embedding);
+  register_layer("Masking", masking);
   for (std::string cls :
        {"Flatten", "Reshape", "Dropout", "SpatialDropout2D", "Activation", "ReLU", "LeakyReLU",
         "ELU", "Rescaling", "Add", "Multiply", "Concatenate", "ZeroPadding2D", "UpSampling2D"})

@@ -14,6 +14,17 @@ class ElementwiseMerge : public Layer {
  public:
   ElementwiseMerge(bool mul, std::string name) : Layer(std::move(name)), mul_(mul) {}
   std::string class_name() const override { return mul_ ? "Multiply" : "Add"; }
+  bool supports_masking() const override { return true; }
+  // Keras's Merge.compute_mask: the OR of the inputs' masks when every input has one, else none.
+  std::vector<Value> compute_mask(CallContext& ctx, const std::vector<Value>&,
+                                  const std::vector<Value>& masks, int num_outputs) override {
+    if (masks.empty()) return std::vector<Value>(size_t(num_outputs));
+    for (Value m : masks)
+      if (!m.valid()) return std::vector<Value>(size_t(num_outputs));
+    Value y = masks[0];
+    for (size_t i = 1; i < masks.size(); ++i) y = ctx.graph.add(op::maximum, {y, masks[i]});
+    return std::vector<Value>(size_t(num_outputs), y);
+  }
   std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
     Graph& g = ctx.graph;
     LS_CHECK(!in.empty(), "should be called on a list of at least 1 input");
@@ -35,10 +46,42 @@ class ElementwiseMerge : public Layer {
   bool mul_;
 };
 
+// A mask of ones, [N, T], for an input [N, T, ...] that has none.
+Value ones_mask(Graph& g, Value x) {
+  const int r = g.type(x).shape.rank();
+  if (g.type(x).dtype != DType::f32) x = g.add(op::cast, {x}, Attrs{{"dtype", "float32"}});
+  if (r > 2) {
+    std::vector<int64_t> axes;
+    for (int d = 2; d < r; ++d) axes.push_back(d);
+    x = g.add(op::reduce_max, {x}, Attrs{{"axes", axes}, {"keepdims", false}});
+  }
+  return g.add(op::ones_like, {g.add(op::stop_gradient, {x})});
+}
+
 class ConcatenateLayer : public Layer {
  public:
   ConcatenateLayer(int64_t axis, std::string name) : Layer(std::move(name)), axis_(axis) {}
   std::string class_name() const override { return "Concatenate"; }
+  bool supports_masking() const override { return true; }
+  // Keras's Concatenate.compute_mask: an input without a mask counts as all ones; along the time
+  // axis (1) the masks are joined, along a feature axis a step is kept where every mask keeps it.
+  std::vector<Value> compute_mask(CallContext& ctx, const std::vector<Value>& in,
+                                  const std::vector<Value>& masks, int num_outputs) override {
+    if (masks.empty()) return std::vector<Value>(size_t(num_outputs));
+    Graph& g = ctx.graph;
+    const int r = g.type(in[0]).shape.rank();
+    std::vector<Value> full;
+    for (size_t i = 0; i < masks.size(); ++i)
+      full.push_back(masks[i].valid() ? masks[i] : ones_mask(g, in[i]));
+    const int64_t axis = axis_ < 0 ? axis_ + r : axis_;
+    Value y = full[0];
+    if (axis == 1) {
+      y = full.size() == 1 ? y : g.add(op::concat, full, Attrs{{"axis", int64_t(1)}});
+    } else {
+      for (size_t i = 1; i < full.size(); ++i) y = g.add(op::minimum, {y, full[i]});
+    }
+    return std::vector<Value>(size_t(num_outputs), y);
+  }
   json layer_config() const override { return {{"axis", axis_}}; }
   std::vector<Value> call(CallContext& ctx, const std::vector<Value>& in) override {
     Graph& g = ctx.graph;

@@ -18,6 +18,7 @@ class BatchNormLayer : public Layer {
              "': epsilon must be positive, got ", o_.epsilon);
   }
   std::string class_name() const override { return "BatchNormalization"; }
+  bool supports_masking() const override { return true; }  // Keras: passes the mask on
   json layer_config() const override {
     return {{"axis", o_.axis},
             {"momentum", o_.momentum},
@@ -146,6 +147,7 @@ class LayerNormLayer : public Layer {
              "': epsilon must be positive, got ", o_.epsilon);
   }
   std::string class_name() const override { return "LayerNormalization"; }
+  bool supports_masking() const override { return true; }  // Keras: passes the mask on
   json layer_config() const override {
     return {{"axis", o_.axis},
             {"epsilon", o_.epsilon},
@@ -207,6 +209,7 @@ class GroupNormLayer : public Layer {
       }
   }
   std::string class_name() const override { return "GroupNormalization"; }
+  bool supports_masking() const override { return true; }  // Keras: passes the mask on
   json layer_config() const override {
     return {{"groups", o_.groups},
             {"axis", o_.axis},

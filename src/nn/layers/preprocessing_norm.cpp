@@ -23,6 +23,7 @@ class NormalizationLayer : public Layer {
       LS_CHECK(v >= 0, "Normalization '", name(), "': variance must be >= 0, got ", v);
   }
   std::string class_name() const override { return "Normalization"; }
+  bool supports_masking() const override { return true; }  // Keras: passes the mask on
   json layer_config() const override {
     json mean = o_.mean.empty() ? json(nullptr) : json(o_.mean);
     json var = o_.variance.empty() ? json(nullptr) : json(o_.variance);

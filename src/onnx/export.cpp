@@ -21,6 +21,7 @@ const ConverterTable& converters() {
     add_structure_converters(t);
     add_elementwise_converters(t);
     add_preprocessing_converters(t);
+    add_1d_converters(t);
     return t;
   }();
   return table;

@@ -102,6 +102,7 @@ void add_kernel_converters(ConverterTable& table);         // Dense, Conv2D, ...
 void add_structure_converters(ConverterTable& table);      // pooling, reshaping, merging
 void add_elementwise_converters(ConverterTable& table);    // activations, normalisation
 void add_preprocessing_converters(ConverterTable& table);  // crops, resizing, augmentation
+void add_1d_converters(ConverterTable& table);             // Conv1D, the 1D pools, Permute, ...
 // Classes whose kernel and bias can absorb a following BatchNormalization.
 bool can_fold_batch_norm_into(const std::string& class_name);
 

@@ -76,7 +76,7 @@ class OpId {
   X(softmax) X(softmax_cross_entropy) X(softmax_cross_entropy_grad) X(softmax_grad) X(softplus) \
   X(softplus_grad) X(sparse_categorical_accuracy) X(sparse_softmax_cross_entropy) \
   X(sparse_softmax_cross_entropy_grad) X(sqrt) X(square) X(stop_gradient) X(sub) X(swish) \
-  X(swish_grad) X(tanh) X(tanh_grad) X(upsample2d) X(upsample2d_grad) X(variable) \
+  X(swish_grad) X(tanh) X(tanh_grad) X(transpose) X(upsample2d) X(upsample2d_grad) X(variable) \
   X(zeros_like)
 // clang-format on
 

@@ -345,6 +345,11 @@ std::vector<KerasWeightSlot> keras_weight_slots(const Network& net, const std::s
       for (auto& s : keras_weight_slots(*nested, path + "/")) slots.push_back(std::move(s));
     } else if (auto cells = recurrent_weight_slots(l, path); !cells.empty()) {
       for (auto& s : cells) slots.push_back(std::move(s));
+    } else if (l->class_name() == "TimeDistributed") {
+      // A wrapper's own "vars" is empty; Keras's saving_lib keeps the wrapped layer's weights
+      // (which are all of TimeDistributed's) under its `layer` attribute.
+      slots.push_back({path, l, {}});
+      slots.push_back({path + "/layer", l, l->weights()});
     } else {
       slots.push_back({path, l, l->weights()});
     }

@@ -78,8 +78,8 @@ class OpId {
   X(softmax_cross_entropy_grad) X(softmax_grad) X(softplus) X(softplus_grad) \
   X(sparse_categorical_accuracy) X(sparse_softmax_cross_entropy) \
   X(sparse_softmax_cross_entropy_grad) X(sqrt) X(square) X(stop_gradient) X(sub) X(swish) \
-  X(swish_grad) X(tanh) X(tanh_grad) X(upsample2d) X(upsample2d_grad) X(variable) X(where) \
-  X(zeros_like)
+  X(swish_grad) X(tanh) X(tanh_grad) X(transpose) X(upsample2d) X(upsample2d_grad) X(variable) \
+  X(where) X(zeros_like)
 // clang-format on
 
 /// One enumerator per declared op, in the order of LOCKSTEP_OPS.

@@ -318,3 +318,5 @@ namespace lockstep {
 /// Adds the named activation to the graph (shared by Dense, Conv2D and Activation).
 Value apply_activation(Graph& g, Value x, const std::string& activation, const std::string& name);
 }  // namespace lockstep
+
+#include "lockstep/nn/layers_1d.h"  // Conv1D, the 1D pooling and sequence layers, TimeDistributed

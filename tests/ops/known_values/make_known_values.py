@@ -988,6 +988,28 @@ def images():
          why="uint8 output: rounded to nearest")
 
 
+# ---------------------------------------------------------------- layouts
+
+def layouts():
+    def transpose(t, perm):
+        shape = [t.shape[p] for p in perm]
+        vals = []
+        for idx in indices(shape):
+            src = [0] * len(perm)
+            for i, p in enumerate(perm):
+                src[p] = idx[i]
+            vals.append(t.at(*src))
+        return T(shape, vals)
+    m = rand(40, [3, 4])
+    case("transpose_2d", "transpose", [m], [transpose(m, [1, 0])], {"perm": [1, 0]},
+         why="numpy.transpose(x)")
+    x = rand(41, [2, 3, 4, 2])
+    case("transpose_attention_heads", "transpose", [x], [transpose(x, [0, 2, 1, 3])],
+         {"perm": [0, 2, 1, 3]}, why="(batch, time, heads, dim) -> (batch, heads, time, dim)")
+    case("transpose_cycle", "transpose", [x], [transpose(x, [3, 0, 2, 1])],
+         {"perm": [3, 0, 2, 1]})
+
+
 def main():
     elementwise()
     reductions()
@@ -997,6 +1019,7 @@ def main():
     schedules()
     images()
     upsampling()
+    layouts()
     here = os.path.dirname(os.path.abspath(__file__))
     out = {"generator": "tests/ops/known_values/make_known_values.py",
            "comparison": "|got - want| <= tol * (1 + |want|) per element",

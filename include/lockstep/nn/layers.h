@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lockstep/nn/layer.h"
+#include "lockstep/nn/text_layers.h"  // TextVectorization, StringLookup, ... (host-side)
 
 namespace lockstep::data {
 class Dataset;

@@ -221,3 +221,25 @@ TEST(TextStrings, TokenCounterKerasOrder) {
   EXPECT_EQ(c.document_count("the"), 2);
   EXPECT_EQ(c.num_documents(), 3);
 }
+
+#include "lockstep/tools/text_export.h"
+
+TEST(ExportFortunes, OneFilePerQuoteInClassFolders) {
+  fs::path src = fresh_dir("fortunes_src"), out = fresh_dir("fortunes_out");
+  write(src / "alpha", "first quote\n%\nsecond\n  quote\n%\n%\n\n%\nthird\n");
+  write(src / "beta", "only one\r\n%\r\n");
+  EXPECT_EQ(tools::split_fortunes("a\n%\n\n%\nb\n c\n"), (std::vector<std::string>{"a", "b\n c"}));
+  auto res = tools::export_fortunes(src.string(), out.string(), {.categories = {"alpha", "beta"}});
+  EXPECT_EQ(res.files, 4);
+  EXPECT_EQ(res.per_class, (std::vector<int64_t>{3, 1}));
+  EXPECT_EQ(test_util::read_text_file((out / "alpha" / "00001.txt").string()), "second\n  quote\n");
+  auto ds = text_dataset_from_directory(out.string(), quiet({.batch_size = 0, .shuffle = false}));
+  EXPECT_EQ(ds.class_names(), (std::vector<std::string>{"alpha", "beta"}));
+  EXPECT_EQ(ds.file_paths().size(), 4u);
+  test_util::expect_has(
+      test_util::error_of(
+          [&] { tools::export_fortunes(src.string(), out.string(), {.categories = {"gamma"}}); }),
+      {"gamma", "apt-get install fortunes"});
+  EXPECT_THROW(tools::export_fortunes(src.string(), out.string(), {.categories = {"../alpha"}}),
+               Error);
+}

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "lockstep/data/text.h"
+#include "lockstep/lockstep.h"
 #include "lockstep/nn/config.h"
 #include "lockstep/nn/layers.h"
 #include "test_util.h"
@@ -253,4 +254,90 @@ TEST(TextLayers, ErrorsNameTheLayerAndTheOption) {
   CallContext ctx{g};
   test_util::expect_has(test_util::error_of([&] { tv->call(ctx, {}); }),
                         {"in_graph", "input pipeline"});
+}
+
+namespace {
+
+// A Keras 3 functional config: Input(shape=(1,), dtype="string") -> TextVectorization -> Dense.
+json string_model_config(const json& tv_config) {
+  auto tensor = [](const std::string& layer, json shape, const std::string& dtype) {
+    return json{{"class_name", "__keras_tensor__"},
+                {"config", {{"shape", shape}, {"dtype", dtype}, {"keras_history", {layer, 0, 0}}}}};
+  };
+  json layers = json::array();
+  layers.push_back({{"module", "keras.layers"},
+                    {"class_name", "InputLayer"},
+                    {"config",
+                     {{"batch_shape", {nullptr, 1}},
+                      {"dtype", "string"},
+                      {"sparse", false},
+                      {"ragged", false},
+                      {"name", "text"},
+                      {"optional", false}}},
+                    {"registered_name", nullptr},
+                    {"name", "text"},
+                    {"inbound_nodes", json::array()}});
+  layers.push_back(
+      {{"module", "keras.layers"},
+       {"class_name", "TextVectorization"},
+       {"config", tv_config},
+       {"registered_name", nullptr},
+       {"name", "tv"},
+       {"inbound_nodes",
+        {{{"args", {tensor("text", {nullptr, 1}, "string")}}, {"kwargs", json::object()}}}}});
+  layers.push_back(
+      {{"module", "keras.layers"},
+       {"class_name", "Dense"},
+       {"config", {{"name", "dense"}, {"units", 2}, {"activation", "linear"}, {"use_bias", false}}},
+       {"registered_name", nullptr},
+       {"name", "dense"},
+       {"inbound_nodes",
+        {{{"args", {tensor("tv", {nullptr, 3}, "int64")}}, {"kwargs", json::object()}}}}});
+  return {{"class_name", "Functional"},
+          {"config",
+           {{"name", "strings_in"},
+            {"layers", layers},
+            {"input_layers", {"text", 0, 0}},
+            {"output_layers", {"dense", 0, 0}}}}};
+}
+
+}  // namespace
+
+TEST(StringModels, KerasConfigWithAStringInputLoadsPredictsAndSaves) {
+  json tv = layers::TextVectorization({.output_sequence_length = 3, .name = "tv"})->config();
+  Model m = network_from_config(string_model_config(tv));
+  ASSERT_TRUE(m.host_preprocessing());
+  EXPECT_EQ(m.inputs()[0].shape(), Shape({-1, 3}));  // the compiled part takes the ids
+  // Adapt the (still empty) layer the way load_model fills it from the file's assets.
+  auto head = m.host_preprocessing()->all_layers();
+  ASSERT_EQ(head.size(), 1u);
+  head[0]->load_vocabulary_asset("\n[UNK]\nb\na");
+  m.set_weights({Tensor::from_vector({3, 2}, {1, 0, 0, 1, 0, 0})});  // out = (id0, id1)
+  auto ds =
+      data::Dataset::from_tensor_slices({data::Component(Strings{"a b", "B c d e"})}).batch(2);
+  EXPECT_EQ(m.predict(ds).to_vector(), (std::vector<float>{3, 2, 2, 1}));
+  // Saved: the string input and the layer come back in front, the vocabulary in the assets.
+  const auto dir = test_util::temp_dir("string_models", true);
+  const std::string path = (dir / "m.keras").string();
+  m.save(path);
+  json cfg = m.get_config();
+  EXPECT_EQ(cfg["config"]["layers"][0]["config"]["dtype"], "string");
+  EXPECT_NE(cfg["config"]["input_layers"].dump().find("\"text\""), std::string::npos)
+      << cfg["config"]["input_layers"].dump();
+  Model again = load_model(path);
+  ASSERT_TRUE(again.host_preprocessing());
+  EXPECT_EQ(again.predict(ds).to_vector(), (std::vector<float>{3, 2, 2, 1}));
+  EXPECT_EQ(
+      std::dynamic_pointer_cast<TextVectorizationLayer>(again.host_preprocessing()->all_layers()[0])
+          ->get_vocabulary(),
+      (std::vector<std::string>{"", "[UNK]", "b", "a"}));
+  // Arrays go to the compiled part: ids.
+  EXPECT_EQ(again.predict(Tensor::from_vector({1, 3}, {2, 3, 0})).to_vector(),
+            (std::vector<float>{2, 3}));
+}
+
+TEST(StringModels, AStringInputIntoANumericLayerIsRefused) {
+  json tv = layers::TextVectorization({.name = "tv"})->config();  // no output_sequence_length
+  test_util::expect_has(test_util::error_of([&] { network_from_config(string_model_config(tv)); }),
+                        {"TextVectorization 'tv'", "output_sequence_length"});
 }

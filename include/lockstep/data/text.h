@@ -94,9 +94,9 @@ std::string truncate_utf8(std::string s, size_t max_bytes);
 
 /// tf.strings.lower without an encoding, as Keras calls it: ASCII A-Z only (É stays É).
 std::string lower_ascii(std::string s);
-/// Removes Keras's punctuation set, the 32 ASCII characters of Python's string.punctuation
-/// (!"#$%&'()*+,-./:;<=>?@[\]^_`{|}~; Keras's regex in TextVectorization); other characters,
-/// non-ASCII punctuation included, stay.
+/// Removes Keras's punctuation set: the 32 ASCII characters of Python's string.punctuation
+/// (every printable ASCII character that is not a letter, a digit or a space; Keras's regex in
+/// TextVectorization). Other characters, non-ASCII punctuation included, stay.
 std::string strip_punctuation(std::string_view s);
 /// tf.strings.split(s): tokens separated by runs of ASCII whitespace (" \t\n\v\f\r"), none
 /// empty.

@@ -152,6 +152,7 @@ class IndexLookupLayer : public HostPreprocessingLayer {
 /// keras.layers.TextVectorization (see the top of this file).
 class TextVectorizationLayer : public HostPreprocessingLayer {
  public:
+  /// keras.layers.TextVectorization(...) (layers::TextVectorization makes one).
   explicit TextVectorizationLayer(layers::TextVectorizationOptions o);
   std::string class_name() const override { return "TextVectorization"; }
   json layer_config() const override;
@@ -166,10 +167,16 @@ class TextVectorizationLayer : public HostPreprocessingLayer {
   void adapt(const data::Strings& texts);
   /// The tokens of one text after standardize, split and ngrams (Keras's _preprocess).
   std::vector<std::string> tokens(const std::string& text) const;
+  /// The vocabulary index of each of tokens(text) (apply()'s rows, before padding).
+  std::vector<int64_t> ids(const std::string& text) const;
+  /// Keras's get_vocabulary: "" and "[UNK]" first (int mode; "[UNK]" alone otherwise) when
+  /// include_special_tokens.
   std::vector<std::string> get_vocabulary(bool include_special_tokens = true) const;
+  /// Keras's set_vocabulary (and idf weights for tf_idf), special tokens at the front recognised.
   void set_vocabulary(const std::vector<std::string>& vocabulary,
                       const std::vector<float>& idf_weights = {});
   int64_t vocabulary_size() const;  ///< including "" and "[UNK]"
+  /// The options it was made with.
   const layers::TextVectorizationOptions& options() const { return o_; }
   /// The lookup inside (Keras's _lookup_layer).
   const IndexLookupLayer& lookup() const { return *lookup_; }
@@ -191,6 +198,7 @@ class TextVectorizationLayer : public HostPreprocessingLayer {
 /// decimal form), modulo num_bins (tf.strings.to_hash_bucket_fast, bit for bit).
 class HashingLayer : public HostPreprocessingLayer {
  public:
+  /// keras.layers.Hashing(num_bins, ...) (layers::Hashing makes one).
   HashingLayer(int64_t num_bins, layers::HashingOptions o);
   std::string class_name() const override { return "Hashing"; }
   json layer_config() const override;
@@ -210,6 +218,7 @@ class HashingLayer : public HostPreprocessingLayer {
 /// an id outside [0, num_tokens) is an error naming the layer, the id and the range.
 class CategoryEncodingLayer : public HostPreprocessingLayer {
  public:
+  /// keras.layers.CategoryEncoding(num_tokens, ...) (layers::CategoryEncoding makes one).
   CategoryEncodingLayer(int64_t num_tokens, layers::CategoryEncodingOptions o);
   std::string class_name() const override { return "CategoryEncoding"; }
   json layer_config() const override;

@@ -12,7 +12,7 @@ namespace lockstep::tools {
 inline constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
 
 /// The categories exported by default: the six largest with a topic of their own (computers,
-/// definitions, people, politics, science, songs-poems: 620-1250 quotes each, 5,500 in all).
+/// definitions, people, politics, science, songs-poems: 620-1250 quotes each, 5,553 in all).
 /// Left out: the grab-bags without a topic (cookie, fortunes, miscellaneous, platitudes, zippy,
 /// knghtbrd, wisdom), the small ones, and anything of fortunes-off (the offensive set, a
 /// separate package the set-up does not install).

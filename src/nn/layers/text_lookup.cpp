@@ -112,7 +112,7 @@ int64_t IndexLookupState::depth() const {
   return tokens.empty() && frozen_size > 0 ? frozen_size : vocabulary_size();
 }
 
-int64_t IndexLookupState::lookup(const std::string& token) const {
+int64_t IndexLookupState::lookup(std::string_view token) const {
   if (o.mask_token && token == *o.mask_token) return o.output_mode == "int" ? 0 : kDropped;
   auto it = table.find(token);
   if (it != table.end()) return it->second;
@@ -122,7 +122,7 @@ int64_t IndexLookupState::lookup(const std::string& token) const {
   if (o.num_oov_indices == 1) return oov_start();
   const int64_t n = o.num_oov_indices;
   if (integer) {  // floormod, Keras's default oov_method for integers
-    const int64_t v = std::stoll(token);
+    const int64_t v = std::stoll(std::string(token));
     return oov_start() + ((v % n) + n) % n;
   }
   return oov_start() + int64_t(data::farmhash_fingerprint64(token) % uint64_t(n));

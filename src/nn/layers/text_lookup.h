@@ -2,6 +2,7 @@
 // and the categorical encoding they share with Hashing and CategoryEncoding. Private to nn.
 #pragma once
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -10,18 +11,25 @@
 
 namespace lockstep {
 
+/// A hash of strings that also takes string_views (heterogeneous lookup).
+struct TokenHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
 /// Keras's IndexLookup state: [mask (int mode only)] [OOV x num_oov_indices] [tokens...].
 struct IndexLookupState {
   std::string cls, name;  ///< for messages: "StringLookup", "string_lookup"
   layers::LookupOptions o;
-  bool integer = false;                            ///< IntegerLookup (tokens are decimal integers)
-  std::vector<std::string> tokens;                 ///< the vocabulary without special tokens
-  std::unordered_map<std::string, int64_t> table;  ///< token -> index
-  std::vector<float> idf;                          ///< tf_idf: one weight per output index
-  bool has_input_vocabulary = false;               ///< the vocabulary came from the options
-  std::vector<std::string> input_vocabulary;       ///< as given (config "vocabulary")
-  std::vector<float> input_idf;                    ///< as given (config "idf_weights")
-  data::TokenCounter counter;                      ///< adapt()'s counts
+  bool integer = false;             ///< IntegerLookup (tokens are decimal integers)
+  std::vector<std::string> tokens;  ///< the vocabulary without special tokens
+  /// token -> index; found by string_view too (no string built per lookup).
+  std::unordered_map<std::string, int64_t, TokenHash, std::equal_to<>> table;
+  std::vector<float> idf;                     ///< tf_idf: one weight per output index
+  bool has_input_vocabulary = false;          ///< the vocabulary came from the options
+  std::vector<std::string> input_vocabulary;  ///< as given (config "vocabulary")
+  std::vector<float> input_idf;               ///< as given (config "idf_weights")
+  data::TokenCounter counter;                 ///< adapt()'s counts
   int64_t frozen_size = -1;  ///< a Keras config's vocabulary_size, until the assets load
 
   /// Index of the first OOV bucket: 1 with a mask token in int mode, else 0.
@@ -31,7 +39,7 @@ struct IndexLookupState {
   /// The width of non-int outputs (max_tokens with pad_to_max_tokens, else the vocabulary).
   int64_t depth() const;
   /// The index of one token; kDropped for the mask token outside int mode (bincount drops it).
-  int64_t lookup(const std::string& token) const;
+  int64_t lookup(std::string_view token) const;
   /// Installs `tokens` (without special tokens) as the vocabulary, checking max_tokens and
   /// repeats.
   void install(std::vector<std::string> vocabulary);

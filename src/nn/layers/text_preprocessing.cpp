@@ -124,13 +124,78 @@ std::vector<std::string> TextVectorizationLayer::tokens(const std::string& text_
   return data::ngrams(toks, widths, " ");
 }
 
+namespace {
+
+// Splits `t` (valid UTF-8) as `split` says, into views of `t`.
+void split_views(const std::string& t, const std::string& split,
+                 std::vector<std::string_view>& out) {
+  out.clear();
+  const std::string_view v(t);
+  if (split.empty()) {
+    out.push_back(v);
+  } else if (split == "character") {
+    for (size_t i = 0; i < v.size();) {
+      size_t n = 1;
+      while (i + n < v.size() && (static_cast<unsigned char>(v[i + n]) & 0xC0) == 0x80) ++n;
+      out.push_back(v.substr(i, n));
+      i += n;
+    }
+  } else {
+    auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+    for (size_t i = 0; i < v.size();) {
+      while (i < v.size() && space(v[i])) ++i;
+      size_t j = i;
+      while (j < v.size() && !space(v[j])) ++j;
+      if (j > i) out.push_back(v.substr(i, j - i));
+      i = j;
+    }
+  }
+}
+
+}  // namespace
+
+// The ids of one text: tokens (and n-grams) looked up as views, without building a string per
+// token (apply()'s hot path; tokens() is the same for adapt()).
+std::vector<int64_t> TextVectorizationLayer::ids(const std::string& text_in) const {
+  const IndexLookupState& s = lookup_->state();
+  std::string text = data::is_valid_utf8(text_in) ? text_in : data::sanitize_utf8(text_in);
+  if (o_.standardize == "lower" || o_.standardize == "lower_and_strip_punctuation")
+    text = data::lower_ascii(std::move(text));
+  if (o_.standardize == "strip_punctuation" || o_.standardize == "lower_and_strip_punctuation")
+    text = data::strip_punctuation(text);
+  thread_local std::vector<std::string_view> toks;
+  thread_local std::string gram;
+  split_views(text, o_.split, toks);
+  std::vector<int64_t> out;
+  if (o_.ngrams.empty()) {
+    out.reserve(toks.size());
+    for (auto t : toks) out.push_back(s.lookup(t));
+    return out;
+  }
+  const int first = o_.ngrams_up_to ? 1 : 0;
+  const size_t count = o_.ngrams_up_to ? size_t(o_.ngrams.front()) : o_.ngrams.size();
+  for (size_t k = 0; k < count; ++k) {
+    const size_t w = first ? k + 1 : size_t(o_.ngrams[k]);
+    if (w == 0 || w > toks.size()) continue;
+    for (size_t i = 0; i + w <= toks.size(); ++i) {
+      if (w == 1) {
+        out.push_back(s.lookup(toks[i]));
+        continue;
+      }
+      gram.assign(toks[i]);
+      for (size_t j = 1; j < w; ++j) gram.append(" ").append(toks[i + j]);
+      out.push_back(s.lookup(gram));
+    }
+  }
+  return out;
+}
+
 Tensor TextVectorizationLayer::apply(const data::Strings& batch) const {
   const IndexLookupState& s = lookup_->state();
   LS_CHECK(!s.tokens.empty() || has_input_vocabulary_, "TextVectorization '", name(),
            "': no vocabulary yet; pass `vocabulary` or call adapt() first");
   std::vector<std::vector<int64_t>> rows(batch.size());
-  for (size_t i = 0; i < batch.size(); ++i)
-    for (const auto& t : tokens(batch[i])) rows[i].push_back(s.lookup(t));
+  for (size_t i = 0; i < batch.size(); ++i) rows[i] = ids(batch[i]);
   if (o_.output_mode == "int") return pad_rows(rows, o_.output_sequence_length, o_.int_dtype);
   return encode_categorical(rows, false, s.depth(), o_.output_mode, &s.idf, s.who(), false);
 }

@@ -1,6 +1,7 @@
 // export_fortunes: Debian's fortune category files -> class folders of one-quote .txt files.
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "lockstep/core/error.h"
 #include "lockstep/core/file_io.h"
@@ -75,7 +76,10 @@ ExportFortunesResult export_fortunes(const std::string& fortunes_dir, const std:
       if (int64_t(q.size()) < o.min_chars) continue;
       char name[32];
       std::snprintf(name, sizeof name, "%05lld.txt", static_cast<long long>(n));
-      write_file_atomic((dir / name).string(), q + "\n", "exported quote");
+      std::ofstream f(dir / name, std::ios::binary | std::ios::trunc);
+      f << q << "\n";
+      f.close();
+      LS_CHECK(f.good(), "export_fortunes: cannot write '", (dir / name).string(), "'");
       ++n;
     }
     res.categories.push_back(cat);

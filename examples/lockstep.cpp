@@ -8,6 +8,8 @@
 //   lockstep export-image-folder --out DIR [--data-dir DIR] [--split train|test]
 //            [--limit-per-class N] [--format jpeg|png|mixed] [--size S] [--quality Q]
 //            [--images IDX --labels IDX [--class-names a,b,...]]
+//   lockstep export-text-folder --out DIR [--fortunes-dir DIR] [--categories a,b,...]
+//            [--limit-per-class N]
 //   lockstep ops-doc > docs/ops.md
 //   lockstep export-onnx MODEL.keras OUT.onnx [--opset N] [--batch-size N] [--no-fold-batch-norm]
 //
@@ -30,6 +32,7 @@
 #include "lockstep/ops/op_docs.h"
 #include "lockstep/tools/export.h"
 #include "lockstep/tools/paths.h"
+#include "lockstep/tools/text_export.h"
 #include "lockstep/viz/chart.h"
 
 // The model commands (header-only: every examples/*.cpp is its own executable).
@@ -133,6 +136,55 @@ int export_image_folder(const std::vector<std::string>& args) {
   return 0;
 }
 
+const char* kExportTextUsage =
+    "usage: lockstep export-text-folder --out DIR [options]\n"
+    "\n"
+    "Writes Debian's fortunes (apt-get install fortunes) as class folders of .txt files, one\n"
+    "quote per file, the layout text_dataset_from_directory reads.\n"
+    "\n"
+    "options:\n"
+    "  --fortunes-dir DIR     the category files (default /usr/share/games/fortunes)\n"
+    "  --categories a,b,...   the classes (default computers,definitions,people,politics,\n"
+    "                         science,songs-poems)\n"
+    "  --limit-per-class N    at most N quotes per class (default: all)\n";
+
+int export_text_folder(const std::vector<std::string>& args) {
+  static const std::vector<std::string> known = {"--out", "--fortunes-dir", "--categories",
+                                                 "--limit-per-class"};
+  std::map<std::string, std::string> opt;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i], value;
+    if (a == "-h" || a == "--help") {
+      std::fputs(kExportTextUsage, stdout);
+      return 0;
+    }
+    if (auto eq = a.find('='); eq != std::string::npos) {
+      value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+    } else {
+      LS_CHECK(i + 1 < args.size(), "export-text-folder: ", a, " needs a value");
+      value = args[++i];
+    }
+    LS_CHECK(std::find(known.begin(), known.end(), a) != known.end(),
+             "export-text-folder: unknown option ", a, " (see lockstep export-text-folder --help)");
+    opt[a] = value;
+  }
+  LS_CHECK(opt.count("--out"), "export-text-folder: --out DIR is required");
+  ls::tools::ExportFortunesOptions o;
+  if (opt.count("--categories")) o.categories = split_commas(opt["--categories"]);
+  if (opt.count("--limit-per-class"))
+    o.limit_per_class = to_int("--limit-per-class", opt["--limit-per-class"], -1, INT64_MAX);
+  const std::string dir =
+      opt.count("--fortunes-dir") ? opt["--fortunes-dir"] : ls::tools::kFortunesDir;
+  auto res = ls::tools::export_fortunes(dir, opt["--out"], o);
+  std::printf("Wrote %lld files to %s (%zu classes:", (long long)res.files, opt["--out"].c_str(),
+              res.categories.size());
+  for (size_t c = 0; c < res.categories.size(); ++c)
+    std::printf(" %s=%lld", res.categories[c].c_str(), (long long)res.per_class[c]);
+  std::printf(")\n");
+  return 0;
+}
+
 int ops_doc(const std::vector<std::string>& args) {
   if (!args.empty() && (args[0] == "-h" || args[0] == "--help")) {
     std::puts(
@@ -189,6 +241,8 @@ const Command kCommands[] = {
      ls::cli::run_convert},
     {"export-image-folder", "write an IDX dataset (Fashion-MNIST) as class folders of images",
      export_image_folder},
+    {"export-text-folder", "write Debian's fortunes as class folders of text files",
+     export_text_folder},
     {"ops-doc", "print the op catalogue (docs/ops.md) from the op declarations", ops_doc},
     {"export-onnx", "write a .keras model's inference graph as ONNX (opset 17+)", export_onnx},
     {"report", "plot CostReport files on one chart (accuracy vs time and dollars)", report},

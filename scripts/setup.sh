@@ -10,6 +10,7 @@
 set -euo pipefail
 PACKAGES=(cmake make g++ pkg-config zlib1g-dev libdnnl-dev libgtest-dev googletest
           nlohmann-json3-dev dataset-fashion-mnist libturbojpeg0-dev libpng-dev
+          fortunes  # labelled text: the text classification job (lockstep export-text-folder)
           libgloo-dev libopenmpi-dev openmpi-bin iproute2
           libhdf5-dev libzip-dev
           libjemalloc2  # preloaded under PyTorch by bench/run_peer_bench.sh

@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 
+#include "data/class_folder.h"
 #include "data/dataset_node.h"
 #include "lockstep/core/file_io.h"
 #include "lockstep/core/rng.h"
@@ -23,13 +24,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
+const FolderKind kImageKind{"image_dataset_from_directory", "images", "image",
+                            "ImageFolderOptions"};
+
 std::string lower(std::string s) {
   for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
   return s;
 }
 
-void validate(const std::string& dir, const ImageFolderOptions& o) {
-  const char* fn = "image_dataset_from_directory";
+void validate(const std::string& dir, const ImageFolderOptions& o, const FolderKind& kind) {
+  const char* fn = kind.fn;
   LS_CHECK(o.labels == "inferred" || o.labels == "none" || o.labels.empty(), fn,
            ": labels must be \"inferred\" or \"none\" (explicit labels go in label_list), got \"",
            o.labels, "\"");
@@ -76,7 +80,8 @@ std::optional<std::pair<dev_t, ino_t>> directory_id(const fs::path& p) {
 // With follow_links, a link to a directory already visited in this walk (root, one of its
 // ancestors, or one listed before; by device and inode) is skipped with a one-line warning: a
 // symlink loop is listed once, not until the path gets too long.
-std::vector<std::string> list_images(const fs::path& root, const ImageFolderOptions& o) {
+std::vector<std::string> list_images(const fs::path& root, const ImageFolderOptions& o,
+                                     const FolderKind& kind) {
   std::set<std::string> exts;
   for (const auto& e : o.allowed_extensions) exts.insert(lower(e));
   std::vector<std::pair<std::string, std::string>> found;  // (parent, filename)
@@ -86,13 +91,12 @@ std::vector<std::string> list_images(const fs::path& root, const ImageFolderOpti
   // The folder itself must be readable: skip_permission_denied (for subfolders) would make an
   // unreadable class folder look empty ("contains no images").
   fs::directory_iterator probe(root, ec);
-  LS_CHECK(!ec, "image_dataset_from_directory: cannot read folder '", root.string(),
-           "': ", ec.message(),
+  LS_CHECK(!ec, kind.fn, ": cannot read folder '", root.string(), "': ", ec.message(),
            ec == std::errc::permission_denied ? " (check its permissions)" : "");
   fs::recursive_directory_iterator it(root, opts | fs::directory_options::skip_permission_denied,
                                       ec),
       end;
-  LS_CHECK(!ec, "image_dataset_from_directory: cannot list '", root.string(), "': ", ec.message());
+  LS_CHECK(!ec, kind.fn, ": cannot list '", root.string(), "': ", ec.message());
   std::set<std::pair<dev_t, ino_t>> visited;
   if (o.follow_links) {  // a link back to root or any of its ancestors is a loop
     std::error_code aec;
@@ -103,8 +107,7 @@ std::vector<std::string> list_images(const fs::path& root, const ImageFolderOpti
     }
   }
   for (; it != end; it.increment(ec)) {
-    LS_CHECK(!ec, "image_dataset_from_directory: cannot list '", root.string(),
-             "': ", ec.message());
+    LS_CHECK(!ec, kind.fn, ": cannot list '", root.string(), "': ", ec.message());
     const fs::directory_entry& e = *it;
     std::error_code ec2;
     if (e.is_directory(ec2)) {
@@ -113,9 +116,9 @@ std::vector<std::string> list_images(const fs::path& root, const ImageFolderOpti
         if (id && !visited.insert(*id).second) {
           it.disable_recursion_pending();
           std::fprintf(stderr,
-                       "image_dataset_from_directory: warning: not following '%s': it leads to "
+                       "%s: warning: not following '%s': it leads to "
                        "a directory already listed (a symlink loop)\n",
-                       e.path().c_str());
+                       kind.fn, e.path().c_str());
         }
       }
       continue;
@@ -124,9 +127,9 @@ std::vector<std::string> list_images(const fs::path& root, const ImageFolderOpti
     if (!exts.count(lower(e.path().extension().string()))) continue;
     // Named like an image but a FIFO (reading it waits forever), a device (/dev/zero never
     // ends) or a dangling link: an error now, naming it, rather than a hang in training.
-    LS_CHECK(fs::is_regular_file(e.path(), ec2), "image_dataset_from_directory: '",
-             e.path().string(), "' is ", file_kind(e.path().string()),
-             ", not a regular image file (remove it or replace it with the image)");
+    LS_CHECK(fs::is_regular_file(e.path(), ec2), kind.fn, ": '", e.path().string(), "' is ",
+             file_kind(e.path().string()), ", not a regular ", kind.file,
+             " file (remove it or replace it with the ", kind.file, ")");
     found.emplace_back(e.path().parent_path().string(), e.path().filename().string());
   }
   std::sort(found.begin(), found.end());
@@ -138,8 +141,9 @@ std::vector<std::string> list_images(const fs::path& root, const ImageFolderOpti
 
 }  // namespace
 
-ImageFolderIndex index_image_directory(const std::string& directory, const ImageFolderOptions& o) {
-  validate(directory, o);
+ImageFolderIndex index_class_folder(const std::string& directory, const ImageFolderOptions& o,
+                                    const FolderKind& kind) {
+  validate(directory, o, kind);
   ImageFolderIndex idx;
   const fs::path root(directory);
   const bool inferred = o.labels != "none" && o.label_list.empty();
@@ -150,24 +154,23 @@ ImageFolderIndex index_image_directory(const std::string& directory, const Image
       if (fs::is_directory(e.path(), ec)) subdirs.push_back(e.path().filename().string());
     }
     std::sort(subdirs.begin(), subdirs.end());
-    LS_CHECK(!subdirs.empty(), "image_dataset_from_directory: '", directory,
+    LS_CHECK(!subdirs.empty(), kind.fn, ": '", directory,
              "' has no class subfolders (labels=\"inferred\" expects one folder per class; use "
-             "labels=\"none\" for a flat folder of images)");
+             "labels=\"none\" for a flat folder of ",
+             kind.noun, ")");
     if (!o.class_names.empty()) {
       std::set<std::string> have(subdirs.begin(), subdirs.end()), seen;
       for (const auto& c : o.class_names) {
-        LS_CHECK(have.count(c), "image_dataset_from_directory: class_names entry \"", c,
-                 "\" is not a subfolder of '", directory, "' (subfolders: ", join(subdirs), ")");
-        LS_CHECK(seen.insert(c).second, "image_dataset_from_directory: class_names lists \"", c,
-                 "\" twice");
+        LS_CHECK(have.count(c), kind.fn, ": class_names entry \"", c, "\" is not a subfolder of '",
+                 directory, "' (subfolders: ", join(subdirs), ")");
+        LS_CHECK(seen.insert(c).second, kind.fn, ": class_names lists \"", c, "\" twice");
       }
       subdirs = o.class_names;  // keeps the given order, drops the others
     }
     for (size_t c = 0; c < subdirs.size(); ++c) {
-      auto files = list_images(root / subdirs[c], o);
-      LS_CHECK(!files.empty(), "image_dataset_from_directory: class folder '",
-               (root / subdirs[c]).string(), "' contains no images (",
-               join(o.allowed_extensions, " "),
+      auto files = list_images(root / subdirs[c], o, kind);
+      LS_CHECK(!files.empty(), kind.fn, ": class folder '", (root / subdirs[c]).string(),
+               "' contains no ", kind.noun, " (", join(o.allowed_extensions, " "),
                "); add images or remove the folder (or leave it out of class_names)");
       for (auto& f : files) {
         idx.files.push_back(std::move(f));
@@ -176,27 +179,27 @@ ImageFolderIndex index_image_directory(const std::string& directory, const Image
     }
     idx.class_names = subdirs;
   } else {
-    idx.files = list_images(root, o);
+    idx.files = list_images(root, o, kind);
     if (!o.label_list.empty()) {
-      LS_CHECK(o.label_list.size() == idx.files.size(),
-               "image_dataset_from_directory: label_list has ", o.label_list.size(),
-               " labels but '", directory, "' holds ", idx.files.size(),
-               " image files (one label per file, in sorted path order)");
+      LS_CHECK(o.label_list.size() == idx.files.size(), kind.fn, ": label_list has ",
+               o.label_list.size(), " labels but '", directory, "' holds ", idx.files.size(), " ",
+               kind.noun, " (one label per file, in sorted path order)");
       idx.labels = o.label_list;
       int mx = *std::max_element(idx.labels.begin(), idx.labels.end());
       for (int i = 0; i <= mx; ++i) idx.class_names.push_back(std::to_string(i));
       if (!o.class_names.empty()) idx.class_names = o.class_names;
     }
   }
-  LS_CHECK(!idx.files.empty(), "image_dataset_from_directory: no images found in directory '",
-           directory, "' (allowed extensions: ", join(o.allowed_extensions, " "), ")");
+  LS_CHECK(!idx.files.empty(), kind.fn, ": no ", kind.noun, " found in directory '", directory,
+           "' (allowed extensions: ", join(o.allowed_extensions, " "), ")");
   if (o.label_mode == "binary" && !idx.labels.empty())
-    LS_CHECK(idx.class_names.size() == 2, "image_dataset_from_directory: label_mode \"binary\" ",
+    LS_CHECK(idx.class_names.size() == 2, kind.fn, ": label_mode \"binary\" ",
              "needs exactly 2 classes, found ", idx.class_names.size(), " (", join(idx.class_names),
              ")");
   if (o.shuffle) {  // Keras shuffles the whole sorted list with the seed before splitting
     uint64_t seed =
-        o.seed ? *o.seed : draw_seed("image_dataset_from_directory (ImageFolderOptions::seed)");
+        o.seed ? *o.seed
+               : draw_seed((std::string(kind.fn) + " (" + kind.options + "::seed)").c_str());
     Philox rng(seed, /*stream=*/0x1F0D3E);
     for (size_t i = idx.files.size(); i > 1; --i) {
       size_t j = size_t(rng.next_u64() % i);
@@ -205,6 +208,10 @@ ImageFolderIndex index_image_directory(const std::string& directory, const Image
     }
   }
   return idx;
+}
+
+ImageFolderIndex index_image_directory(const std::string& directory, const ImageFolderOptions& o) {
+  return index_class_folder(directory, o, kImageKind);
 }
 
 Tensor load_image_for_dataset(const std::string& path, const ImageFolderOptions& o) {

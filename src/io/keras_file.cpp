@@ -379,6 +379,21 @@ zip_t* open_keras_zip(const std::string& path) {
   return z;
 }
 
+// The members under assets/ (Keras's save_assets), bounded in count and size.
+void read_assets(zip_t* z, const std::string& path,
+                 std::vector<std::pair<std::string, std::string>>& out) {
+  const zip_int64_t n = zip_get_num_entries(z, 0);
+  for (zip_int64_t i = 0; i < n; ++i) {
+    const char* name = zip_get_name(z, zip_uint64_t(i), 0);
+    if (!name) continue;
+    const std::string member = name;
+    if (member.rfind("assets/", 0) != 0 || member.back() == '/') continue;
+    LS_CHECK(out.size() < kMaxKerasAssets, "'", path, "': more than ", kMaxKerasAssets,
+             " members under assets/");
+    out.emplace_back(member, zip_member(z, path, member, kMaxKerasAssetBytes));
+  }
+}
+
 void zip_add(zip_t* z, const std::string& path, const std::string& member,
              const std::string& bytes) {
   void* copy = malloc(bytes.size() ? bytes.size() : 1);
@@ -461,9 +476,16 @@ void write_keras_archive(const std::string& path, const KerasArchive& archive) {
     silence_hdf5();
     weights = h5_image(archive.weights, archive.groups, path + ": model.weights.h5");
   }
-  const std::string zip = zip_image(path, {{"metadata.json", archive.metadata.dump()},
-                                           {"config.json", archive.config.dump()},
-                                           {"model.weights.h5", std::move(weights)}});
+  std::vector<std::pair<std::string, std::string>> members = {
+      {"metadata.json", archive.metadata.dump()},
+      {"config.json", archive.config.dump()},
+      {"model.weights.h5", std::move(weights)}};
+  for (const auto& [name, bytes] : archive.assets) {
+    LS_CHECK(name.rfind("assets/", 0) == 0 && name.find("..") == std::string::npos, "'", path,
+             "': asset member '", name, "' must be under assets/");
+    members.emplace_back(name, bytes);
+  }
+  const std::string zip = zip_image(path, members);
   write_file_atomic(path, zip, "model file");
 }
 
@@ -479,6 +501,7 @@ KerasArchive read_keras_archive(const std::string& path,
                             "'" + path + "': metadata.json");
     // There, and its size plausible (the reader process reads it).
     member_bytes = zip_member_size(z, path, "model.weights.h5", UINT64_MAX).size;
+    read_assets(z, path, a.assets);
   } catch (...) {
     zip_discard(z);
     throw;

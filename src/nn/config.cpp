@@ -12,6 +12,7 @@
 #include "lockstep/nn/initializers.h"
 #include "lockstep/nn/layers.h"
 #include "nn/layers/recurrent_slots.h"
+#include "lockstep/nn/text_layers.h"
 
 namespace lockstep {
 
@@ -359,7 +360,8 @@ std::vector<KerasWeightSlot> keras_weight_slots(const Network& net, const std::s
 
 json Network::get_config() const {
   if (inputs_.empty()) return json::object();
-  return sequential_ ? sequential_config(*this) : functional_config(*this);
+  json c = sequential_ ? sequential_config(*this) : functional_config(*this);
+  return host_ ? host_->wrap_config(std::move(c)) : c;  // string inputs: the host layers first
 }
 
 // ---- from config ---------------------------------------------------------------------------
@@ -603,7 +605,11 @@ Network network_from_config(const json& config) {
   // A key of the wrong JSON type deep in a layer's config is nlohmann's exception; the caller
   // gets a lockstep::Error naming the config.
   try {
-    return model_from_config("", config);
+    // String inputs and the host layers after them (TextVectorization, ...) stay outside.
+    auto [body, host] = split_host_preprocessing(config);
+    Network n = model_from_config("", body);
+    n.set_host_preprocessing(host);
+    return n;
   } catch (const json::exception& e) {
     LS_FAIL("model config: unexpected structure: ", e.what());
   }

@@ -7,6 +7,7 @@
 
 #include "distribute/internal/strategy_runtime.h"
 #include "lockstep/distribute/strategy.h"
+#include "lockstep/nn/text_layers.h"
 #include "lockstep/train/model.h"
 #include "lockstep/train/progress.h"
 #include "train/fit_loop.h"
@@ -138,7 +139,16 @@ FitData dataset_fit_data(const data::Dataset& dataset, const std::string& kind) 
 
 // ---- the entry points ----------------------------------------------------------------------
 
+// A model whose inputs take strings (Network::host_preprocessing: a Keras model with
+// Input(dtype="string") -> TextVectorization -> ...): its host layers run on each batch of a
+// Dataset first, in the input pipeline, as Keras runs them in tf.data.
+static ModelData on_host(const Network& m, ModelData x) {
+  if (!m.host_preprocessing() || x.kind() != ModelData::Kind::dataset) return x;
+  return ModelData(m.host_preprocessing()->map(x.dataset()));
+}
+
 History Model::fit(ModelData x, ModelData y, FitConfig cfg) {
+  x = on_host(*this, std::move(x));
   if (!x.is_dataset()) {
     std::vector<Tensor> xs = model_arrays(*this, x, false, "fit", "x");  // (x's errors first)
     return fit_arrays(xs, model_arrays(*this, y, true, "fit", "y"), std::move(cfg));
@@ -155,6 +165,7 @@ History Model::fit(ModelData x, ModelData y, FitConfig cfg) {
 }
 
 Logs Model::evaluate(ModelData x, ModelData y, EvaluateConfig cfg) {
+  x = on_host(*this, std::move(x));
   if (!x.is_dataset()) {
     std::vector<Tensor> xs = model_arrays(*this, x, false, "evaluate", "x");
     return evaluate_arrays(xs, model_arrays(*this, y, true, "evaluate", "y"), std::move(cfg),
@@ -168,6 +179,7 @@ Logs Model::evaluate(ModelData x, ModelData y, EvaluateConfig cfg) {
 }
 
 Prediction Model::predict(ModelData x, PredictConfig config) {
+  x = on_host(*this, std::move(x));
   std::vector<Tensor> outputs;
   if (x.is_dataset()) {
     LS_CHECK(x.kind() == ModelData::Kind::dataset,

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "lockstep/io/keras_file.h"
+#include "lockstep/nn/text_layers.h"
 #include "train/compile_config.h"
 
 namespace lockstep {
@@ -158,6 +159,7 @@ void save_model(const Model& model, const std::string& path, const SaveOptions& 
   a.metadata["date_saved"] = now_string();
   a.metadata["producer"] = "lockstep";
   weights_to_tensors(model, a.weights, a.groups);
+  if (model.host_preprocessing()) a.assets = model.host_preprocessing()->assets();
   const auto& compiled = model.compile_config();
   if (options.include_optimizer && (compiled.optimizer || compiled.loss)) {
     a.config["compile_config"] = train::compile_config_json(compiled);
@@ -201,6 +203,7 @@ Model load_model(const std::string& path, bool compile) {
     return weights_budget(m);
   });
   tensors_to_weights(m, a.weights, path + ": model.weights.h5");
+  if (m.host_preprocessing()) m.host_preprocessing()->load_assets(a.assets, path);
   if (compile && a.config.contains("compile_config") && !a.config["compile_config"].is_null())
     restore_compiled(m, a, path);
   return m;

@@ -42,6 +42,8 @@ PROGRAMS = {
                          r'CommandSpec spec\{"convert"', r'\};', 'literals'),
     'lockstep export-image-folder': (['lockstep', 'export-image-folder'], 'examples/lockstep.cpp',
                                      r'std::vector<std::string> known = \{', r'\};', 'literals'),
+    'lockstep export-text-folder': (['lockstep', 'export-text-folder'], 'examples/lockstep.cpp',
+                                    r'^int export_text_folder\(', r'\};', 'literals'),
     'lockstep ops-doc': (['lockstep', 'ops-doc'], 'examples/lockstep.cpp',
                          r'^int ops_doc\(', r'^\}', 'compared'),
     'lockstep export-onnx': (['lockstep', 'export-onnx'], 'src/onnx/export_command.cpp',

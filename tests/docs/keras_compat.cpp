@@ -12,7 +12,8 @@
 // and a "no" in a kind's own table is a mistake. The checks:
 //   * Layers: the ".keras / JSON" column's "yes" rows equal ls::registered_layers() plus
 //     InputLayer (which network_from_config reads itself); a "no" row is not registered.
-//   * every "yes" C++ cell names a factory declared in the header (lockstep/nn/layers.h,
+//   * every "yes" C++ cell names a factory declared in the header (lockstep/nn/layers.h and
+//     text_layers.h,
 //     lockstep/train/loss.h, metric.h, optimizer.h, schedule.h, callback.h), and every factory
 //     declared there has a "yes" row;
 //   * Losses, Metrics, Optimizers: each string ("mse") of a row whose C++ cell is not "no" is
@@ -309,7 +310,7 @@ int main(int argc, char** argv) {
   }
   const std::string source_dir = argv[1];
   const std::vector<Section> sections = {
-      {"Layers", "layer", {"nn/layers.h", "nn/recurrent.h", "nn/embedding.h", "nn/layers_1d.h"}, 2, -1, nullptr},
+      {"Layers", "layer", {"nn/layers.h", "nn/recurrent.h", "nn/embedding.h", "nn/layers_1d.h", "nn/text_layers.h"}, 2, -1, nullptr},
       {"Losses", "loss", {"train/loss.h"}, 2, 1, [](const std::string& n) { ls::losses::get(n); }},
       {"Metrics",
        "metric",

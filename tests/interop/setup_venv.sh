@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The Python side of the Keras interop test: a venv with Keras 3 on JAX (CPU), h5py and numpy
+# The Python side of the Keras interop test: a venv with Keras 3 on JAX (CPU), h5py and numpy,
+# and TensorFlow (tensorflow-cpu: Keras's TextVectorization and the string models of
+# keras_text_interop run on it)
 # at ${LOCKSTEP_INTEROP_VENV:-<repo>/.venv-interop} (ignored by git, cached: returns at once
 # when it already works). About 700 MB; the first run takes ~1-2 minutes with PyPI reachable.
 # Progress goes to stderr; stdout is one line, the python interpreter to use. Exits 1 with the
@@ -10,13 +12,14 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 VENV=${LOCKSTEP_INTEROP_VENV:-$REPO/.venv-interop}
 PY=$VENV/bin/python
 MARKER=$VENV/.lockstep-interop-ok   # written only after the imports below worked
+STAMP="$KERAS_VERSION+tensorflow"   # what the marker holds (a venv from before TensorFlow updates)
 log() { echo "[interop venv] $*" >&2; }
 
 works() {
-  KERAS_BACKEND=jax "$PY" -c "import keras, jax, h5py, numpy; assert keras.__version__ == '$KERAS_VERSION', keras.__version__" >&2
+  KERAS_BACKEND=jax "$PY" -c "import keras, jax, h5py, numpy, tensorflow; assert keras.__version__ == '$KERAS_VERSION', keras.__version__" >&2
 }
 
-if [[ -x $PY && "$(cat "$MARKER" 2>/dev/null)" == "$KERAS_VERSION" ]]; then
+if [[ -x $PY && "$(cat "$MARKER" 2>/dev/null)" == "$STAMP" ]]; then
   echo "$PY"; exit 0
 fi
 # Several ctest tests share this venv and start side by side: the first to get here installs
@@ -25,17 +28,17 @@ fi
 mkdir -p "$(dirname "$VENV")"
 exec 9>"$VENV.lock"
 flock 9
-if [[ -x $PY && "$(cat "$MARKER" 2>/dev/null)" == "$KERAS_VERSION" ]]; then
+if [[ -x $PY && "$(cat "$MARKER" 2>/dev/null)" == "$STAMP" ]]; then
   echo "$PY"; exit 0
 fi
-log "setting up $VENV (keras==$KERAS_VERSION, jax, h5py, numpy)"
+log "setting up $VENV (keras==$KERAS_VERSION, jax, h5py, numpy, tensorflow-cpu)"
 if [[ ! -x $PY ]]; then
   "${PYTHON:-python3}" -m venv "$VENV" >&2 || { log "cannot create a venv (python3-venv missing?)"; exit 1; }
 fi
 if ! "$PY" -m pip install -q --disable-pip-version-check --timeout 20 --retries 1 \
-     "keras==$KERAS_VERSION" jax h5py numpy >&2; then
+     "keras==$KERAS_VERSION" jax h5py numpy tensorflow-cpu >&2; then
   log "pip install failed (is the package registry reachable?)"; exit 1
 fi
 works || { log "the installed packages do not import"; exit 1; }
-echo "$KERAS_VERSION" > "$MARKER"
+echo "$STAMP" > "$MARKER"
 echo "$PY"

@@ -67,7 +67,15 @@ struct KerasArchive {
   json metadata = json::object();    ///< metadata.json: keras_version, date_saved, ...
   std::vector<NamedTensor> weights;  ///< model.weights.h5
   std::vector<std::string> groups;   ///< written even when empty
+  /// Members under assets/ (Keras's save_assets: a lookup layer's vocabulary.txt at
+  /// "assets/layers/<layer>/vocabulary.txt"), name -> bytes. Read: at most kMaxKerasAssets
+  /// members of at most kMaxKerasAssetBytes each.
+  std::vector<std::pair<std::string, std::string>> assets;
 };
+/// The most members under assets/ read_keras_archive reads.
+inline constexpr size_t kMaxKerasAssets = 1024;
+/// The largest asset member read_keras_archive reads (a vocabulary of millions of tokens).
+inline constexpr uint64_t kMaxKerasAssetBytes = uint64_t(256) << 20;
 /// Writes `archive` as a `.keras` zip at `path` (atomic and checked, see above).
 void write_keras_archive(const std::string& path, const KerasArchive& archive);
 /// Reads a `.keras` zip: its config.json, metadata.json and the tensors of model.weights.h5.

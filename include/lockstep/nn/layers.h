@@ -11,6 +11,7 @@
 #include "lockstep/nn/layer.h"
 #include "lockstep/nn/recurrent.h"
 #include "lockstep/nn/embedding.h"  // Embedding, Masking
+#include "lockstep/nn/text_layers.h"  // TextVectorization, StringLookup, ... (host-side)
 
 namespace lockstep::data {
 class Dataset;

@@ -13,6 +13,7 @@
 namespace lockstep {
 
 class Network;
+struct HostPreprocessing;  // lockstep/nn/text_layers.h
 /// One entry of a Sequential list: a layer, or an Input (KTensor) as the first item (implicit
 /// from each, so `Sequential({Input({4}), Dense(2)})` reads like Keras).
 struct SequentialItem {
@@ -102,6 +103,12 @@ class Network {
   /// copied), and its config is the network's (lockstep/nn/config.h round-trips it). The same
   /// layer while it is alive: calling twice shares the weights.
   LayerPtr as_layer() const;
+  /// Keras models whose first layers take strings (Input(dtype="string") -> TextVectorization
+  /// -> ...): those layers run on the host before the compiled step, kept here (nullptr: none;
+  /// lockstep/nn/text_layers.h). get_config() writes them back in front of the network.
+  const std::shared_ptr<HostPreprocessing>& host_preprocessing() const { return host_; }
+  /// Sets them (network_from_config does, for a Keras config with a string input).
+  void set_host_preprocessing(std::shared_ptr<HostPreprocessing> h) { host_ = std::move(h); }
   /// Calls the network as a layer: `KTensor h = base(x);`.
   KTensor operator()(const KTensor& x) const { return (*as_layer())(x); }
   /// The same with several inputs.
@@ -118,6 +125,7 @@ class Network {
   bool sequential_ = false;                        ///< is_sequential()
   mutable std::weak_ptr<Layer> as_layer_;          ///< weak: the layer holds a copy of this network
   std::shared_ptr<DeviceResidence> residence_;     ///< device_residence()
+  std::shared_ptr<HostPreprocessing> host_;        ///< host_preprocessing()
 
  private:
   std::vector<VariablePtr> collect_weights() const;  // weights() without the device sync

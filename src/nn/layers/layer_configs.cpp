@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "lockstep/nn/config.h"
+#include "lockstep/nn/text_layers.h"
 #include "nn/layers/layer_util.h"
 #include "nn/layers/recurrent_slots.h"
 
@@ -403,6 +404,8 @@ LayerPtr masking(const json& c) {
 
 bool register_builtins() {
   register_layer("Dense", dense);
+  for (const auto& cls : text_layer_classes())  // host-side text preprocessing
+    register_layer(cls, [cls](const json& c) { return text_layer_from_config(cls, c); });
   for (std::string cls : {"Conv2D", "DepthwiseConv2D", "SeparableConv2D", "Conv2DTranspose"})
     register_layer(cls, [cls](const json& c) { return conv(cls, c); });
   for (std::string cls :

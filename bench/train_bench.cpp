@@ -4,8 +4,12 @@
 // classes, logits) on synthetic --image-size images (default 96), timed over a fixed number of
 // training steps after warm-up, and/or inference throughput. --trainable head freezes every
 // layer but the classifier ("predictions"): the frozen-backbone step of transfer learning.
+// --model text_conv1d / text_bilstm: the text classifiers of examples/text_models.h on synthetic
+// token ids in [1, 10000) of length 64 (no padding, no mask), Adam(1e-3), batch 64 (train) /
+// 256 (inference); "images" in the JSON keys are sequences there.
 // Prints one JSON line (last line of stdout).
-//   build/bin/train_bench [--model cnn|resnet|mobilenet_v2|efficientnet_b0]
+//   build/bin/train_bench [--model cnn|resnet|mobilenet_v2|efficientnet_b0|text_conv1d|
+//                                  text_bilstm]
 //                         [--mode train|infer|both] [--image-size N] [--trainable all|head]
 //                         [--dtype-policy float32|mixed_bfloat16] [--threads N]
 //                         [--batch-size B] [--train-steps S] [--warmup W]
@@ -36,12 +40,15 @@
 
 #include "../examples/cli/device_flag.h"
 #include "../examples/reference_cnn.h"
+#include "../examples/text_models.h"
 #include "bench_resnet.h"
 
 namespace ls = lockstep;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+constexpr int64_t kTextVocab = 10000, kTextLen = 64;  // bench/peers.py's TEXT_VOCAB, TEXT_LEN
 
 struct Args {
   std::string model = "cnn", mode = "both", policy = "float32", data_dir, device = "cpu";
@@ -51,13 +58,15 @@ struct Args {
   std::string trainable = "all";  // "head": only the classifier trains
   std::string strategy;           // "" (none), "mirrored", ... (strategy_from_name)
   bool application() const { return model == "mobilenet_v2" || model == "efficientnet_b0"; }
+  bool text() const { return model == "text_conv1d" || model == "text_bilstm"; }
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
   std::fprintf(
       stderr,
       "train_bench: %s\n"
-      "usage: train_bench [--model cnn|resnet|mobilenet_v2|efficientnet_b0]\n"
+      "usage: train_bench [--model cnn|resnet|mobilenet_v2|efficientnet_b0|text_conv1d|"
+      "text_bilstm]\n"
       "                   [--mode train|infer|both] [--image-size N] [--trainable all|head]\n"
       "                   [--dtype-policy float32|mixed_bfloat16] [--threads N]\n"
       "                   [--batch-size B] [--train-steps S] [--warmup W]\n"
@@ -115,9 +124,11 @@ Args parse(int argc, char** argv) {
     else
       usage_error("unknown argument " + k);
   }
-  if (a.model != "cnn" && a.model != "resnet" && !a.application())
-    usage_error("--model must be cnn, resnet, mobilenet_v2 or efficientnet_b0, got '" + a.model +
-                "'");
+  if (a.model != "cnn" && a.model != "resnet" && !a.application() && !a.text())
+    usage_error(
+        "--model must be cnn, resnet, mobilenet_v2, efficientnet_b0, text_conv1d or "
+        "text_bilstm, got '" +
+        a.model + "'");
   if (a.trainable != "all" && a.trainable != "head")
     usage_error("--trainable must be all or head, got '" + a.trainable + "'");
   if (a.trainable == "head" && !a.application())
@@ -127,7 +138,8 @@ Args parse(int argc, char** argv) {
   const bool cnn = a.model == "cnn";
   if (a.batch == 0)
     a.batch = a.application() ? 32 : a.mode == "infer" ? (cnn ? 1000 : 256) : (cnn ? 128 : 64);
-  if (a.steps < 0) a.steps = a.application() ? 20 : cnn ? 200 : 30;
+  if (a.steps < 0)
+    a.steps = a.application() ? 20 : cnn || a.model == "text_conv1d" ? (cnn ? 200 : 100) : 30;
   if (a.warmup < 0) a.warmup = a.mode == "infer" ? 2 : a.application() ? 3 : (cnn ? 20 : 5);
   if (a.infer_batch == 0) a.infer_batch = a.batch;  // --mode infer: --batch-size is it
   if (a.infer_batches == 0) a.infer_batches = a.mode == "infer" ? 10 : (cnn ? 50 : 10);
@@ -145,6 +157,16 @@ std::pair<ls::Tensor, ls::Tensor> synthetic_images(int64_t n, uint64_t seed, int
   for (int64_t i = 0; i < x.numel(); ++i) px[i] = u(rng);
   for (auto& l : labels) l = int32_t(rng() % 10);
   return {x, ls::Tensor::from_vector_i32({n}, labels)};
+}
+
+// Token ids (n, 64) in [1, 10000) and labels 0..9 (as bench/peers.py's text data).
+std::pair<ls::Tensor, ls::Tensor> synthetic_ids(int64_t n, uint64_t seed) {
+  std::vector<int32_t> ids(size_t(n * kTextLen)), labels(size_t(n));
+  std::mt19937_64 rng(seed);
+  for (auto& t : ids) t = int32_t(1 + rng() % (kTextVocab - 1));
+  for (auto& l : labels) l = int32_t(rng() % 10);
+  return {ls::Tensor::from_vector_i32({n, kTextLen}, ids),
+          ls::Tensor::from_vector_i32({n}, labels)};
 }
 
 double seconds_since(Clock::time_point t0) {
@@ -173,10 +195,12 @@ int main(int argc, char** argv) {
         model.set_trainable(false);
         model.get_layer("predictions")->trainable = true;
       }
+    } else if (a.text()) {
+      model = text_classifier(a.model.substr(5), kTextVocab, kTextLen, 10);
     } else {
       model = cnn ? reference_cnn() : bench_resnet();
     }
-    if (cnn)
+    if (cnn || a.text())
       model.compile({.optimizer = ls::optimizers::Adam(1e-3),
                      .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
                      .steps_per_execution = a.steps_per_execution,
@@ -202,6 +226,9 @@ int main(int argc, char** argv) {
       x_train = data.x_train.slice(0, n_train);
       y_train = data.y_train.slice(0, n_train);
       x_infer = data.x_test;
+    } else if (a.text()) {
+      std::tie(x_train, y_train) = synthetic_ids(n_train, 1);
+      x_infer = synthetic_ids(std::min<int64_t>(std::max<int64_t>(n_infer, 1), 4096), 2).first;
     } else {
       const int64_t size = a.application() ? a.image_size : 64;
       std::tie(x_train, y_train) = synthetic_images(n_train, 1, size);
@@ -267,6 +294,7 @@ int main(int argc, char** argv) {
         ru.ru_maxrss / 1024.0, a.steps_per_execution, a.device.c_str(),
         a.application() ? a.image_size
         : cnn           ? 28
+        : a.text()      ? int(kTextLen)
                         : 64,
         a.trainable.c_str(), trainable_params);
     return 0;

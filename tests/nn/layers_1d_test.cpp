@@ -12,6 +12,7 @@
 #include "lockstep/graph/executable.h"
 #include "lockstep/lockstep.h"
 #include "lockstep/nn/config.h"
+#include "ops/op_harness.h"
 #include "test_util.h"
 #ifdef LOCKSTEP_XLA
 #include "backends/xla_test_util.h"
@@ -306,6 +307,56 @@ TEST(TimeDistributed, AppliesItsLayerToEveryStepWithTheLayersWeights) {
   // Conv1D inside: a 4D input [N, T, W, C].
   LayerHandle td_conv = L::TimeDistributed(L::Conv1D(2, 2));
   EXPECT_EQ(run_layer(td_conv, x_of({2, 3, 5, 4}), "cpu").shape(), Shape({2, 3, 4, 2}));
+}
+
+// The gradient of sum(w * layer(x)) with respect to x, through autodiff on the reference and
+// cpu backends, against central finite differences (the op table's check, on the layer's ops).
+TEST(Layers1D, GradientsThroughEachLayerMatchFiniteDifferences) {
+  struct Case {
+    const char* name;
+    LayerHandle layer;
+    Shape x;
+    bool masked = false;
+  };
+  const std::vector<Case> cases = {
+      {"conv1d_causal_dilated_grouped",
+       L::Conv1D(4, 3,
+                 {.padding = "causal", .dilation_rate = 2, .groups = 2, .activation = "tanh"}),
+       {2, 7, 4}},
+      {"conv1d_same_strided", L::Conv1D(3, 2, {.strides = 2, .padding = "same"}), {2, 7, 2}},
+      {"max_pooling1d_same", L::MaxPooling1D(3, {.strides = 2, .padding = "same"}), {2, 7, 3}},
+      {"average_pooling1d_same",
+       L::AveragePooling1D(3, {.strides = 2, .padding = "same"}),
+       {2, 7, 3}},
+      {"global_average_pooling1d_masked", L::GlobalAveragePooling1D(), {2, 5, 3}, true},
+      {"global_max_pooling1d", L::GlobalMaxPooling1D(true), {2, 5, 3}},
+      {"up_sampling1d", L::UpSampling1D(3), {2, 3, 2}},
+      {"zero_padding1d", L::ZeroPadding1D({2, 1}), {2, 3, 2}},
+      {"cropping1d", L::Cropping1D({1, 2}), {2, 6, 2}},
+      {"permute", L::Permute({2, 1}), {2, 3, 4}},
+      {"repeat_vector", L::RepeatVector(3), {2, 4}},
+      {"time_distributed_dense",
+       L::TimeDistributed(L::Dense(3, {.activation = "tanh"})),
+       {2, 3, 4}},
+  };
+  for (const Case& c : cases) {
+    c.layer->ensure_built({c.x.with_dim(0, -1)});
+    lockstep::testing::OpCase oc{
+        .name = c.name, .op = "identity", .inputs = {lockstep::testing::OpInput{.shape = c.x}}};
+    oc.fd_eps = 1e-3f;  // well inside the gaps between a window's values (max pools)
+    if (c.masked)
+      oc.inputs.push_back(lockstep::testing::OpInput{.shape = {c.x[0], c.x[1]},
+                                                     .differentiable = false,
+                                                     .values = {1, 0, 1, 1, 0, 0, 1, 1, 1, 1}});
+    LayerHandle l = c.layer;
+    const bool masked = c.masked;
+    oc.build = [l, masked](Graph& g, const std::vector<Value>& in) {
+      CallContext ctx{g, false, 0, {}};
+      if (masked) ctx.masks = {in.at(1)};
+      return l->call(ctx, {in[0]})[0];
+    };
+    EXPECT_EQ(lockstep::testing::run_grad_check(oc), "") << c.name;
+  }
 }
 
 TEST(Layers1D, ConfigsRoundTripAndWriteKerasKeys) {

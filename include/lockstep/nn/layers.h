@@ -8,8 +8,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "lockstep/nn/layer.h"
 #include "lockstep/nn/embedding.h"  // Embedding, Masking
+#include "lockstep/nn/layer.h"
 
 namespace lockstep::data {
 class Dataset;

@@ -62,7 +62,8 @@ TEST(SequenceOps, TheCpuScatterAddEqualsTheReferenceBitForBitWithRepeatedIds) {
   for (size_t i = 0; i < dyv.size(); ++i) dyv[i] = 0.001f * float(int(i % 1013) - 500);
   const Tensor ids = Tensor::from_vector_i32({n}, idv), dy = Tensor::from_vector({n, cols}, dyv);
   const Attrs at{{"axis", int64_t(0)}, {"size", rows}};
-  auto ref = lockstep::testing::run_single_op("gather_grad", at, {dy, ids}, "reference")[0].to_vector();
+  auto ref =
+      lockstep::testing::run_single_op("gather_grad", at, {dy, ids}, "reference")[0].to_vector();
   auto cpu = lockstep::testing::run_single_op("gather_grad", at, {dy, ids}, "cpu")[0].to_vector();
   ASSERT_EQ(ref.size(), size_t(rows * cols));
   EXPECT_EQ(cpu, ref);

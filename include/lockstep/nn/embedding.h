@@ -11,7 +11,7 @@ namespace lockstep::layers {
 struct EmbeddingOptions {
   /// Keras's default "uniform": RandomUniform in [-0.05, 0.05] ("uniform" is read as this).
   std::string embeddings_initializer = "random_uniform";
-  double embeddings_regularizer_l2 = 0.0;          ///< L2 penalty factor on the table (0: none)
+  double embeddings_regularizer_l2 = 0.0;  ///< L2 penalty factor on the table (0: none)
   /// Id 0 is padding: the layer's output carries a mask (Keras's mask_zero), 0 where the id is 0.
   /// Then ids run over [0, input_dim) as without it (Keras: input_dim counts the padding id).
   bool mask_zero = false;

@@ -1008,6 +1008,74 @@ def layouts():
          {"perm": [0, 2, 1, 3]}, why="(batch, time, heads, dim) -> (batch, heads, time, dim)")
     case("transpose_cycle", "transpose", [x], [transpose(x, [3, 0, 2, 1])],
          {"perm": [3, 0, 2, 1]})
+# ---------------------------------------------------------------- sequences (issue 35)
+
+def u8(t):
+    return T(t.shape, [1 if v else 0 for v in t.values], "uint8")
+
+
+def sequences():
+    """gather (tf.gather: table rows by id, along an axis) and its scatter-add gradient (repeated
+    ids add up), one_hot (tf.one_hot: ids outside [0, depth) give zeros), the comparisons and
+    logical ops (uint8 0/1), where (tf.where), reverse (tf.reverse) and cumsum
+    (tf.math.cumsum with exclusive / reverse)."""
+    table = rand(901, [4, 3])
+    ids = ints([2, 3], [3, 0, 3, 1, 2, 0])
+    out = [table.at(i, k) for i in ids.values for k in range(3)]
+    case("gather_rows", "gather", [table, ids], [T([2, 3, 3], out)])
+    t3 = rand(902, [2, 4, 2])
+    ids1 = ints([3], [3, 0, 3], "int64")
+    out = [t3.at(a, i, c) for a in range(2) for i in ids1.values for c in range(2)]
+    case("gather_axis1_int64", "gather", [t3, ids1], [T([2, 3, 2], out)], {"axis": 1})
+    dy = rand(903, [2, 3, 3])
+    grad = [0.0] * 12
+    for n, i in enumerate(ids.values):
+        for k in range(3):
+            grad[i * 3 + k] += dy.values[n * 3 + k]
+    case("gather_grad_repeated_ids", "gather_grad", [dy, ids], [T([4, 3], grad)],
+         {"axis": 0, "size": 4})
+    oh = ints([2, 3], [0, 3, -1, 4, 1, 1])
+    case("one_hot", "one_hot", [oh],
+         [T([2, 3, 4], [1.0 if v == c else 0.0 for v in oh.values for c in range(4)])],
+         {"depth": 4})
+    a = T([2, 3], [0.5, -1.0, 2.0, 0.25, 1.5, -2.0])
+    b = T([3], [0.5, 1.0, -2.0])
+    cmps = {"equal": lambda x, y: x == y, "not_equal": lambda x, y: x != y,
+            "less": lambda x, y: x < y, "less_equal": lambda x, y: x <= y,
+            "greater": lambda x, y: x > y, "greater_equal": lambda x, y: x >= y}
+    for op, f in cmps.items():
+        case(op + "_broadcast", op, [a, b], [u8(map2(f, a, b))])
+    p = ints([4], [0, 1, 0, 2], "uint8")
+    q = ints([4], [0, 0, 3, 1], "uint8")
+    case("logical_and", "logical_and", [p, q], [u8(map2(lambda x, y: x and y, p, q))])
+    case("logical_or", "logical_or", [p, q], [u8(map2(lambda x, y: x or y, p, q))])
+    case("logical_not", "logical_not", [p], [u8(map1(lambda x: not x, p))])
+    cond = ints([2, 1], [1, 0], "uint8")
+    x, y = rand(904, [2, 3]), rand(905, [3])
+    w = [bget(x, i) if bget(cond, i) else bget(y, i) for i in indices([2, 3])]
+    case("where_broadcast", "where", [cond, x, y], [T([2, 3], w)])
+    r = rand(906, [2, 3, 2])
+    rev = [r.at(i, 2 - j, 1 - k) for i in range(2) for j in range(3) for k in range(2)]
+    case("reverse_axes_1_2", "reverse", [r], [T([2, 3, 2], rev)], {"axes": [1, -1]})
+    c = rand(907, [2, 4])
+    for excl in (False, True):
+        for back in (False, True):
+            vals = []
+            for row in range(2):
+                line = [c.at(row, j) for j in range(4)]
+                order = list(range(4))[::-1] if back else list(range(4))
+                res, acc = [0.0] * 4, 0.0
+                for j in order:
+                    if excl:
+                        res[j] = acc
+                        acc += line[j]
+                    else:
+                        acc += line[j]
+                        res[j] = acc
+                vals += res
+            name = "cumsum" + ("_exclusive" if excl else "") + ("_reverse" if back else "")
+            case(name, "cumsum", [c], [T([2, 4], vals)],
+                 {"axis": 1, "exclusive": excl, "reverse": back})
 
 
 def main():
@@ -1020,6 +1088,7 @@ def main():
     images()
     upsampling()
     layouts()
+    sequences()
     here = os.path.dirname(os.path.abspath(__file__))
     out = {"generator": "tests/ops/known_values/make_known_values.py",
            "comparison": "|got - want| <= tol * (1 + |want|) per element",

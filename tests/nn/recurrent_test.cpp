@@ -126,6 +126,12 @@ std::vector<KerasCase> keras_cases() {
   };
 }
 
+// Restores the global seed a test changes (tests of one process run after each other).
+struct SeedGuard {
+  uint64_t seed = random_seed();
+  ~SeedGuard() { set_random_seed(seed); }
+};
+
 // A test-only layer that hands its second input on as its first input's Keras mask (the
 // masking layers, Embedding(mask_zero) and Masking, are another part of issue 35).
 class AttachMask : public Layer {
@@ -285,6 +291,7 @@ std::vector<std::string> backends_beside_reference() {
 }
 
 TEST(RecurrentLayers, ModelsTrainAlikeOnEveryBackendMaskedOrNot) {
+  SeedGuard guard;
   for (bool masked : {false, true}) {
     Trained ref = train_20_steps("reference", masked);
     EXPECT_LT(ref.losses.back(), 0.8 * ref.losses.front());
@@ -334,6 +341,7 @@ TEST(RecurrentLayers, KerasFileRoundTripKeepsPredictions) {
 // training steps (the masks drawn by the dropout op, the fed-back state's through the loop
 // kernel on cpu) agree across the backends.
 TEST(RecurrentLayers, DropoutActsInTrainingOnly) {
+  SeedGuard guard;
   Tensor x = test_util::lcg_inputs(Shape{6, 5, 3}, 4), y = test_util::lcg_inputs(Shape{6, 2}, 8);
   auto build = [](double rate) {
     reset_layer_names();

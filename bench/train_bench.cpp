@@ -161,7 +161,7 @@ std::pair<ls::Tensor, ls::Tensor> synthetic_images(int64_t n, uint64_t seed, int
 
 // Token ids (n, 64) in [1, 10000) and labels 0..9 (as bench/peers.py's text data).
 std::pair<ls::Tensor, ls::Tensor> synthetic_ids(int64_t n, uint64_t seed) {
-  std::vector<int32_t> ids(size_t(n * kTextLen)), labels(size_t(n));
+  std::vector<int32_t> ids(static_cast<size_t>(n * kTextLen)), labels(static_cast<size_t>(n));
   std::mt19937_64 rng(seed);
   for (auto& t : ids) t = int32_t(1 + rng() % (kTextVocab - 1));
   for (auto& l : labels) l = int32_t(rng() % 10);

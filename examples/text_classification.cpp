@@ -16,7 +16,9 @@
 //       [--report FILE.json] [--price-per-hour X]
 //
 // Without --data-dir it exports the fortunes into <out-dir>/fortunes (apt-get install
-// fortunes; scripts/setup.sh does) once and trains on that.
+// fortunes; scripts/setup.sh does) once and trains on that. <out-dir>/split.json lists the
+// training and validation files, for bench/text_classification_keras.py (Keras, same split and
+// recipe).
 #include <sys/resource.h>
 
 #include <chrono>
@@ -24,6 +26,8 @@
 #include <filesystem>
 #include <string>
 
+#include "lockstep/core/file_io.h"
+#include "lockstep/core/json.h"
 #include "lockstep/core/parse.h"
 #include "lockstep/data/text.h"
 #include "lockstep/lockstep.h"
@@ -101,6 +105,23 @@ std::string text_folder(const Args& a) {
   return dir.string();
 }
 
+// <out-dir>/split.json: the classes and the training and validation files with their labels, so
+// that bench/text_classification_keras.py trains Keras on exactly the same split.
+void write_split(const std::string& path, const ls::data::TextDataset& train,
+                 const ls::data::TextDataset& val) {
+  ls::json j;
+  j["classes"] = train.class_names();
+  auto files = [](const ls::data::TextDataset& d) {
+    ls::json a = ls::json::array();
+    for (size_t i = 0; i < d.file_paths().size(); ++i)
+      a.push_back({fs::absolute(d.file_paths()[i]).string(), d.labels()[i]});
+    return a;
+  };
+  j["train"] = files(train);
+  j["validation"] = files(val);
+  ls::write_file_atomic(path, j.dump(1), "split file");
+}
+
 double peak_rss_mb() {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
@@ -147,6 +168,7 @@ int main(int argc, char** argv) {
                                                        .validation_split = args.validation_split,
                                                        .subset = "both"});
     const std::vector<std::string> classes = train.class_names();
+    write_split((fs::path(args.out_dir) / "split.json").string(), train, val);
 
     // The vocabulary from the training texts only (Keras: vectorize_layer.adapt(text_ds)).
     auto vectorize = ls::layers::TextVectorization({.max_tokens = args.max_tokens,

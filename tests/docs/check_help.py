@@ -62,6 +62,8 @@ PROGRAMS = {
                       r'parse_example_args\(', r'\);', 'literals'),
     'two_outputs': (['two_outputs'], 'docs/examples/two_outputs.cpp', r'parse_example_args\(',
                     r'\);', 'literals'),
+    'text_classification': (['text_classification'], 'examples/text_classification.cpp',
+                            r'parse_example_args\(', r'\);', 'literals'),
 }
 
 

@@ -16,7 +16,8 @@
 #   WORKLOADS=cnn_train,resnet_train,cnn_infer,resnet_infer   DTYPES=float32,bfloat16
 #            (or any of mobilenet_v2_train, mobilenet_v2_infer, mobilenet_v2_frozen_train,
 #            efficientnet_b0_train, efficientnet_b0_infer, efficientnet_b0_frozen_train;
-#            "applications" = those six, "all" = every workload)
+#            "applications" = those six; text_conv1d_train, text_conv1d_infer,
+#            text_bilstm_train, text_bilstm_infer: "text" = those four; "all" = every workload)
 #   IMAGE_SIZE=96        the application workloads' input size
 #   SYSTEMS=lockstep,keras,pytorch
 #   THRESHOLD=0.7        a probe below THRESHOLD x the healthy rate flags a measurement

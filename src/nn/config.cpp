@@ -11,8 +11,8 @@
 
 #include "lockstep/nn/initializers.h"
 #include "lockstep/nn/layers.h"
-#include "nn/layers/recurrent_slots.h"
 #include "lockstep/nn/text_layers.h"
+#include "nn/layers/recurrent_slots.h"
 
 namespace lockstep {
 

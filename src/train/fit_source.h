@@ -13,8 +13,8 @@ namespace lockstep {
 class Program;
 
 // Checks the inputs and targets against the model (fn names the caller in errors): xs one per
-// model input (checked), ys (when given) one per model output; returns the targets as each output's loss wants them. what_x / what_y
-// name the arguments in errors.
+// model input (checked), ys (when given) one per model output; returns the targets as each output's
+// loss wants them. what_x / what_y name the arguments in errors.
 std::vector<Tensor> check_model_arrays(const Model& m, const std::vector<Tensor>& xs,
                                        const std::vector<Tensor>* ys, const char* fn,
                                        const char* what_x = "x", const char* what_y = "y");

@@ -310,7 +310,12 @@ int main(int argc, char** argv) {
   }
   const std::string source_dir = argv[1];
   const std::vector<Section> sections = {
-      {"Layers", "layer", {"nn/layers.h", "nn/recurrent.h", "nn/embedding.h", "nn/layers_1d.h", "nn/text_layers.h"}, 2, -1, nullptr},
+      {"Layers",
+       "layer",
+       {"nn/layers.h", "nn/recurrent.h", "nn/embedding.h", "nn/layers_1d.h", "nn/text_layers.h"},
+       2,
+       -1,
+       nullptr},
       {"Losses", "loss", {"train/loss.h"}, 2, 1, [](const std::string& n) { ls::losses::get(n); }},
       {"Metrics",
        "metric",

@@ -46,8 +46,8 @@ json keras_to_lockstep(const fs::path& dir) {
     for (auto& row : c["output"])
       for (auto& v : row) want.push_back(v.get<float>());
     if (got.numel() != int64_t(want.size())) {
-      ADD_FAILURE() << name << ": Lockstep gives " << got.shape().str() << ", Keras "
-                    << want.size() << " values";
+      ADD_FAILURE() << name << ": Lockstep gives " << got.shape().str() << ", Keras " << want.size()
+                    << " values";
       continue;
     }
     const auto g = got.to_vector();
@@ -97,19 +97,18 @@ void write_lockstep_tv(const fs::path& dir) {
     std::vector<int64_t> row(ids.data<int64_t>() + r * 7, ids.data<int64_t>() + (r + 1) * 7);
     rows.push_back(row);
   }
-  std::ofstream(dir / "lockstep_tv.json") << json{{"config", tv->config()},
-                                                   {"vocabulary", tv->get_vocabulary()},
-                                                   {"strings", v["probe"]},
-                                                   {"ids", rows}}
-                                                 .dump();
+  std::ofstream(dir / "lockstep_tv.json") << json{
+      {"config", tv->config()},
+      {"vocabulary", tv->get_vocabulary()},
+      {"strings", v["probe"]},
+      {"ids", rows}}.dump();
 }
 
 }  // namespace
 
 TEST(KerasTextInterop, BothDirectionsOnStrings) {
   const char* py = std::getenv("LOCKSTEP_INTEROP_PYTHON");
-  if (!py || !*py)
-    GTEST_SKIP() << "needs Keras and TensorFlow: run `ctest -R keras_text_interop`";
+  if (!py || !*py) GTEST_SKIP() << "needs Keras and TensorFlow: run `ctest -R keras_text_interop`";
   fs::path dir = test_util::temp_dir("keras_text_interop", /*fresh=*/true);
   ASSERT_EQ(run_python(py, "make", dir), 0) << "Keras could not build the text models";
   json mine = keras_to_lockstep(dir);

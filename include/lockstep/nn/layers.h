@@ -8,9 +8,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "lockstep/nn/embedding.h"  // Embedding, Masking
 #include "lockstep/nn/layer.h"
 #include "lockstep/nn/recurrent.h"
-#include "lockstep/nn/embedding.h"  // Embedding, Masking
 #include "lockstep/nn/text_layers.h"  // TextVectorization, StringLookup, ... (host-side)
 
 namespace lockstep::data {

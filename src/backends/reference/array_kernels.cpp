@@ -3,6 +3,7 @@
 
 #include "ops/internal/kernel_math.h"
 #include "ops/internal/kernel_util.h"
+#include "ops/internal/sequence_util.h"
 
 namespace lockstep {
 
@@ -10,44 +11,9 @@ namespace {
 
 const char* kRef = "reference";
 
-double load(const void* p, DType t, int64_t i) {
-  switch (t) {
-    case DType::f32:
-      return static_cast<const float*>(p)[i];
-    case DType::i32:
-      return static_cast<const int32_t*>(p)[i];
-    case DType::i64:
-      return double(static_cast<const int64_t*>(p)[i]);
-    case DType::u8:
-      return static_cast<const uint8_t*>(p)[i];
-    case DType::bf16:
-      return bf16_to_f32(static_cast<const bf16*>(p)[i]);
-    default:
-      LS_FAIL("cast: dtype ", dtype_name(t), " not supported");
-  }
-}
-
-void store(void* p, DType t, int64_t i, double v) {
-  switch (t) {
-    case DType::f32:
-      static_cast<float*>(p)[i] = float(v);
-      break;
-    case DType::i32:
-      static_cast<int32_t*>(p)[i] = int32_t(v);
-      break;
-    case DType::i64:
-      static_cast<int64_t*>(p)[i] = int64_t(v);
-      break;
-    case DType::bf16:
-      static_cast<bf16*>(p)[i] = f32_to_bf16(float(v));
-      break;
-    case DType::u8:
-      static_cast<uint8_t*>(p)[i] = uint8_t(int64_t(v));
-      break;
-    default:
-      LS_FAIL("cast: dtype ", dtype_name(t), " not supported");
-  }
-}
+// Any dtype as a double and back: the sequence ops' helpers (ops/internal/sequence_util.h).
+using seq::load;
+using seq::store;
 
 // Copies the box `box` (a shape) from src at offset src_off into dst at offset dst_off, both
 // dense row-major: the trailing axes the box covers whole in src and dst merge into one

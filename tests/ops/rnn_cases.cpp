@@ -45,14 +45,15 @@ void add_cases(std::vector<OpCase>& c, const std::string& name, const std::strin
     if (v.attrs.has("masked")) ins.push_back(mask());
     if (v.attrs.has("recurrent_dropout")) ins.push_back(rdrop());
     for (int out = 0; out <= states; ++out)
-      c.push_back(OpCase{.name = name + v.suffix + (out ? "_state" + std::to_string(out) : ""),
-                         .op = op,
-                         .attrs = a,
-                         .inputs = ins,
-                         .fwd_tol = 1e-4f,
-                         .grad_tol = 2e-2f,
-                         .fd_eps = 1e-3f,
-                         .grad_output = out});
+      c.push_back(OpCase{
+          .name = name + v.suffix + (out ? "_state" + std::to_string(out) : ""),
+          .op = op,
+          .attrs = a,
+          .inputs = ins,
+          .fwd_tol = 1e-4f,
+          .grad_tol = 2e-2f,
+          .fd_eps = 5e-3f,  // 1e-3 left float32 rounding noise of ~3e-5 in the -O1 (ASan) build
+          .grad_output = out});
   }
 }
 

@@ -234,45 +234,56 @@ Tensor load_image_for_dataset(const std::string& path, const ImageFolderOptions&
   return out;
 }
 
+std::pair<Dataset, std::optional<ComponentSpec>> labelled_files(
+    const std::vector<std::string>& files, const std::vector<int>& labels,
+    const std::vector<std::string>& class_names, const std::string& label_mode, bool shuffle,
+    int batch_size, uint64_t shuffle_seed, const char* fn) {
+  const int64_t n = int64_t(files.size());
+  const bool with_labels = !labels.empty() && label_mode != "none";
+  const int64_t C = int64_t(class_names.size());
+  std::vector<Component> comps{Component(Strings(files))};
+  std::optional<ComponentSpec> label_spec;
+  if (with_labels) {
+    Tensor t;
+    if (label_mode == "int") {
+      t = Tensor::from_vector_i32({n}, std::vector<int32_t>(labels.begin(), labels.end()));
+      label_spec = ComponentSpec{ComponentKind::tensor, DType::i32, Shape{}};
+    } else if (label_mode == "categorical") {
+      t = Tensor::zeros({n, C});
+      float* p = t.data<float>();
+      for (int64_t i = 0; i < n; ++i) {
+        LS_CHECK(labels[i] >= 0 && labels[i] < C, fn, ": label ", labels[i], " of '", files[i],
+                 "' is outside 0..", C - 1);
+        p[i * C + labels[i]] = 1.f;
+      }
+      label_spec = ComponentSpec{ComponentKind::tensor, DType::f32, Shape{C}};
+    } else {  // binary
+      t = Tensor::zeros({n, 1});
+      for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = float(labels[i]);
+      label_spec = ComponentSpec{ComponentKind::tensor, DType::f32, Shape{1}};
+    }
+    comps.push_back(Component(t));
+  }
+  Dataset ds = Dataset::from_tensor_slices(std::move(comps));
+  if (shuffle)
+    ds = ds.shuffle(batch_size > 0 ? int64_t(batch_size) * 8 : 1024, {.seed = shuffle_seed});
+  return {ds, label_spec};
+}
+
 namespace {
 
 ImageDataset build(const std::vector<std::string>& files, const std::vector<int>& labels,
                    const std::vector<std::string>& class_names, const ImageFolderOptions& o,
                    uint64_t shuffle_seed) {
-  const int64_t n = int64_t(files.size());
-  const bool with_labels = !labels.empty() && o.label_mode != "none";
-  const int64_t C = int64_t(class_names.size());
-  std::vector<Component> comps{Component(Strings(files))};
-  ComponentSpec label_spec;
-  if (with_labels) {
-    Tensor t;
-    if (o.label_mode == "int") {
-      t = Tensor::from_vector_i32({n}, std::vector<int32_t>(labels.begin(), labels.end()));
-      label_spec = {ComponentKind::tensor, DType::i32, Shape{}};
-    } else if (o.label_mode == "categorical") {
-      t = Tensor::zeros({n, C});
-      float* p = t.data<float>();
-      for (int64_t i = 0; i < n; ++i) {
-        LS_CHECK(labels[i] >= 0 && labels[i] < C, "image_dataset_from_directory: label ", labels[i],
-                 " of '", files[i], "' is outside 0..", C - 1);
-        p[i * C + labels[i]] = 1.f;
-      }
-      label_spec = {ComponentKind::tensor, DType::f32, Shape{C}};
-    } else {  // binary
-      t = Tensor::zeros({n, 1});
-      for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = float(labels[i]);
-      label_spec = {ComponentKind::tensor, DType::f32, Shape{1}};
-    }
-    comps.push_back(Component(t));
-  }
-  Dataset ds = Dataset::from_tensor_slices(std::move(comps));
-  if (o.shuffle)
-    ds = ds.shuffle(o.batch_size > 0 ? int64_t(o.batch_size) * 8 : 1024, {.seed = shuffle_seed});
+  auto [ds, label_spec] =
+      labelled_files(files, labels, class_names, o.label_mode, o.shuffle, o.batch_size,
+                     shuffle_seed, "image_dataset_from_directory");
+  const bool with_labels = label_spec.has_value();
   const int channels = color_mode_channels(parse_color_mode(o.color_mode));
   ElementSpec out_spec;
   out_spec.components.push_back(
       {ComponentKind::tensor, DType::f32, Shape{o.image_size[0], o.image_size[1], channels}});
-  if (with_labels) out_spec.components.push_back(label_spec);
+  if (with_labels) out_spec.components.push_back(*label_spec);
   MapOptions mo;
   mo.num_parallel_calls = o.num_parallel_calls;
   mo.name = detail::concat("load_image(", o.image_size[0], "x", o.image_size[1], ",", o.color_mode,

@@ -60,33 +60,12 @@ void check_sizes(const std::vector<std::string>& files, int64_t cap) {
 TextDataset build(const std::vector<std::string>& files, const std::vector<int>& labels,
                   const std::vector<std::string>& class_names, const TextFolderOptions& o,
                   uint64_t shuffle_seed) {
-  const int64_t n = int64_t(files.size());
-  const bool with_labels = !labels.empty() && o.label_mode != "none";
-  const int64_t C = int64_t(class_names.size());
-  std::vector<Component> comps{Component(Strings(files))};
-  ComponentSpec label_spec;
-  if (with_labels) {
-    Tensor t;
-    if (o.label_mode == "int") {
-      t = Tensor::from_vector_i32({n}, std::vector<int32_t>(labels.begin(), labels.end()));
-      label_spec = {ComponentKind::tensor, DType::i32, Shape{}};
-    } else if (o.label_mode == "categorical") {
-      t = Tensor::zeros({n, C});
-      for (int64_t i = 0; i < n; ++i) t.data<float>()[i * C + labels[size_t(i)]] = 1.f;
-      label_spec = {ComponentKind::tensor, DType::f32, Shape{C}};
-    } else {  // binary
-      t = Tensor::zeros({n, 1});
-      for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = float(labels[size_t(i)]);
-      label_spec = {ComponentKind::tensor, DType::f32, Shape{1}};
-    }
-    comps.push_back(Component(t));
-  }
-  Dataset ds = Dataset::from_tensor_slices(std::move(comps));
-  if (o.shuffle)
-    ds = ds.shuffle(o.batch_size > 0 ? int64_t(o.batch_size) * 8 : 1024, {.seed = shuffle_seed});
+  auto [ds, label_spec] = labelled_files(files, labels, class_names, o.label_mode, o.shuffle,
+                                         o.batch_size, shuffle_seed, "text_dataset_from_directory");
+  const bool with_labels = label_spec.has_value();
   ElementSpec out_spec;
   out_spec.components.push_back({ComponentKind::string, DType::f32, Shape{}});
-  if (with_labels) out_spec.components.push_back(label_spec);
+  if (with_labels) out_spec.components.push_back(*label_spec);
   MapOptions mo;
   mo.num_parallel_calls = o.num_parallel_calls;
   mo.name = detail::concat("read_text(max_length=", o.max_length, ")");

@@ -150,7 +150,7 @@ class Program {
     return s;
   }
   // steps_per_execution = N on a backend that runs several steps per call (xla): run_steps runs
-  // each N staged steps as one call of the step unrolled N times (0: none).
+  // each N staged steps as one call of an N-step program (0: none).
   int unrolled_steps() const { return unrolled_steps_; }
   // A predict program that runs its batch in tiles of this many rows (train/predict_tiles.h;
   // executable() is then the tile's program), else 0.

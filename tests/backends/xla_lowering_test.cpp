@@ -265,6 +265,31 @@ TEST(XlaLowering, CrossReplicaSumIsAnAllReduceOverTheReplicas) {
   EXPECT_NE(two.find("replica_groups = dense<[[0, 1]]>"), std::string::npos) << two;
 }
 
+// mixed_bfloat16 on the matrix units: matmul and the three convolutions take their bf16
+// operands as they are and accumulate in float32 (JAX's preferred_element_type), instead of
+// widening them first; a float32 contraction stays float32. The values are the op table's
+// (XlaOpTable.MatchesReference runs every bf16 case through this path).
+TEST(XlaLowering, Bf16ContractionsTakeBf16OperandsAndAccumulateInFloat32) {
+  for (DType dt : {DType::bf16, DType::f32}) {
+    Graph g;
+    Value x = g.input({dt, Shape{2, 8}}, "x"), w = g.input({dt, Shape{8, 3}}, "w");
+    Value img = g.input({dt, Shape{1, 6, 6, 2}}, "img"), k = g.input({dt, Shape{3, 3, 2, 4}}, "k");
+    Value y = g.add(op::matmul, {x, w});
+    Attrs conv{{"strides", std::vector<int64_t>{1, 1}},
+               {"dilations", std::vector<int64_t>{1, 1}},
+               {"groups", int64_t(1)},
+               {"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+    Value c = g.add(op::conv2d, {img, k}, conv);
+    const std::string mlir = xla::lower_graph(g, {x, w, img, k}, {y, c}).mlir;
+    const std::string e = dt == DType::bf16 ? "bf16" : "f32";
+    for (const std::string want :
+         {"(tensor<2x8x" + e + ">, tensor<8x3x" + e + ">) -> tensor<2x3xf32>",
+          "(tensor<1x6x6x2x" + e + ">, tensor<3x3x2x4x" + e + ">) -> tensor<1x6x6x4xf32>"})
+      EXPECT_NE(mlir.find(want), std::string::npos) << want << " in\n" << mlir;
+    if (dt == DType::bf16) EXPECT_EQ(mlir.find("x2x8xf32>"), std::string::npos) << mlir;
+  }
+}
+
 TEST(XlaLowering, AnUnknownBatchDimIsAnError) {
   Graph g;
   Value x = g.input({DType::f32, Shape{-1, 4}}, "images");

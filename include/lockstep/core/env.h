@@ -109,6 +109,9 @@ enum class Kind : uint8_t { flag, value };
   X(xla_plugin, "LOCKSTEP_XLA_PLUGIN", value, "", "xla",                                           \
     "the plugin when no `--device xla:PLUGIN` is given (a name or a `.so` path); `--device` sets " \
     "it")                                                                                          \
+  X(xla_step_loop, "LOCKSTEP_XLA_STEP_LOOP", flag, "0", "xla",                                     \
+    "`1`: steps_per_execution as one `stablehlo.while` (compile time flat in N; the XLA CPU "      \
+    "plugin runs the loop's body 25-40x slower, so off by default: the steps unrolled)")           \
   X(xla_venv, "LOCKSTEP_XLA_VENV", value, "", "xla",                                               \
     "a Python environment searched first for a plugin given by name")
 

@@ -130,6 +130,90 @@ void lower_step(LoweringContext& cx, const Graph& g, const std::vector<char>& ne
   }
 }
 
+// steps > 1: the steps as one stablehlo.while (see lower_graph.h). The carry: the counter k,
+// the step counter (when the program has one), every variable, the stacked inputs and the
+// stacked outputs.
+void lower_loop(LoweringContext& cx, const Graph& g, const std::vector<char>& need,
+                const std::vector<Value>& inputs, const std::vector<Value>& outputs,
+                const std::vector<HloValue>& args, const HloValue& step_counter,
+                const std::vector<const Node*>& variable_nodes, int steps, LoweredGraph& out,
+                std::vector<HloValue>& results) {
+  StablehloBuilder& b = cx.b;
+  auto stacked_as = [](int64_t n, const std::vector<int64_t>& dims) {  // {n, dims...}
+    std::vector<int64_t> s{n};
+    s.insert(s.end(), dims.begin(), dims.end());
+    return s;
+  };
+  // (k, 0, 0, ...): the start of step k's slice. Every value a region uses is made in it or
+  // carried into it (no captures from the enclosing function).
+  auto starts = [&](const HloValue& k, int rank) {
+    std::vector<HloValue> at(size_t(rank) + 1, b.scalar(ElemType::i64, 0));
+    at[0] = k;
+    return at;
+  };
+  std::vector<HloValue> init{b.scalar(ElemType::i64, 0)};
+  const bool has_step = !step_counter.name.empty();
+  if (has_step) init.push_back(step_counter);
+  for (const Node* v : variable_nodes) init.push_back(cx.variable_values.at(v->variable.get()));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<HloValue> parts;
+    for (int k = 0; k < steps; ++k) {
+      const HloValue& a = args[size_t(k) * inputs.size() + i];
+      parts.push_back(b.reshape(a, stacked_as(1, a.type.dims)));
+    }
+    init.push_back(b.concatenate(parts, 0));
+  }
+  std::vector<HloType> out_types;
+  for (Value v : outputs) {
+    out_types.push_back(hlo_type(g.type(v)));
+    init.push_back(
+        cx.full(HloType{out_types.back().elem, stacked_as(steps, out_types.back().dims)}, 0));
+  }
+  const size_t first_var = has_step ? 2 : 1, first_in = first_var + variable_nodes.size(),
+               first_out = first_in + inputs.size();
+  auto cond = [&](const std::vector<HloValue>& c) -> std::vector<HloValue> {
+    return {b.compare(c[0], b.scalar(ElemType::i64, double(steps)), Compare::LT)};
+  };
+  auto body = [&](const std::vector<HloValue>& c) -> std::vector<HloValue> {
+    const HloValue k = c[0];
+    if (has_step) cx.step = b.add(c[1], k);
+    for (size_t v = 0; v < variable_nodes.size(); ++v)
+      cx.variable_values[variable_nodes[v]->variable.get()] = c[first_var + v];
+    std::vector<HloValue> step_inputs;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const HloValue& s = c[first_in + i];
+      std::vector<int64_t> one = s.type.dims;
+      one[0] = 1;
+      HloValue x = b.dynamic_slice(s, starts(k, s.type.rank() - 1), one);
+      step_inputs.push_back(b.reshape(x, {one.begin() + 1, one.end()}));
+    }
+    std::vector<HloValue> step_results;
+    LoweredGraph scratch;  // (the results' records are made once, after the loop)
+    lower_step(cx, g, need, inputs, outputs, step_inputs.data(), 0, scratch, step_results);
+    std::vector<HloValue> next{b.add(k, b.scalar(ElemType::i64, 1))};
+    if (has_step) next.push_back(c[1]);
+    for (const Node* v : variable_nodes) next.push_back(cx.variable_values.at(v->variable.get()));
+    for (size_t i = 0; i < inputs.size(); ++i) next.push_back(c[first_in + i]);
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      HloValue y = b.reshape(step_results[o], stacked_as(1, out_types[o].dims));
+      next.push_back(b.dynamic_update_slice(c[first_out + o], y, starts(k, out_types[o].rank())));
+    }
+    return next;
+  };
+  const std::vector<HloValue> done = b.while_loop(init, cond, body);
+  for (size_t v = 0; v < variable_nodes.size(); ++v)
+    cx.variable_values[variable_nodes[v]->variable.get()] = done[first_var + v];
+  for (int k = 0; k < steps; ++k)
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      const HloValue& s = done[first_out + o];
+      std::vector<int64_t> lo(size_t(s.type.rank()), 0), hi = s.type.dims;
+      lo[0] = k, hi[0] = k + 1;
+      results.push_back(b.reshape(b.slice(s, lo, hi), out_types[o].dims));
+      out.results.push_back({LoweredResult::Kind::output, int(size_t(k) * outputs.size() + o),
+                             nullptr, -1, out_types[o]});
+    }
+}
+
 }  // namespace
 
 std::vector<bool> LoweredGraph::donate() const {
@@ -165,11 +249,16 @@ LoweredGraph lower_graph(const Graph& g, const std::vector<Value>& inputs,
   for (size_t k = 0; k < variable_nodes.size(); ++k)
     cx.variable_values[variable_nodes[k]->variable.get()] = args[first_variable + k];
   std::vector<HloValue> results;
-  for (int k = 0; k < options.steps; ++k) {
-    if (!step_counter.name.empty())
-      cx.step = k == 0 ? step_counter : b.add(step_counter, b.scalar(ElemType::i64, double(k)));
-    lower_step(cx, g, need, inputs, outputs, args.data() + size_t(k) * inputs.size(), k, out,
+  if (options.steps > 1 && options.loop) {
+    lower_loop(cx, g, need, inputs, outputs, args, step_counter, variable_nodes, options.steps, out,
                results);
+  } else {
+    for (int k = 0; k < options.steps; ++k) {
+      if (!step_counter.name.empty())
+        cx.step = k == 0 ? step_counter : b.add(step_counter, b.scalar(ElemType::i64, double(k)));
+      lower_step(cx, g, need, inputs, outputs, args.data() + size_t(k) * inputs.size(), k, out,
+                 results);
+    }
   }
   for (const Variable* var : cx.updated) {
     int arg = -1;

@@ -8,13 +8,18 @@
 // run it with that argument donated (LoweredGraph::donate()) and the update happens in place on the
 // device, with no copy of the weights per step.
 //
-// steps_per_execution (LoweringOptions::steps = N > 1): the step unrolled N times in one module,
-// each step on its own inputs, the variables threaded from one step into the next (on the
-// device, in one call: the weights never leave it between the N steps). The arguments are then
-// step 0's inputs, step 1's, ..., the step counter (step k uses counter + k), the variables;
-// the results every step's outputs in step order, then the updated variables. Unrolled rather
-// than a stablehlo.while over stacked batches: the same long-stable ops as one step, and each
-// step's outputs (the loss of every step) come back; the cost is a compile N times larger.
+// steps_per_execution (LoweringOptions::steps = N > 1): the N steps in one module, each on its
+// own inputs, the variables threaded from one step into the next (on the device, in one call:
+// the weights never leave it between the N steps). The arguments are step 0's inputs, step 1's,
+// ..., the step counter (step k uses counter + k), the variables; the results every step's
+// outputs in step order, then the updated variables. Two forms, the same arguments and results:
+// - unrolled (the default): the step N times; the compile grows with N;
+// - LoweringOptions::loop (LOCKSTEP_XLA_STEP_LOOP=1): one stablehlo.while, the N inputs stacked
+//   along a new leading dim (step k takes slice k), its outputs written into stacked buffers and
+//   sliced apart after the loop, the variables the loop's carry. The module holds the step once,
+//   so the compile is flat in N; but the XLA CPU plugin runs the body 25-40x slower than the
+//   same step at the top level (CNN and ResNet steps, 2026-12-07), so it is not the default
+//   until that is understood (a GPU plugin may not share it).
 //
 // Only nodes that the outputs or an update need are emitted. Pure nodes see each variable's
 // value from before the step and updates of one variable chain in node order, as in the
@@ -70,8 +75,9 @@ struct LoweringOptions {
   // as the reference kernel for the same seed, replica and step).
   uint64_t seed = 0;
   uint32_t replica = 0;
-  // Steps per call (steps_per_execution): the step unrolled this many times (see above).
+  // Steps per call (steps_per_execution; see above), unrolled or as one while loop.
   int steps = 1;
+  bool loop = false;
   // false: only what the outputs need, no variable updates (the first half of a step split
   // around host collectives: xla_backend.cpp).
   bool side_effects = true;

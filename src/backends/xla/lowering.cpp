@@ -69,6 +69,13 @@ HloValue LoweringContext::in(const Node& n, int i) const {
   return v;
 }
 
+std::pair<HloValue, HloValue> LoweringContext::contraction_operands(const Node& n, int i,
+                                                                    int j) const {
+  HloValue a = raw(n, i), b = raw(n, j);
+  if (a.type.elem == ElemType::bf16 && b.type.elem == ElemType::bf16) return {a, b};
+  return {in(n, i), in(n, j)};
+}
+
 HloValue LoweringContext::gradient(const Node& n, int i) {
   HloValue g = in(n, i);
   if (num_replicas <= 1 || !mean_gradients) return g;

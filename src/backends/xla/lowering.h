@@ -28,6 +28,10 @@ class LoweringContext {
   // Input i of node n as lowered (bf16 widened to f32; cast sees it as it is: raw()).
   HloValue in(const Node& n, int i) const;
   HloValue raw(const Node& n, int i) const;
+  // Inputs i and j of a contraction (matmul, convolution): both as they are when both are
+  // bf16 (mixed_bfloat16: the matrix units take bf16 operands and the product accumulates in
+  // float32, the contraction's `accumulate` type), else both as in(). `.first`/`.second`.
+  std::pair<HloValue, HloValue> contraction_operands(const Node& n, int i, int j) const;
   int num_inputs(const Node& n) const { return int(n.inputs.size()); }
   const TensorType& in_type(const Node& n, int i) const { return graph.type(n.inputs[i]); }
 

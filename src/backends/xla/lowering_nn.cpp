@@ -25,7 +25,8 @@ void check_nhwc(const Node& n) {
 
 Values matmul(LoweringContext& cx, const Node& n) {
   const bool ta = attr_b(n, "transpose_a"), tb = attr_b(n, "transpose_b");
-  return {cx.b.dot_general(cx.in(n, 0), cx.in(n, 1), {}, {}, {ta ? 0 : 1}, {tb ? 1 : 0})};
+  auto [a, b] = cx.contraction_operands(n, 0, 1);
+  return {cx.b.dot_general(a, b, {}, {}, {ta ? 0 : 1}, {tb ? 1 : 0}, ElemType::f32)};
 }
 
 ConvWindow forward_window(const ConvGeom& g) {
@@ -34,9 +35,9 @@ ConvWindow forward_window(const ConvGeom& g) {
 
 Values conv2d(LoweringContext& cx, const Node& n) {
   check_nhwc(n);
-  HloValue x = cx.in(n, 0), w = cx.in(n, 1);
+  auto [x, w] = cx.contraction_operands(n, 0, 1);
   const ConvGeom g = ops::conv2d_geometry(cx.in_type(n, 0).shape, cx.in_type(n, 1).shape, n);
-  HloValue y = cx.b.convolution(x, w, ConvDims::nhwc(), forward_window(g));
+  HloValue y = cx.b.convolution(x, w, ConvDims::nhwc(), forward_window(g), ElemType::f32);
   if (g.fused_bias) y = cx.b.add(y, cx.broadcast_numpy(cx.in(n, 2), y.type.dims));
   return {lower_fused_activation(cx, g.act, y)};
 }
@@ -54,7 +55,7 @@ std::pair<int64_t, int64_t> transposed_padding(int64_t in, int64_t out, int64_t 
 // dx = conv(dy dilated by the strides, w reversed, groups regrouped: [kh, kw, O/G, C]).
 Values conv2d_backward_input(LoweringContext& cx, const Node& n) {
   check_nhwc(n);
-  HloValue dy = cx.in(n, 0), w = cx.in(n, 1);
+  auto [dy, w] = cx.contraction_operands(n, 0, 1);
   const Shape xs = ops::input_shape_attr(n, cx.in_type(n, 0).shape[0]);
   const ConvGeom g = ops::conv_geometry(xs, cx.in_type(n, 1).shape, n);
   // [kh, kw, C/G, O] -> [kh, kw, C/G, G, O/G] -> [kh, kw, O/G, G, C/G] -> [kh, kw, O/G, C].
@@ -67,14 +68,14 @@ Values conv2d_backward_input(LoweringContext& cx, const Node& n) {
   win.lhs_dilation = {g.SH, g.SW};
   win.rhs_dilation = {g.DH, g.DW};
   win.feature_group_count = g.G;
-  return {cx.b.convolution(dy, k, ConvDims::nhwc(), win)};
+  return {cx.b.convolution(dy, k, ConvDims::nhwc(), win, ElemType::f32)};
 }
 
 // dw[kh, kw, C/G, O] = conv(x as [C]-batch, N-feature input, dy as the kernel), window strides
 // = the forward dilations, kernel dilation = the forward strides; groups via batch groups.
 Values conv2d_backward_filter(LoweringContext& cx, const Node& n) {
   check_nhwc(n);
-  HloValue dy = cx.in(n, 0), x = cx.in(n, 1);
+  auto [dy, x] = cx.contraction_operands(n, 0, 1);
   const Shape ws(attr_ints(n, "filter_shape"));
   const ConvGeom g = ops::conv_geometry(cx.in_type(n, 1).shape, ws, n);
   ConvDims d;
@@ -87,7 +88,7 @@ Values conv2d_backward_filter(LoweringContext& cx, const Node& n) {
   win.padding = {{g.PT, (g.KH - 1) * g.DH + (g.OH - 1) * g.SH + 1 - g.H - g.PT},
                  {g.PL, (g.KW - 1) * g.DW + (g.OW - 1) * g.SW + 1 - g.W - g.PL}};
   win.batch_group_count = g.G;
-  return {cx.b.convolution(x, dy, d, win)};
+  return {cx.b.convolution(x, dy, d, win, ElemType::f32)};
 }
 
 // reduce_window / select_and_scatter window of a pool over NHWC.

@@ -17,6 +17,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -161,16 +162,32 @@ class StablehloBuilder {
   HloValue slice(const HloValue& x, const std::vector<int64_t>& start,
                  const std::vector<int64_t>& limit, const std::vector<int64_t>& strides = {});
   HloValue concatenate(const std::vector<HloValue>& xs, int64_t dimension);
+  // x[start[0] : start[0] + sizes[0], ...] with run-time starts (integer scalars of one type,
+  // clamped into range as StableHLO does); and x with `update` written at those starts.
+  HloValue dynamic_slice(const HloValue& x, const std::vector<HloValue>& start,
+                         const std::vector<int64_t>& sizes);
+  HloValue dynamic_update_slice(const HloValue& x, const HloValue& update,
+                                const std::vector<HloValue>& start);
+
+  // ---- control flow ----
+  // stablehlo.while: `carry` starts as `init`; while cond(carry) (an i1 scalar), carry =
+  // body(carry). Returns the final carry. Both functions emit their region's ops.
+  std::vector<HloValue> while_loop(const std::vector<HloValue>& init, const RegionBody& cond,
+                                   const RegionBody& body);
   HloValue reverse(const HloValue& x, const std::vector<int64_t>& dims);
   HloValue pad(const HloValue& x, const HloValue& pad_value, const std::vector<int64_t>& low,
                const std::vector<int64_t>& high, const std::vector<int64_t>& interior = {});
 
   // ---- contractions ----
+  // `accumulate`: the result's element type when it differs from the operands' (bf16 operands
+  // with a float32 result: JAX's preferred_element_type, what a GPU's or TPU's matrix units
+  // take); none keeps the operands' type.
   HloValue dot_general(const HloValue& a, const HloValue& b, const std::vector<int64_t>& batch_a,
                        const std::vector<int64_t>& batch_b, const std::vector<int64_t>& contract_a,
-                       const std::vector<int64_t>& contract_b);
+                       const std::vector<int64_t>& contract_b,
+                       std::optional<ElemType> accumulate = std::nullopt);
   HloValue convolution(const HloValue& input, const HloValue& kernel, const ConvDims& dims,
-                       const ConvWindow& window);
+                       const ConvWindow& window, std::optional<ElemType> accumulate = std::nullopt);
 
   // ---- reductions ----
   // x reduced over `dims` with `reducer`, starting from `init` (a scalar of x's element type).

@@ -78,12 +78,13 @@ HloValue StablehloBuilder::dot_general(const HloValue& a, const HloValue& b,
                                        const std::vector<int64_t>& batch_a,
                                        const std::vector<int64_t>& batch_b,
                                        const std::vector<int64_t>& contract_a,
-                                       const std::vector<int64_t>& contract_b) {
+                                       const std::vector<int64_t>& contract_b,
+                                       std::optional<ElemType> accumulate) {
   LS_CHECK(a.type.elem == b.type.elem && batch_a.size() == batch_b.size() &&
                contract_a.size() == contract_b.size(),
            "dot_general: ", a.type.str(), " and ", b.type.str(),
            " need one element type and as many batch and contracting dims on each side", loc());
-  HloType t{a.type.elem, {}};
+  HloType t{accumulate.value_or(a.type.elem), {}};
   for (size_t i = 0; i < batch_a.size(); ++i) t.dims.push_back(a.type.dims.at(batch_a[i]));
   for (size_t i = 0; i < contract_a.size(); ++i)
     LS_CHECK(a.type.dims.at(contract_a[i]) == b.type.dims.at(contract_b[i]),
@@ -114,7 +115,8 @@ HloValue StablehloBuilder::dot_general(const HloValue& a, const HloValue& b,
 }
 
 HloValue StablehloBuilder::convolution(const HloValue& input, const HloValue& kernel,
-                                       const ConvDims& dims, const ConvWindow& w) {
+                                       const ConvDims& dims, const ConvWindow& w,
+                                       std::optional<ElemType> accumulate) {
   const size_t ns = dims.input_spatial.size();
   LS_CHECK(input.type.rank() == int(ns) + 2 && kernel.type.rank() == int(ns) + 2 &&
                input.type.elem == kernel.type.elem,
@@ -123,7 +125,7 @@ HloValue StablehloBuilder::convolution(const HloValue& input, const HloValue& ke
   const auto strides = or_ones(w.strides, ns), lhs_dil = or_ones(w.lhs_dilation, ns),
              rhs_dil = or_ones(w.rhs_dilation, ns);
   const auto padding = or_zeros(w.padding, ns);
-  HloType t{input.type.elem, std::vector<int64_t>(ns + 2, 0)};
+  HloType t{accumulate.value_or(input.type.elem), std::vector<int64_t>(ns + 2, 0)};
   t.dims[dims.output_batch] = input.type.dims[dims.input_batch] / w.batch_group_count;
   t.dims[dims.output_feature] = kernel.type.dims[dims.kernel_output_feature];
   LS_CHECK(input.type.dims[dims.input_feature] ==

@@ -66,6 +66,38 @@ HloValue StablehloBuilder::slice(const HloValue& x, const std::vector<int64_t>& 
                 ", strides = " + i64_array(strides))[0];
 }
 
+HloValue StablehloBuilder::dynamic_slice(const HloValue& x, const std::vector<HloValue>& start,
+                                         const std::vector<int64_t>& sizes) {
+  LS_CHECK(int(start.size()) == x.type.rank() && int(sizes.size()) == x.type.rank(),
+           "dynamic_slice: ", x.type.str(), " needs ", x.type.rank(), " starts and sizes", loc());
+  for (int i = 0; i < x.type.rank(); ++i)
+    LS_CHECK(0 <= sizes[i] && sizes[i] <= x.type.dims[i] && start[i].type.dims.empty() &&
+                 start[i].type == start[0].type,
+             "dynamic_slice: size ", sizes[i], " or start ", start[i].type.str(), " on dim ", i,
+             " of ", x.type.str(), loc());
+  std::vector<HloValue> operands{x};
+  operands.insert(operands.end(), start.begin(), start.end());
+  return op("stablehlo.dynamic_slice", operands, {HloType{x.type.elem, sizes}},
+            "slice_sizes = " + i64_array(sizes))[0];
+}
+
+HloValue StablehloBuilder::dynamic_update_slice(const HloValue& x, const HloValue& update,
+                                                const std::vector<HloValue>& start) {
+  LS_CHECK(int(start.size()) == x.type.rank() && update.type.rank() == x.type.rank() &&
+               update.type.elem == x.type.elem,
+           "dynamic_update_slice: ", update.type.str(), " into ", x.type.str(), loc());
+  std::vector<HloValue> operands{x, update};
+  operands.insert(operands.end(), start.begin(), start.end());
+  return op("stablehlo.dynamic_update_slice", operands, {x.type})[0];
+}
+
+std::vector<HloValue> StablehloBuilder::while_loop(const std::vector<HloValue>& init,
+                                                   const RegionBody& cond, const RegionBody& body) {
+  std::vector<HloType> types;
+  for (const HloValue& v : init) types.push_back(v.type);
+  return op_with_regions("stablehlo.while", init, types, {{types, cond}, {types, body}});
+}
+
 HloValue StablehloBuilder::concatenate(const std::vector<HloValue>& xs, int64_t dimension) {
   LS_CHECK(!xs.empty(), "concatenate: no operands", loc());
   HloType t = xs[0].type;

@@ -187,7 +187,8 @@ class XlaCompiledGraph final : public CompiledGraph {
                                  .mean_gradients = split_.empty(),
                                  .seed = options.seed,
                                  .replica = options.replica,
-                                 .steps = options.steps}) {
+                                 .steps = options.steps,
+                                 .loop = env::flag(env::xla_step_loop)}) {
     inputs.resize(num_inputs_);  // (the caller's: the split's bucket inputs are internal)
     LS_CHECK(replicas == 1 || options.steps == 1, "backend 'xla': steps_per_execution (",
              options.steps, ") is run step by step with ", replicas, " replicas");
@@ -387,7 +388,7 @@ class XlaBackend final : public Backend {
   // None: XLA fuses and lays out the whole module itself.
   void run_passes(Graph&, std::vector<Value>&, std::vector<std::string>&) const override {}
   bool splits_batch_over_host_threads() const override { return false; }
-  bool runs_steps_per_call() const override { return true; }  // unrolled: lower_graph.h
+  bool runs_steps_per_call() const override { return true; }  // see lower_graph.h
   std::unique_ptr<CompiledGraph> compile(Graph g, std::vector<Value> inputs,
                                          std::vector<Value> outputs, const CompileOptions& options,
                                          const StepInfo* step) const override {

@@ -245,7 +245,8 @@ Value masked_softmax(Graph& g, Value x, Value mask, std::vector<int64_t> axes,
     Value s = g.add(op::reduce_sum, {ex}, Attrs{{"axes", axes}, {"keepdims", true}}, name);
     y = g.add(op::div, {ex, s}, {}, name);
   }
-  if (keep.valid()) y = g.add(op::where, {keep, y, g.add(op::zeros_like, {y}, {}, name)}, {}, name);
+  if (keep.valid())
+    y = g.add(op::where, {keep, y, g.add(op::constant, {}, Attrs{{"value", 0.0}}, name)}, {}, name);
   return y;
 }
 

@@ -262,9 +262,8 @@ class UnitNormLayer : public Layer {
     Value x = to_f32(g, in.at(0), name());
     Value ss = g.add(op::reduce_sum, {g.add(op::square, {x}, {}, name())},
                      Attrs{{"axes", axis_}, {"keepdims", true}}, name());
-    Value inv =
-        g.add(op::div, {g.add(op::ones_like, {ss}, {}, name()), g.add(op::sqrt, {ss}, {}, name())},
-              {}, name());
+    Value one = g.add(op::constant, {}, Attrs{{"value", 1.0}}, name());
+    Value inv = g.add(op::div, {one, g.add(op::sqrt, {ss}, {}, name())}, {}, name());
     inv = g.add(op::minimum, {inv, g.add(op::constant, {}, Attrs{{"value", 1e12}}, name())}, {},
                 name());
     return {to_dtype(g, g.add(op::mul, {x, inv}, {}, name()), t, name())};

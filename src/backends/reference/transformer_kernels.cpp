@@ -39,15 +39,21 @@ std::unique_ptr<Kernel> rms_norm_grad(const Node& n, const Types& in) {
       size_t(rows) * sizeof(float));
 }
 
+// The cos/sin tables in the workspace, then one pass over x.
 std::unique_ptr<Kernel> rotary(const Node& n, const Types& in) {
   const tmath::RotaryGeom g = tmath::rotary_geom(n, in[0].shape);
-  return make_kernel([g](const KernelArgs& a) {
-    double extra = 0;
-    if (a.num_inputs == 2)
-      extra = a.in(1).dtype() == DType::i32 ? double(a.in(1).data<int32_t>()[0])
-                                            : double(a.in(1).data<float>()[0]);
-    tmath::rotary_apply(g, in_f(a, 0), out_f(a, 0), extra);
-  });
+  const size_t table = size_t(g.T * (g.D / 2));
+  return make_kernel(
+      [g, table](const KernelArgs& a) {
+        double extra = 0;
+        if (a.num_inputs == 2)
+          extra = a.in(1).dtype() == DType::i32 ? double(a.in(1).data<int32_t>()[0])
+                                                : double(a.in(1).data<float>()[0]);
+        float* cs = static_cast<float*>(a.workspace);
+        tmath::rotary_tables(g, extra, cs, cs + table);
+        tmath::rotary_apply(g, in_f(a, 0), out_f(a, 0), cs, cs + table);
+      },
+      2 * table * sizeof(float));
 }
 
 }  // namespace

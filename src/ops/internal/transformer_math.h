@@ -160,15 +160,26 @@ inline float rotary_angle(const RotaryGeom& g, int64_t p, int64_t d, double extr
   return pos * inv_freq;
 }
 
+// The cos and sin of every (position, feature pair): tables [T, D/2] in `cs` and `sn` (the
+// kernel's workspace), so the elementwise pass does no transcendental math.
+inline void rotary_tables(const RotaryGeom& g, double extra_start, float* cs, float* sn) {
+  const int64_t half = g.D / 2;
+  for (int64_t p = 0; p < g.T; ++p)
+    for (int64_t d = 0; d < half; ++d) {
+      const float th = rotary_angle(g, p, d, extra_start);
+      cs[p * half + d] = std::cos(th);
+      sn[p * half + d] = g.inverse ? -std::sin(th) : std::sin(th);
+    }
+}
+
 template <class T>
-void rotary_apply(const RotaryGeom& g, const T* x, T* y, double extra_start) {
+void rotary_apply(const RotaryGeom& g, const T* x, T* y, const float* cs, const float* sn) {
   const int64_t half = g.D / 2;
   for (int64_t i = 0; i < g.numel; ++i) {
     const int64_t d = (i / g.fs) % g.D;
     if (d >= half) continue;
     const int64_t p = (i / g.ss) % g.T;
-    const float th = rotary_angle(g, p, d, extra_start);
-    const float c = std::cos(th), s = g.inverse ? -std::sin(th) : std::sin(th);
+    const float c = cs[p * half + d], s = sn[p * half + d];
     const int64_t j = i + half * g.fs;
     const float x1 = ld(x[i]), x2 = ld(x[j]);
     y[i] = st<T>(x1 * c - x2 * s);

@@ -287,3 +287,23 @@ TEST(TransformerOps, RotaryEmbeddingMatchesKerasHub) {
     }
   }
 }
+
+TEST(TransformerOps, CpuBatchMatmulRunsOnOneDnnWithoutFallbackInFloat32) {
+  // Equal batch dims, broadcast ones on either side, transposes: oneDNN's matmul takes them all
+  // in float32 (bf16 depends on the CPU, so it is not asserted here).
+  struct Mm {
+    Shape a, b;
+    bool ta, tb;
+  };
+  for (const Mm& m :
+       {Mm{{2, 3, 4}, {2, 4, 5}, false, false}, Mm{{2, 1, 3, 4}, {3, 4, 5}, false, false},
+        Mm{{2, 3, 4}, {4, 5}, false, false}, Mm{{1, 2, 4, 3}, {3, 1, 5, 4}, true, true}}) {
+    Graph g;
+    Value a = g.input({DType::f32, m.a}, "a"), b = g.input({DType::f32, m.b}, "b");
+    Value y =
+        g.add(op::batch_matmul, {a, b}, Attrs{{"transpose_a", m.ta}, {"transpose_b", m.tb}}, "mm");
+    CompileOptions o{.backend = "cpu"};
+    o.strict_kernels = true;
+    EXPECT_EQ(error_of([&] { Executable exe(g, {a, b}, {y}, o); }), "") << m.a.str() << m.b.str();
+  }
+}

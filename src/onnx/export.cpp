@@ -24,6 +24,7 @@ const ConverterTable& converters() {
     add_recurrent_converters(t);
     add_sequence_converters(t);
     add_1d_converters(t);
+    add_einsum_converters(t);
     return t;
   }();
   return table;

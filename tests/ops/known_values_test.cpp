@@ -247,6 +247,18 @@ const std::vector<Exemption>& exemptions() {
       {"lstm", nullptr, "Keras values at the layer level (tests/nn/recurrent_test.cpp)"},
       {"gru", nullptr, "Keras values at the layer level (tests/nn/recurrent_test.cpp)"},
       {"simple_rnn", nullptr, "Keras values at the layer level (tests/nn/recurrent_test.cpp)"},
+      // Transformer ops (issue 36): values against independent computations elsewhere.
+      {"batch_matmul", nullptr,
+       "values against a brute-force numpy-style einsum loop (tests/ops/transformer_ops_test.cpp,"
+       " TransformerOps.EinsumMatchesANumpyStyleLoopOverManyEquations)"},
+      {"rms_norm", nullptr,
+       "hand-computed values (EinsumLayers.RmsAndUnitNormalizationAndSoftmaxValues) and Keras's "
+       "RMSNormalization (keras_einsum_interop)"},
+      {"rms_norm_grad", "rms_norm", "gradient op"},
+      {"rotary_embedding", nullptr,
+       "KerasHub's values (TransformerOps.RotaryEmbeddingMatchesKerasHub)"},
+      {"random_categorical", nullptr,
+       "random: TransformerOps.RandomCategorical* check determinism, top_k and frequencies"},
       // Sources and state.
       {"input", nullptr, "graph placeholder: every case feeds its inputs through it"},
       {"variable", nullptr, "reads a Variable's storage; no computation"},

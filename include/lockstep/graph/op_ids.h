@@ -56,24 +56,25 @@ class OpId {
 // clang-format off
 #define LOCKSTEP_OPS(X) \
   X(abs) X(abs_grad) X(adam_update) X(add) X(all_reduce_start) X(all_reduce_wait) X(assign) \
-  X(assign_add) X(avg_pool2d) X(avg_pool2d_grad) X(batch_norm_fold) X(batch_norm_infer) \
-  X(batch_norm_infer_grad) X(batch_norm_train) X(batch_norm_train_grad) X(bias_add) \
-  X(binary_accuracy) X(broadcast_to) X(cast) X(categorical_accuracy) X(concat) X(constant) \
-  X(conv2d) X(conv2d_backward_filter) X(conv2d_backward_input) X(conv2d_pointwise_depthwise) \
-  X(cross_replica_sum) X(cumsum) X(div) X(dropout) X(elu) X(elu_grad) X(equal) X(exp) X(gather) \
-  X(gather_grad) X(gelu) X(gelu_grad) X(greater) X(greater_equal) X(gru) X(gru_grad) X(identity) \
-  X(image_adjust_brightness) X(image_adjust_brightness_grad) X(image_adjust_contrast) \
-  X(image_adjust_contrast_grad) X(image_affine_transform) X(image_affine_transform_grad) \
-  X(image_crop) X(image_crop_grad) X(image_flip) X(image_random_affine) \
-  X(image_random_brightness) X(image_random_contrast) X(image_random_crop) X(image_random_flip) \
-  X(image_resize) X(in_top_k) X(input) X(layer_norm) X(layer_norm_grad) X(leaky_relu) \
-  X(leaky_relu_grad) X(less) X(less_equal) X(log) X(log_softmax) X(log_softmax_grad) \
-  X(logical_and) X(logical_not) X(logical_or) X(lr_schedule) X(lstm) X(lstm_grad) X(matmul) \
-  X(max_pool2d) X(max_pool2d_grad) X(maximum) X(maximum_grad) X(minimum) X(minimum_grad) X(mul) \
-  X(neg) X(not_equal) X(one_hot) X(ones_like) X(pad) X(reduce_max) X(reduce_max_grad) \
-  X(reduce_mean) X(reduce_mean_grad) X(reduce_sum) X(reduce_sum_grad) X(relu) X(relu6) \
-  X(relu6_grad) X(relu_grad) X(reshape) X(reverse) X(rmsprop_update) X(scale_shift) X(sgd_update) \
-  X(sigmoid) X(sigmoid_cross_entropy) X(sigmoid_cross_entropy_grad) X(sigmoid_grad) X(simple_rnn) \
+  X(assign_add) X(avg_pool2d) X(avg_pool2d_grad) X(batch_matmul) X(batch_norm_fold) \
+  X(batch_norm_infer) X(batch_norm_infer_grad) X(batch_norm_train) X(batch_norm_train_grad) \
+  X(bias_add) X(binary_accuracy) X(broadcast_to) X(cast) X(categorical_accuracy) X(concat) \
+  X(constant) X(conv2d) X(conv2d_backward_filter) X(conv2d_backward_input) \
+  X(conv2d_pointwise_depthwise) X(cross_replica_sum) X(cumsum) X(div) X(dropout) X(elu) \
+  X(elu_grad) X(equal) X(exp) X(gather) X(gather_grad) X(gelu) X(gelu_grad) X(greater) \
+  X(greater_equal) X(gru) X(gru_grad) X(identity) X(image_adjust_brightness) \
+  X(image_adjust_brightness_grad) X(image_adjust_contrast) X(image_adjust_contrast_grad) \
+  X(image_affine_transform) X(image_affine_transform_grad) X(image_crop) X(image_crop_grad) \
+  X(image_flip) X(image_random_affine) X(image_random_brightness) X(image_random_contrast) \
+  X(image_random_crop) X(image_random_flip) X(image_resize) X(in_top_k) X(input) X(layer_norm) \
+  X(layer_norm_grad) X(leaky_relu) X(leaky_relu_grad) X(less) X(less_equal) X(log) X(log_softmax) \
+  X(log_softmax_grad) X(logical_and) X(logical_not) X(logical_or) X(lr_schedule) X(lstm) \
+  X(lstm_grad) X(matmul) X(max_pool2d) X(max_pool2d_grad) X(maximum) X(maximum_grad) X(minimum) \
+  X(minimum_grad) X(mul) X(neg) X(not_equal) X(one_hot) X(ones_like) X(pad) X(random_categorical) \
+  X(reduce_max) X(reduce_max_grad) X(reduce_mean) X(reduce_mean_grad) X(reduce_sum) \
+  X(reduce_sum_grad) X(relu) X(relu6) X(relu6_grad) X(relu_grad) X(reshape) X(reverse) X(rms_norm) \
+  X(rms_norm_grad) X(rmsprop_update) X(rotary_embedding) X(scale_shift) X(sgd_update) X(sigmoid) \
+  X(sigmoid_cross_entropy) X(sigmoid_cross_entropy_grad) X(sigmoid_grad) X(simple_rnn) \
   X(simple_rnn_grad) X(slice) X(slice_grad) X(softmax) X(softmax_cross_entropy) \
   X(softmax_cross_entropy_grad) X(softmax_grad) X(softplus) X(softplus_grad) \
   X(sparse_categorical_accuracy) X(sparse_softmax_cross_entropy) \

@@ -320,4 +320,5 @@ namespace lockstep {
 Value apply_activation(Graph& g, Value x, const std::string& activation, const std::string& name);
 }  // namespace lockstep
 
+#include "lockstep/nn/einsum_layers.h"  // EinsumDense, RMSNormalization, Softmax, ...
 #include "lockstep/nn/layers_1d.h"  // Conv1D, the 1D pooling and sequence layers, TimeDistributed

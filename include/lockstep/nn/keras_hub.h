@@ -1,0 +1,72 @@
+// KerasHub's building blocks (keras_hub.layers) as Lockstep layers, with KerasHub's configs,
+// registered names ("keras_hub>PositionEmbedding") and weight layout, so .keras files that
+// keras-hub writes load here and Lockstep's load in keras-hub. As in KerasHub:
+//
+//   auto ids = Input({32}, "token_ids", DType::i32);
+//   auto x = keras_hub::TokenAndPositionEmbedding(100, 32, 64)(ids);
+//
+// Position tables (SinePositionEncoding, RotaryEmbedding) are computed for the static sequence
+// length of the input when the layer is built. Integer ids embed and float features give logits
+// in ReversibleEmbedding (KerasHub's `reverse=True`), one shared table for both when tied.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "lockstep/nn/layer.h"
+
+namespace lockstep::keras_hub {
+
+/// keras_hub.layers.PositionEmbedding: a learned table `embeddings` [sequence_length, features];
+/// for inputs [N, T, features] it returns rows start_index..start_index+T-1, broadcast over N.
+LayerHandle PositionEmbedding(int64_t sequence_length, std::string initializer = "glorot_uniform",
+                              std::string name = "");
+
+/// keras_hub.layers.ReversibleEmbedding's options.
+struct ReversibleEmbeddingOptions {
+  bool tie_weights = true;  ///< logits use the embedding table (else `reverse_embeddings`)
+  std::string embeddings_initializer = "random_uniform";  ///< Keras's "uniform"
+  bool mask_zero = false;                                 ///< id 0 is padding (a mask)
+  std::optional<double> logit_soft_cap;                   ///< logits = tanh(logits / cap) * cap
+  std::string name;                                       ///< "" = "reversible_embedding", ...
+};
+/// keras_hub.layers.ReversibleEmbedding (Keras's ReversibleEmbedding): integer ids [N, ...] ->
+/// [N, ..., output_dim] like Embedding; float features [N, ..., output_dim] -> logits
+/// [N, ..., input_dim] against the table's transpose (tie_weights) or `reverse_embeddings`
+/// [output_dim, input_dim] (KerasHub's `layer(x, reverse=True)`).
+LayerHandle ReversibleEmbedding(int64_t input_dim, int64_t output_dim,
+                                ReversibleEmbeddingOptions o = {});
+
+/// keras_hub.layers.TokenAndPositionEmbedding's options.
+struct TokenAndPositionEmbeddingOptions {
+  bool tie_weights = true;                                ///< its token embedding's
+  std::string embeddings_initializer = "random_uniform";  ///< both tables (Keras's "uniform")
+  bool mask_zero = false;                                 ///< id 0 is padding (a mask)
+  std::string name;  ///< "" = "token_and_position_embedding", ...
+};
+/// keras_hub.layers.TokenAndPositionEmbedding: a ReversibleEmbedding of the ids plus a
+/// PositionEmbedding, kept as KerasHub keeps them (".../token_embedding/vars/0",
+/// ".../position_embedding/vars/0").
+LayerHandle TokenAndPositionEmbedding(int64_t vocabulary_size, int64_t sequence_length,
+                                      int64_t embedding_dim,
+                                      TokenAndPositionEmbeddingOptions o = {});
+
+/// keras_hub.layers.SinePositionEncoding: the fixed sinusoids of "Attention Is All You Need"
+/// for inputs [N, T, features] (sin on even features, cos on odd ones), broadcast over N.
+LayerHandle SinePositionEncoding(double max_wavelength = 10000, std::string name = "");
+
+/// keras_hub.layers.RotaryEmbedding's options (rope_type "linear", "dynamic" or "default";
+/// KerasHub's "yarn" is refused).
+struct RotaryEmbeddingOptions {
+  double max_wavelength = 10000;
+  double scaling_factor = 1.0;
+  std::string rope_type = "linear";
+  int64_t sequence_axis = 1;
+  int64_t feature_axis = -1;
+  std::optional<int64_t> denominator_dim;  ///< the frequencies' denominator (default: features)
+  std::string name;                        ///< "" = "rotary_embedding", ...
+};
+/// keras_hub.layers.RotaryEmbedding: rotates each pair (x[i], x[i + d/2]) of the feature axis by
+/// position * max_wavelength^(-2i/d): y = x * cos + rotate_half(x) * sin.
+LayerHandle RotaryEmbedding(RotaryEmbeddingOptions o = {});
+
+}  // namespace lockstep::keras_hub

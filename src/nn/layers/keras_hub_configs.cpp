@@ -1,0 +1,16 @@
+// Registers KerasHub's layers under their registered names ("keras_hub>PositionEmbedding"), as
+// KerasHub's .keras files name them (src/nn/config.cpp looks them up by registered_name).
+#include "nn/layers/keras_hub_util.h"
+
+namespace lockstep {
+
+void register_keras_hub_layers() {
+  using namespace keras_hub_detail;  // NOLINT: the factories
+  register_layer("keras_hub>PositionEmbedding", position_embedding_from_config);
+  register_layer("keras_hub>ReversibleEmbedding", reversible_embedding_from_config);
+  register_layer("keras_hub>TokenAndPositionEmbedding", token_and_position_embedding_from_config);
+  register_layer("keras_hub>SinePositionEncoding", sine_position_encoding_from_config);
+  register_layer("keras_hub>RotaryEmbedding", rotary_embedding_from_config);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,168 @@
+"""KerasHub side of the KerasHub interop test (tests/interop/keras_hub_interop_test.cpp).
+
+  keras_hub_interop.py make DIR    builds one small model per case below with random weights,
+                                   saves DIR/<case>.keras, its inputs DIR/<case>.in<i>.bin
+                                   (int32 or float32), KerasHub's outputs DIR/<case>.out<i>.f32
+                                   and DIR/<case>.json: {"inputs": [{name, dtype, shape}],
+                                   "outputs": [{name, shape}]}
+  keras_hub_interop.py check DIR   loads each DIR/<case>.lockstep.keras that Lockstep saved,
+                                   predicts on the same inputs and compares with Lockstep's
+                                   outputs DIR/<case>.lockstep.out<i>.f32 (max abs diff <= 1e-4)
+
+Cases: KerasHub's PositionEmbedding (with start_index), TokenAndPositionEmbedding (tied and
+untied, mask_zero), ReversibleEmbedding (tied and untied, reverse=True logits, logit_soft_cap),
+SinePositionEncoding, RotaryEmbedding (rank 3 and 4, other axes, scaling, dynamic). Prints one
+line per case.
+"""
+import json
+import os
+import sys
+import warnings
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+import numpy as np  # noqa: E402
+import keras  # noqa: E402
+import keras_hub  # noqa: E402
+from keras import layers as L  # noqa: E402
+
+warnings.filterwarnings("ignore", category=UserWarning)
+H = keras_hub.layers
+B, T, V, D = 3, 8, 20, 6
+
+
+def ids_input():
+    return keras.Input((T,), dtype="int32", name="token_ids")
+
+
+def float_input(shape=(T, D)):
+    return keras.Input(shape, name="x")
+
+
+def reversible(tie, cap=None):
+    ids = ids_input()
+    emb = H.ReversibleEmbedding(V, D, tie_weights=tie, logit_soft_cap=cap, name="rev")
+    h = L.Dense(D, activation="tanh", name="mix")(emb(ids))
+    return keras.Model(ids, emb(h, reverse=True))
+
+
+def position(start):
+    x = float_input()
+    return keras.Model(x, L.Add()([x, H.PositionEmbedding(12, name="pos")(x, start_index=start)]))
+
+
+def rotary(shape, **kw):
+    x = float_input(shape)
+    return keras.Model(x, H.RotaryEmbedding(name="rope", **kw)(x))
+
+
+CASES = {
+    "position_embedding": lambda: position(0),
+    "position_embedding_start": lambda: position(3),
+    "token_and_position": lambda: keras.Model(
+        *(lambda i: (i, H.TokenAndPositionEmbedding(V, 10, D, name="tpe")(i)))(ids_input())),
+    "token_and_position_untied_mask": lambda: keras.Model(
+        *(lambda i: (i, L.Dense(4, name="head")(H.TokenAndPositionEmbedding(
+            V, T, D, tie_weights=False, mask_zero=True, name="tpe")(i))))(ids_input())),
+    "reversible_tied": lambda: reversible(True),
+    "reversible_untied_cap": lambda: reversible(False, cap=2.0),
+    "sine": lambda: keras.Model(
+        *(lambda x: (x, L.Add()([x, H.SinePositionEncoding(name="sine")(x)])))(float_input())),
+    "sine_wavelength": lambda: keras.Model(
+        *(lambda x: (x, H.SinePositionEncoding(max_wavelength=100)(x)))(float_input((T, 5)))),
+    "rotary": lambda: rotary((T, D)),
+    "rotary_heads": lambda: rotary((T, 2, 4), max_wavelength=500, scaling_factor=2.0),
+    "rotary_axes": lambda: rotary((2, T, 4), sequence_axis=2, feature_axis=-1),
+    "rotary_dynamic": lambda: rotary((T, D), rope_type="dynamic", scaling_factor=3.0),
+}
+
+
+def write(path, a, dtype=np.float32):
+    np.ascontiguousarray(a, dtype=dtype).tofile(path)
+
+
+def inputs_for(m, rng):
+    xs = []
+    for t in m.inputs:
+        shape = (B,) + tuple(t.shape[1:])
+        if "int" in str(t.dtype):
+            xs.append(rng.integers(0, V, shape).astype(np.int32))
+        else:
+            xs.append(rng.normal(0, 1, shape).astype(np.float32))
+    return xs
+
+
+def save_case(d, name, m, xs, ys, out_names):
+    m.save(os.path.join(d, name + ".keras"))
+    spec = {"inputs": [], "outputs": []}
+    for i, (t, x) in enumerate(zip(m.inputs, xs)):
+        write(os.path.join(d, f"{name}.in{i}.bin"), x, x.dtype)
+        spec["inputs"].append({"name": t.name, "dtype": str(x.dtype), "shape": list(x.shape)})
+    for i, (n, y) in enumerate(zip(out_names, ys)):
+        write(os.path.join(d, f"{name}.out{i}.f32"), y)
+        spec["outputs"].append({"name": n, "shape": list(y.shape)})
+    with open(os.path.join(d, name + ".json"), "w") as f:
+        json.dump(spec, f)
+
+
+def make(d):
+    rng = np.random.default_rng(7)
+    for name, build in CASES.items():
+        keras.utils.set_random_seed(1)
+        m = build()
+        m.set_weights([rng.normal(0, 0.5, w.shape).astype(np.float32) for w in m.get_weights()])
+        xs = inputs_for(m, rng)
+        if "mask" in name:
+            xs[0][:, -2:] = 0  # padding ids
+        y = np.asarray(m.predict(xs[0] if len(xs) == 1 else xs, verbose=0))
+        save_case(d, name, m, xs, [y], ["output"])
+        print(f"made {name}: output {y.shape}")
+
+
+def load_inputs(d, name):
+    with open(os.path.join(d, name + ".json")) as f:
+        spec = json.load(f)
+    xs = {}
+    for i, s in enumerate(spec["inputs"]):
+        xs[s["name"]] = np.fromfile(os.path.join(d, f"{name}.in{i}.bin"),
+                                    np.dtype(s["dtype"])).reshape(s["shape"])
+    return spec, xs
+
+
+def check_case(d, name):
+    spec, xs = load_inputs(d, name)
+    m = keras.saving.load_model(os.path.join(d, name + ".lockstep.keras"))
+    got = m.predict(xs if len(xs) > 1 else list(xs.values())[0], verbose=0)
+    if isinstance(got, dict):
+        got = [got[o["name"]] for o in spec["outputs"]]
+    elif not isinstance(got, (list, tuple)):
+        got = [got]
+    worst = 0.0
+    for i, (o, g) in enumerate(zip(spec["outputs"], got)):
+        want = np.fromfile(os.path.join(d, f"{name}.lockstep.out{i}.f32"), np.float32)
+        worst = max(worst, float(np.max(np.abs(np.asarray(g).reshape(-1) - want))))
+    return worst
+
+
+def check(d, names):
+    bad = 0
+    for name in names:
+        try:
+            e = check_case(d, name)
+        except Exception as ex:  # noqa: BLE001: report every case
+            print(f"FAIL {name}: keras-hub cannot load lockstep's file: {ex}")
+            bad += 1
+            continue
+        ok = e <= 1e-4
+        bad += 0 if ok else 1
+        print(f"{'ok' if ok else 'FAIL'} {name}: keras-hub loads lockstep's file, "
+              f"max abs diff {e:.3g}")
+    return bad
+
+
+if __name__ == "__main__":
+    cmd, d = sys.argv[1], sys.argv[2]
+    if cmd == "make":
+        make(d)
+    else:
+        names = sys.argv[3:] or list(CASES)
+        sys.exit(1 if check(d, names) else 0)

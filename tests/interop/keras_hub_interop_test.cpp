@@ -1,0 +1,120 @@
+// KerasHub's layers and backbones against real keras-hub (on JAX), both ways (issue 36):
+// keras-hub builds one small model per case of tests/interop/keras_hub_interop.py
+// (PositionEmbedding, TokenAndPositionEmbedding, ReversibleEmbedding with reverse=True,
+// SinePositionEncoding, RotaryEmbedding, ...) with random weights and saves it; Lockstep loads
+// each .keras file and predicts within 1e-4 of keras-hub on the same inputs, on the reference
+// and cpu backends, then saves it again, and keras-hub loads Lockstep's file and predicts
+// within 1e-4 of Lockstep. Runs when LOCKSTEP_INTEROP_PYTHON names a python with keras-hub
+// (ctest keras_hub_interop, label interop, through tests/interop/run_keras_interop.sh);
+// skipped otherwise.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "lockstep/lockstep.h"
+#include "test_util.h"
+
+using namespace lockstep;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const kLayerCases[] = {"position_embedding",
+                                   "position_embedding_start",
+                                   "token_and_position",
+                                   "token_and_position_untied_mask",
+                                   "reversible_tied",
+                                   "reversible_untied_cap",
+                                   "sine",
+                                   "sine_wavelength",
+                                   "rotary",
+                                   "rotary_heads",
+                                   "rotary_axes",
+                                   "rotary_dynamic"};
+
+void write_f32(const fs::path& p, const Tensor& t) {
+  std::ofstream(p, std::ios::binary)
+      .write(static_cast<const char*>(t.raw()), std::streamsize(t.nbytes()));
+}
+
+Tensor read_raw(const fs::path& p, const Shape& s, DType dt) {
+  Tensor t = Tensor::zeros(s, dt);
+  std::ifstream f(p, std::ios::binary);
+  f.read(static_cast<char*>(t.raw()), std::streamsize(t.nbytes()));
+  EXPECT_TRUE(f.good()) << p;
+  return t;
+}
+
+Shape shape_of(const json& j) { return Shape(j.at("shape").get<std::vector<int64_t>>()); }
+
+// One case's files: its inputs by name and keras-hub's outputs, in the file's output order.
+struct Case {
+  TensorDict inputs;
+  std::vector<Tensor> outputs;
+};
+
+Case read_case(const fs::path& dir, const std::string& name) {
+  std::ifstream f(dir / (name + ".json"));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const json spec = parse_json(ss.str(), name + ".json");
+  Case c;
+  int i = 0;
+  for (const json& in : spec.at("inputs")) {
+    const DType dt = in.at("dtype") == "int32" ? DType::i32 : DType::f32;
+    c.inputs.tensors[in.at("name").get<std::string>()] =
+        read_raw(dir / (name + ".in" + std::to_string(i++) + ".bin"), shape_of(in), dt);
+  }
+  i = 0;
+  for (const json& out : spec.at("outputs"))
+    c.outputs.push_back(
+        read_raw(dir / (name + ".out" + std::to_string(i++) + ".f32"), shape_of(out), DType::f32));
+  return c;
+}
+
+std::string script(const char* py) {
+  return std::string(py) + " " + LOCKSTEP_SOURCE_DIR + "/tests/interop/keras_hub_interop.py ";
+}
+
+// Loads each case's .keras file, predicts on the reference and cpu backends against keras-hub's
+// outputs, and saves it back (with Lockstep's outputs) for the python side's check.
+void load_predict_save(const fs::path& dir, const std::string& name) {
+  SCOPED_TRACE(name);
+  const Case c = read_case(dir, name);
+  Model m = load_model((dir / (name + ".keras")).string(), /*compile=*/false);
+  for (const char* backend : {"reference", "cpu"}) {
+    m.compile(
+        {.optimizer = optimizers::get("sgd"), .loss = losses::get("mse"), .backend = backend});
+    const Prediction p = m.predict(ModelData(c.inputs));
+    const float d = test_util::max_abs_diff(p.outputs(), c.outputs);
+    std::printf("%s (%s): lockstep loads keras-hub's file, max abs diff %.3g\n", name.c_str(),
+                backend, d);
+    EXPECT_LE(d, 1e-4f) << backend;
+  }
+  const Prediction p = m.predict(ModelData(c.inputs));
+  for (size_t i = 0; i < p.size(); ++i)
+    write_f32(dir / (name + ".lockstep.out" + std::to_string(i) + ".f32"), p[i]);
+  m.save((dir / (name + ".lockstep.keras")).string());
+}
+
+}  // namespace
+
+TEST(KerasHubInterop, LayersBothWaysAgainstRealKerasHub) {
+  const char* py = std::getenv("LOCKSTEP_INTEROP_PYTHON");
+  if (!py || !*py)
+    GTEST_SKIP() << "needs keras-hub: run `ctest -R keras_hub_interop` "
+                    "(tests/interop/run_keras_interop.sh)";
+  fs::path dir = test_util::temp_dir("keras_hub_interop", /*fresh=*/true);
+  ASSERT_EQ(std::system((script(py) + "make " + dir.string()).c_str()), 0)
+      << "keras-hub failed (above)";
+  std::string names;
+  for (const char* name : kLayerCases) {
+    load_predict_save(dir, name);
+    names += std::string(" ") + name;
+  }
+  EXPECT_EQ(std::system((script(py) + "check " + dir.string() + names).c_str()), 0)
+      << "keras-hub did not load Lockstep's files or predicted differently (above)";
+}

@@ -23,6 +23,7 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 import numpy as np  # noqa: E402
 import keras  # noqa: E402
 import keras_hub  # noqa: E402
+import keras_hub.src.utils.keras_utils  # noqa: E402
 from keras import layers as L  # noqa: E402
 
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -55,6 +56,51 @@ def rotary(shape, **kw):
     return keras.Model(x, H.RotaryEmbedding(name="rope", **kw)(x))
 
 
+E = 8  # the transformer cases' features (2 heads of 4)
+
+
+def seq_input(name="x", steps=T):
+    return keras.Input((steps, E), name=name)
+
+
+def mask_input(name, shape=(T,)):
+    return keras.Input(shape, dtype="int32", name=name)
+
+
+def encoder(**kw):
+    x, m = seq_input(), mask_input("padding_mask")
+    return keras.Model([x, m], H.TransformerEncoder(16, 2, name="enc", **kw)(x, padding_mask=m))
+
+
+def encoder_attention_mask():
+    x, a = seq_input(), mask_input("attention_mask", (T, T))
+    enc = H.TransformerEncoder(16, 2, normalize_first=True, activation="gelu", name="enc")
+    return keras.Model([x, a], enc(x, attention_mask=a))
+
+
+def encoder_keras_mask(dropout):
+    ids = ids_input()
+    h = H.TokenAndPositionEmbedding(V, T, E, mask_zero=True, name="tpe")(ids)
+    return keras.Model(ids, H.TransformerEncoder(16, 2, dropout=dropout, name="enc")(h))
+
+
+def decoder(**kw):
+    x, m = seq_input(), mask_input("padding_mask")
+    dec = H.TransformerDecoder(16, 2, name="dec", **kw)
+    return keras.Model([x, m], dec(x, decoder_padding_mask=m))
+
+
+def decoder_no_causal():
+    x = seq_input()
+    return keras.Model(x, H.TransformerDecoder(16, 2, name="dec")(x, use_causal_mask=False))
+
+
+def decoder_cross():
+    x, enc, m = seq_input(), seq_input("encoder_sequence", 5), mask_input("encoder_mask", (5,))
+    dec = H.TransformerDecoder(16, 2, dropout=0.1, name="dec")
+    return keras.Model([x, enc, m], dec(x, enc, encoder_padding_mask=m))
+
+
 CASES = {
     "position_embedding": lambda: position(0),
     "position_embedding_start": lambda: position(3),
@@ -73,6 +119,16 @@ CASES = {
     "rotary_heads": lambda: rotary((T, 2, 4), max_wavelength=500, scaling_factor=2.0),
     "rotary_axes": lambda: rotary((2, T, 4), sequence_axis=2, feature_axis=-1),
     "rotary_dynamic": lambda: rotary((T, D), rope_type="dynamic", scaling_factor=3.0),
+    "encoder": lambda: encoder(),
+    "encoder_prenorm_relu": lambda: encoder(normalize_first=True, layer_norm_epsilon=1e-3),
+    "encoder_attention_mask": encoder_attention_mask,
+    "encoder_keras_mask": lambda: encoder_keras_mask(0.1),
+    "encoder_keras_mask_no_dropout": lambda: encoder_keras_mask(0.0),
+    "decoder_causal": lambda: decoder(normalize_first=True, activation="gelu"),
+    "decoder_gelu_approximate": lambda: decoder(
+        activation=keras_hub.src.utils.keras_utils.gelu_approximate),
+    "decoder_no_causal": decoder_no_causal,
+    "decoder_cross": decoder_cross,
 }
 
 
@@ -80,11 +136,23 @@ def write(path, a, dtype=np.float32):
     np.ascontiguousarray(a, dtype=dtype).tofile(path)
 
 
+def padding(rng, shape):
+    m = np.ones(shape, np.int32)  # right padding: each row keeps at least half its steps
+    for row in m:
+        row[rng.integers(shape[1] // 2, shape[1] + 1):] = 0
+    return m
+
+
 def inputs_for(m, rng):
     xs = []
     for t in m.inputs:
         shape = (B,) + tuple(t.shape[1:])
-        if "int" in str(t.dtype):
+        if "mask" in t.name and len(shape) == 2:
+            xs.append(padding(rng, shape))
+        elif "mask" in t.name:
+            xs.append(np.maximum(rng.integers(0, 2, shape), np.eye(shape[1], dtype=np.int64))
+                      .astype(np.int32))
+        elif "int" in str(t.dtype):
             xs.append(rng.integers(0, V, shape).astype(np.int32))
         else:
             xs.append(rng.normal(0, 1, shape).astype(np.float32))
@@ -111,7 +179,7 @@ def make(d):
         m = build()
         m.set_weights([rng.normal(0, 0.5, w.shape).astype(np.float32) for w in m.get_weights()])
         xs = inputs_for(m, rng)
-        if "mask" in name:
+        if "mask" in name and name.startswith("token") or name.startswith("encoder_keras_mask"):
             xs[0][:, -2:] = 0  # padding ids
         y = np.asarray(m.predict(xs[0] if len(xs) == 1 else xs, verbose=0))
         save_case(d, name, m, xs, [y], ["output"])

@@ -33,7 +33,16 @@ const char* const kLayerCases[] = {"position_embedding",
                                    "rotary",
                                    "rotary_heads",
                                    "rotary_axes",
-                                   "rotary_dynamic"};
+                                   "rotary_dynamic",
+                                   "encoder",
+                                   "encoder_prenorm_relu",
+                                   "encoder_attention_mask",
+                                   "encoder_keras_mask",
+                                   "encoder_keras_mask_no_dropout",
+                                   "decoder_causal",
+                                   "decoder_gelu_approximate",
+                                   "decoder_no_causal",
+                                   "decoder_cross"};
 
 void write_f32(const fs::path& p, const Tensor& t) {
   std::ofstream(p, std::ios::binary)

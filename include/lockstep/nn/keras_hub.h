@@ -69,4 +69,29 @@ struct RotaryEmbeddingOptions {
 /// position * max_wavelength^(-2i/d): y = x * cos + rotate_half(x) * sin.
 LayerHandle RotaryEmbedding(RotaryEmbeddingOptions o = {});
 
+/// keras_hub.layers.TransformerEncoder / TransformerDecoder's options.
+struct TransformerOptions {
+  double dropout = 0;                ///< attention and residual dropout (training only)
+  std::string activation = "relu";   ///< the feed-forward's (also "gelu_approximate")
+  double layer_norm_epsilon = 1e-5;  ///< the layer norms'
+  std::string kernel_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";
+  bool normalize_first = false;  ///< pre-norm (GPT-2) instead of post-norm (BERT)
+  bool use_causal_mask = true;   ///< TransformerDecoder: each step sees only the steps before it
+  std::string name;              ///< "" = "transformer_encoder", ...
+};
+/// keras_hub.layers.TransformerEncoder: self-attention (num_heads heads of features / num_heads)
+/// and a feed-forward block of intermediate_dim, each with a residual and a layer norm. Inputs
+/// [N, T, features] and optionally a padding mask [N, T] (1 = a real step), then an attention
+/// mask [N, T, T]: `enc({x, padding_mask})`. A Keras mask on x (mask_zero upstream) masks the
+/// keys when no padding mask is given and, as Keras's MultiHeadAttention does, the queries too.
+LayerHandle TransformerEncoder(int64_t intermediate_dim, int64_t num_heads,
+                               TransformerOptions o = {});
+/// keras_hub.layers.TransformerDecoder: causal self-attention, cross-attention over an encoder
+/// sequence when one is passed (`dec({x, encoder_sequence})`, built into the layer on its first
+/// call), then the feed-forward block. Padding masks come from the inputs' Keras masks, or by
+/// keyword in a loaded config (decoder_padding_mask=, encoder_padding_mask=, ...).
+LayerHandle TransformerDecoder(int64_t intermediate_dim, int64_t num_heads,
+                               TransformerOptions o = {});
+
 }  // namespace lockstep::keras_hub

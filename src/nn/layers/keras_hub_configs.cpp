@@ -11,6 +11,9 @@ void register_keras_hub_layers() {
   register_layer("keras_hub>TokenAndPositionEmbedding", token_and_position_embedding_from_config);
   register_layer("keras_hub>SinePositionEncoding", sine_position_encoding_from_config);
   register_layer("keras_hub>RotaryEmbedding", rotary_embedding_from_config);
+  for (std::string cls : {"TransformerEncoder", "TransformerDecoder"})
+    register_layer("keras_hub>" + cls,
+                   [cls](const json& c) { return transformer_from_config(cls, c); });
 }
 
 }  // namespace lockstep

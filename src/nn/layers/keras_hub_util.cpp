@@ -11,10 +11,15 @@ void HubLayer::fail_arg(const std::string& key, const std::string& why) const {
 }
 
 std::vector<std::string> HubLayer::bind_call_kwargs(const json& kwargs, size_t num_args) {
-  LS_CHECK(num_args == 1, class_name(), " '", name(), "': a call takes one positional tensor, ",
-           "this one has ", num_args, " (pass the others by keyword)");
+  LS_CHECK(num_args >= 1 && num_args <= max_positional(), class_name(), " '", name(),
+           "': a call takes ", max_positional(), " positional tensor(s) at most, this one has ",
+           num_args, " (pass the others by keyword)");
   const std::vector<std::string> takes = tensor_kwargs();
   std::vector<std::string> tensors;
+  if (num_args == 2) {
+    if (kwargs.contains(takes.at(0))) fail_arg(takes[0], "is given twice (by position too)");
+    tensors.push_back(takes[0]);
+  }
   for (auto& [k, v] : kwargs.items()) {
     const bool is_tensor = v.is_object() && v.value("class_name", "") == "__keras_tensor__";
     if (std::find(takes.begin(), takes.end(), k) != takes.end() && (is_tensor || v.is_null())) {
@@ -43,22 +48,38 @@ std::vector<std::string> HubLayer::bind_call_kwargs(const json& kwargs, size_t n
             "Lockstep binds one set per layer (call it the same way each time)");
   bound_ = ordered;
   bound_once_ = true;
+  if (num_args == 2) ordered.erase(ordered.begin());  // passed by position, not by keyword
   return ordered;
 }
 
 KerasLayerHooks::CallSpec HubLayer::call_spec(const LayerCall& call) const {
   CallSpec s;
-  s.num_args = call.inputs.size() - bound_.size();
-  s.tensor_kwargs = bound_;
+  s.tensor_kwargs = binding(call.inputs.size());
+  s.num_args = call.inputs.size() - s.tensor_kwargs.size();
   s.kwargs = scalar_kwargs(call);
   if (start_index_ != 0) s.kwargs["start_index"] = start_index_;
   return s;
 }
 
+std::vector<std::string> HubLayer::binding(size_t num_inputs) const {
+  if (bound_once_) return bound_;
+  std::vector<std::string> takes = tensor_kwargs();
+  LS_CHECK(num_inputs >= 1 && num_inputs - 1 <= takes.size(), class_name(), " '", name(),
+           "': a call takes 1 to ", takes.size() + 1, " inputs, got ", num_inputs);
+  takes.resize(num_inputs - 1);
+  return takes;
+}
+
+int HubLayer::kwarg_index(size_t num_inputs, const std::string& key) const {
+  const std::vector<std::string> b = binding(num_inputs);
+  for (size_t i = 0; i < b.size(); ++i)
+    if (b[i] == key) return int(i + 1);
+  return -1;
+}
+
 Value HubLayer::kwarg_input(const std::vector<Value>& in, const std::string& key) const {
-  for (size_t i = 0; i < bound_.size(); ++i)
-    if (bound_[i] == key) return in.at(1 + i);
-  return Value{};
+  const int i = kwarg_index(in.size(), key);
+  return i < 0 ? Value{} : in.at(size_t(i));
 }
 
 VariablePtr fixed_table(const std::string& name, Tensor value) {

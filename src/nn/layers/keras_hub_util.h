@@ -31,17 +31,24 @@ class HubLayer : public Layer, public KerasLayerHooks {
   [[noreturn]] void fail_arg(const std::string& key, const std::string& why) const;
   /// Whether the call takes `start_index` (the position embeddings do).
   virtual bool takes_start_index() const { return false; }
-  /// The tensor keyword arguments the call takes, in the order they follow the positional input.
+  /// The tensor keyword arguments the call takes, in the order they follow the positional input
+  /// (a call from C++ with more inputs than one passes the first of them, in this order).
   virtual std::vector<std::string> tensor_kwargs() const { return {}; }
+  /// How many positional tensors a call takes; the second is tensor_kwargs()[0]
+  /// (TransformerDecoder's encoder_sequence).
+  virtual size_t max_positional() const { return 1; }
   /// Reads one non-tensor keyword argument other than start_index and training; false: not one
   /// this layer takes (bind_call_kwargs then refuses it).
   virtual bool bind_scalar_kwarg(const std::string& key, const json& value) { return false; }
   /// The non-tensor keyword arguments of `call` to save (start_index is added when nonzero).
   virtual json scalar_kwargs(const LayerCall& call) const { return json::object(); }
-  /// The tensor keywords bound, in input order (a subset of tensor_kwargs()).
-  const std::vector<std::string>& bound_tensor_kwargs() const { return bound_; }
-  /// The input (after the positional one) bound to keyword `key`, or Value{} when absent.
+  /// The names of inputs 1.. of a call with `num_inputs` inputs: the keywords a loaded config
+  /// bound, or else the first tensor_kwargs().
+  std::vector<std::string> binding(size_t num_inputs) const;
+  /// The input bound to keyword `key` (binding()), or Value{} when the call has none.
   Value kwarg_input(const std::vector<Value>& in, const std::string& key) const;
+  /// Its index in the inputs, or -1.
+  int kwarg_index(size_t num_inputs, const std::string& key) const;
   int64_t start_index_ = 0;  ///< KerasHub's start_index (positions start there)
 
  private:
@@ -73,6 +80,7 @@ LayerPtr reversible_embedding_from_config(const json& c);
 LayerPtr token_and_position_embedding_from_config(const json& c);
 LayerPtr sine_position_encoding_from_config(const json& c);
 LayerPtr rotary_embedding_from_config(const json& c);
+LayerPtr transformer_from_config(const std::string& cls, const json& c);
 ///@}
 
 }  // namespace lockstep::keras_hub_detail

@@ -186,6 +186,49 @@ def make(d):
         print(f"made {name}: output {y.shape}")
 
 
+BACKBONE = dict(vocabulary_size=100, num_layers=2, num_heads=2, hidden_dim=32,
+                intermediate_dim=64, max_sequence_length=32)
+BACKBONES = ["bert_backbone", "gpt2_backbone"]
+
+
+def backbone_inputs(rng, segments):
+    n, t = 4, BACKBONE["max_sequence_length"]
+    mask = padding(rng, (n, t))
+    xs = {"token_ids": rng.integers(1, BACKBONE["vocabulary_size"], (n, t)).astype(np.int32)
+          * mask, "padding_mask": mask}
+    if segments:
+        seg = np.zeros((n, t), np.int32)
+        seg[:, t // 2:] = 1
+        xs["segment_ids"] = seg * mask
+    return xs
+
+
+def make_backbones(d):
+    """keras-hub's BertBackbone and GPT2Backbone, tiny, random weights (normal, 0.2)."""
+    rng = np.random.default_rng(11)
+    for name in BACKBONES:
+        keras.utils.set_random_seed(2)
+        bert = name.startswith("bert")
+        cls = keras_hub.models.BertBackbone if bert else keras_hub.models.GPT2Backbone
+        m = cls(**BACKBONE)
+        m.set_weights([rng.normal(0, 0.2, w.shape).astype(np.float32) for w in m.get_weights()])
+        xs = backbone_inputs(rng, bert)
+        y = m.predict(xs, verbose=0)
+        outs = ["sequence_output", "pooled_output"] if bert else ["sequence_output"]
+        ys = [np.asarray(y[o]) for o in outs] if bert else [np.asarray(y)]
+        m.save(os.path.join(d, name + ".keras"))
+        spec = {"inputs": [], "outputs": []}
+        for i, (k, x) in enumerate(xs.items()):
+            write(os.path.join(d, f"{name}.in{i}.bin"), x, np.int32)
+            spec["inputs"].append({"name": k, "dtype": "int32", "shape": list(x.shape)})
+        for i, (o, v) in enumerate(zip(outs, ys)):
+            write(os.path.join(d, f"{name}.out{i}.f32"), v)
+            spec["outputs"].append({"name": o, "shape": list(v.shape)})
+        with open(os.path.join(d, name + ".json"), "w") as f:
+            json.dump(spec, f)
+        print(f"made {name}: outputs {[v.shape for v in ys]}")
+
+
 def load_inputs(d, name):
     with open(os.path.join(d, name + ".json")) as f:
         spec = json.load(f)
@@ -231,6 +274,8 @@ if __name__ == "__main__":
     cmd, d = sys.argv[1], sys.argv[2]
     if cmd == "make":
         make(d)
+    elif cmd == "make_backbones":
+        make_backbones(d)
     else:
         names = sys.argv[3:] or list(CASES)
         sys.exit(1 if check(d, names) else 0)

@@ -127,3 +127,20 @@ TEST(KerasHubInterop, LayersBothWaysAgainstRealKerasHub) {
   EXPECT_EQ(std::system((script(py) + "check " + dir.string() + names).c_str()), 0)
       << "keras-hub did not load Lockstep's files or predicted differently (above)";
 }
+
+// keras-hub's BertBackbone and GPT2Backbone (vocabulary 100, 2 layers, 2 heads, hidden 32,
+// intermediate 64, max sequence 32, random weights) load in Lockstep and match keras-hub's
+// outputs on the same token ids, segment ids and padding masks; Lockstep saves them back under
+// their KerasHub class and keras-hub loads them.
+TEST(KerasHubInterop, BertAndGpt2BackbonesBothWays) {
+  const char* py = std::getenv("LOCKSTEP_INTEROP_PYTHON");
+  if (!py || !*py) GTEST_SKIP() << "needs keras-hub: run `ctest -R keras_hub_interop`";
+  fs::path dir = test_util::temp_dir("keras_hub_backbones", /*fresh=*/true);
+  ASSERT_EQ(std::system((script(py) + "make_backbones " + dir.string()).c_str()), 0)
+      << "keras-hub failed (above)";
+  for (const char* name : {"bert_backbone", "gpt2_backbone"}) load_predict_save(dir, name);
+  EXPECT_EQ(
+      std::system((script(py) + "check " + dir.string() + " bert_backbone gpt2_backbone").c_str()),
+      0)
+      << "keras-hub did not load Lockstep's files or predicted differently (above)";
+}

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "lockstep/nn/layer.h"
+#include "lockstep/nn/network.h"
 
 namespace lockstep::keras_hub {
 
@@ -93,5 +94,43 @@ LayerHandle TransformerEncoder(int64_t intermediate_dim, int64_t num_heads,
 /// keyword in a loaded config (decoder_padding_mask=, encoder_padding_mask=, ...).
 LayerHandle TransformerDecoder(int64_t intermediate_dim, int64_t num_heads,
                                TransformerOptions o = {});
+
+/// keras_hub.models.BertBackbone's hyperparameters (its config).
+struct BertBackboneOptions {
+  int64_t vocabulary_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t hidden_dim = 0;
+  int64_t intermediate_dim = 0;
+  double dropout = 0.1;
+  int64_t max_sequence_length = 512;
+  int64_t num_segments = 2;
+  /// The inputs' static length (0: max_sequence_length); Lockstep compiles for one length.
+  int64_t sequence_length = 0;
+  std::string name = "bert_backbone";
+  std::string dtype = "float32";  ///< the layers' policy ("mixed_bfloat16")
+};
+/// keras_hub.models.BertBackbone, built as KerasHub builds it: inputs token_ids, segment_ids and
+/// padding_mask (int32 [N, T]), outputs sequence_output [N, T, hidden] and pooled_output
+/// [N, hidden] (tanh Dense of the first step). Saved, its config is the hyperparameters under
+/// "keras_hub>BertBackbone", so keras-hub loads the file.
+Network BertBackbone(const BertBackboneOptions& o);
+
+/// keras_hub.models.GPT2Backbone's hyperparameters (its config).
+struct GPT2BackboneOptions {
+  int64_t vocabulary_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t hidden_dim = 0;
+  int64_t intermediate_dim = 0;
+  double dropout = 0.1;
+  int64_t max_sequence_length = 1024;
+  int64_t sequence_length = 0;  ///< the inputs' static length (0: max_sequence_length)
+  std::string name = "gpt2_backbone";
+  std::string dtype = "float32";  ///< the layers' policy ("mixed_bfloat16")
+};
+/// keras_hub.models.GPT2Backbone: inputs token_ids and padding_mask (int32 [N, T]), output the
+/// final layer norm's [N, T, hidden]; pre-norm causal TransformerDecoders.
+Network GPT2Backbone(const GPT2BackboneOptions& o);
 
 }  // namespace lockstep::keras_hub

@@ -14,6 +14,11 @@ void register_keras_hub_layers() {
   for (std::string cls : {"TransformerEncoder", "TransformerDecoder"})
     register_layer("keras_hub>" + cls,
                    [cls](const json& c) { return transformer_from_config(cls, c); });
+  // A backbone inside a model (a task model's `backbone`): its network as a nested layer.
+  for (std::string cls : {"BertBackbone", "GPT2Backbone"})
+    register_layer("keras_hub>" + cls, [cls](const json& c) {
+      return keras_hub_model_from_config({{"class_name", cls}, {"config", c}})->as_layer();
+    });
 }
 
 }  // namespace lockstep

@@ -7,11 +7,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
+#include "lockstep/io/keras_file.h"
 #include "lockstep/nn/config.h"
 #include "lockstep/nn/layers.h"
 #include "lockstep/nn/layers_1d.h"
+#include "lockstep/nn/mixed_precision.h"
 #include "lockstep/train/model.h"
 #include "lockstep/train/saving.h"
 #include "test_util.h"
@@ -237,4 +240,52 @@ TEST(KerasHubTraining, TransformerEncoderClassifierLossFalls) {
   const auto& loss = hist.history.at("loss");
   std::printf("TransformerEncoder classifier: loss %.4f -> %.4f\n", loss.front(), loss.back());
   EXPECT_LT(loss.back(), 0.6 * loss.front());
+}
+
+// A .keras file with a KerasHub class Lockstep does not have: the error names the file too.
+TEST(KerasHubLayers, AnUnknownKerasHubLayerInAFileNamesTheFileAndTheClass) {
+  reset_layer_names();
+  auto x = L::Input({4, 8}, "x");
+  Model m(x, H::TransformerEncoder(16, 2, {.name = "enc"})(x));
+  const std::string path = (test_util::temp_dir("keras_hub_unknown", true) / "m.keras").string();
+  m.save(path);
+  io::KerasArchive a = io::read_keras_archive(path);
+  for (auto& l : a.config["config"]["layers"])
+    if (l["class_name"] == "TransformerEncoder") {
+      l["class_name"] = "FNetEncoder";
+      l["registered_name"] = "keras_hub>FNetEncoder";
+    }
+  io::write_keras_archive(path, a);
+  expect_has(error_of([&] { load_model(path, false); }),
+             {path, "config.json", "KerasHub class 'FNetEncoder'", "not supported"});
+}
+
+// Under mixed_bfloat16 the KerasHub layers compute in bfloat16 (softmax and layer norms in
+// float32) and stay close to float32.
+TEST(KerasHubLayers, MixedBfloat16StaysCloseToFloat32) {
+  auto build = [] {
+    reset_layer_names();
+    set_random_seed(9);
+    auto ids = L::Input({6}, "token_ids", DType::i32);
+    auto h = H::TokenAndPositionEmbedding(12, 6, 8, {.name = "tpe"})(ids);
+    h = H::SinePositionEncoding(10000, "sine")(h);
+    h = H::TransformerDecoder(16, 2, {.normalize_first = true, .name = "dec"})(h);
+    return Model(ids, H::RotaryEmbedding({.name = "rope"})(h));
+  };
+  const Tensor in = Tensor::from_vector_i32({2, 6}, {1, 2, 3, 4, 5, 6, 11, 0, 7, 7, 3, 9});
+  Model f32 = build();
+  f32.compile({.optimizer = optimizers::Adam(1e-3), .loss = losses::get("mse")});
+  const Tensor want = f32.predict(in, 2);
+  mixed_precision::set_global_policy("mixed_bfloat16");
+  Model bf16 = build();
+  mixed_precision::set_global_policy("float32");
+  bf16.set_weights(f32.get_weights());
+  bf16.compile({.optimizer = optimizers::Adam(1e-3), .loss = losses::get("mse")});
+  const auto got = bf16.predict(in, 2).to_vector(), w = want.to_vector();
+  ASSERT_EQ(got.size(), w.size());
+  float d = 0;
+  for (size_t i = 0; i < w.size(); ++i) d = std::max(d, std::abs(got[i] - w[i]));
+  std::printf("mixed_bfloat16 against float32: max abs diff %.3g\n", d);
+  EXPECT_LE(d, 0.1f);
+  EXPECT_GT(d, 0.f);  // it did compute in bfloat16
 }

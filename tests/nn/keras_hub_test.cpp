@@ -18,6 +18,9 @@
 #include "lockstep/train/model.h"
 #include "lockstep/train/saving.h"
 #include "test_util.h"
+#ifdef LOCKSTEP_XLA
+#include "backends/xla_test_util.h"
+#endif
 
 using namespace lockstep;
 using lockstep::test_util::expect_has;
@@ -289,3 +292,35 @@ TEST(KerasHubLayers, MixedBfloat16StaysCloseToFloat32) {
   EXPECT_LE(d, 0.1f);
   EXPECT_GT(d, 0.f);  // it did compute in bfloat16
 }
+
+#ifdef LOCKSTEP_XLA
+// The KerasHub layers' graphs lower to XLA: a tiny encoder-decoder trains on xla as on cpu.
+TEST(KerasHubLayers, TheXlaBackendTrainsAndPredictsAsCpu) {
+  auto client = XLA_CLIENT_OR_SKIP();
+  auto build = [] {
+    reset_layer_names();
+    set_random_seed(4);
+    auto ids = L::Input({6}, "token_ids", DType::i32);
+    auto h = H::TokenAndPositionEmbedding(12, 6, 8, {.mask_zero = true, .name = "tpe"})(ids);
+    auto enc = H::TransformerEncoder(16, 2, {.name = "enc"})(h);
+    auto dec = H::TransformerDecoder(16, 2, {.normalize_first = true, .name = "dec"})({h, enc});
+    return Model(ids, L::Dense(1)(L::GlobalAveragePooling1D()(dec)));
+  };
+  const Tensor x = Tensor::from_vector_i32({4, 6}, {1, 2, 3, 4, 5, 6, 11, 2, 7, 7, 3, 0,  //
+                                                    3, 3, 3, 1, 0, 0, 9,  8, 7, 6, 5, 4});
+  const Tensor y = Tensor::from_vector({4, 1}, {0.5f, -0.2f, 0.1f, 0.9f});
+  std::vector<std::vector<double>> losses;
+  std::vector<std::vector<float>> preds;
+  for (const char* backend : {"cpu", "xla"}) {
+    Model m = build();
+    m.compile(
+        {.optimizer = optimizers::Adam(1e-2), .loss = losses::get("mse"), .backend = backend});
+    losses.push_back(m.fit(x, y, {.batch_size = 4, .epochs = 5, .verbose = 0}).history["loss"]);
+    preds.push_back(m.predict(x, 4).to_vector());
+  }
+  for (size_t i = 0; i < losses[0].size(); ++i)
+    EXPECT_NEAR(losses[0][i], losses[1][i], 1e-4 * (1 + losses[0][i])) << "epoch " << i;
+  for (size_t i = 0; i < preds[0].size(); ++i)
+    EXPECT_NEAR(preds[0][i], preds[1][i], 1e-4 * (1 + std::abs(preds[0][i])));
+}
+#endif

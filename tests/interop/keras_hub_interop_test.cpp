@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "lockstep/lockstep.h"
+#include "lockstep/nn/keras_hub.h"
 #include "test_util.h"
 
 using namespace lockstep;
@@ -143,4 +144,48 @@ TEST(KerasHubInterop, BertAndGpt2BackbonesBothWays) {
       std::system((script(py) + "check " + dir.string() + " bert_backbone gpt2_backbone").c_str()),
       0)
       << "keras-hub did not load Lockstep's files or predicted differently (above)";
+}
+
+// A model Lockstep builds with KerasHub's layers (a shared ReversibleEmbedding for ids and
+// logits, positions, rotary, an encoder with a padding mask, a decoder with cross-attention):
+// keras-hub loads Lockstep's file and predicts what Lockstep predicts.
+TEST(KerasHubInterop, LockstepBuiltModelLoadsInKerasHub) {
+  const char* py = std::getenv("LOCKSTEP_INTEROP_PYTHON");
+  if (!py || !*py) GTEST_SKIP() << "needs keras-hub: run `ctest -R keras_hub_interop`";
+  fs::path dir = test_util::temp_dir("keras_hub_built", /*fresh=*/true);
+  namespace H = keras_hub;
+  reset_layer_names();
+  const uint64_t seed = random_seed();
+  set_random_seed(3);
+  KTensor ids = layers::Input({6}, "token_ids", DType::i32);
+  KTensor pad = layers::Input({6}, "padding_mask", DType::i32);
+  LayerHandle rev = H::ReversibleEmbedding(20, 8, {.name = "rev"});
+  KTensor e = rev(ids);
+  KTensor x = layers::Add("add")({e, H::PositionEmbedding(10, "glorot_uniform", "pos")(e)});
+  x = H::RotaryEmbedding({.max_wavelength = 100, .name = "rope"})(x);
+  KTensor enc = H::TransformerEncoder(16, 2, {.name = "enc"})({x, pad});
+  KTensor dec = H::TransformerDecoder(16, 2, {.normalize_first = true, .name = "dec"})({x, enc});
+  Model m({ids, pad}, {rev(dec)}, "built");
+  set_random_seed(seed);
+  std::vector<Tensor> w;  // weights of a useful size (the initializers' are small)
+  for (const Tensor& t : m.get_weights())
+    w.push_back(test_util::lcg_inputs(t.shape(), 17 + w.size()));
+  m.set_weights(w);
+  const Tensor in_ids = Tensor::from_vector_i32({2, 6}, {1, 5, 9, 13, 17, 19, 2, 4, 6, 0, 0, 0});
+  const Tensor in_pad = Tensor::from_vector_i32({2, 6}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0});
+  const Prediction p =
+      m.predict(ModelData(TensorDict{{"token_ids", in_ids}, {"padding_mask", in_pad}}));
+  write_f32(dir / "built.lockstep.out0.f32", p[0]);
+  std::ofstream(dir / "built.in0.bin", std::ios::binary)
+      .write(static_cast<const char*>(in_ids.raw()), std::streamsize(in_ids.nbytes()));
+  std::ofstream(dir / "built.in1.bin", std::ios::binary)
+      .write(static_cast<const char*>(in_pad.raw()), std::streamsize(in_pad.nbytes()));
+  const json spec = {{"inputs",
+                      {{{"name", "token_ids"}, {"dtype", "int32"}, {"shape", {2, 6}}},
+                       {{"name", "padding_mask"}, {"dtype", "int32"}, {"shape", {2, 6}}}}},
+                     {"outputs", {{{"name", "rev"}, {"shape", {2, 6, 20}}}}}};
+  std::ofstream(dir / "built.json") << spec.dump();
+  m.save((dir / "built.lockstep.keras").string());
+  EXPECT_EQ(std::system((script(py) + "check " + dir.string() + " built").c_str()), 0)
+      << "keras-hub did not load Lockstep's file or predicted differently (above)";
 }

@@ -288,10 +288,12 @@ json layer_entry(const Layer& l) {
   }
   if (l.class_name() == "InputLayer") cfg.erase("trainable");  // as Keras writes it
   if (const KerasLayerHooks* h = keras_hooks(l))  // KerasHub's: its module and registered name
-    return {{"module", h->keras_module()},
-            {"class_name", l.class_name()},
-            {"config", cfg},
-            {"registered_name", h->keras_registered_name()}};
+    return {
+        {"module", h->keras_module()},
+        {"class_name", l.class_name()},
+        {"config", cfg},
+        {"registered_name",
+         h->keras_registered_name().empty() ? json(nullptr) : json(h->keras_registered_name())}};
   return {{"module", "keras.layers"},
           {"class_name", l.class_name()},
           {"config", cfg},

@@ -39,9 +39,9 @@ def float_input(shape=(T, D)):
     return keras.Input(shape, name="x")
 
 
-def reversible(tie, cap=None):
+def reversible(tie, cap=None, cls=H.ReversibleEmbedding):
     ids = ids_input()
-    emb = H.ReversibleEmbedding(V, D, tie_weights=tie, logit_soft_cap=cap, name="rev")
+    emb = cls(V, D, tie_weights=tie, logit_soft_cap=cap, name="rev")
     h = L.Dense(D, activation="tanh", name="mix")(emb(ids))
     return keras.Model(ids, emb(h, reverse=True))
 
@@ -111,6 +111,7 @@ CASES = {
             V, T, D, tie_weights=False, mask_zero=True, name="tpe")(i))))(ids_input())),
     "reversible_tied": lambda: reversible(True),
     "reversible_untied_cap": lambda: reversible(False, cap=2.0),
+    "keras_reversible": lambda: reversible(False, cls=L.ReversibleEmbedding),
     "sine": lambda: keras.Model(
         *(lambda x: (x, L.Add()([x, H.SinePositionEncoding(name="sine")(x)])))(float_input())),
     "sine_wavelength": lambda: keras.Model(

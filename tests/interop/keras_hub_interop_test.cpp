@@ -23,27 +23,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* const kLayerCases[] = {"position_embedding",
-                                   "position_embedding_start",
-                                   "token_and_position",
-                                   "token_and_position_untied_mask",
-                                   "reversible_tied",
-                                   "reversible_untied_cap",
-                                   "sine",
-                                   "sine_wavelength",
-                                   "rotary",
-                                   "rotary_heads",
-                                   "rotary_axes",
-                                   "rotary_dynamic",
-                                   "encoder",
-                                   "encoder_prenorm_relu",
-                                   "encoder_attention_mask",
-                                   "encoder_keras_mask",
-                                   "encoder_keras_mask_no_dropout",
-                                   "decoder_causal",
-                                   "decoder_gelu_approximate",
-                                   "decoder_no_causal",
-                                   "decoder_cross"};
+const char* const kLayerCases[] = {"position_embedding",   "position_embedding_start",
+                                   "token_and_position",   "token_and_position_untied_mask",
+                                   "reversible_tied",      "reversible_untied_cap",
+                                   "keras_reversible",     "sine",
+                                   "sine_wavelength",      "rotary",
+                                   "rotary_heads",         "rotary_axes",
+                                   "rotary_dynamic",       "encoder",
+                                   "encoder_prenorm_relu", "encoder_attention_mask",
+                                   "encoder_keras_mask",   "encoder_keras_mask_no_dropout",
+                                   "decoder_causal",       "decoder_gelu_approximate",
+                                   "decoder_no_causal",    "decoder_cross"};
 
 void write_f32(const fs::path& p, const Tensor& t) {
   std::ofstream(p, std::ios::binary)

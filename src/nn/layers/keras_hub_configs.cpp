@@ -8,6 +8,11 @@ void register_keras_hub_layers() {
   using namespace keras_hub_detail;  // NOLINT: the factories
   register_layer("keras_hub>PositionEmbedding", position_embedding_from_config);
   register_layer("keras_hub>ReversibleEmbedding", reversible_embedding_from_config);
+  register_layer("ReversibleEmbedding", [](const json& c) {  // Keras's own (keras.layers)
+    LayerPtr l = reversible_embedding_from_config(c);
+    std::dynamic_pointer_cast<HubLayer>(l)->keras_core_ = true;
+    return l;
+  });
   register_layer("keras_hub>TokenAndPositionEmbedding", token_and_position_embedding_from_config);
   register_layer("keras_hub>SinePositionEncoding", sine_position_encoding_from_config);
   register_layer("keras_hub>RotaryEmbedding", rotary_embedding_from_config);

@@ -20,9 +20,14 @@ class HubLayer : public Layer, public KerasLayerHooks {
   HubLayer(std::string name, std::string module_file)
       : Layer(std::move(name)), module_file_(std::move(module_file)) {}
   std::string keras_module() const override {
-    return "keras_hub.src.layers.modeling." + module_file_;
+    return keras_core_ ? "keras.layers" : "keras_hub.src.layers.modeling." + module_file_;
   }
-  std::string keras_registered_name() const override { return "keras_hub>" + class_name(); }
+  std::string keras_registered_name() const override {
+    return keras_core_ ? "" : "keras_hub>" + class_name();
+  }
+  /// Loaded as Keras's own class of the same name (keras.layers.ReversibleEmbedding): saved back
+  /// as that, not as KerasHub's.
+  bool keras_core_ = false;
   std::vector<std::string> bind_call_kwargs(const json& kwargs, size_t num_args) override;
   CallSpec call_spec(const LayerCall& call) const override;
 

@@ -22,7 +22,7 @@ class KerasLayerHooks {
   virtual ~KerasLayerHooks() = default;
   /// The config entry's "module" ("keras_hub.src.layers.modeling.position_embedding").
   virtual std::string keras_module() const = 0;
-  /// The config entry's "registered_name" ("keras_hub>PositionEmbedding").
+  /// The config entry's "registered_name" ("keras_hub>PositionEmbedding"; "" writes null).
   virtual std::string keras_registered_name() const = 0;
   /// Loading: one inbound node's "kwargs" object and how many tensors its "args" held. Returns
   /// the names of the kwargs that hold tensors, in the order their tensors are to follow the

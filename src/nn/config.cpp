@@ -12,6 +12,7 @@
 #include "lockstep/nn/initializers.h"
 #include "lockstep/nn/layers.h"
 #include "lockstep/nn/text_layers.h"
+#include "nn/layers/keras_calls.h"
 #include "nn/layers/recurrent_slots.h"
 
 namespace lockstep {
@@ -295,6 +296,10 @@ json functional_config(const Network& net) {
       if (c->layer != l || c->inputs.empty()) continue;
       json args = json::array();
       for (auto& in : c->inputs) args.push_back(keras_tensor(in, idx));
+      if (const KerasCallConvention* conv = call_convention(l->class_name())) {
+        nodes.push_back(conv->write(*l, std::vector<json>(args.begin(), args.end())));
+        continue;
+      }
       nodes.push_back({{"args", c->inputs.size() == 1 ? args : json::array({args})},
                        {"kwargs", json::object()}});
     }
@@ -344,6 +349,8 @@ std::vector<KerasWeightSlot> keras_weight_slots(const Network& net, const std::s
     if (const Network* nested = nested_network(*l)) {
       slots.push_back({path, l, {}});  // its own "vars" group is empty
       for (auto& s : keras_weight_slots(*nested, path + "/")) slots.push_back(std::move(s));
+    } else if (const WeightSlotsFn* f = weight_slots_of(l->class_name())) {
+      for (auto& s : (*f)(l, path)) slots.push_back(std::move(s));
     } else if (auto cells = recurrent_weight_slots(l, path); !cells.empty()) {
       for (auto& s : cells) slots.push_back(std::move(s));
     } else if (l->class_name() == "TimeDistributed") {
@@ -516,9 +523,14 @@ Network functional_from_config(const json& c) {
       const json& nodes = *node_list;
       while (next[i] < nodes.size()) {
         std::vector<json> hist;
-        collect_args(nodes[next[i]].is_object() ? nodes[next[i]].value("args", json::array())
-                                                : nodes[next[i]],
-                     hist);
+        const KerasCallConvention* conv = call_convention(layer->class_name());
+        if (conv && nodes[next[i]].is_object())
+          hist = conv->read(*layer, nodes[next[i]].value("args", json::array()),
+                            nodes[next[i]].value("kwargs", json::object()));
+        else
+          collect_args(nodes[next[i]].is_object() ? nodes[next[i]].value("args", json::array())
+                                                  : nodes[next[i]],
+                       hist);
         bool ready = true;
         for (auto& h : hist) {
           auto it = outs.find(h.at(0).get<std::string>());

@@ -12,6 +12,7 @@
 #include "lockstep/nn/initializers.h"
 #include "lockstep/nn/layers.h"
 #include "lockstep/nn/text_layers.h"
+#include "nn/layers/keras_calls.h"
 #include "nn/layers/keras_layer_hooks.h"
 #include "nn/layers/recurrent_slots.h"
 
@@ -332,6 +333,8 @@ json inbound_node(const LayerCall& c, const std::map<LayerCall*, int>& idx) {
   const KerasLayerHooks* h = keras_hooks(*c.layer);
   if (!h) {
     for (auto& in : c.inputs) args.push_back(keras_tensor(in, idx));
+    if (const KerasCallConvention* conv = call_convention(c.layer->class_name()))
+      return conv->write(*c.layer, std::vector<json>(args.begin(), args.end()));
     return {{"args", c.inputs.size() == 1 ? args : json::array({args})},
             {"kwargs", json::object()}};
   }
@@ -420,6 +423,8 @@ std::vector<KerasWeightSlot> keras_weight_slots(const Network& net, const std::s
     if (const Network* nested = nested_network(*l)) {
       slots.push_back({path, l, {}});  // its own "vars" group is empty
       for (auto& s : keras_weight_slots(*nested, path + "/")) slots.push_back(std::move(s));
+    } else if (const WeightSlotsFn* f = weight_slots_of(l->class_name())) {
+      for (auto& s : (*f)(l, path)) slots.push_back(std::move(s));
     } else if (auto cells = recurrent_weight_slots(l, path); !cells.empty()) {
       for (auto& s : cells) slots.push_back(std::move(s));
     } else if (auto subs = keras_sublayer_slots(l, path); !subs.empty()) {
@@ -508,9 +513,14 @@ void collect_args(const json& a, std::vector<json>& out) {
   }
 }
 
-// The tensors one inbound node passes: its args' and, for a layer with KerasLayerHooks, those of
-// the keyword arguments it takes (padding_mask=...), after them.
+// The tensors one inbound node passes: a registered call convention's (the attention layers'),
+// or its args' and, for a layer with KerasLayerHooks, those of the keyword arguments it takes
+// (padding_mask=...), after them.
 std::vector<json> node_tensors(Layer& layer, const json& node) {
+  const KerasCallConvention* conv = call_convention(layer.class_name());
+  if (conv && node.is_object())  // the attention layers' (src/nn/layers/keras_calls.h)
+    return conv->read(layer, node.value("args", json::array()),
+                      node.value("kwargs", json::object()));
   std::vector<json> hist;
   collect_args(node.is_object() ? node.value("args", json::array()) : node, hist);
   auto* h = dynamic_cast<KerasLayerHooks*>(&layer);

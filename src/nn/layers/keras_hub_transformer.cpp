@@ -1,11 +1,11 @@
 // KerasHub's TransformerEncoder and TransformerDecoder (keras_hub/src/layers/modeling/
 // transformer_encoder.py, transformer_decoder.py in keras-hub 0.32): multi-head attention, layer
 // norms and a feed-forward block, with KerasHub's sublayer weight layout
-// ("_self_attention_layer/query_dense/vars/0", ...). The attention is composed of existing ops
-// (matmul projections, a broadcast product and sum for QK^T and for the weighted values, a
-// softmax with the masked positions at -1e9 as Keras's masked softmax), so it runs on every
-// backend; tiny and mid-sized models are its use until a fused attention op replaces the core.
+// ("_self_attention_layer/query_dense/vars/0", ...). The attention is the fused
+// scaled_dot_product_attention op (memory linear in the sequence length on cpu), between
+// matmul projections.
 #include <cmath>
+#include <functional>
 
 #include "lockstep/nn/keras_hub.h"
 #include "nn/layers/keras_hub_util.h"
@@ -47,48 +47,37 @@ Value project(CallContext& ctx, Value x, const Proj& p, int64_t steps, const std
   return reshape(g, y, tail, n);
 }
 
-Value transpose(Graph& g, Value x, Ints perm, const std::string& n) {
-  return g.add(op::transpose, {x}, Attrs{{"perm", std::move(perm)}}, n);
-}
-
-Value reduce_sum(Graph& g, Value x, int64_t axis, const std::string& n) {
-  return g.add(op::reduce_sum, {x}, Attrs{{"axes", Ints{axis}}, {"keepdims", false}}, n);
-}
-
 Value dropout(CallContext& ctx, Value x, double rate, const std::string& n) {
   if (!ctx.training || rate == 0.0) return x;
   return ctx.graph.add_multi(op::dropout, {x}, Attrs{{"rate", rate}, {"seed", int64_t(0)}}, n)[0];
 }
 
-// Keras's MultiHeadAttention(query, value) with key = value: `keep` is a float32 mask
-// [B or 1, 1, T or 1, S] (1 = attend) or Value{}.
+// Keras's MultiHeadAttention(query, value) with key = value, on the fused
+// scaled_dot_product_attention op: `keep` is a float32 mask [B or 1, 1, T or 1, S] (1 = attend)
+// or Value{}.
 Value attend(CallContext& ctx, const Mha& w, Value query, Value value, Value keep, double rate,
              const std::string& n) {
   Graph& g = ctx.graph;
   const int64_t t = g.type(query).shape[1], s = g.type(value).shape[1];
-  const int64_t h = w.heads, k = w.key_dim;
-  Value q = g.add(op::scale_shift, {project(ctx, query, w.q, t, n)},
-                  Attrs{{"scale", 1.0 / std::sqrt(double(k))}, {"shift", 0.0}}, n);
-  Value key = project(ctx, value, w.k, s, n), val = project(ctx, value, w.v, s, n);
-  q = reshape(g, transpose(g, q, {0, 2, 1, 3}, n), {-1, h, t, 1, k}, n);
-  key = reshape(g, transpose(g, key, {0, 2, 1, 3}, n), {-1, h, 1, s, k}, n);
-  Value scores = cast_to(g, reduce_sum(g, g.add(op::mul, {q, key}, {}, n), -1, n), DType::f32, n);
-  if (keep.valid())  // (keep - 1) * 1e9: 0 where kept, -1e9 where masked
-    scores = g.add(
-        op::add,
-        {scores, g.add(op::scale_shift, {keep}, Attrs{{"scale", 1e9}, {"shift", -1e9}}, n)}, {}, n);
-  Value weights = g.add(op::softmax, {scores}, Attrs{{"axis", int64_t(-1)}}, n);
+  std::vector<Value> in{project(ctx, query, w.q, t, n), project(ctx, value, w.k, s, n),
+                        project(ctx, value, w.v, s, n)};  // [B, T or S, heads, key_dim]
+  if (keep.valid()) in.push_back(keep);
+  Attrs a{{"scale", 1.0 / std::sqrt(double(w.key_dim))}};
+  if (ctx.training && rate > 0)
+    a.set("dropout", AttrValue(rate))
+        .set("seed", AttrValue(int64_t(std::hash<std::string>{}(n)&0x7fffffff)));
+  Value out = g.add_multi(op::scaled_dot_product_attention, in, a, n)[0];  // [B, T, heads, k]
   // A query whose keys are all masked: Keras's MultiHeadAttention with dropout runs its masked
-  // softmax, which zeroes the masked positions afterwards (it attends to nothing: its output is
-  // the output projection's bias); without dropout it runs ops.dot_product_attention, whose
-  // softmax over all -large gives uniform weights (as here without the product).
-  if (keep.valid() && rate > 0) weights = g.add(op::mul, {weights, keep}, {}, n);
-  weights = cast_to(g, dropout(ctx, weights, rate, n), g.type(val).dtype, n);
-  val = reshape(g, transpose(g, val, {0, 2, 1, 3}, n), {-1, h, 1, s, k}, n);
-  Value out =
-      reduce_sum(g, g.add(op::mul, {reshape(g, weights, {-1, h, t, s, 1}, n), val}, {}, n), 3, n);
-  out = transpose(g, out, {0, 2, 1, 3}, n);  // [B, T, h, k]
-  return project(ctx, out, w.o, t, n);       // [B, T, d]
+  // softmax, which zeroes the masked weights afterwards (the query attends to nothing: its
+  // output is the output projection's bias); without dropout it runs ops.dot_product_attention,
+  // whose softmax over all -1e9 attends uniformly, as the op does.
+  if (keep.valid() && rate > 0) {
+    const int64_t tk = g.type(keep).shape[2];
+    Value any = g.add(op::reduce_max, {keep}, Attrs{{"axes", Ints{-1}}, {"keepdims", false}}, n);
+    out = g.add(op::mul,
+                {out, cast_to(g, reshape(g, any, {-1, tk, 1, 1}, n), g.type(out).dtype, n)}, {}, n);
+  }
+  return project(ctx, out, w.o, t, n);  // [B, T, d]
 }
 
 Value layer_norm(CallContext& ctx, Value x, const Norm& p, double eps, const std::string& n) {

@@ -12,6 +12,8 @@
 #include "lockstep/nn/initializers.h"
 #include "lockstep/nn/layers.h"
 #include "lockstep/nn/text_layers.h"
+#include "nn/layers/keras_calls.h"
+#include "nn/layers/keras_layer_hooks.h"
 #include "nn/layers/recurrent_slots.h"
 
 namespace lockstep {
@@ -45,6 +47,37 @@ std::vector<std::string> registered_layers() {
   return r;
 }
 
+// KerasHub's classes (module "keras_hub.src...", registered_name "keras_hub>TransformerEncoder")
+// are registered under their registered name; Keras's own ReversibleEmbedding stays apart from
+// KerasHub's.
+static bool is_keras_hub_entry(const json& layer) {
+  const json r = layer.value("registered_name", json());
+  const json m = layer.value("module", json());
+  return (r.is_string() && r.get<std::string>().rfind("keras_hub>", 0) == 0) ||
+         (m.is_string() && m.get<std::string>().rfind("keras_hub", 0) == 0);
+}
+
+static std::string keras_hub_key(const json& layer) {
+  const json r = layer.value("registered_name", json());
+  if (r.is_string() && r.get<std::string>().rfind("keras_hub>", 0) == 0) return r;
+  return "keras_hub>" + layer.value("class_name", std::string("?"));
+}
+
+[[noreturn]] static void refuse_keras_hub_class(const std::string& key, const std::string& name) {
+  std::string known;
+  for (auto& k : registered_layers())
+    if (k.rfind("keras_hub>", 0) == 0) known += (known.empty() ? "" : ", ") + k.substr(10);
+  const std::string cls = key.substr(10);
+  const bool text =
+      cls.find("Tokenizer") != std::string::npos || cls.find("Preprocessor") != std::string::npos;
+  LS_FAIL("layer '", name, "': KerasHub class '", cls, "' (registered_name '", key,
+          "') is not supported by Lockstep",
+          text ? " (KerasHub's tokenizers and preprocessors need their vocabulary files and run "
+                 "in Python; load the backbone and tokenize outside Lockstep)"
+               : "",
+          "; the KerasHub classes Lockstep loads: ", known);
+}
+
 static std::string name_in(const json& cfg) {
   auto it = cfg.find("name");
   return it != cfg.end() && it->is_string() ? it->get<std::string>() : "?";
@@ -59,12 +92,14 @@ LayerPtr layer_from_config(const json& layer) {
   static const json kEmpty = json::object();
   const json& cfg = layer.contains("config") ? layer["config"] : kEmpty;  // not copied: a nested
                                                                           // model's is its subtree
+  if (is_keras_hub_entry(layer)) cls = keras_hub_key(layer);
   LayerFactory f;
   {
     std::lock_guard<std::mutex> lock(registry_mu());
     auto it = registry().find(cls);
     if (it != registry().end()) f = it->second;
   }
+  if (!f && cls.rfind("keras_hub>", 0) == 0) refuse_keras_hub_class(cls, name_in(cfg));
   if (!f) {
     std::string known;
     for (auto& k : registered_layers()) known += (known.empty() ? "" : ", ") + k;
@@ -253,6 +288,13 @@ json layer_entry(const Layer& l) {
     return e;
   }
   if (l.class_name() == "InputLayer") cfg.erase("trainable");  // as Keras writes it
+  if (const KerasLayerHooks* h = keras_hooks(l))  // KerasHub's: its module and registered name
+    return {
+        {"module", h->keras_module()},
+        {"class_name", l.class_name()},
+        {"config", cfg},
+        {"registered_name",
+         h->keras_registered_name().empty() ? json(nullptr) : json(h->keras_registered_name())}};
   return {{"module", "keras.layers"},
           {"class_name", l.class_name()},
           {"config", cfg},
@@ -284,6 +326,29 @@ json keras_tensor(const KTensor& t, const std::map<LayerCall*, int>& idx) {
         {"keras_history", history(t, idx)}}}};
 }
 
+// One inbound node: the call's inputs as Keras's args (one tensor, or a list of several) or,
+// for a layer with KerasLayerHooks, as the positional and keyword arguments it names.
+json inbound_node(const LayerCall& c, const std::map<LayerCall*, int>& idx) {
+  json args = json::array();
+  const KerasLayerHooks* h = keras_hooks(*c.layer);
+  if (!h) {
+    for (auto& in : c.inputs) args.push_back(keras_tensor(in, idx));
+    if (const KerasCallConvention* conv = call_convention(c.layer->class_name()))
+      return conv->write(*c.layer, std::vector<json>(args.begin(), args.end()));
+    return {{"args", c.inputs.size() == 1 ? args : json::array({args})},
+            {"kwargs", json::object()}};
+  }
+  const KerasLayerHooks::CallSpec spec = h->call_spec(c);
+  LS_CHECK(spec.num_args + spec.tensor_kwargs.size() == c.inputs.size(), c.layer->class_name(),
+           " '", c.layer->name(), "': its call spec names ",
+           spec.num_args + spec.tensor_kwargs.size(), " inputs, the call has ", c.inputs.size());
+  for (size_t i = 0; i < spec.num_args; ++i) args.push_back(keras_tensor(c.inputs[i], idx));
+  json kwargs = spec.kwargs;
+  for (size_t i = 0; i < spec.tensor_kwargs.size(); ++i)
+    kwargs[spec.tensor_kwargs[i]] = keras_tensor(c.inputs[spec.num_args + i], idx);
+  return {{"args", args}, {"kwargs", kwargs}};
+}
+
 json functional_config(const Network& net) {
   auto idx = node_indices(net);
   json layers = json::array();
@@ -291,13 +356,8 @@ json functional_config(const Network& net) {
     json e = layer_entry(*l);
     e["name"] = l->name();
     json nodes = json::array();
-    for (auto& c : net.calls()) {
-      if (c->layer != l || c->inputs.empty()) continue;
-      json args = json::array();
-      for (auto& in : c->inputs) args.push_back(keras_tensor(in, idx));
-      nodes.push_back({{"args", c->inputs.size() == 1 ? args : json::array({args})},
-                       {"kwargs", json::object()}});
-    }
+    for (auto& c : net.calls())
+      if (c->layer == l && !c->inputs.empty()) nodes.push_back(inbound_node(*c, idx));
     e["inbound_nodes"] = nodes;
     layers.push_back(e);
   }
@@ -329,6 +389,25 @@ json sequential_config(const Network& net) {
 
 }  // namespace
 
+// A layer whose weights Keras keeps under sublayer paths (KerasLayerHooks::sublayer_weights):
+// its own slot holds the rest, then one slot per sublayer. Empty for other layers.
+static std::vector<KerasWeightSlot> keras_sublayer_slots(const LayerPtr& l,
+                                                         const std::string& path) {
+  const KerasLayerHooks* h = keras_hooks(*l);
+  if (!h) return {};
+  auto subs = h->sublayer_weights();
+  if (subs.empty()) return {};
+  std::set<const Variable*> in_sub;
+  for (auto& [p, ws] : subs)
+    for (auto& w : ws) in_sub.insert(w.get());
+  std::vector<VariablePtr> own;
+  for (auto& w : l->weights())
+    if (!in_sub.count(w.get())) own.push_back(w);
+  std::vector<KerasWeightSlot> slots{{path, l, own}};
+  for (auto& [p, ws] : subs) slots.push_back({path + "/" + p, l, ws});
+  return slots;
+}
+
 std::vector<KerasWeightSlot> keras_weight_slots(const Network& net, const std::string& prefix) {
   std::vector<KerasWeightSlot> slots;
   std::map<std::string, int> used;  // per container, as Keras's saving_lib names them
@@ -344,8 +423,12 @@ std::vector<KerasWeightSlot> keras_weight_slots(const Network& net, const std::s
     if (const Network* nested = nested_network(*l)) {
       slots.push_back({path, l, {}});  // its own "vars" group is empty
       for (auto& s : keras_weight_slots(*nested, path + "/")) slots.push_back(std::move(s));
+    } else if (const WeightSlotsFn* f = weight_slots_of(l->class_name())) {
+      for (auto& s : (*f)(l, path)) slots.push_back(std::move(s));
     } else if (auto cells = recurrent_weight_slots(l, path); !cells.empty()) {
       for (auto& s : cells) slots.push_back(std::move(s));
+    } else if (auto subs = keras_sublayer_slots(l, path); !subs.empty()) {
+      for (auto& s : subs) slots.push_back(std::move(s));
     } else if (l->class_name() == "TimeDistributed") {
       // A wrapper's own "vars" is empty; Keras's saving_lib keeps the wrapped layer's weights
       // (which are all of TimeDistributed's) under its `layer` attribute.
@@ -360,6 +443,7 @@ std::vector<KerasWeightSlot> keras_weight_slots(const Network& net, const std::s
 
 json Network::get_config() const {
   if (inputs_.empty()) return json::object();
+  if (auto hub = keras_hub_model_config(*this)) return *hub;  // a KerasHub backbone
   json c = sequential_ ? sequential_config(*this) : functional_config(*this);
   return host_ ? host_->wrap_config(std::move(c)) : c;  // string inputs: the host layers first
 }
@@ -427,6 +511,32 @@ void collect_args(const json& a, std::vector<json>& out) {
   } else if (a.is_array()) {
     for (auto& x : a) collect_args(x, out);
   }
+}
+
+// The tensors one inbound node passes: a registered call convention's (the attention layers'),
+// or its args' and, for a layer with KerasLayerHooks, those of the keyword arguments it takes
+// (padding_mask=...), after them.
+std::vector<json> node_tensors(Layer& layer, const json& node) {
+  const KerasCallConvention* conv = call_convention(layer.class_name());
+  if (conv && node.is_object())  // the attention layers' (src/nn/layers/keras_calls.h)
+    return conv->read(layer, node.value("args", json::array()),
+                      node.value("kwargs", json::object()));
+  std::vector<json> hist;
+  collect_args(node.is_object() ? node.value("args", json::array()) : node, hist);
+  auto* h = dynamic_cast<KerasLayerHooks*>(&layer);
+  if (!h) return hist;
+  const json kwargs = node.is_object() ? node.value("kwargs", json::object()) : json::object();
+  LS_CHECK(kwargs.is_object(), layer.class_name(), " '", layer.name(),
+           "': an inbound node's kwargs must be an object, got ", kwargs.dump().substr(0, 100));
+  const size_t num_args = hist.size();
+  for (const std::string& k : h->bind_call_kwargs(kwargs, num_args)) {
+    std::vector<json> one;
+    collect_args(kwargs.at(k), one);
+    LS_CHECK(one.size() == 1, layer.class_name(), " '", layer.name(), "': call argument '", k,
+             "' must be one tensor, got ", kwargs.at(k).dump().substr(0, 100));
+    hist.push_back(one[0]);
+  }
+  return hist;
 }
 
 using NodeOutputs = std::map<std::string, std::vector<std::vector<KTensor>>>;
@@ -515,10 +625,7 @@ Network functional_from_config(const json& c) {
       auto& [layer, node_list] = pending[i];
       const json& nodes = *node_list;
       while (next[i] < nodes.size()) {
-        std::vector<json> hist;
-        collect_args(nodes[next[i]].is_object() ? nodes[next[i]].value("args", json::array())
-                                                : nodes[next[i]],
-                     hist);
+        std::vector<json> hist = node_tensors(*layer, nodes[next[i]]);
         bool ready = true;
         for (auto& h : hist) {
           auto it = outs.find(h.at(0).get<std::string>());
@@ -585,7 +692,11 @@ Network model_from_config(const std::string& wrapper_class, const json& config) 
   } depth;
   LS_CHECK(t_model_nesting <= kMaxModelNesting, "model config: models nested more than ",
            kMaxModelNesting, " levels deep (the limit, kMaxModelNesting)");
-  if (t_model_nesting == 1) t_layers_seen = 0;  // a new config
+  if (t_model_nesting == 1) t_layers_seen = 0;                // a new config
+  if (wrapper_class.empty() && is_keras_hub_entry(config)) {  // BertBackbone, GPT2Backbone
+    if (auto n = keras_hub_model_from_config(config)) return std::move(*n);
+    refuse_keras_hub_class(keras_hub_key(config), name_in(config.value("config", json::object())));
+  }
   const json* c = &config;
   std::string cls = wrapper_class.empty() ? config.value("class_name", "") : wrapper_class;
   if (wrapper_class.empty() && c->contains("config") && (*c)["config"].is_object() &&

@@ -23,6 +23,7 @@ const ConverterTable& converters() {
     add_preprocessing_converters(t);
     add_recurrent_converters(t);
     add_sequence_converters(t);
+    add_attention_converters(t);
     add_1d_converters(t);
     add_einsum_converters(t);
     return t;

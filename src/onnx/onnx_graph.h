@@ -106,6 +106,7 @@ void add_recurrent_converters(ConverterTable& table);      // LSTM, GRU
 void add_sequence_converters(ConverterTable& table);       // Embedding (Gather), Masking
 void add_1d_converters(ConverterTable& table);             // Conv1D, the 1D pools, Permute, ...
 void add_einsum_converters(ConverterTable& table);         // EinsumDense, RMSNormalization, Softmax
+void add_attention_converters(ConverterTable& table);      // MultiHeadAttention, Attention
 // Classes whose kernel and bias can absorb a following BatchNormalization.
 bool can_fold_batch_norm_into(const std::string& class_name);
 

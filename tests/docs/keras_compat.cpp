@@ -12,8 +12,8 @@
 // and a "no" in a kind's own table is a mistake. The checks:
 //   * Layers: the ".keras / JSON" column's "yes" rows equal ls::registered_layers() plus
 //     InputLayer (which network_from_config reads itself); a "no" row is not registered.
-//   * every "yes" C++ cell names a factory declared in the header (lockstep/nn/layers.h and
-//     text_layers.h,
+//   * every "yes" C++ cell names a factory declared in the header (lockstep/nn/layers.h,
+//     text_layers.h, keras_hub.h (KerasHub's, rows named by registered name: keras_hub>X),
 //     lockstep/train/loss.h, metric.h, optimizer.h, schedule.h, callback.h), and every factory
 //     declared there has a "yes" row;
 //   * Losses, Metrics, Optimizers: each string ("mse") of a row whose C++ cell is not "no" is
@@ -92,7 +92,8 @@ std::vector<Row> table(const std::string& page, const std::string& section) {
     std::string cell;
     std::istringstream cells(line.substr(1));
     while (std::getline(cells, cell, '|')) r.cells.push_back(trim(cell));
-    auto names = matches(r.cells[0], std::regex("`([A-Za-z0-9_]+)`"));
+    // (KerasHub's layers by their registered names: `keras_hub>TransformerEncoder`.)
+    auto names = matches(r.cells[0], std::regex("`([A-Za-z0-9_>]+)`"));
     if (!names.empty()) r.keras = names[0];
     rows.push_back(r);
   }
@@ -312,7 +313,8 @@ int main(int argc, char** argv) {
   const std::vector<Section> sections = {
       {"Layers",
        "layer",
-       {"nn/layers.h", "nn/recurrent.h", "nn/embedding.h", "nn/layers_1d.h", "nn/text_layers.h"},
+       {"nn/layers.h", "nn/recurrent.h", "nn/embedding.h", "nn/layers_1d.h", "nn/text_layers.h",
+        "nn/keras_hub.h"},
        2,
        -1,
        nullptr},

@@ -72,8 +72,9 @@ class OpId {
   X(lstm_grad) X(matmul) X(max_pool2d) X(max_pool2d_grad) X(maximum) X(maximum_grad) X(minimum) \
   X(minimum_grad) X(mul) X(neg) X(not_equal) X(one_hot) X(ones_like) X(pad) X(random_categorical) \
   X(reduce_max) X(reduce_max_grad) X(reduce_mean) X(reduce_mean_grad) X(reduce_sum) \
-  X(reduce_sum_grad) X(relu) X(relu6) X(relu6_grad) X(relu_grad) X(reshape) X(reverse) X(rms_norm) \
-  X(rms_norm_grad) X(rmsprop_update) X(rotary_embedding) X(scale_shift) X(sgd_update) X(sigmoid) \
+  X(reduce_sum_grad) X(relu) X(relu6) X(relu6_grad) X(relu_grad) X(reshape) X(reverse) \
+  X(rms_norm) X(rms_norm_grad) X(rmsprop_update) X(rotary_embedding) X(scale_shift) \
+  X(scaled_dot_product_attention) X(scaled_dot_product_attention_grad) X(sgd_update) X(sigmoid) \
   X(sigmoid_cross_entropy) X(sigmoid_cross_entropy_grad) X(sigmoid_grad) X(simple_rnn) \
   X(simple_rnn_grad) X(slice) X(slice_grad) X(softmax) X(softmax_cross_entropy) \
   X(softmax_cross_entropy_grad) X(softmax_grad) X(softplus) X(softplus_grad) \

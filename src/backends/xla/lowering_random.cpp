@@ -92,6 +92,11 @@ Values dropout(LoweringContext& cx, const Node& n) {
 
 }  // namespace
 
+// The attention lowering's dropout draws (lowering_attention.cpp), the same as dropout's.
+HloValue philox_unit_floats(LoweringContext& cx, int64_t n, uint64_t key, const HloValue& step) {
+  return unit_floats(cx, n, key, step);
+}
+
 LOCKSTEP_REGISTER(xla_random_lowerings) { register_lowering(op::dropout, dropout); }
 
 }  // namespace lockstep::xla

@@ -5,6 +5,7 @@
 
 #include "lockstep/nn/config.h"
 #include "lockstep/nn/text_layers.h"
+#include "nn/layers/keras_layer_hooks.h"
 #include "nn/layers/layer_util.h"
 #include "nn/layers/recurrent_slots.h"
 
@@ -427,6 +428,7 @@ bool register_builtins() {
         "RandomContrast", "RandomCrop", "CenterCrop", "Resizing"})
     register_layer(cls, [cls](const json& c) { return image_layer(cls, c); });
   register_recurrent_layers();
+  register_keras_hub_layers();
   return true;
 }
 

@@ -312,7 +312,8 @@ int main(int argc, char** argv) {
   const std::vector<Section> sections = {
       {"Layers",
        "layer",
-       {"nn/layers.h", "nn/recurrent.h", "nn/embedding.h", "nn/layers_1d.h", "nn/text_layers.h"},
+       {"nn/layers.h", "nn/recurrent.h", "nn/embedding.h", "nn/layers_1d.h", "nn/text_layers.h",
+        "nn/attention.h"},
        2,
        -1,
        nullptr},

@@ -40,6 +40,8 @@ Tensor make_input(const lockstep::testing::OpInput& in, uint64_t seed) {
       t.data<float>()[i] = v;
     else if (in.dtype == DType::i32)
       t.data<int32_t>()[i] = int32_t(std::floor(v));
+    else if (in.dtype == DType::u8)
+      t.data<uint8_t>()[i] = uint8_t(std::floor(v));
     else
       LS_FAIL("unsupported dtype in op case");
   }

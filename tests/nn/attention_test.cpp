@@ -1,14 +1,17 @@
 // The fused attention op's memory (the cpu kernel's bytes grow linearly in the sequence length,
-// by the allocator's count) and the attention layers: a transformer classifier trains, the
-// mixed_bfloat16 path runs attention in bf16 with f32 softmax statistics, a config round-trips,
-// and bad input is refused naming the layer and the argument.
+// by the bytes its program allocates: the planned arena and the kernels' workspace) and the
+// attention layers: a transformer classifier trains, the mixed_bfloat16 path runs attention in bf16
+// with f32 softmax statistics, a config round-trips, and bad input is refused naming the layer and
+// the argument.
 #include "lockstep/nn/attention.h"
 
 #include <gtest/gtest.h>
 
-#include "lockstep/core/allocator.h"
+#include <cmath>
+
 #include "lockstep/graph/autodiff.h"
 #include "lockstep/graph/executable.h"
+#include "lockstep/graph/op_registry.h"
 #include "lockstep/lockstep.h"
 #include "lockstep/nn/layers_1d.h"
 #include "test_util.h"
@@ -32,9 +35,10 @@ void expect_has(const std::string& e, std::initializer_list<const char*> parts) 
   for (const char* p : parts) EXPECT_NE(e.find(p), std::string::npos) << p << " not in: " << e;
 }
 
-// Bytes the allocator hands out while a train step of one causal attention node (forward and
-// gradient) over sequences of length T is compiled and run once: its arena (inputs, outputs,
-// intermediates) and its kernels' workspace.
+// Bytes a train step of one causal attention node (forward and gradient) over sequences of
+// length T takes, as its program allocates them: the planned arena (inputs, outputs,
+// intermediates, Executable::arena_bytes) plus the one workspace, the largest any of its
+// kernels asks for (Kernel::workspace_bytes, built here as the program builds them).
 size_t step_bytes(int64_t T, const std::string& backend) {
   const int64_t B = 1, H = 2, D = 32;
   Graph g;
@@ -45,12 +49,21 @@ size_t step_bytes(int64_t T, const std::string& backend) {
   Value loss = g.add(op::reduce_sum, {g.add(op::square, {y})},
                      Attrs{{"axes", std::vector<int64_t>{0, 1, 2, 3}}, {"keepdims", false}});
   std::vector<Value> grads = gradients(g, loss, {q, k, v});
-  const size_t before = allocation_count();
   Executable exe(g, {q, k, v}, {loss, grads[0], grads[1], grads[2]}, {.backend = backend});
   for (int i = 0; i < 3; ++i)
     exe.input(i).copy_from(test_util::lcg_inputs(Shape{B, T, H, D}, uint64_t(i + 1)));
   exe.run();
-  return allocation_count() - before;
+  size_t workspace = 0;
+  const Graph& cg = exe.graph();
+  for (const Node& n : cg.nodes()) {
+    const KernelFactory* f = OpRegistry::get().kernel(n.op, backend);
+    if (!f) f = OpRegistry::get().kernel(n.op, "reference");
+    if (!f || OpRegistry::get().op(n.op).source != Source::none) continue;
+    std::vector<TensorType> in;
+    for (Value v : n.inputs) in.push_back(cg.type(v));
+    workspace = std::max(workspace, (*f)(n, in)->workspace_bytes());
+  }
+  return exe.arena_bytes() + workspace;
 }
 
 }  // namespace
@@ -69,6 +82,49 @@ TEST(AttentionMemory, CpuKernelBytesGrowLinearlyInSequenceLength) {
   // The reference kernel holds the whole T x T matrix (in double): quadratic.
   const size_t r512 = step_bytes(512, "reference"), r1024 = step_bytes(1024, "reference");
   EXPECT_GE(double(r1024), 3.0 * double(r512));
+}
+
+TEST(AttentionDropout, GradientMatchesFiniteDifferencesAtAFixedStep) {
+  // The kernels redraw the dropout from (seed, step, element): at one step the dropped weights
+  // are fixed, so L = sum(w * y) is smooth in q, k and v and its gradient is checked by central
+  // differences, every run at step 3, on the reference and cpu backends.
+  const Shape qs{2, 3, 2, 4}, ks{2, 5, 1, 4}, vs{2, 5, 1, 3};
+  for (const char* backend : {"reference", "cpu"}) {
+    Graph g;
+    Value q = g.input({DType::f32, qs}, "q"), k = g.input({DType::f32, ks}, "k");
+    Value v = g.input({DType::f32, vs}, "v"), w = g.input({DType::f32, Shape{2, 3, 2, 3}}, "w");
+    Value y = g.add_multi(op::scaled_dot_product_attention, {q, k, v},
+                          Attrs{{"dropout", 0.3}, {"seed", 11}, {"causal", true}})[0];
+    Value loss = g.add(op::reduce_sum, {g.add(op::mul, {y, w})},
+                       Attrs{{"axes", std::vector<int64_t>{0, 1, 2, 3}}, {"keepdims", false}});
+    std::vector<Value> d = gradients(g, loss, {q, k, v});
+    Executable exe(g, {q, k, v, w}, {loss, d[0], d[1], d[2]}, {.backend = backend});
+    std::vector<Tensor> in{test_util::lcg_inputs(qs, 1), test_util::lcg_inputs(ks, 2),
+                           test_util::lcg_inputs(vs, 3),
+                           test_util::lcg_inputs(Shape{2, 3, 2, 3}, 4)};
+    auto run = [&] {
+      for (int i = 0; i < 4; ++i) exe.input(i).copy_from(in[size_t(i)]);
+      exe.set_step(3);
+      exe.run();
+      return double(exe.output(0).to_vector()[0]);
+    };
+    run();
+    std::vector<std::vector<float>> analytic;
+    for (int i = 1; i <= 3; ++i) analytic.push_back(exe.output(i).to_vector());
+    for (int t = 0; t < 3; ++t)
+      for (int64_t e = 0; e < in[size_t(t)].numel(); ++e) {
+        float& x = in[size_t(t)].data<float>()[e];
+        const float x0 = x, h = 5e-3f;
+        x = x0 + h;
+        const double up = run();
+        x = x0 - h;
+        const double down = run();
+        x = x0;
+        const double numeric = (up - down) / (2 * h);
+        EXPECT_NEAR(analytic[size_t(t)][size_t(e)], numeric, 2e-2 * (std::fabs(numeric) + 0.05))
+            << backend << " input " << t << " element " << e;
+      }
+  }
 }
 
 TEST(AttentionLayers, TransformerClassifierLossFalls) {

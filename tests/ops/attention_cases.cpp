@@ -80,7 +80,9 @@ LS_OP_CASES(attention_ops) {
       attn("sdpa_gqa", gqa, {}),
       attn("sdpa_gqa_causal_mask", gqa, causal, {mask({3, 4})}),
       attn("sdpa_scale", small, Attrs{{"scale", 0.7}}),
-      attn("sdpa_dropout", small, Attrs{{"dropout", 0.3}, {"seed", 7}}),
+      // Each finite-difference run advances the step, and with it the dropout: its gradient is
+      // checked at a fixed step in tests/nn/attention_test.cpp (AttentionDropout.*).
+      attn("sdpa_dropout", small, Attrs{{"dropout", 0.3}, {"seed", 7}}, {}, false),
       attn("sdpa_weights", small, Attrs{{"return_weights", true}, {"causal", true}},
            {mask({2, 1, 3, 5})}, false),
       // Several tiles (32 queries x 64 keys) each way, ragged at the ends.

@@ -38,12 +38,12 @@ LayerHandle MultiHeadAttention(int64_t num_heads, int64_t key_dim,
 
 /// GroupQueryAttention's options (keras.layers.GroupQueryAttention's keyword arguments).
 struct GroupQueryAttentionOptions {
-  double dropout = 0.0;
-  bool use_bias = true;
-  std::string kernel_initializer = "glorot_uniform";
-  std::string bias_initializer = "zeros";
-  std::optional<int64_t> seed;
-  std::string name;  ///< "" = "grouped_query_attention", ...
+  double dropout = 0.0;                               ///< on the attention weights, in training
+  bool use_bias = true;                               ///< biases on the four projections
+  std::string kernel_initializer = "glorot_uniform";  ///< the projections' kernels
+  std::string bias_initializer = "zeros";             ///< their biases
+  std::optional<int64_t> seed;                        ///< the dropout's seed
+  std::string name;                                   ///< "" = "grouped_query_attention", ...
 };
 /// keras.layers.GroupQueryAttention: num_query_heads query heads over num_key_value_heads
 /// key/value heads (which must divide them), each head_dim wide; output (B, T, query's d).
@@ -55,8 +55,8 @@ struct AttentionOptions {
   bool use_scale = false;          ///< a learnable scalar multiplies the scores
   std::string score_mode = "dot";  ///< "dot" (Lockstep has only the dot product)
   double dropout = 0.0;            ///< on the attention weights, in training
-  std::optional<int64_t> seed;
-  std::string name;  ///< "" = "attention", ...
+  std::optional<int64_t> seed;     ///< the dropout's seed
+  std::string name;                ///< "" = "attention", ...
 };
 /// keras.layers.Attention (Luong dot-product attention): inputs [query (B, T, d), value (B, S,
 /// d)[, key (B, S, d)]] -> (B, T, d); Keras masks of query and value apply as Keras's do.
@@ -80,10 +80,17 @@ KTensors attend(const LayerHandle& layer, const KTensor& query, const KTensor& v
 /// its call options. nullopt for a layer that is not MultiHeadAttention, GroupQueryAttention or
 /// Attention (Attention: one head, key_dim = value_dim = the features).
 struct AttentionCallInfo {
-  int64_t num_heads = 1, num_kv_heads = 1, key_dim = 0, value_dim = 0;
-  bool has_key = false, has_mask = false, causal = false, scores = false;
-  double scale = 0;  ///< the logits' factor (Attention: 1, times its scale weight if any)
+  int64_t num_heads = 1;     ///< query heads
+  int64_t num_kv_heads = 1;  ///< key/value heads (dividing num_heads)
+  int64_t key_dim = 0;       ///< the query/key head size
+  int64_t value_dim = 0;     ///< the value head size
+  bool has_key = false;      ///< called with a key of its own (else the value)
+  bool has_mask = false;     ///< called with an attention_mask input (the last input)
+  bool causal = false;       ///< use_causal_mask
+  bool scores = false;       ///< return_attention_scores
+  double scale = 0;          ///< the logits' factor (Attention: 1, times its scale weight if any)
 };
+/// The AttentionCallInfo of `layer`; nullopt when it is no attention layer.
 std::optional<AttentionCallInfo> attention_call_info(const Layer& layer);
 
 }  // namespace lockstep::layers

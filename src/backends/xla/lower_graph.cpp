@@ -55,8 +55,14 @@ void add_arguments(const Graph& g, const std::vector<Value>& inputs, const std::
       out.arguments.push_back(
           {LoweredArgument::Kind::input, int(size_t(k) * inputs.size() + i), nullptr, t});
     }
+  // Random draws keyed by the step: dropout, and attention with dropout on its weights.
+  auto draws = [](const Node& n) {
+    return n.op == op::dropout || ((n.op == op::scaled_dot_product_attention ||
+                                    n.op == op::scaled_dot_product_attention_grad) &&
+                                   attr_f(n, "dropout") > 0);
+  };
   for (const Node& n : g.nodes())
-    if (need[size_t(n.id)] && n.op == op::dropout) {
+    if (need[size_t(n.id)] && draws(n)) {
       out.arguments.push_back({LoweredArgument::Kind::step, -1, nullptr, {ElemType::i64, {}}});
       break;
     }

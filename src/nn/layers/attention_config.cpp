@@ -186,7 +186,6 @@ std::vector<KerasWeightSlot> mha_slots(const LayerPtr& l, const std::string& pat
 bool register_attention_layers() {
   register_layer("MultiHeadAttention", mha_from_config);
   register_layer("GroupQueryAttention", gqa_from_config);
-  register_layer("GroupedQueryAttention", gqa_from_config);
   register_layer("Attention", attention_from_config);
   for (const char* cls : {"MultiHeadAttention", "GroupQueryAttention"}) {
     register_call_convention(cls, {read_mha_call, write_mha_call});

@@ -58,11 +58,11 @@ LayerHandle SinePositionEncoding(double max_wavelength = 10000, std::string name
 /// keras_hub.layers.RotaryEmbedding's options (rope_type "linear", "dynamic" or "default";
 /// KerasHub's "yarn" is refused).
 struct RotaryEmbeddingOptions {
-  double max_wavelength = 10000;
-  double scaling_factor = 1.0;
-  std::string rope_type = "linear";
-  int64_t sequence_axis = 1;
-  int64_t feature_axis = -1;
+  double max_wavelength = 10000;           ///< the longest wavelength of the rotations
+  double scaling_factor = 1.0;             ///< positions are divided by it
+  std::string rope_type = "linear";        ///< linear, dynamic or default
+  int64_t sequence_axis = 1;               ///< the axis of the positions
+  int64_t feature_axis = -1;               ///< the axis whose pairs are rotated
   std::optional<int64_t> denominator_dim;  ///< the frequencies' denominator (default: features)
   std::string name;                        ///< "" = "rotary_embedding", ...
 };
@@ -75,8 +75,8 @@ struct TransformerOptions {
   double dropout = 0;                ///< attention and residual dropout (training only)
   std::string activation = "relu";   ///< the feed-forward's (also "gelu_approximate")
   double layer_norm_epsilon = 1e-5;  ///< the layer norms'
-  std::string kernel_initializer = "glorot_uniform";
-  std::string bias_initializer = "zeros";
+  std::string kernel_initializer = "glorot_uniform";  ///< every Dense kernel's
+  std::string bias_initializer = "zeros";             ///< every Dense bias's
   bool normalize_first = false;  ///< pre-norm (GPT-2) instead of post-norm (BERT)
   bool use_causal_mask = true;   ///< TransformerDecoder: each step sees only the steps before it
   std::string name;              ///< "" = "transformer_encoder", ...
@@ -97,18 +97,18 @@ LayerHandle TransformerDecoder(int64_t intermediate_dim, int64_t num_heads,
 
 /// keras_hub.models.BertBackbone's hyperparameters (its config).
 struct BertBackboneOptions {
-  int64_t vocabulary_size = 0;
-  int64_t num_layers = 0;
-  int64_t num_heads = 0;
-  int64_t hidden_dim = 0;
-  int64_t intermediate_dim = 0;
-  double dropout = 0.1;
-  int64_t max_sequence_length = 512;
-  int64_t num_segments = 2;
+  int64_t vocabulary_size = 0;        ///< token ids are in [0, vocabulary_size)
+  int64_t num_layers = 0;             ///< transformer blocks
+  int64_t num_heads = 0;              ///< attention heads per block
+  int64_t hidden_dim = 0;             ///< the model width
+  int64_t intermediate_dim = 0;       ///< the feed-forward width
+  double dropout = 0.1;               ///< dropout rate (training only)
+  int64_t max_sequence_length = 512;  ///< positions the position embedding holds
+  int64_t num_segments = 2;           ///< segment ids are in [0, num_segments)
   /// The inputs' static length (0: max_sequence_length); Lockstep compiles for one length.
   int64_t sequence_length = 0;
-  std::string name = "bert_backbone";
-  std::string dtype = "float32";  ///< the layers' policy ("mixed_bfloat16")
+  std::string name = "bert_backbone";  ///< the model's name
+  std::string dtype = "float32";       ///< the layers' policy ("mixed_bfloat16")
 };
 /// keras_hub.models.BertBackbone, built as KerasHub builds it: inputs token_ids, segment_ids and
 /// padding_mask (int32 [N, T]), outputs sequence_output [N, T, hidden] and pooled_output
@@ -118,16 +118,16 @@ Network BertBackbone(const BertBackboneOptions& o);
 
 /// keras_hub.models.GPT2Backbone's hyperparameters (its config).
 struct GPT2BackboneOptions {
-  int64_t vocabulary_size = 0;
-  int64_t num_layers = 0;
-  int64_t num_heads = 0;
-  int64_t hidden_dim = 0;
-  int64_t intermediate_dim = 0;
-  double dropout = 0.1;
-  int64_t max_sequence_length = 1024;
-  int64_t sequence_length = 0;  ///< the inputs' static length (0: max_sequence_length)
-  std::string name = "gpt2_backbone";
-  std::string dtype = "float32";  ///< the layers' policy ("mixed_bfloat16")
+  int64_t vocabulary_size = 0;         ///< token ids are in [0, vocabulary_size)
+  int64_t num_layers = 0;              ///< transformer blocks
+  int64_t num_heads = 0;               ///< attention heads per block
+  int64_t hidden_dim = 0;              ///< the model width
+  int64_t intermediate_dim = 0;        ///< the feed-forward width
+  double dropout = 0.1;                ///< dropout rate (training only)
+  int64_t max_sequence_length = 1024;  ///< positions the position embedding holds
+  int64_t sequence_length = 0;         ///< the inputs' static length (0: max_sequence_length)
+  std::string name = "gpt2_backbone";  ///< the model's name
+  std::string dtype = "float32";       ///< the layers' policy ("mixed_bfloat16")
 };
 /// keras_hub.models.GPT2Backbone: inputs token_ids and padding_mask (int32 [N, T]), output the
 /// final layer norm's [N, T, hidden]; pre-norm causal TransformerDecoders.

@@ -314,7 +314,7 @@ int main(int argc, char** argv) {
       {"Layers",
        "layer",
        {"nn/layers.h", "nn/recurrent.h", "nn/embedding.h", "nn/layers_1d.h", "nn/text_layers.h",
-        "nn/attention.h", "nn/keras_hub.h"},
+        "nn/attention.h", "nn/keras_hub.h", "nn/einsum_layers.h"},
        2,
        -1,
        nullptr},

@@ -247,7 +247,7 @@ const std::vector<Exemption>& exemptions() {
       {"lstm", nullptr, "Keras values at the layer level (tests/nn/recurrent_test.cpp)"},
       {"gru", nullptr, "Keras values at the layer level (tests/nn/recurrent_test.cpp)"},
       {"simple_rnn", nullptr, "Keras values at the layer level (tests/nn/recurrent_test.cpp)"},
-      // Transformer ops (issue 36): values against independent computations elsewhere.
+      // Transformer ops: values against independent computations elsewhere.
       {"batch_matmul", nullptr,
        "values against a brute-force numpy-style einsum loop (tests/ops/transformer_ops_test.cpp,"
        " TransformerOps.EinsumMatchesANumpyStyleLoopOverManyEquations)"},
@@ -259,6 +259,11 @@ const std::vector<Exemption>& exemptions() {
        "KerasHub's values (TransformerOps.RotaryEmbeddingMatchesKerasHub)"},
       {"random_categorical", nullptr,
        "random: TransformerOps.RandomCategorical* check determinism, top_k and frequencies"},
+      {"scaled_dot_product_attention", nullptr,
+       "Keras's MultiHeadAttention, GroupQueryAttention and Attention values "
+       "(keras_attention_interop)"
+       " and the plain formula in double (OpTable sdpa_* cases against the reference kernel)"},
+      {"scaled_dot_product_attention_grad", "scaled_dot_product_attention", "gradient op"},
       // Sources and state.
       {"input", nullptr, "graph placeholder: every case feeds its inputs through it"},
       {"variable", nullptr, "reads a Variable's storage; no computation"},

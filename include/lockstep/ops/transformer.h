@@ -1,4 +1,4 @@
-// Graph builders for transformer models (issue 36): einsum, a masked softmax, and the rms_norm,
+// Graph builders for transformer models: einsum, a masked softmax, and the rms_norm,
 // rotary_embedding and random_categorical ops with their attributes spelled out. Each adds
 // nodes to `g` (a layer's call() passes ctx.graph) and returns the result; `name` names the
 // nodes (a layer passes its own name, so errors and profiles name the layer).

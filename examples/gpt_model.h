@@ -7,6 +7,7 @@
 // and the byte corpus: every quote of Debian's fortunes package (/usr/share/games/fortunes),
 // shuffled by quote with a fixed seed, the last tenth held out for validation.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <random>

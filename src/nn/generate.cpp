@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "lockstep/core/error.h"
 #include "lockstep/graph/executable.h"
@@ -262,6 +263,7 @@ struct GptGenerator::Impl {
     if (sampler && sampler_seed == o.seed && sampler_temperature == o.temperature &&
         sampler_top_k == o.top_k)
       return;
+    sampler.reset();
     sampler_graph = Graph();
     Value logits = sampler_graph.input({DType::f32, Shape{1, s.vocab}}, "logits");
     Value ids = ops::random_categorical(sampler_graph, logits, o.seed, o.temperature, o.top_k,

@@ -69,7 +69,7 @@ Args parse(int argc, char** argv) {
   a.model.dropout = ls::parse_double("--dropout", e.value_or("--dropout", "0"), 0.0, 0.99);
   const bool ten_m = a.preset == "10m";
   a.epochs = int(e.integer("--epochs", ten_m ? 1 : 3, 0, 1000000));
-  a.steps = int(e.integer("--steps", ten_m ? 10 : 150, 1, 1 << 30));
+  a.steps = int(e.integer("--steps", ten_m ? 10 : 100, 1, 1 << 30));
   a.batch = int(e.integer("--batch-size", ten_m ? 16 : 32, 1, 1 << 20));
   a.learning_rate = ls::parse_double("--learning-rate", e.value_or("--learning-rate", "0.002"),
                                      1e-9, 10.0);

@@ -174,7 +174,13 @@ Value residual(Graph& g, Value x, const Norm& n, bool normalize_first, F&& f) {
 }
 
 // The decode program: inputs token [1], position [1] (int32), then K_0, V_0, K_1, ...
-// [1, T, heads, key_dim]; outputs logits [1, vocabulary], then the updated caches.
+// [1, T, heads, key_dim]: each block's keys and values of the positions before this one (rows
+// at and after the position are ignored); outputs logits [1, vocabulary], then this token's
+// k_0, v_0, k_1, ... [1, 1, heads, key_dim], which the host writes into the caches' row
+// `position` (the cache inputs keep their contents between runs: no copy of a whole cache).
+// Attention reads the cache's rows before the position and this token's own key and value,
+// appended as row T: concat(cache, k) [1, T + 1, heads, key_dim] with the keep mask
+// [positions < position, 1].
 struct DecodeGraph {
   Graph g;
   std::vector<Value> inputs, outputs;
@@ -188,13 +194,14 @@ void build_decode(const Structure& s, DecodeGraph& d) {
   d.inputs = {token, position};
   Value x = g.add(op::add, {g.add(op::gather, {g.variable(s.token_table), token}),
                             g.add(op::gather, {g.variable(s.position_table), position})});
-  // The cache row to write (one-hot of the position) and the keys to read (<= position).
+  // keep [1, 1, 1, T + 1]: 1 for the cached rows before the position and for this token.
   Value here = g.add(op::one_hot, {position}, Attrs{{"depth", T}});  // [1, T]
-  Value after = g.add(op::cumsum, {here}, Attrs{{"axis", int64_t(-1)}, {"exclusive", true}});
-  Value keep = reshape(g, g.add(op::sub, {g.add(op::ones_like, {after}), after}), {1, 1, 1, T});
-  Value row = reshape(g, here, {1, T, 1, 1});
-  Value other_rows = g.add(op::sub, {g.add(op::ones_like, {row}), row});
-  std::vector<Value> caches;
+  Value from_here = g.add(op::cumsum, {here}, Attrs{{"axis", int64_t(-1)}});
+  Value before = g.add(op::sub, {g.add(op::ones_like, {from_here}), from_here});
+  Value one = g.add(op::constant, {}, Attrs{{"value", 1.0}, {"shape", Ints{1, 1}}});
+  Value keep = reshape(g, g.add(op::concat, {before, one}, Attrs{{"axis", int64_t(1)}}),
+                       {1, 1, 1, T + 1});
+  std::vector<Value> fresh;
   for (const Block& b : s.blocks) {
     Value cache_k = g.input({DType::f32, Shape{1, T, H, K}}, b.name + "/key_cache");
     Value cache_v = g.input({DType::f32, Shape{1, T, H, K}}, b.name + "/value_cache");
@@ -202,15 +209,15 @@ void build_decode(const Structure& s, DecodeGraph& d) {
     d.inputs.push_back(cache_v);
     x = residual(g, x, b.attention_norm, b.normalize_first, [&](Value h) {
       Value q = reshape(g, dense(g, h, b.q), {1, 1, H, K});
-      auto write = [&](Value cache, const Proj& p) {  // cache * (1 - row) + new * row
-        Value fresh = reshape(g, dense(g, h, p), {1, 1, H, K});
-        return g.add(op::add,
-                     {g.add(op::mul, {cache, other_rows}), g.add(op::mul, {fresh, row})});
+      Value k = reshape(g, dense(g, h, b.k), {1, 1, H, K});
+      Value v = reshape(g, dense(g, h, b.v), {1, 1, H, K});
+      fresh.push_back(k);
+      fresh.push_back(v);
+      auto with = [&](Value cache, Value row) {
+        return g.add(op::concat, {cache, row}, Attrs{{"axis", int64_t(1)}});
       };
-      Value new_k = write(cache_k, b.k), new_v = write(cache_v, b.v);
-      caches.push_back(new_k);
-      caches.push_back(new_v);
-      Value att = g.add_multi(op::scaled_dot_product_attention, {q, new_k, new_v, keep},
+      Value att = g.add_multi(op::scaled_dot_product_attention,
+                              {q, with(cache_k, k), with(cache_v, v), keep},
                               Attrs{{"scale", 1.0 / std::sqrt(double(K))}}, b.name)[0];
       return dense(g, reshape(g, att, {1, H * K}), b.o);
     });
@@ -220,7 +227,7 @@ void build_decode(const Structure& s, DecodeGraph& d) {
   }
   if (s.final_norm) x = norm(g, x, *s.final_norm);
   d.outputs.push_back(activate(g, dense(g, x, s.head), s.head_activation));
-  for (Value c : caches) d.outputs.push_back(c);
+  for (Value f : fresh) d.outputs.push_back(f);
 }
 
 }  // namespace
@@ -281,14 +288,16 @@ struct GptGenerator::Impl {
       std::memset(c.raw(), 0, c.nbytes());
     }
   }
-  // Runs token `id` at `position` through the decode program; the caches move on.
+  // Runs token `id` at `position` through the decode program, then writes its keys and values
+  // (outputs 1..) into row `position` of the caches (inputs 2..).
   const float* step(int32_t id, int64_t position) {
     decode->input(0).data<int32_t>()[0] = id;
     decode->input(1).data<int32_t>()[0] = int32_t(position);
     decode->run();
-    for (int i = 2; i < decode->num_inputs(); ++i) {  // outputs 1.. are the new caches
-      const Tensor& out = decode->output(i - 1);
-      std::memcpy(decode->input(i).raw(), out.raw(), out.nbytes());
+    for (int i = 2; i < decode->num_inputs(); ++i) {
+      const Tensor& row = decode->output(i - 1);
+      std::memcpy(static_cast<char*>(decode->input(i).raw()) + size_t(position) * row.nbytes(),
+                  row.raw(), row.nbytes());
     }
     return decode->output(0).data<float>();
   }

@@ -15,9 +15,12 @@
 //
 // How the cache runs on a graph compiler: the generator compiles, once, a program for one token
 // whose inputs are the token, its position and each layer's key and value caches
-// [1, T, heads, key_dim] and whose outputs are the logits and the caches with this position's
-// keys and values written in (a one-hot blend); attention reads positions <= the current one.
-// The prompt goes through it token by token (prefill). Without the cache (use_cache = false) it
+// [1, T, heads, key_dim] and whose outputs are the logits and this token's keys and values
+// [1, 1, heads, key_dim]; attention reads the cached rows before the position and the token's
+// own key and value. The caches are the program's input buffers, which keep their contents
+// between runs: after each run the host writes the token's keys and values into row
+// `position` (a copy of heads x key_dim floats per layer), never a whole cache. The prompt goes
+// through it token by token (prefill). Without the cache (use_cache = false) it
 // compiles the model's own forward on [1, T] and re-runs it over the whole context for every
 // token. Both feed the same sampling program (the random_categorical op, keyed by the seed and
 // the token's index), so they pick the same tokens and a fixed seed gives the same text.
@@ -52,9 +55,11 @@ struct GenerateStats {
   double compile_seconds = 0;    ///< compiling the programs (the first call only)
 };
 
-/// Generates token ids from a GPT-shaped model (see the top of this header) on the cpu backend,
-/// in float32 whatever the model's dtype policy. The model's weights are read, not copied: train
-/// further and generate again. Not thread-safe; one generator per thread.
+/// Generates token ids from a GPT-shaped model (see the top of this header) on the cpu backend.
+/// The cached path computes in float32 whatever the model's dtype policy; the full recompute
+/// (use_cache = false) runs the model as built, so under mixed_bfloat16 the two may pick
+/// different tokens. The model's weights are read, not copied (train further and generate
+/// again); the model must outlive the generator. Not thread-safe; one generator per thread.
 class GptGenerator {
  public:
   /// Checks the model's structure (an error names the first layer that does not fit) and reads

@@ -2,9 +2,11 @@
 // caches, the full-recompute program (the oracle), and the sampling program both share.
 //
 //   read_structure   the model's layers -> Blocks (weights, sizes, options), or an error
-//   build_decode     the graph of one token: caches in, logits and updated caches out
-//   Impl::next_logits_*  the two ways to get the next token's logits
+//   build_decode     the graph of one token: caches in, logits and the token's keys/values out
+//   Impl::step       one cached step (then the new rows written into the caches)
+//   Impl::recompute  the model's own forward over the context (use_cache = false)
 //   Impl::sample     temperature / top-k through the random_categorical op, keyed by the index
+//   generate         prefill, then one token at a time; the context slides by T/2 when full
 #include "lockstep/nn/generate.h"
 
 #include <chrono>

@@ -1,5 +1,5 @@
 // Lockstep side of the GPT benchmark: the byte-level GPT of examples/gpt_model.h (--preset 10m:
-// 6 layers of 384, 6 heads, T = 256, 10.8M parameters) on random windows of Debian's fortunes.
+// 6 layers of 384, 6 heads, T = 256, 10.9M parameters) on random windows of Debian's fortunes.
 // Training: tokens per second over --train-steps train_on_batch steps (batch --batch-size of T
 // tokens each, Adam(3e-4)) after --warmup steps (the first compiles). Generation: tokens per
 // second of GptGenerator (lockstep/nn/generate.h) after a one-token prompt, --gen-tokens tokens

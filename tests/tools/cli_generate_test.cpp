@@ -28,9 +28,18 @@ std::string as_printed(const std::string& text) {
   return out;
 }
 
+// One compute thread while the test runs, as the command is given (--threads 1): the same
+// summation order in both, and no OpenMP waits on a machine whose cores other jobs hold.
+struct OneThread {
+  int before = num_threads();
+  OneThread() { set_num_threads(1); }
+  ~OneThread() { set_num_threads(before); }
+};
+
 }  // namespace
 
 TEST(CliGenerate, PrintsWhatTheGeneratorWritesForASeed) {
+  OneThread one;
   const std::string bin = cli_test::binary();
   if (bin.empty()) GTEST_SKIP() << "bin/lockstep is not built";
   const auto dir = test_util::temp_dir("cli_generate", true);
@@ -46,7 +55,8 @@ TEST(CliGenerate, PrintsWhatTheGeneratorWritesForASeed) {
   const std::string want = as_printed(ids_to_bytes(gen.generate(
       bytes_to_ids("Hello"), {.max_new_tokens = 24, .temperature = 0.9, .top_k = 8, .seed = 3})));
   const std::string cmd = "'" + bin + "' generate --model '" + path +
-                          "' --prompt Hello --max-tokens 24 --temperature 0.9 --top-k 8 --seed 3";
+                          "' --prompt Hello --max-tokens 24 --temperature 0.9 --top-k 8 --seed 3 "
+                          "--threads 1";
   const std::string err = (dir / "stderr.txt").string();
   const auto a = cli_test::run_shell(cmd + " 2>'" + err + "'");
   ASSERT_EQ(a.rc, 0) << a.out;

@@ -4,6 +4,7 @@
 //   lockstep summary MODEL                       layers, compile config, class names
 //   lockstep predict MODEL.keras IMAGE_OR_DIR [--top-k K]
 //   lockstep train --model config.json|m.keras --data-dir DIR --epochs N --out m.keras [...]
+//   lockstep generate --model gpt.keras --prompt TEXT [--max-tokens N --temperature T --top-k K]
 //   lockstep convert IN OUT [--model MODEL]      .keras <-> .weights.h5 <-> checkpoint
 //   lockstep export-image-folder --out DIR [--data-dir DIR] [--split train|test]
 //            [--limit-per-class N] [--format jpeg|png|mixed] [--size S] [--quality Q]
@@ -36,6 +37,7 @@
 #include "lockstep/viz/chart.h"
 
 // The model commands (header-only: every examples/*.cpp is its own executable).
+#include "cli/generate.h"
 #include "cli/model_files.h"
 #include "cli/predict.h"
 #include "cli/train.h"
@@ -237,6 +239,8 @@ const Command kCommands[] = {
     {"summary", "print a model's layers, compile config and class names", ls::cli::run_summary},
     {"predict", "classify images with a .keras model (top-k classes)", ls::cli::run_predict},
     {"train", "train a Keras model JSON or .keras file on an image folder", ls::cli::run_train},
+    {"generate", "write text with a byte-level GPT .keras model (build/bin/gpt)",
+     ls::cli::run_generate},
     {"convert", "convert between .keras, .weights.h5, model JSON and checkpoints",
      ls::cli::run_convert},
     {"export-image-folder", "write an IDX dataset (Fashion-MNIST) as class folders of images",

@@ -38,6 +38,8 @@ PROGRAMS = {
                          r'CommandSpec spec\{"predict"', r'\};', 'literals'),
     'lockstep train': (['lockstep', 'train'], 'examples/cli/train.h',
                        r'CommandSpec spec\{', r'\};', 'literals'),
+    'lockstep generate': (['lockstep', 'generate'], 'examples/cli/generate.h',
+                          r'CommandSpec spec\{"generate"', r'\};', 'literals'),
     'lockstep convert': (['lockstep', 'convert'], 'examples/cli/model_files.h',
                          r'CommandSpec spec\{"convert"', r'\};', 'literals'),
     'lockstep export-image-folder': (['lockstep', 'export-image-folder'], 'examples/lockstep.cpp',
@@ -64,6 +66,7 @@ PROGRAMS = {
                     r'\);', 'literals'),
     'text_classification': (['text_classification'], 'examples/text_classification.cpp',
                             r'parse_example_args\(', r'\);', 'literals'),
+    'gpt': (['gpt'], 'examples/gpt.cpp', r'parse_example_args\(', r'\);', 'literals'),
 }
 
 

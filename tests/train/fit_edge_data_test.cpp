@@ -78,3 +78,29 @@ TEST(FitEdgeData, ANaNInTheInputStopsFitThroughAConvWithAFusedRelu) {
   History hist = m.fit(x, y, {.batch_size = 8, .epochs = 3, .verbose = 0, .shuffle = false});
   EXPECT_TRUE(hist.stopped_on_nan) << "fit went on with a NaN input";
 }
+
+// Sparse labels of a sequence output (N, T, C): one per step, (N, T), as a language model's
+// next-token targets; fit and evaluate take them, float labels are converted, and one label per
+// sample is refused naming the shape it needs.
+TEST(FitEdgeData, SequenceOutputsTakeOneSparseLabelPerStep) {
+  KTensor ids = Input({5}, "ids", DType::i32);
+  Model m(ids, Dense(3)(Embedding(7, 4)(ids)), "tagger");
+  m.compile({.optimizer = optimizers::Adam(0.05),
+             .loss = losses::SparseCategoricalCrossentropy({.from_logits = true})});
+  const int64_t n = 16;
+  Tensor x = Tensor::empty(Shape{n, 5}, DType::i32), y = Tensor::empty(Shape{n, 5}, DType::i32);
+  for (int64_t i = 0; i < n * 5; ++i) {
+    x.data<int32_t>()[i] = int32_t((i * 3) % 7);
+    y.data<int32_t>()[i] = x.data<int32_t>()[i] % 3;  // each step's label follows its id
+  }
+  const double before = m.evaluate(x, y, {.verbose = 0})["loss"];
+  m.fit(x, y, {.batch_size = 8, .epochs = 20, .verbose = 0});
+  const double after = m.evaluate(x, y, {.verbose = 0})["loss"];
+  EXPECT_LT(after, 0.5 * before);
+  Tensor yf = Tensor::empty(Shape{n, 5}, DType::f32);
+  for (int64_t i = 0; i < n * 5; ++i) yf.data<float>()[i] = float(y.data<int32_t>()[i]);
+  EXPECT_NEAR(m.evaluate(x, yf, {.verbose = 0})["loss"], after, 1e-6);
+  test_util::expect_has(
+      test_util::error_of([&] { m.fit(x, Tensor::zeros(Shape{n}, DType::i32), {.verbose = 0}); }),
+      {"SparseCategoricalCrossentropy", "(None, 5, 3)", "(None, 5)", "one per step", "got (16"});
+}

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "backends/xla/lowering.h"
+#include "backends/xla/sharding_lowering.h"
 #include "lockstep/core/error.h"
 #include "lockstep/graph/op_registry.h"
 
@@ -278,6 +279,12 @@ LoweredGraph lower_graph(const Graph& g, const std::vector<Value>& inputs,
   }
   b.set_location("");
   b.ret(results);
+  if (options.sharding) {
+    LS_CHECK(options.num_replicas == 1, "xla: a program partitioned over a mesh (",
+             options.sharding->describe(), ") cannot also run as ", options.num_replicas,
+             " replicas; use the distribution's batch axis for data parallelism");
+    annotate_shardings(*options.sharding, !cx.updated.empty(), options.shardy, b, out);
+  }
   out.mlir = b.module_text();
   return out;
 }

@@ -94,7 +94,9 @@ struct LoweringOptions {
   // A plan to partition the program by (SPMD over its mesh; sharding_lowering.h), or none.
   // Needs num_replicas == 1 and steps == 1.
   std::shared_ptr<const ShardingPlan> sharding;
-  bool shardy = false;  // annotate for Shardy (sdy) rather than GSPMD (mhlo.sharding)
+  // Annotate for Shardy (sdy.mesh, sdy.sharding: the default, as in JAX) or GSPMD
+  // (mhlo.sharding, which the CPU plugin still takes but warns is deprecated).
+  bool shardy = true;
 };
 
 // Lowers the part of `graph` that computes `outputs` and its variable updates. `inputs` are

@@ -47,7 +47,7 @@ static void summary_layouts(const ShardingPlan& plan, const std::vector<Variable
   for (const VariablePtr& v : vars) list.push_back(v.get());
   const std::vector<DimAxes> layouts = plan.variable_layouts(list, false);
   os << " Distribution: " << plan.describe() << "\n";
-  const size_t w1 = 33, w2 = 24, w3 = 18;
+  const size_t w1 = 31, w2 = 30, w3 = 18;
   double whole = 0, per_device = 0, trainable_per_device = 0;
   for (size_t i = 0; i < vars.size(); ++i) {
     const Variable& v = *vars[i];

@@ -127,7 +127,7 @@ class Distribution {
   TensorLayout get_variable_layout(const std::string& path, const Shape& shape) const;
   /// Every variable's layout, checked (see the top): a dim that does not divide, an unknown
   /// axis or a rank that differs is an error naming the variable and the rule. A slot
-  /// "<optimizer>/<path>/<name>" of a listed variable <path> takes that variable's layout.
+  /// "OPTIMIZER/PATH/NAME" of a listed variable PATH takes that variable's layout.
   /// `warn_unused`: print a warning, to stderr, for each rule that matches none of them.
   std::vector<TensorLayout> variable_layouts(const std::vector<const Variable*>& variables,
                                              bool warn_unused = false) const;

@@ -79,7 +79,8 @@ int main(int argc, char** argv) {
   };
   std::vector<Config> configs;
   configs.push_back({"one_device", std::nullopt, {}, {}});
-  configs.push_back({"data_parallel_4", ld::DataParallel({"xla:0", "xla:1", "xla:2", "xla:3"}), {}, {}});
+  configs.push_back(
+      {"data_parallel_4", ld::DataParallel({"xla:0", "xla:1", "xla:2", "xla:3"}), {}, {}});
   configs.push_back({"model_parallel_2x2", model_parallel(2, 2), {}, {}});
   configs.push_back({"model_parallel_1x4", model_parallel(1, 4), {}, {}});
   ls::set_random_seed(3);
@@ -106,16 +107,17 @@ int main(int argc, char** argv) {
       use(c);
       const auto t0 = Clock::now();
       c.model.fit(x, y, fit);
-      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / steps;
+      const double ms =
+          std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / steps;
       c.ms.push_back(ms);
       std::printf(" %s %.2f ms", c.name.c_str(), ms);
     }
     std::printf("\n");
   }
   ld::clear_distribution();
-  std::string json = "{\"batch_size\": " + std::to_string(batch) + ", \"width\": " +
-                     std::to_string(width) + ", \"steps\": " + std::to_string(steps) +
-                     ", \"rounds\": " + std::to_string(rounds);
+  std::string json =
+      "{\"batch_size\": " + std::to_string(batch) + ", \"width\": " + std::to_string(width) +
+      ", \"steps\": " + std::to_string(steps) + ", \"rounds\": " + std::to_string(rounds);
   for (const Config& c : configs) {
     char buf[96];
     std::snprintf(buf, sizeof buf, ", \"%s_ms_per_step\": %.3f", c.name.c_str(), median(c.ms));

@@ -52,8 +52,8 @@ inline distribution::LayoutMap read_layout_map(const std::string& path,
              "' must be a list with a mesh axis name or null per dim, e.g. [null, \"model\"]");
     std::vector<std::optional<std::string>> axes;
     for (const json& a : value) {
-      LS_CHECK(a.is_null() || a.is_string(), "--layout-map '", path, "': rule '", key,
-               "' has ", a.dump(), "; each dim is a mesh axis name or null");
+      LS_CHECK(a.is_null() || a.is_string(), "--layout-map '", path, "': rule '", key, "' has ",
+               a.dump(), "; each dim is a mesh axis name or null");
       axes.push_back(a.is_null() ? std::nullopt : std::optional<std::string>(a.get<std::string>()));
     }
     map[key] = distribution::TensorLayout(axes);

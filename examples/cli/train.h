@@ -8,9 +8,9 @@
 #include <optional>
 
 #include "device_flag.h"
-#include "mesh_flag.h"
 #include "lockstep/distribute/strategy.h"
 #include "lockstep/train/preemption.h"
+#include "mesh_flag.h"
 #include "model_files.h"
 
 namespace lockstep::cli {
@@ -51,7 +51,8 @@ inline const char* kTrainUsage =
     "                            with --layout-map); the batch is split over its first axis\n"
     "  --layout-map RULES.json   with --mesh: Keras's LayoutMap as JSON, each variable-path\n"
     "                            regex to a mesh axis or null per dim, e.g.\n"
-    "                            {\"dense.*kernel\": [null, \"model\"], \"dense.*bias\": [\"model\"]}\n"
+    "                            {\"dense.*kernel\": [null, \"model\"], \"dense.*bias\": "
+    "[\"model\"]}\n"
     "  --backup-dir DIR          BackupAndRestore into DIR at every epoch end; SIGTERM or SIGINT\n"
     "                            stops after the running step, writes the backup there and exits\n"
     "                            with status 75; the same command again resumes from it\n"
@@ -73,9 +74,9 @@ inline const char* kTrainUsage =
 struct TrainArgs {
   std::string model, data_dir, out, strategy, checkpoint, backup_dir;
   std::string tensorboard, csv, report, prices, machine;
-  std::string backend = "cpu";  // from --device (examples/cli/device_flag.h)
-  std::string device = "cpu";   // --device as given
-  int replicas = 1;             // --replicas: XlaStrategy on that many devices of --device
+  std::string backend = "cpu";   // from --device (examples/cli/device_flag.h)
+  std::string device = "cpu";    // --device as given
+  int replicas = 1;              // --replicas: XlaStrategy on that many devices of --device
   std::string mesh, layout_map;  // --mesh, --layout-map (examples/cli/mesh_flag.h)
   double price_per_hour = 0;
   int epochs = 0, batch_size = 32, threads = 0;
@@ -260,7 +261,8 @@ inline int run_train(const std::vector<std::string>& argv) {
     std::printf("Strategy: %s, %d replicas in sync\n", strategy.name().c_str(),
                 strategy.num_replicas_in_sync());
   if (!t.mesh.empty())
-    std::printf("Distribution: %s\n", set_mesh_distribution(t.device, t.mesh, t.layout_map).c_str());
+    std::printf("Distribution: %s\n",
+                set_mesh_distribution(t.device, t.mesh, t.layout_map).c_str());
   Model m = build_or_load(t, strategy);
   const Shape in = m.inputs()[0].shape();
   LS_CHECK(in.rank() == 4, "train: model '", t.model, "' takes input ", in.str(),

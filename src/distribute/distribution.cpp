@@ -80,8 +80,7 @@ std::vector<std::string> DeviceMesh::devices() const {
 
 // ---- TensorLayout ----
 
-TensorLayout::TensorLayout(std::initializer_list<std::optional<std::string>> axes)
-    : axes_(axes) {}
+TensorLayout::TensorLayout(std::initializer_list<std::optional<std::string>> axes) : axes_(axes) {}
 
 TensorLayout::TensorLayout(std::vector<std::optional<std::string>> axes,
                            std::optional<DeviceMesh> device_mesh)
@@ -113,10 +112,10 @@ std::string LayoutMap::matching_key(const std::string& path) const {
   std::vector<std::string> matches;
   for (const auto& rule : rules_)
     if (std::regex_search(path, compile_rule(rule.first))) matches.push_back(rule.first);
-  LS_CHECK(matches.size() <= 1, "LayoutMap: variable path '", path, "' matches ",
-           matches.size(), " layout rules, ", quoted_list(matches),
-           "; make each path match at most one rule (anchor a rule with ^ and $, e.g. '^",
-           path, "$')");
+  LS_CHECK(matches.size() <= 1, "LayoutMap: variable path '", path, "' matches ", matches.size(),
+           " layout rules, ", quoted_list(matches),
+           "; make each path match at most one rule (anchor a rule with ^ and $, e.g. '^", path,
+           "$')");
   return matches.empty() ? std::string() : matches[0];
 }
 
@@ -201,14 +200,13 @@ std::vector<TensorLayout> Distribution::variable_layouts(
       if (!layout.axes()[i]) continue;
       const std::string& axis = *layout.axes()[i];
       const int a = mesh.axis(axis);
-      LS_CHECK(a >= 0, kind_, ": ", what, ": ", by, " names mesh axis '", axis,
-               "', which mesh ", mesh.str(), " does not have; use one of ",
-               quoted_list(mesh.axis_names), " or None");
+      LS_CHECK(a >= 0, kind_, ": ", what, ": ", by, " names mesh axis '", axis, "', which mesh ",
+               mesh.str(), " does not have; use one of ", quoted_list(mesh.axis_names), " or None");
       LS_CHECK(seen.insert(axis).second, kind_, ": ", what, ": ", by, " splits two dims over '",
                axis, "'; a mesh axis can split one dim of a tensor");
       const int64_t size = mesh.shape[size_t(a)];
-      LS_CHECK(shape[int(i)] % size == 0, kind_, ": ", what, ": ", by, " splits its dim ", i,
-               " (", shape[int(i)], ") over mesh axis '", axis, "' of size ", size,
+      LS_CHECK(shape[int(i)] % size == 0, kind_, ": ", what, ": ", by, " splits its dim ", i, " (",
+               shape[int(i)], ") over mesh axis '", axis, "' of size ", size,
                ", which does not divide it; make that dim a multiple of ", size,
                ", or split another dim (or None) in the rule");
     }
@@ -311,8 +309,8 @@ DistributedTensor distribute_tensor(const Tensor& tensor, const TensorLayout& la
            " has no mesh; give it one (TensorLayout(axes, mesh)) or take it from a LayoutMap");
   const MeshShape& mesh = layout.device_mesh()->spec();
   const DimAxes axes = layout.dim_axes();
-  LS_CHECK(int(axes.size()) == tensor.rank(), "distribute_tensor: layout ", layout.str(),
-           " has ", axes.size(), " axes for a tensor of rank ", tensor.rank());
+  LS_CHECK(int(axes.size()) == tensor.rank(), "distribute_tensor: layout ", layout.str(), " has ",
+           axes.size(), " axes for a tensor of rank ", tensor.rank());
   for (size_t i = 0; i < axes.size(); ++i) {
     if (axes[i].empty()) continue;
     const int a = mesh.axis(axes[i]);

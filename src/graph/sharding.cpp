@@ -131,8 +131,8 @@ Shape shard_shape(const Shape& shape, const MeshShape& mesh, const DimAxes& axes
   Shape out = shape;
   for (size_t i = 0; i < parts.size(); ++i) {
     LS_CHECK(shape[int(i)] % parts[i] == 0, "sharding: dim ", i, " (", shape[int(i)],
-             ") of a tensor ", shape.str(), " does not divide by mesh axis '", axes[i],
-             "' (size ", parts[i], ")");
+             ") of a tensor ", shape.str(), " does not divide by mesh axis '", axes[i], "' (size ",
+             parts[i], ")");
     out[int(i)] = shape[int(i)] / parts[i];
   }
   return out;

@@ -59,8 +59,8 @@ static void summary_layouts(const ShardingPlan& plan, const std::vector<Variable
     os << "  " << pad(v.name, w1) << pad(dim_axes_str(layouts[i]), w2)
        << pad(human_bytes(mine) + " / device", w3, true) << "\n";
   }
-  os << " Weights per device: " << human_bytes(per_device) << " of " << human_bytes(whole)
-     << " (" << plan.mesh().size() << " devices); with an optimizer's slots, each slot adds "
+  os << " Weights per device: " << human_bytes(per_device) << " of " << human_bytes(whole) << " ("
+     << plan.mesh().size() << " devices); with an optimizer's slots, each slot adds "
      << human_bytes(trainable_per_device) << " per device\n";
 }
 

@@ -50,9 +50,9 @@ const distribute::XlaClusterResolver* four_devices(std::string* why_not) {
   return r.get();
 }
 
-#define FOUR_DEVICES_OR_SKIP()                                          \
-  std::string why_not;                                                  \
-  if (!four_devices(&why_not))                                          \
+#define FOUR_DEVICES_OR_SKIP() \
+  std::string why_not;         \
+  if (!four_devices(&why_not)) \
   GTEST_SKIP() << "no PJRT CPU plugin (run scripts/setup_xla.sh): " << why_not
 
 // Removes the process's distribution when a test ends, passed or not.
@@ -125,8 +125,10 @@ TEST(XlaMesh, GspmdShardingsListEachTilesPartition) {
   EXPECT_EQ(xla::gspmd_sharding(m, {"batch", "model"}), "{devices=[2,2]0,1,2,3}");
   EXPECT_EQ(xla::gspmd_sharding(m, {"model", "batch"}), "{devices=[2,2]0,2,1,3}");
   // Over one axis, copies along the other: the last tile dim lists the copies.
-  EXPECT_EQ(xla::gspmd_sharding(m, {"", "model"}), "{devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}");
-  EXPECT_EQ(xla::gspmd_sharding(m, {"batch", ""}), "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
+  EXPECT_EQ(xla::gspmd_sharding(m, {"", "model"}),
+            "{devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}");
+  EXPECT_EQ(xla::gspmd_sharding(m, {"batch", ""}),
+            "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
   EXPECT_EQ(xla::shardy_mesh(m), "sdy.mesh @mesh = <[\"batch\"=2, \"model\"=2]>\n");
   EXPECT_EQ(xla::shardy_sharding({"", "model"}), "#sdy.sharding<@mesh, [{}, {\"model\"}]>");
 }
@@ -136,8 +138,8 @@ TEST(XlaMesh, GspmdShardingsListEachTilesPartition) {
 // mesh: the same losses and weights, and each device holds half of each kernel and its slots.
 TEST(XlaMesh, APartitionedTrainStepMatchesOneDeviceAndHoldsAHalfPerDevice) {
   FOUR_DEVICES_OR_SKIP();
-  using xla_test::Step;
   using xla_test::batch;
+  using xla_test::Step;
   std::shared_ptr<xla::PjrtClient> client = xla::connected_client();
   ASSERT_TRUE(client);
   ld::LayoutMap map(ld::DeviceMesh({2, 2}, {"batch", "model"}));
@@ -158,8 +160,7 @@ TEST(XlaMesh, APartitionedTrainStepMatchesOneDeviceAndHoldsAHalfPerDevice) {
   ASSERT_TRUE(spmd.partitioned());
   EXPECT_EQ(spmd.num_partitions(), 4);
   EXPECT_NE(spmd.lowered().mlir.find("mhlo.num_partitions = 4"), std::string::npos);
-  EXPECT_NE(spmd.lowered().mlir.find("#sdy.sharding<@mesh, [{}, {\"model\"}]>"),
-            std::string::npos);
+  EXPECT_NE(spmd.lowered().mlir.find("#sdy.sharding<@mesh, [{}, {\"model\"}]>"), std::string::npos);
   for (int step = 0; step < 5; ++step) {
     const std::vector<Tensor> in = batch(xla_test::Model::mlp, step + 1);  // (Adam's t from 1)
     const float a = single.run(in)[0].item(), b = spmd.run(in)[0].item();
@@ -177,20 +178,22 @@ TEST(XlaMesh, APartitionedTrainStepMatchesOneDeviceAndHoldsAHalfPerDevice) {
     w2.push_back(mesh.slots[i]->value);
   }
   const Difference d = difference(w2, w1);
-  std::printf("[ measured ] partitioned MLP step vs one device, 5 Adam steps: weights and slots "
-              "within %.3g (relative + absolute)\n", d.mixed);
+  std::printf(
+      "[ measured ] partitioned MLP step vs one device, 5 Adam steps: weights and slots "
+      "within %.3g (relative + absolute)\n",
+      d.mixed);
   EXPECT_LE(d.mixed, 1e-5);
   // d1/kernel [8, 16] split over "model" (2): each of the 4 devices holds 8 x 8 floats.
   const Variable* kernel = mesh.weights[0].get();
   ASSERT_EQ(kernel->name, "d1/kernel");
   const int64_t whole = kernel->value.numel() * 4;
-  for (const Variable* v : std::vector<const Variable*>{kernel, mesh.slots[0].get(), mesh.slots[1].get()}) {
+  for (const Variable* v :
+       std::vector<const Variable*>{kernel, mesh.slots[0].get(), mesh.slots[1].get()}) {
     const std::vector<int64_t> bytes = spmd.variable_device_bytes(v);
     ASSERT_EQ(bytes.size(), 4u) << v->name;
     for (int64_t b : bytes) EXPECT_EQ(b, whole / 2) << v->name;
   }
-  for (int64_t b : single.variable_device_bytes(one.weights[0].get()))
-    EXPECT_EQ(b, whole);
+  for (int64_t b : single.variable_device_bytes(one.weights[0].get())) EXPECT_EQ(b, whole);
 }
 
 // A variable split over both axes: each device holds a quarter. Shardy's annotations (the
@@ -212,9 +215,11 @@ TEST(XlaMesh, AVariableSplitOverBothAxesTakesAQuarterPerDeviceInEitherSpelling) 
   const std::string& text = shardy.lowered().mlir;
   EXPECT_NE(text.find("sdy.mesh @mesh = <[\"batch\"=2, \"model\"=2]>"), std::string::npos) << text;
   EXPECT_NE(text.find("sdy.sharding = #sdy.sharding<@mesh, [{\"batch\"}, {\"model\"}]>"),
-            std::string::npos) << text;
+            std::string::npos)
+      << text;
   EXPECT_NE(gspmd.lowered().mlir.find("mhlo.sharding = \"{devices=[2,2]0,1,2,3}\""),
-            std::string::npos) << gspmd.lowered().mlir;
+            std::string::npos)
+      << gspmd.lowered().mlir;
   Tensor in = Tensor::zeros(Shape{4, 8});
   for (int64_t i = 0; i < in.numel(); ++i) in.data<float>()[i] = rng.uniform(-1.f, 1.f);
   const Tensor a = single.run({in})[0];
@@ -256,9 +261,10 @@ TEST(XlaMesh, DenseMlpUnderModelParallelMatchesOneDeviceFor20Steps) {
     sharded.save((dir / "model_parallel.keras").string());
   }
   const Difference d = difference(w2, w1);
-  std::printf("[ measured ] ModelParallel 2x2 vs one device, 20 Adam steps: weights within %.3g "
-              "relative (|b| > 1e-3), %.3g relative + absolute; loss %.8f vs %.8f\n",
-              d.relative, d.mixed, h2.history.at("loss")[0], h1.history.at("loss")[0]);
+  std::printf(
+      "[ measured ] ModelParallel 2x2 vs one device, 20 Adam steps: weights within %.3g "
+      "relative (|b| > 1e-3), %.3g relative + absolute; loss %.8f vs %.8f\n",
+      d.relative, d.mixed, h2.history.at("loss")[0], h1.history.at("loss")[0]);
   EXPECT_LE(d.mixed, 1e-5);
   EXPECT_LE(d.relative, 1e-5);
   EXPECT_GT(difference(w1, initial).mixed, 1e-2);  // it trained

@@ -75,14 +75,14 @@ TEST(Distribution, ADimThatDoesNotDivideNamesTheVariableTheRuleTheDimAndTheAxisS
   // The other layout mistakes, each named.
   map["dense.*bias"] = {std::nullopt, "model"};  // rank 2 for a rank-1 bias
   auto bias = variable("dense/bias", Shape{8});
-  const std::string rank = test_util::error_of(
-      [&] { ld::ModelParallel(map).variable_layouts({bias.get()}); });
+  const std::string rank =
+      test_util::error_of([&] { ld::ModelParallel(map).variable_layouts({bias.get()}); });
   expect_has(rank, "variable 'dense/bias' of shape (8,)");
   expect_has(rank, "has 2 axes for its 1 dims");
   ld::LayoutMap typo(mesh);
   typo["kernel"] = {std::nullopt, "modle"};
-  const std::string axis = test_util::error_of(
-      [&] { ld::ModelParallel(typo).variable_layouts({kernel.get()}); });
+  const std::string axis =
+      test_util::error_of([&] { ld::ModelParallel(typo).variable_layouts({kernel.get()}); });
   expect_has(axis, "names mesh axis 'modle', which mesh (batch=1, model=4) does not have");
 }
 
@@ -106,10 +106,11 @@ TEST(Distribution, AnOptimizerSlotTakesItsVariablesLayout) {
   auto kernel = variable("dense/kernel", Shape{8, 4});
   auto m = variable("adam/dense/kernel/m", Shape{8, 4});
   auto iterations = variable("adam/iterations", Shape{});
-  const auto layouts = ld::ModelParallel(map).variable_layouts(
-      {kernel.get(), m.get(), iterations.get()});
+  const auto layouts =
+      ld::ModelParallel(map).variable_layouts({kernel.get(), m.get(), iterations.get()});
   EXPECT_EQ(layouts[0].str(), "(None, 'model')");
-  EXPECT_EQ(layouts[1].str(), "(None, 'model')");  // the rule is anchored: matched through 'dense/kernel'
+  EXPECT_EQ(layouts[1].str(),
+            "(None, 'model')");  // the rule is anchored: matched through 'dense/kernel'
   EXPECT_EQ(layouts[2].str(), "()");
 }
 
@@ -124,8 +125,8 @@ TEST(Distribution, DistributeTensorGivesEachDeviceItsBlock) {
   EXPECT_EQ(d.shards[1].to_vector(),
             (std::vector<float>{3, 4, 5, 9, 10, 11, 15, 16, 17, 21, 22, 23}));
   EXPECT_EQ(d.shards[2].to_vector(), d.shards[0].to_vector());  // a copy along "batch"
-  ld::DistributedTensor both = ld::distribute_tensor(x, ld::TensorLayout({"batch", "model"},
-                                                                         mesh_2x2()));
+  ld::DistributedTensor both =
+      ld::distribute_tensor(x, ld::TensorLayout({"batch", "model"}, mesh_2x2()));
   EXPECT_EQ(both.shards[3].to_vector(), (std::vector<float>{15, 16, 17, 21, 22, 23}));
   // Placed back, the covering shards give the whole tensor.
   Tensor back = Tensor::zeros(Shape{4, 6});
@@ -133,16 +134,20 @@ TEST(Distribution, DistributeTensorGivesEachDeviceItsBlock) {
     place_shard(back, both.shards[size_t(p)], mesh_2x2().spec(), both.layout.dim_axes(), p);
   EXPECT_EQ(back.to_vector(), x.to_vector());
   const std::string err = test_util::error_of([&] {
-    ld::distribute_tensor(Tensor::zeros(Shape{3, 6}), ld::TensorLayout({"batch", std::nullopt},
-                                                                        mesh_2x2()));
+    ld::distribute_tensor(Tensor::zeros(Shape{3, 6}),
+                          ld::TensorLayout({"batch", std::nullopt}, mesh_2x2()));
   });
   expect_has(err, "dim 0 (3) of a tensor (3, 6) does not divide by mesh axis 'batch' of size 2");
 }
 
 TEST(Distribution, MeshAndDistributionArgumentsAreChecked) {
-  expect_has(test_util::error_of([] { ld::DeviceMesh({2, 2}, {"batch"}); }),
+  expect_has(test_util::error_of([] {
+               ld::DeviceMesh({2, 2}, {"batch"});
+             }),
              "shape has 2 axes but axis_names has 1 names");
-  expect_has(test_util::error_of([] { ld::DeviceMesh({2}, {"batch"}, {"xla:0", "xla:0"}); }),
+  expect_has(test_util::error_of([] {
+               ld::DeviceMesh({2}, {"batch"}, {"xla:0", "xla:0"});
+             }),
              "device 'xla:0' is given twice");
   expect_has(test_util::error_of([] { ld::DeviceMesh({4}, {"batch"}, {"xla:0"}); }),
              "needs 4 devices, 1 given");

@@ -244,11 +244,14 @@ TEST_F(LockstepCli, XlaMeshTrainWithALayoutMap) {
       "conv2d.*kernel": [null, null, null, "model"], "lstm.*kernel": [null, "model"]})";
   CliRun t = run("train --model " + p("config.json") + " --data-dir " + images.string() +
                  " --epochs 1 --batch-size 8 --device xla:cpu --mesh batch=2,model=2 "
-                 "--layout-map " + p("rules.json") + " --threads 2 --out " + p("mesh.keras"));
+                 "--layout-map " +
+                 p("rules.json") + " --threads 2 --out " + p("mesh.keras"));
   if (t.rc != 0 && t.out.find("no PJRT") != std::string::npos) GTEST_SKIP() << t.out;
   ASSERT_EQ(t.rc, 0) << t.out;
   EXPECT_NE(t.out.find("Distribution: ModelParallel on mesh (batch=2, model=2), batch split over "
-                       "'batch'"), std::string::npos) << t.out;
+                       "'batch'"),
+            std::string::npos)
+      << t.out;
   // conv2d/kernel: 3x3x3x4 floats, half of them per device.
   const size_t row = t.out.find("  conv2d/kernel ");
   ASSERT_NE(row, std::string::npos) << t.out;

@@ -124,7 +124,7 @@ std::string compile_options_proto(int num_replicas, int num_partitions, bool spm
     LS_CHECK(int64_t(device_ids.size()) == int64_t(num_replicas) * num_partitions,
              "compile options: ", device_ids.size(), " devices assigned to ", num_replicas,
              " replicas x ", num_partitions, " partitions");
-    std::string assignment;             // DeviceAssignmentProto
+    std::string assignment;              // DeviceAssignmentProto
     assignment.push_back(char(1 << 3));  // replica_count = 1
     put_varint(assignment, uint64_t(num_replicas));
     assignment.push_back(char(2 << 3));  // computation_count = 2

@@ -204,14 +204,14 @@ class XlaCompiledGraph final : public CompiledGraph {
         client_(client_for_program(replicas)),
         num_inputs_(split(inputs, options)),
         program_(client_, graph_, inputs, outputs,
-                 LoweringOptions{.num_replicas = replicas,
-                                 .mean_gradients = split_.empty(),
-                                 .seed = options.seed,
-                                 .replica = options.replica,
-                                 .steps = options.steps,
-                                 .loop = env::flag(env::xla_step_loop),
-                                 .sharding = split_.empty() ? plan_for_program(*client_, replicas)
-                                                            : nullptr}) {
+                 LoweringOptions{
+                     .num_replicas = replicas,
+                     .mean_gradients = split_.empty(),
+                     .seed = options.seed,
+                     .replica = options.replica,
+                     .steps = options.steps,
+                     .loop = env::flag(env::xla_step_loop),
+                     .sharding = split_.empty() ? plan_for_program(*client_, replicas) : nullptr}) {
     inputs.resize(num_inputs_);  // (the caller's: the split's bucket inputs are internal)
     LS_CHECK(replicas == 1 || options.steps == 1, "backend 'xla': steps_per_execution (",
              options.steps, ") is run step by step with ", replicas, " replicas");
@@ -237,22 +237,21 @@ class XlaCompiledGraph final : public CompiledGraph {
                   program_.lower_seconds(),
                   program_.loaded_from_cache() ? "loaded from the compile cache" : "compiled",
                   program_.compile_seconds());
-    report_.push_back("xla: whole graph " + std::string(times) + " (" + client_->describe() +
-                      "); " +
-                      (residence_ ? "weights stay on the device between steps"
-                                  : "variables synced with the host every step") +
-                      (program_.partitioned()
-                           ? "; SPMD over " + std::to_string(program_.num_partitions()) +
-                                 " devices (" + sharding_plan()->describe() + ")"
-                           : std::string()) +
-                      (replicas > 1 ? "; " + std::to_string(replicas) +
-                                          " replicas, one per device, gradients all-reduced in "
-                                          "the program"
-                                    : std::string()) +
-                      (split_.empty() ? std::string()
-                                      : "; split around the host all-reduce of " +
-                                            std::to_string(split_.buckets.size()) +
-                                            " gradient bucket(s) (forward runs twice a step)"));
+    report_.push_back(
+        "xla: whole graph " + std::string(times) + " (" + client_->describe() + "); " +
+        (residence_ ? "weights stay on the device between steps"
+                    : "variables synced with the host every step") +
+        (program_.partitioned() ? "; SPMD over " + std::to_string(program_.num_partitions()) +
+                                      " devices (" + sharding_plan()->describe() + ")"
+                                : std::string()) +
+        (replicas > 1 ? "; " + std::to_string(replicas) +
+                            " replicas, one per device, gradients all-reduced in "
+                            "the program"
+                      : std::string()) +
+        (split_.empty()
+             ? std::string()
+             : "; split around the host all-reduce of " + std::to_string(split_.buckets.size()) +
+                   " gradient bucket(s) (forward runs twice a step)"));
   }
 
   Tensor& input(int i) override { return inputs_[size_t(i)]; }

@@ -38,16 +38,14 @@ XlaProgram::XlaProgram(std::shared_ptr<PjrtClient> client, const Graph& graph,
     const Shape whole(a.type.dims);
     spec.argument_types.push_back(
         {dtype_of_elem(a.type.elem),
-         partitioned() ? shard_shape(whole, *lowered_.mesh, lowered_.argument_layouts[i])
-                       : whole});
+         partitioned() ? shard_shape(whole, *lowered_.mesh, lowered_.argument_layouts[i]) : whole});
   }
   exe_ = client_->compile(lowered_.mlir, spec);
   if (partitioned())
     for (int p = 0; p < exe_.num_replicas(); ++p)
       LS_CHECK(exe_.device_of_replica(p) == lowered_.mesh->devices[size_t(p)],
-               "XlaProgram: the plugin put partition ", p, " on device ",
-               exe_.device_of_replica(p), ", the mesh on device ",
-               lowered_.mesh->devices[size_t(p)]);
+               "XlaProgram: the plugin put partition ", p, " on device ", exe_.device_of_replica(p),
+               ", the mesh on device ", lowered_.mesh->devices[size_t(p)]);
   compile_seconds_ = seconds_since(t0);
   variables_.resize(size_t(exe_.num_replicas()));
   for (auto& v : variables_) v.resize(lowered_.arguments.size());

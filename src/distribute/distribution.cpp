@@ -38,6 +38,30 @@ std::regex compile_rule(const std::string& key) {
   }
 }
 
+// Throws, naming `what` and the rule (`by`), unless `layout` fits a tensor of `shape` on `mesh`:
+// one axis (or None) per dim, axes the mesh has, each used once, each dividing its dim.
+void check_fits(const std::string& kind, const std::string& what, const std::string& by,
+                const TensorLayout& layout, const Shape& shape, const MeshShape& mesh) {
+  LS_CHECK(int(layout.axes().size()) == shape.rank(), kind, ": ", what, ": ", by, " has ",
+           layout.axes().size(), " axes for its ", shape.rank(),
+           " dims; give one mesh axis (or None) per dim");
+  std::set<std::string> seen;
+  for (size_t i = 0; i < layout.axes().size(); ++i) {
+    if (!layout.axes()[i]) continue;
+    const std::string& axis = *layout.axes()[i];
+    const int a = mesh.axis(axis);
+    LS_CHECK(a >= 0, kind, ": ", what, ": ", by, " names mesh axis '", axis, "', which mesh ",
+             mesh.str(), " does not have; use one of ", quoted_list(mesh.axis_names), " or None");
+    LS_CHECK(seen.insert(axis).second, kind, ": ", what, ": ", by, " splits two dims over '", axis,
+             "'; a mesh axis can split one dim of a tensor");
+    const int64_t size = mesh.shape[size_t(a)];
+    LS_CHECK(shape[int(i)] % size == 0, kind, ": ", what, ": ", by, " splits its dim ", i, " (",
+             shape[int(i)], ") over mesh axis '", axis, "' of size ", size,
+             ", which does not divide it; make that dim a multiple of ", size,
+             ", or split another dim (or None) in the rule");
+  }
+}
+
 }  // namespace
 
 // ---- DeviceMesh ----
@@ -161,7 +185,8 @@ std::vector<std::string> Distribution::unused_rules(const std::vector<std::strin
   if (!layout_map_) return out;
   for (const auto& rule : layout_map_->rules()) {
     const std::regex re = compile_rule(rule.first);
-    bool used = false;
+    // (rules for layer outputs, "<layer>/output", match tensors, not variables)
+    bool used = rule.first.find("output") != std::string::npos;
     for (const std::string& p : paths) used = used || p == rule.first || std::regex_search(p, re);
     if (!used) out.push_back(rule.first);
   }
@@ -192,24 +217,7 @@ std::vector<TensorLayout> Distribution::variable_layouts(
         (reference ? " (the optimizer slot of '" + reference->name + "')" : std::string()) +
         " of shape " + shape.str();
     const std::string by = "layout rule '" + rule + "' -> " + layout.str();
-    LS_CHECK(int(layout.axes().size()) == shape.rank(), kind_, ": ", what, ": ", by, " has ",
-             layout.axes().size(), " axes for its ", shape.rank(),
-             " dims; give one mesh axis (or None) per dim");
-    std::set<std::string> seen;
-    for (size_t i = 0; i < layout.axes().size(); ++i) {
-      if (!layout.axes()[i]) continue;
-      const std::string& axis = *layout.axes()[i];
-      const int a = mesh.axis(axis);
-      LS_CHECK(a >= 0, kind_, ": ", what, ": ", by, " names mesh axis '", axis, "', which mesh ",
-               mesh.str(), " does not have; use one of ", quoted_list(mesh.axis_names), " or None");
-      LS_CHECK(seen.insert(axis).second, kind_, ": ", what, ": ", by, " splits two dims over '",
-               axis, "'; a mesh axis can split one dim of a tensor");
-      const int64_t size = mesh.shape[size_t(a)];
-      LS_CHECK(shape[int(i)] % size == 0, kind_, ": ", what, ": ", by, " splits its dim ", i, " (",
-               shape[int(i)], ") over mesh axis '", axis, "' of size ", size,
-               ", which does not divide it; make that dim a multiple of ", size,
-               ", or split another dim (or None) in the rule");
-    }
+    check_fits(kind_, what, by, layout, shape, mesh);
     out.push_back(layout);
   }
   if (warn_unused)
@@ -241,6 +249,17 @@ class DistributionPlan final : public ShardingPlan {
     std::vector<DimAxes> out;
     for (const TensorLayout& l : d_.variable_layouts(variables, warn)) out.push_back(l.dim_axes());
     return out;
+  }
+  std::optional<DimAxes> output_layout(const std::string& layer,
+                                       const Shape& shape) const override {
+    if (!d_.layout_map()) return std::nullopt;
+    const std::string path = layer + "/output";
+    const std::string rule = d_.layout_map()->matching_key(path);
+    if (rule.empty()) return std::nullopt;
+    const TensorLayout layout = *d_.layout_map()->get(path);
+    check_fits(d_.kind(), "the output of layer '" + layer + "' of shape " + shape.str(),
+               "layout rule '" + rule + "' -> " + layout.str(), layout, shape, mesh());
+    return layout.dim_axes();
   }
   std::string describe() const override {
     return d_.kind() + " on mesh " + mesh().str() + ", batch split over '" + batch_axis() + "'";

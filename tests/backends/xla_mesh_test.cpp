@@ -232,6 +232,50 @@ TEST(XlaMesh, AVariableSplitOverBothAxesTakesAQuarterPerDeviceInEitherSpelling) 
   }
 }
 
+// Keras's output rules: "d1/output" -> ('batch', 'model') constrains the output of layer d1
+// (its bias_add: the last node named d1) inside the module, in either spelling; the step still
+// computes what one device does. A rule that does not fit the output names it.
+TEST(XlaMesh, AnOutputRuleConstrainsTheLayersOutput) {
+  FOUR_DEVICES_OR_SKIP();
+  std::shared_ptr<xla::PjrtClient> client = xla::connected_client();
+  ld::LayoutMap map(ld::DeviceMesh({2, 2}, {"batch", "model"}));
+  map["kernel"] = {std::nullopt, "model"};
+  map["d1/output"] = {"batch", "model"};
+  const auto plan = ld::ModelParallel(map, "batch").plan();
+  xla_test::Step one = xla_test::build_step(xla_test::Model::mlp, xla_test::Optimizer::sgd),
+                 mesh = xla_test::build_step(xla_test::Model::mlp, xla_test::Optimizer::sgd),
+                 gspmd = xla_test::build_step(xla_test::Model::mlp, xla_test::Optimizer::sgd);
+  xla::XlaProgram single(client, one.g, one.feeds, {one.loss});
+  xla::XlaProgram spmd(client, mesh.g, mesh.feeds, {mesh.loss}, {.sharding = plan});
+  xla::XlaProgram spmd_gspmd(client, gspmd.g, gspmd.feeds, {gspmd.loss},
+                             {.sharding = plan, .shardy = false});
+  const std::string& text = spmd.lowered().mlir;
+  EXPECT_NE(text.find("\"sdy.sharding_constraint\"(%"), std::string::npos) << text;
+  EXPECT_NE(text.find("sharding = #sdy.sharding<@mesh, [{\"batch\"}, {\"model\"}]>} : "
+                      "(tensor<6x16xf32>)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(spmd_gspmd.lowered().mlir.find("call_target_name = \"Sharding\""), std::string::npos);
+  for (int step = 1; step <= 3; ++step) {
+    const std::vector<Tensor> in = xla_test::batch(xla_test::Model::mlp, step);
+    const float a = single.run(in)[0].item();
+    EXPECT_NEAR(spmd.run(in)[0].item(), a, 1e-5 * (1 + std::fabs(a)));
+    EXPECT_NEAR(spmd_gspmd.run(in)[0].item(), a, 1e-5 * (1 + std::fabs(a)));
+  }
+  ld::LayoutMap odd(ld::DeviceMesh({1, 4}, {"batch", "model"}));
+  odd["d2/output"] = {std::nullopt, "model"};  // d2's output is [6, 4]: fits; d1's [6, 16] too
+  odd["d1/output"] = {"model", std::nullopt};  // 6 rows over 4: does not
+  xla_test::Step bad = xla_test::build_step(xla_test::Model::mlp, xla_test::Optimizer::sgd);
+  const std::string err = test_util::error_of([&] {
+    xla::XlaProgram p(client, bad.g, bad.feeds, {bad.loss},
+                      {.sharding = ld::ModelParallel(odd).plan()});
+  });
+  EXPECT_NE(err.find("the output of layer 'd1' of shape (6, 16): layout rule 'd1/output' -> "
+                     "('model', None) splits its dim 0 (6) over mesh axis 'model' of size 4"),
+            std::string::npos)
+      << err;
+}
+
 // Model::fit on backend "xla" under ModelParallel on the 2x2 mesh against fit on one device,
 // from the same weights: 320 rows, batch 16, one epoch (20 steps), Adam.
 TEST(XlaMesh, DenseMlpUnderModelParallelMatchesOneDeviceFor20Steps) {

@@ -59,6 +59,14 @@ class ShardingPlan {
   /// two rules, an unknown axis), naming the variable and the rule.
   virtual std::vector<DimAxes> variable_layouts(const std::vector<const Variable*>& variables,
                                                 bool whole_model) const = 0;
+  /// The layout of the output of layer `layer` (Keras's "<layer>/output" rules, e.g.
+  /// "dense_1/output" -> ('batch', 'model')), or none: the program constrains that tensor to it
+  /// (a sharding constraint inside the module). Throws, naming the rule, when it does not fit
+  /// `shape`.
+  virtual std::optional<DimAxes> output_layout(const std::string& layer, const Shape& shape) const {
+    (void)layer, (void)shape;
+    return std::nullopt;
+  }
   /// One line: "ModelParallel on mesh (batch=2, model=2), batch split over 'batch'".
   virtual std::string describe() const = 0;
 };

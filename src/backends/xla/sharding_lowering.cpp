@@ -2,6 +2,7 @@
 #include "backends/xla/sharding_lowering.h"
 
 #include "lockstep/core/error.h"
+#include "lockstep/graph/op_ids.h"
 
 namespace lockstep::xla {
 
@@ -62,6 +63,31 @@ std::string shardy_sharding(const DimAxes& axes) {
   for (size_t i = 0; i < axes.size(); ++i)
     s += std::string(i ? ", " : "") + (axes[i].empty() ? "{}" : "{\"" + axes[i] + "\"}");
   return s + "]>";
+}
+
+OutputConstraints output_constraints(const Graph& g, const ShardingPlan& plan, bool shardy) {
+  OutputConstraints oc{&plan, shardy, std::vector<char>(size_t(g.size()), 0)};
+  for (const Node& n : g.nodes())
+    oc.is_output[size_t(n.id)] = !n.name.empty() && n.outputs.size() == 1 &&
+                                 n.name.find('/') == std::string::npos && n.op != op::variable &&
+                                 n.op != op::input;
+  for (const Node& m : g.nodes())
+    for (Value v : m.inputs)
+      if (g.node(v.node).name == m.name) oc.is_output[size_t(v.node)] = 0;
+  return oc;
+}
+
+HloValue constrain_output(const OutputConstraints& oc, const Node& n, const HloValue& x,
+                          StablehloBuilder& b) {
+  if (!oc.plan || !oc.is_output[size_t(n.id)]) return x;
+  const std::optional<DimAxes> axes = oc.plan->output_layout(n.name, Shape(x.type.dims));
+  if (!axes) return x;
+  if (oc.shardy)
+    return b.op("sdy.sharding_constraint", {x}, {x.type},
+                "sharding = " + shardy_sharding(*axes))[0];
+  return b.op("stablehlo.custom_call", {x}, {x.type},
+              "call_target_name = \"Sharding\", mhlo.sharding = \"" +
+                  gspmd_sharding(oc.plan->mesh(), *axes) + "\"")[0];
 }
 
 void annotate_shardings(const ShardingPlan& plan, bool whole_model, bool shardy,

@@ -25,6 +25,19 @@ std::string gspmd_sharding(const MeshShape& mesh, const DimAxes& axes);
 std::string shardy_mesh(const MeshShape& mesh);
 std::string shardy_sharding(const DimAxes& axes);
 
+// Layer outputs under a plan with output rules (Keras's "<layer>/output"): which nodes of `g`
+// are a layer's output (named after the layer, and no consumer is named so; gradient nodes,
+// named "<layer>/grad", never are), and the constraint lower_graph puts on each.
+struct OutputConstraints {
+  const ShardingPlan* plan = nullptr;
+  bool shardy = true;
+  std::vector<char> is_output;  // per node id
+};
+OutputConstraints output_constraints(const Graph& g, const ShardingPlan& plan, bool shardy);
+// x constrained to the layout the plan gives node n's output 0, or x as it is when none.
+HloValue constrain_output(const OutputConstraints& oc, const Node& n, const HloValue& x,
+                          StablehloBuilder& b);
+
 // Works out every argument's and result's layout in `out` under `plan` (inputs: dim 0 over the
 // batch axis where it divides; variables: the plan's layouts, checked; outputs: dim 0 over the
 // batch axis where it has the batch's rows, else replicated; a variable's new value: its

@@ -10,6 +10,7 @@
 #include "device_flag.h"
 #include "lockstep/distribute/strategy.h"
 #include "lockstep/train/preemption.h"
+#include "mesh_flag.h"
 #include "model_files.h"
 
 namespace lockstep::cli {
@@ -45,6 +46,13 @@ inline const char* kTrainUsage =
     "                            plugin (XlaStrategy, TPUStrategy's way): the global batch is\n"
     "                            split across them and the gradients all-reduced inside the\n"
     "                            compiled step; the CPU plugin is asked for N devices\n"
+    "  --mesh AXES               with --device xla:PLUGIN: a device mesh, e.g. batch=2,model=2\n"
+    "                            (keras.distribution: DataParallel over it, or ModelParallel\n"
+    "                            with --layout-map); the batch is split over its first axis\n"
+    "  --layout-map RULES.json   with --mesh: Keras's LayoutMap as JSON, each variable-path\n"
+    "                            regex to a mesh axis or null per dim, e.g.\n"
+    "                            {\"dense.*kernel\": [null, \"model\"], \"dense.*bias\": "
+    "[\"model\"]}\n"
     "  --backup-dir DIR          BackupAndRestore into DIR at every epoch end; SIGTERM or SIGINT\n"
     "                            stops after the running step, writes the backup there and exits\n"
     "                            with status 75; the same command again resumes from it\n"
@@ -66,9 +74,10 @@ inline const char* kTrainUsage =
 struct TrainArgs {
   std::string model, data_dir, out, strategy, checkpoint, backup_dir;
   std::string tensorboard, csv, report, prices, machine;
-  std::string backend = "cpu";  // from --device (examples/cli/device_flag.h)
-  std::string device = "cpu";   // --device as given
-  int replicas = 1;             // --replicas: XlaStrategy on that many devices of --device
+  std::string backend = "cpu";   // from --device (examples/cli/device_flag.h)
+  std::string device = "cpu";    // --device as given
+  int replicas = 1;              // --replicas: XlaStrategy on that many devices of --device
+  std::string mesh, layout_map;  // --mesh, --layout-map (examples/cli/mesh_flag.h)
   double price_per_hour = 0;
   int epochs = 0, batch_size = 32, threads = 0;
   uint64_t seed = 123;
@@ -99,6 +108,13 @@ inline TrainArgs parse_train_args(const Args& a) {
   LS_CHECK(t.replicas == 1 || t.strategy.empty(),
            "train: --replicas (XlaStrategy on the devices "
            "of --device xla:...) and --strategy are two strategies; give one");
+  t.mesh = a.get("--mesh");
+  t.layout_map = a.get("--layout-map");
+  LS_CHECK(t.layout_map.empty() || !t.mesh.empty(),
+           "train: --layout-map needs --mesh (the mesh its rules name axes of)");
+  LS_CHECK(t.mesh.empty() || (t.replicas == 1 && t.strategy.empty()),
+           "train: --mesh (a keras.distribution over devices of --device xla:...) and ",
+           t.replicas > 1 ? "--replicas" : "--strategy", " are two ways to distribute; give one");
   t.checkpoint = a.get("--checkpoint");
   t.backup_dir = a.get("--backup-dir");
   t.tensorboard = a.get("--tensorboard");
@@ -228,7 +244,8 @@ inline int run_train(const std::vector<std::string>& argv) {
                     "--batch-size", "--validation-split", "--seed",        "--learning-rate",
                     "--strategy",   "--device",           "--replicas",    "--threads",
                     "--checkpoint", "--backup-dir",       "--tensorboard", "--csv",
-                    "--report",     "--price-per-hour",   "--prices",      "--machine"},
+                    "--report",     "--price-per-hour",   "--prices",      "--machine",
+                    "--mesh",       "--layout-map"},
                    {},
                    0,
                    0};
@@ -243,6 +260,9 @@ inline int run_train(const std::vector<std::string>& argv) {
   if (strategy.impl())
     std::printf("Strategy: %s, %d replicas in sync\n", strategy.name().c_str(),
                 strategy.num_replicas_in_sync());
+  if (!t.mesh.empty())
+    std::printf("Distribution: %s\n",
+                set_mesh_distribution(t.device, t.mesh, t.layout_map).c_str());
   Model m = build_or_load(t, strategy);
   const Shape in = m.inputs()[0].shape();
   LS_CHECK(in.rank() == 4, "train: model '", t.model, "' takes input ", in.str(),

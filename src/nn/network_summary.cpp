@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 
+#include "lockstep/graph/sharding.h"
 #include "lockstep/nn/network.h"
 
 namespace lockstep {
@@ -35,6 +36,32 @@ static std::string rep(const std::string& ch, size_t n) {
   std::string s;
   for (size_t i = 0; i < n; ++i) s += ch;
   return s;
+}
+
+// Under a distribution (lockstep/graph/sharding.h): each weight's layout and the bytes one
+// device holds of it, and the totals per device (an optimizer's slots take their weight's
+// layout, so Adam adds twice the trainable bytes per device).
+static void summary_layouts(const ShardingPlan& plan, const std::vector<VariablePtr>& vars,
+                            std::ostream& os) {
+  std::vector<const Variable*> list;
+  for (const VariablePtr& v : vars) list.push_back(v.get());
+  const std::vector<DimAxes> layouts = plan.variable_layouts(list, false);
+  os << " Distribution: " << plan.describe() << "\n";
+  const size_t w1 = 31, w2 = 30, w3 = 18;
+  double whole = 0, per_device = 0, trainable_per_device = 0;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    const Variable& v = *vars[i];
+    const double bytes = double(v.value.nbytes());
+    const double mine = double(shard_shape(v.value.shape(), plan.mesh(), layouts[i]).numel()) *
+                        double(dtype_size(v.value.dtype()));
+    whole += bytes, per_device += mine;
+    if (v.trainable) trainable_per_device += mine;
+    os << "  " << pad(v.name, w1) << pad(dim_axes_str(layouts[i]), w2)
+       << pad(human_bytes(mine) + " / device", w3, true) << "\n";
+  }
+  os << " Weights per device: " << human_bytes(per_device) << " of " << human_bytes(whole) << " ("
+     << plan.mesh().size() << " devices); with an optimizer's slots, each slot adds "
+     << human_bytes(trainable_per_device) << " per device\n";
 }
 
 void Network::summary(std::ostream& os) const {
@@ -78,6 +105,8 @@ void Network::summary(std::ostream& os) const {
      << ")\n";
   os << " Non-trainable params: " << with_commas(total - trainable) << " ("
      << human_bytes(4.0 * (total - trainable)) << ")\n";
+  if (std::shared_ptr<const ShardingPlan> plan = sharding_plan())
+    summary_layouts(*plan, weights(), os);
 }
 
 void Network::summary() const { summary(std::cout); }

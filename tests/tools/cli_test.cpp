@@ -233,6 +233,38 @@ TEST_F(LockstepCli, XlaReplicasTrain) {
 #endif
 }
 
+// --mesh batch=2,model=2 --layout-map rules.json: ModelParallel (lockstep/distribute/
+// distribution.h) on 4 devices of the CPU plugin; summary() lists each weight's layout and bytes
+// per device, a rule that matches nothing is a warning, and the saved file loads on one device.
+TEST_F(LockstepCli, XlaMeshTrainWithALayoutMap) {
+#ifndef LOCKSTEP_XLA
+  GTEST_SKIP() << "built without LOCKSTEP_XLA";
+#else
+  std::ofstream(p("rules.json")) << R"({"dense.*kernel": [null, "model"], "dense.*bias": ["model"],
+      "conv2d.*kernel": [null, null, null, "model"], "lstm.*kernel": [null, "model"]})";
+  CliRun t = run("train --model " + p("config.json") + " --data-dir " + images.string() +
+                 " --epochs 1 --batch-size 8 --device xla:cpu --mesh batch=2,model=2 "
+                 "--layout-map " +
+                 p("rules.json") + " --threads 2 --out " + p("mesh.keras"));
+  if (t.rc != 0 && t.out.find("no PJRT") != std::string::npos) GTEST_SKIP() << t.out;
+  ASSERT_EQ(t.rc, 0) << t.out;
+  EXPECT_NE(t.out.find("Distribution: ModelParallel on mesh (batch=2, model=2), batch split over "
+                       "'batch'"),
+            std::string::npos)
+      << t.out;
+  // conv2d/kernel: 3x3x3x4 floats, half of them per device.
+  const size_t row = t.out.find("  conv2d/kernel ");
+  ASSERT_NE(row, std::string::npos) << t.out;
+  const std::string line = t.out.substr(row, t.out.find('\n', row) - row);
+  EXPECT_NE(line.find("(None, None, None, 'model')"), std::string::npos) << line;
+  EXPECT_NE(line.find("216.00 B / device"), std::string::npos) << line;
+  EXPECT_NE(t.out.find("layout rule 'lstm.*kernel' matches no variable"), std::string::npos)
+      << t.out;
+  Model m = load_model(p("mesh.keras"), false);
+  EXPECT_EQ(m.get_weights().size(), 4u);
+#endif
+}
+
 // --backup-dir: a BackupAndRestore (and the SIGTERM/SIGINT handler, exit status 75; the signal
 // itself is tested on distributed_train in tests/train/preemption_test.cpp). A run that
 // completes deletes its backup; --help documents the exit status.
@@ -256,6 +288,10 @@ TEST_F(LockstepCli, BadArgumentsGiveClearErrors) {
   const std::string data = " --data-dir " + images.string() + " --out " + p("x.keras");
   std::vector<Case> cases = {
       {"train --model " + p("config.json") + data + " --epochs ten", "--epochs", 1},
+      {"train --model " + p("config.json") + data + " --epochs 1 --layout-map r.json",
+       "--layout-map needs --mesh", 1},
+      {"train --model " + p("config.json") + data + " --epochs 1 --mesh batch=2 --replicas 2",
+       "--mesh (a keras.distribution over devices of --device xla:...) and --replicas", 1},
       {"train --model " + p("config.json") + data, "--epochs is required", 1},
       {"train --model " + p("config.json") + data + " --epochs 1 --batch-size 0", "--batch-size",
        1},

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "backends/xla/lowering.h"
+#include "backends/xla/sharding_lowering.h"
 #include "lockstep/core/error.h"
 #include "lockstep/graph/op_registry.h"
 
@@ -113,10 +114,11 @@ void lower_node(LoweringContext& cx, const Node& n) {
 }
 
 // One step's nodes, on `step_inputs` (its input arguments); appends its outputs to `results`.
+// (oc: the layer outputs to constrain under a sharding plan, or null)
 void lower_step(LoweringContext& cx, const Graph& g, const std::vector<char>& need,
                 const std::vector<Value>& inputs, const std::vector<Value>& outputs,
                 const HloValue* step_inputs, int step, LoweredGraph& out,
-                std::vector<HloValue>& results) {
+                std::vector<HloValue>& results, const OutputConstraints* oc = nullptr) {
   cx.values.clear();  // (the variables carry over, in cx.variable_values)
   for (size_t i = 0; i < inputs.size(); ++i) cx.values[{inputs[i].node, 0}] = step_inputs[i];
   for (const Node& n : g.nodes()) {
@@ -126,6 +128,10 @@ void lower_step(LoweringContext& cx, const Graph& g, const std::vector<char>& ne
       continue;
     }
     lower_node(cx, n);
+    if (oc) {
+      HloValue& y = cx.values[{n.id, 0}];
+      y = constrain_output(*oc, n, y, cx.b);
+    }
   }
   for (size_t k = 0; k < outputs.size(); ++k) {
     auto it = cx.values.find({outputs[k].node, outputs[k].index});
@@ -255,6 +261,8 @@ LoweredGraph lower_graph(const Graph& g, const std::vector<Value>& inputs,
   for (size_t k = 0; k < variable_nodes.size(); ++k)
     cx.variable_values[variable_nodes[k]->variable.get()] = args[first_variable + k];
   std::vector<HloValue> results;
+  std::optional<OutputConstraints> constraints;
+  if (options.sharding) constraints = output_constraints(g, *options.sharding, options.shardy);
   if (options.steps > 1 && options.loop) {
     lower_loop(cx, g, need, inputs, outputs, args, step_counter, variable_nodes, options.steps, out,
                results);
@@ -263,7 +271,7 @@ LoweredGraph lower_graph(const Graph& g, const std::vector<Value>& inputs,
       if (!step_counter.name.empty())
         cx.step = k == 0 ? step_counter : b.add(step_counter, b.scalar(ElemType::i64, double(k)));
       lower_step(cx, g, need, inputs, outputs, args.data() + size_t(k) * inputs.size(), k, out,
-                 results);
+                 results, constraints ? &*constraints : nullptr);
     }
   }
   for (const Variable* var : cx.updated) {
@@ -278,6 +286,12 @@ LoweredGraph lower_graph(const Graph& g, const std::vector<Value>& inputs,
   }
   b.set_location("");
   b.ret(results);
+  if (options.sharding) {
+    LS_CHECK(options.num_replicas == 1, "xla: a program partitioned over a mesh (",
+             options.sharding->describe(), ") cannot also run as ", options.num_replicas,
+             " replicas; use the distribution's batch axis for data parallelism");
+    annotate_shardings(*options.sharding, !cx.updated.empty(), options.shardy, b, out);
+  }
   out.mlir = b.module_text();
   return out;
 }

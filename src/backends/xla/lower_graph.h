@@ -29,8 +29,12 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+#include <optional>
+
 #include "backends/xla/stablehlo_emitter.h"
 #include "lockstep/graph/graph.h"
+#include "lockstep/graph/sharding.h"
 
 namespace lockstep::xla {
 
@@ -60,6 +64,12 @@ struct LoweredGraph {
   std::vector<LoweredArgument> arguments;
   std::vector<LoweredResult> results;
   int num_replicas = 1;
+  // SPMD over a mesh (LoweringOptions::sharding): the mesh, and each argument's and result's
+  // layout (its dims' mesh axes; the module keeps whole shapes, each device gets its block).
+  // No mesh: one program per replica, unpartitioned.
+  std::optional<MeshShape> mesh;
+  std::vector<DimAxes> argument_layouts, result_layouts;
+  bool shardy = false;  // the annotations are Shardy's (else GSPMD's)
   // Per argument: true for a variable the program updates (its buffer becomes the result's).
   std::vector<bool> donate() const;
 };
@@ -81,6 +91,12 @@ struct LoweringOptions {
   // false: only what the outputs need, no variable updates (the first half of a step split
   // around host collectives: xla_backend.cpp).
   bool side_effects = true;
+  // A plan to partition the program by (SPMD over its mesh; sharding_lowering.h), or none.
+  // Needs num_replicas == 1 and steps == 1.
+  std::shared_ptr<const ShardingPlan> sharding;
+  // Annotate for Shardy (sdy.mesh, sdy.sharding: the default, as in JAX) or GSPMD
+  // (mhlo.sharding, which the CPU plugin still takes but warns is deprecated).
+  bool shardy = true;
 };
 
 // Lowers the part of `graph` that computes `outputs` and its variable updates. `inputs` are

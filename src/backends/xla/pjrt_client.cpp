@@ -100,6 +100,11 @@ DType dtype_from_pjrt(int t) {
 }
 
 std::string compile_options_proto(int num_replicas, int num_partitions) {
+  return compile_options_proto(num_replicas, num_partitions, false, false, {});
+}
+
+std::string compile_options_proto(int num_replicas, int num_partitions, bool spmd, bool shardy,
+                                  const std::vector<int64_t>& device_ids) {
   LS_CHECK(num_replicas >= 1 && num_partitions >= 1, "compile options: num_replicas (",
            num_replicas, ") and num_partitions (", num_partitions, ") must be >= 1");
   std::string build;              // ExecutableBuildOptionsProto
@@ -107,6 +112,37 @@ std::string compile_options_proto(int num_replicas, int num_partitions) {
   put_varint(build, uint64_t(num_replicas));
   build.push_back(char(5 << 3));  // num_partitions = 5, varint
   put_varint(build, uint64_t(num_partitions));
+  if (spmd) {
+    build.push_back(char(6 << 3));  // use_spmd_partitioning = 6, varint
+    put_varint(build, 1);
+  }
+  if (shardy) {
+    put_varint(build, 19 << 3);  // use_shardy_partitioner = 19, varint
+    put_varint(build, 1);
+  }
+  if (!device_ids.empty()) {
+    LS_CHECK(int64_t(device_ids.size()) == int64_t(num_replicas) * num_partitions,
+             "compile options: ", device_ids.size(), " devices assigned to ", num_replicas,
+             " replicas x ", num_partitions, " partitions");
+    std::string assignment;              // DeviceAssignmentProto
+    assignment.push_back(char(1 << 3));  // replica_count = 1
+    put_varint(assignment, uint64_t(num_replicas));
+    assignment.push_back(char(2 << 3));  // computation_count = 2
+    put_varint(assignment, uint64_t(num_partitions));
+    for (int p = 0; p < num_partitions; ++p) {
+      std::string computation;  // ComputationDevice {repeated int64 replica_device_ids = 1}
+      for (int r = 0; r < num_replicas; ++r) {
+        computation.push_back(char(1 << 3));
+        put_varint(computation, uint64_t(device_ids[size_t(r * num_partitions + p)]));
+      }
+      assignment.push_back(char((3 << 3) | 2));  // computation_devices = 3
+      put_varint(assignment, computation.size());
+      assignment += computation;
+    }
+    build.push_back(char((9 << 3) | 2));  // device_assignment = 9, length-delimited
+    put_varint(build, assignment.size());
+    build += assignment;
+  }
   std::string out;                    // CompileOptionsProto
   out.push_back(char((3 << 3) | 2));  // executable_build_options = 3, length-delimited
   put_varint(out, build.size());

@@ -82,6 +82,9 @@ class PjrtBuffer {
   bool valid() const { return buffer_ != nullptr; }
   DType dtype() const;
   Shape shape() const;
+  // The bytes it takes on its device (PJRT_Buffer_OnDeviceSizeInBytes; its dims x element size
+  // where the plugin does not say).
+  int64_t on_device_bytes() const;
   // True once a program it was donated to has taken its memory.
   bool is_deleted() const;
   PJRT_Buffer* handle() const { return buffer_; }
@@ -104,12 +107,25 @@ struct CompileSpec {
   // @main's argument types, checked against the buffers at every execute (the CPU plugin runs
   // a program on a buffer of the wrong dims without a word). Empty: not checked.
   std::vector<ArgumentType> argument_types;
+  // SPMD partitioning (model parallelism: sharding annotations in the module, XLA's partitioner
+  // writes each partition's program), and which client device (an index into
+  // PjrtClient::devices()) partition p runs on: device_assignment[p] (empty: p). shardy: the
+  // module's shardings are Shardy's (sdy.sharding) rather than GSPMD's (mhlo.sharding).
+  bool spmd = false;
+  bool shardy = false;
+  std::vector<int> device_assignment;
 };
 
 // The serialized xla.CompileOptionsProto a PJRT compile needs: executable_build_options
 // { num_replicas, num_partitions } (field 3 { 4, 5 }), hand-encoded. The plugins abort the
 // process on an empty one, so every compile passes this.
 std::string compile_options_proto(int num_replicas, int num_partitions);
+// With SPMD: also use_spmd_partitioning (6), use_shardy_partitioner (19) when `shardy`, and a
+// device_assignment (9: DeviceAssignmentProto {replica_count, computation_count,
+// computation_devices[p] {replica_device_ids}}) of the PJRT device ids `device_ids`, one per
+// partition (empty: none, the plugin picks).
+std::string compile_options_proto(int num_replicas, int num_partitions, bool spmd, bool shardy,
+                                  const std::vector<int64_t>& device_ids);
 
 // A compiled program, loaded on its devices (one per replica).
 class PjrtExecutable {

@@ -152,7 +152,20 @@ PjrtExecutable PjrtClient::compile(const std::string& mlir, const CompileSpec& s
            "compile: ", spec.num_replicas, " replicas x ", spec.num_partitions,
            " partitions need as many ", platform_, " devices, the client has ", devices_.size(),
            (platform_ == "cpu" ? " (set PjrtClientOptions::device_count)" : ""));
-  const std::string options = compile_options_proto(spec.num_replicas, spec.num_partitions);
+  std::vector<int64_t> device_ids;  // (PJRT ids of the partitions' devices, replica-major)
+  if (spec.spmd)
+    for (int r = 0; r < spec.num_replicas; ++r)
+      for (int p = 0; p < spec.num_partitions; ++p) {
+        const int index = spec.device_assignment.empty()
+                              ? r * spec.num_partitions + p
+                              : spec.device_assignment.at(size_t(r * spec.num_partitions + p));
+        LS_CHECK(index >= 0 && index < int(devices_.size()), "compile: partition ", p,
+                 " is assigned device ", index, ", the client has ", devices_.size(), " (",
+                 describe(), ")");
+        device_ids.push_back(devices_[size_t(index)].id);
+      }
+  const std::string options = compile_options_proto(spec.num_replicas, spec.num_partitions,
+                                                    spec.spmd, spec.shardy, device_ids);
   const std::string dir = compile_cache_dir();
   const bool cached = !dir.empty() && can_serialize();
   const CompileCache cache(dir);

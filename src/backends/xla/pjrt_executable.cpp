@@ -2,6 +2,7 @@
 // pjrt_client.h).
 #include <pjrt_c_api.h>
 
+#include <cstddef>
 #include <utility>
 
 #include "backends/xla/pjrt_client.h"
@@ -60,6 +61,20 @@ Shape PjrtBuffer::shape() const {
   a.buffer = buffer_;
   client_->check(client_->api()->PJRT_Buffer_Dimensions(&a), "PJRT_Buffer_Dimensions");
   return Shape(std::vector<int64_t>(a.dims, a.dims + a.num_dims));
+}
+
+int64_t PjrtBuffer::on_device_bytes() const {
+  LS_CHECK(buffer_, "PjrtBuffer::on_device_bytes: the buffer is empty (moved from, reset or "
+                    "donated)");
+  if (client_->plugin->has_entry(offsetof(PJRT_Api, PJRT_Buffer_OnDeviceSizeInBytes))) {
+    PJRT_Buffer_OnDeviceSizeInBytes_Args a{};
+    a.struct_size = PJRT_Buffer_OnDeviceSizeInBytes_Args_STRUCT_SIZE;
+    a.buffer = buffer_;
+    client_->check(client_->api()->PJRT_Buffer_OnDeviceSizeInBytes(&a),
+                   "PJRT_Buffer_OnDeviceSizeInBytes");
+    return int64_t(a.on_device_size_in_bytes);
+  }
+  return shape().numel() * int64_t(dtype_size(dtype()));
 }
 
 bool PjrtBuffer::is_deleted() const {

@@ -192,6 +192,18 @@ void StablehloBuilder::set_argument_alias(int index, int alias_output) {
   args_[size_t(index)].alias_output = alias_output;
 }
 
+void StablehloBuilder::set_argument_attributes(int index, const std::string& attrs) {
+  LS_CHECK(index >= 0 && index < int(args_.size()), "StablehloBuilder: no argument ", index);
+  args_[size_t(index)].attrs = attrs;
+}
+
+void StablehloBuilder::set_result_attributes(int index, const std::string& attrs) {
+  LS_CHECK(returned_ && index >= 0 && index < int(result_types_.size()),
+           "StablehloBuilder: no result ", index, " (set result attributes after ret())");
+  result_attrs_.resize(result_types_.size());
+  result_attrs_[size_t(index)] = attrs;
+}
+
 void StablehloBuilder::ret(const std::vector<HloValue>& results) {
   LS_CHECK(!returned_, "StablehloBuilder: ret() called twice");
   returned_ = true;
@@ -209,15 +221,22 @@ std::string StablehloBuilder::module_text() const {
   LS_CHECK(returned_, "StablehloBuilder: call ret() before module_text()");
   std::string s =
       "module @lockstep attributes {mhlo.num_replicas = " + std::to_string(num_replicas_) +
-      " : i32, mhlo.num_partitions = 1 : i32} {\n";
+      " : i32, mhlo.num_partitions = " + std::to_string(num_partitions_) + " : i32} {\n";
+  s += preamble_;
   s += "func.func @main(";
   for (size_t i = 0; i < args_.size(); ++i) {
     s += (i ? ", %arg" : "%arg") + std::to_string(i) + ": " + args_[i].type.str();
+    std::string attrs;
     if (args_[i].alias_output >= 0)
-      s += " {tf.aliasing_output = " + std::to_string(args_[i].alias_output) + " : i32}";
+      attrs = "tf.aliasing_output = " + std::to_string(args_[i].alias_output) + " : i32";
+    if (!args_[i].attrs.empty()) attrs += (attrs.empty() ? "" : ", ") + args_[i].attrs;
+    if (!attrs.empty()) s += " {" + attrs + "}";
   }
   s += ") -> (";
-  for (size_t i = 0; i < result_types_.size(); ++i) s += (i ? ", " : "") + result_types_[i].str();
+  for (size_t i = 0; i < result_types_.size(); ++i) {
+    s += (i ? ", " : "") + result_types_[i].str();
+    if (i < result_attrs_.size() && !result_attrs_[i].empty()) s += " {" + result_attrs_[i] + "}";
+  }
   s += ") {\n";
   for (const std::string& line : body_) s += line + "\n";
   return s + "}\n}\n";

@@ -97,6 +97,14 @@ class StablehloBuilder {
   void set_location(const std::string& loc) { location_ = loc; }
   // The replicas the module is compiled for (module attribute mhlo.num_replicas; default 1).
   void set_num_replicas(int n) { num_replicas_ = n; }
+  // SPMD partitions (module attribute mhlo.num_partitions; default 1), and text placed at the
+  // top of the module, before @main (Shardy's `sdy.mesh`).
+  void set_num_partitions(int n) { num_partitions_ = n; }
+  void set_module_preamble(const std::string& text) { preamble_ = text; }
+  // Extra attributes of argument `index` / result `index` of @main, the text inside their
+  // {...} ("mhlo.sharding = \"{replicated}\""); set after ret() for results.
+  void set_argument_attributes(int index, const std::string& attrs);
+  void set_result_attributes(int index, const std::string& attrs);
   std::string module_text() const;
   const std::vector<HloType>& result_types() const { return result_types_; }
 
@@ -234,7 +242,11 @@ class StablehloBuilder {
   struct Argument {
     HloType type;
     int alias_output = -1;
+    std::string attrs;  // more attributes (set_argument_attributes)
   };
+  std::vector<std::string> result_attrs_;
+  std::string preamble_;
+  int num_partitions_ = 1;
   std::vector<Argument> args_;
   std::vector<std::string> body_;  // op lines of @main
   std::vector<HloType> result_types_;

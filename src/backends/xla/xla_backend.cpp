@@ -36,6 +36,7 @@
 // but the backward: forward again (the loss, the metrics, BatchNormalization's statistics), then
 // the updates. The forward runs twice per step, and the variables go through the host every step
 // (no residence): correctness first, the cost is stated in docs/accelerator.md.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -51,6 +52,7 @@
 #include "lockstep/graph/device_system.h"
 #include "lockstep/graph/executable.h"
 #include "lockstep/graph/op_registry.h"
+#include "lockstep/graph/sharding.h"
 
 namespace lockstep::xla {
 
@@ -90,6 +92,25 @@ std::shared_ptr<PjrtClient> client_for_program(int replicas) {
            "); connect to enough devices first (distribute::XlaClusterResolver::connect, "
            "lockstep/distribute/xla_strategy.h)");
   return client;
+}
+
+// The sharding plan a program compiled now is partitioned by (lockstep/graph/sharding.h,
+// installed by distribution::set_distribution), or none. Checks the client has the mesh's
+// devices, and refuses replicas (XlaStrategy) together with a plan.
+std::shared_ptr<const ShardingPlan> plan_for_program(const PjrtClient& client, int replicas) {
+  std::shared_ptr<const ShardingPlan> plan = sharding_plan();
+  if (!plan) return plan;
+  LS_CHECK(replicas == 1, "backend 'xla': a distribution is set (", plan->describe(),
+           ") and the program also runs as ", replicas,
+           " replicas (XlaStrategy); use one: the distribution's batch axis is data parallelism");
+  int most = -1;
+  for (int d : plan->mesh().devices) most = std::max(most, d);
+  LS_CHECK(most < int(client.devices().size()), "backend 'xla': the distribution's mesh ",
+           plan->mesh().str(), " uses device ", most, ", but the PJRT client has ",
+           client.devices().size(), " (", client.describe(),
+           "); connect to enough devices first (distribute::XlaClusterResolver::connect(\"cpu\", ",
+           plan->mesh().size(), "))");
+  return plan;
 }
 
 // A buffer of `t`'s type with `replicas` times its rows (rank-0 tensors stay as they are).
@@ -183,12 +204,14 @@ class XlaCompiledGraph final : public CompiledGraph {
         client_(client_for_program(replicas)),
         num_inputs_(split(inputs, options)),
         program_(client_, graph_, inputs, outputs,
-                 LoweringOptions{.num_replicas = replicas,
-                                 .mean_gradients = split_.empty(),
-                                 .seed = options.seed,
-                                 .replica = options.replica,
-                                 .steps = options.steps,
-                                 .loop = env::flag(env::xla_step_loop)}) {
+                 LoweringOptions{
+                     .num_replicas = replicas,
+                     .mean_gradients = split_.empty(),
+                     .seed = options.seed,
+                     .replica = options.replica,
+                     .steps = options.steps,
+                     .loop = env::flag(env::xla_step_loop),
+                     .sharding = split_.empty() ? plan_for_program(*client_, replicas) : nullptr}) {
     inputs.resize(num_inputs_);  // (the caller's: the split's bucket inputs are internal)
     LS_CHECK(replicas == 1 || options.steps == 1, "backend 'xla': steps_per_execution (",
              options.steps, ") is run step by step with ", replicas, " replicas");
@@ -214,18 +237,21 @@ class XlaCompiledGraph final : public CompiledGraph {
                   program_.lower_seconds(),
                   program_.loaded_from_cache() ? "loaded from the compile cache" : "compiled",
                   program_.compile_seconds());
-    report_.push_back("xla: whole graph " + std::string(times) + " (" + client_->describe() +
-                      "); " +
-                      (residence_ ? "weights stay on the device between steps"
-                                  : "variables synced with the host every step") +
-                      (replicas > 1 ? "; " + std::to_string(replicas) +
-                                          " replicas, one per device, gradients all-reduced in "
-                                          "the program"
-                                    : std::string()) +
-                      (split_.empty() ? std::string()
-                                      : "; split around the host all-reduce of " +
-                                            std::to_string(split_.buckets.size()) +
-                                            " gradient bucket(s) (forward runs twice a step)"));
+    report_.push_back(
+        "xla: whole graph " + std::string(times) + " (" + client_->describe() + "); " +
+        (residence_ ? "weights stay on the device between steps"
+                    : "variables synced with the host every step") +
+        (program_.partitioned() ? "; SPMD over " + std::to_string(program_.num_partitions()) +
+                                      " devices (" + sharding_plan()->describe() + ")"
+                                : std::string()) +
+        (replicas > 1 ? "; " + std::to_string(replicas) +
+                            " replicas, one per device, gradients all-reduced in "
+                            "the program"
+                      : std::string()) +
+        (split_.empty()
+             ? std::string()
+             : "; split around the host all-reduce of " + std::to_string(split_.buckets.size()) +
+                   " gradient bucket(s) (forward runs twice a step)"));
   }
 
   Tensor& input(int i) override { return inputs_[size_t(i)]; }

@@ -26,9 +26,26 @@ XlaProgram::XlaProgram(std::shared_ptr<PjrtClient> client, const Graph& graph,
   lower_seconds_ = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   CompileSpec spec{.num_replicas = options.num_replicas};
-  for (const LoweredArgument& a : lowered_.arguments)
-    spec.argument_types.push_back({dtype_of_elem(a.type.elem), Shape(a.type.dims)});
+  if (partitioned()) {
+    const MeshShape& mesh = *lowered_.mesh;
+    spec.num_partitions = int(mesh.size());
+    spec.spmd = true;
+    spec.shardy = lowered_.shardy;
+    spec.device_assignment = mesh.devices;
+  }
+  for (size_t i = 0; i < lowered_.arguments.size(); ++i) {  // (each device's block)
+    const LoweredArgument& a = lowered_.arguments[i];
+    const Shape whole(a.type.dims);
+    spec.argument_types.push_back(
+        {dtype_of_elem(a.type.elem),
+         partitioned() ? shard_shape(whole, *lowered_.mesh, lowered_.argument_layouts[i]) : whole});
+  }
   exe_ = client_->compile(lowered_.mlir, spec);
+  if (partitioned())
+    for (int p = 0; p < exe_.num_replicas(); ++p)
+      LS_CHECK(exe_.device_of_replica(p) == lowered_.mesh->devices[size_t(p)],
+               "XlaProgram: the plugin put partition ", p, " on device ", exe_.device_of_replica(p),
+               ", the mesh on device ", lowered_.mesh->devices[size_t(p)]);
   compile_seconds_ = seconds_since(t0);
   variables_.resize(size_t(exe_.num_replicas()));
   for (auto& v : variables_) v.resize(lowered_.arguments.size());
@@ -46,8 +63,8 @@ void XlaProgram::upload(size_t a) {
            "XlaProgram: variable '", arg.variable->name, "' is ",
            v.defined() ? std::string(dtype_name(v.dtype())) + v.shape().str() : "undefined",
            ", the program was compiled for ", arg.type.str());
-  for (int r = 0; r < num_replicas(); ++r)
-    variables_[size_t(r)][a] = client_->to_device(v, exe_.device_of_replica(r));
+  for (int r = 0; r < exe_.num_replicas(); ++r)
+    variables_[size_t(r)][a] = client_->to_device(block(a, v, r), exe_.device_of_replica(r));
   (held_.empty() || !held_[a] ? transfers().other_uploads : transfers().held_uploads) += 1;
 }
 
@@ -84,13 +101,69 @@ void XlaProgram::download_variables(Which which) {
     if (res.kind != LoweredResult::Kind::variable) continue;
     const bool held = !held_.empty() && held_[size_t(res.argument)];
     if (held != (which == Which::held)) continue;
-    Tensor& v = res.variable->value;
-    client_->to_host(variables_[0][size_t(res.argument)], v.raw(), v.nbytes());
+    fetch(size_t(res.argument), res.variable->value);
     (held ? transfers().held_downloads : transfers().other_downloads) += 1;
   }
 }
 
+Tensor XlaProgram::block(size_t a, const Tensor& whole, int d) const {
+  if (!partitioned()) return whole;
+  const DimAxes& axes = lowered_.argument_layouts[a];
+  for (const std::string& axis : axes)
+    if (!axis.empty()) return shard_of(whole, *lowered_.mesh, axes, d);
+  return whole;
+}
+
+void XlaProgram::fetch(size_t a, Tensor& dst) const {
+  if (!partitioned()) {
+    client_->to_host(variables_[0][a], dst.raw(), dst.nbytes());
+    return;
+  }
+  const DimAxes& axes = lowered_.argument_layouts[a];
+  for (int64_t p : covering_positions(*lowered_.mesh, axes))
+    place_shard(dst, client_->to_host(variables_[size_t(p)][a]), *lowered_.mesh, axes, p);
+}
+
+std::vector<int64_t> XlaProgram::variable_device_bytes(const Variable* v) const {
+  std::vector<int64_t> out;
+  for (size_t a = 0; a < lowered_.arguments.size(); ++a)
+    if (lowered_.arguments[a].variable.get() == v && variables_loaded_)
+      for (const auto& device : variables_) out.push_back(device[a].on_device_bytes());
+  return out;
+}
+
 std::vector<Tensor> XlaProgram::run(const std::vector<Tensor>& inputs) {
+  if (partitioned()) {
+    if (!variables_loaded_) load_variables();
+    const size_t D = size_t(exe_.num_replicas());
+    std::vector<std::vector<PjrtBuffer>> fed(D);
+    std::vector<std::vector<PjrtBuffer*>> args(D);
+    for (size_t d = 0; d < D; ++d) {
+      fed[d].reserve(lowered_.arguments.size());
+      for (size_t a = 0; a < lowered_.arguments.size(); ++a)
+        args[d].push_back(argument(int(d), a, inputs, fed[d]));
+    }
+    std::vector<std::vector<PjrtBuffer>> results = exe_.execute_replicas(args, lowered_.donate());
+    std::vector<Tensor> outputs;
+    const MeshShape& mesh = *lowered_.mesh;
+    for (size_t k = 0; k < lowered_.results.size(); ++k) {
+      const LoweredResult& res = lowered_.results[k];
+      if (res.kind == LoweredResult::Kind::variable) {
+        for (size_t d = 0; d < D; ++d)
+          variables_[d][size_t(res.argument)] = std::move(results[d][k]);
+        continue;
+      }
+      const DimAxes& axes = lowered_.result_layouts[k];
+      Tensor whole = Tensor::zeros(Shape(res.type.dims), dtype_of_elem(res.type.elem));
+      for (int64_t p : covering_positions(mesh, axes))
+        place_shard(whole, client_->to_host(results[size_t(p)][k]), mesh, axes, p);
+      outputs.push_back(whole);
+    }
+    ++runs_;
+    ++step_;
+    transfers().runs += 1;
+    return outputs;
+  }
   LS_CHECK(num_replicas() == 1, "XlaProgram::run: the program has ", num_replicas(),
            " replicas; use run_replicas");
   return run_replicas({inputs})[0];
@@ -141,7 +214,7 @@ PjrtBuffer* XlaProgram::argument(int replica, size_t a, const std::vector<Tensor
   LS_CHECK(elem_of(t.dtype()) == arg.type.elem && t.shape().vec() == arg.type.dims,
            "XlaProgram::run: input ", arg.input, " is ", dtype_name(t.dtype()), t.shape().str(),
            ", the program takes ", arg.type.str());
-  fed.push_back(client_->to_device(t, exe_.device_of_replica(replica)));
+  fed.push_back(client_->to_device(block(a, t, replica), exe_.device_of_replica(replica)));
   return &fed.back();
 }
 
@@ -150,8 +223,7 @@ void XlaProgram::sync_variables_to_host() {
   for (size_t a = 0; a < lowered_.arguments.size(); ++a) {
     const LoweredArgument& arg = lowered_.arguments[a];
     if (arg.kind != LoweredArgument::Kind::variable) continue;
-    Tensor& v = arg.variable->value;
-    client_->to_host(variables_[0][a], v.raw(), v.nbytes());
+    fetch(a, arg.variable->value);
   }
 }
 

@@ -36,7 +36,15 @@ class XlaProgram {
   // One step of every replica: inputs[r] goes to replica r; returns outputs[r]. Every replica
   // holds its own copy of the variables (identical when the gradients are averaged).
   std::vector<std::vector<Tensor>> run_replicas(const std::vector<std::vector<Tensor>>& inputs);
-  int num_replicas() const { return exe_.num_replicas(); }
+  int num_replicas() const { return partitioned() ? 1 : exe_.num_replicas(); }
+  // SPMD over a mesh (LoweringOptions::sharding): run() feeds each device its block of every
+  // input and variable and gathers the outputs; each variable lives on the devices as blocks
+  // (its layout's), gathered into Variable::value by the downloads. 1 when not partitioned.
+  bool partitioned() const { return lowered_.mesh.has_value(); }
+  int num_partitions() const { return partitioned() ? int(lowered_.mesh->size()) : 1; }
+  // The bytes variable `v`'s buffer takes on each device (read from the device buffers; empty
+  // before the first upload or for a variable the program does not take).
+  std::vector<int64_t> variable_device_bytes(const Variable* v) const;
 
   // The variables' device values (replica 0's) copied into their Variable::value host tensors.
   void sync_variables_to_host();
@@ -78,6 +86,10 @@ class XlaProgram {
 
  private:
   void load_variables();
+  // Device -> host: argument a's variable (gathered from its blocks when partitioned) into dst.
+  void fetch(size_t a, Tensor& dst) const;
+  // Device d's block of `whole` for argument a (the tensor itself when not split).
+  Tensor block(size_t a, const Tensor& whole, int d) const;
   // Argument a of replica r: its variable buffer, or input tensor copied to the device (kept
   // in `fed`, which must not reallocate).
   PjrtBuffer* argument(int replica, size_t a, const std::vector<Tensor>& inputs,

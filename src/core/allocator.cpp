@@ -1,6 +1,8 @@
-// Aligned host allocation with a counter tests can read.
+// Aligned host allocation with counters tests can read: blocks allocated, bytes live and their
+// peak.
 #include "lockstep/core/allocator.h"
 
+#include <malloc.h>
 #include <sys/mman.h>
 
 #include <atomic>
@@ -14,6 +16,14 @@
 namespace lockstep {
 
 static std::atomic<size_t> g_allocations{0};
+static std::atomic<size_t> g_live_bytes{0}, g_peak_bytes{0};
+
+static void count_allocated(size_t bytes) {
+  const size_t live = g_live_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  size_t peak = g_peak_bytes.load(std::memory_order_relaxed);
+  while (live > peak && !g_peak_bytes.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
+}
 
 // Transparent huge pages for the large blocks (executable arenas, big tensors). Debian's kernel
 // gives them only to memory that asks (transparent_hugepage/enabled = madvise), and a train
@@ -35,11 +45,21 @@ void* aligned_alloc_bytes(size_t bytes) {
   if (!p) throw std::bad_alloc();
   if (huge) madvise(p, rounded, MADV_HUGEPAGE);  // a hint: without huge pages all works the same
   g_allocations.fetch_add(1, std::memory_order_relaxed);
+  count_allocated(malloc_usable_size(p));
   return p;
 }
 
-void aligned_free(void* p) { std::free(p); }
+void aligned_free(void* p) {
+  if (!p) return;
+  g_live_bytes.fetch_sub(malloc_usable_size(p), std::memory_order_relaxed);
+  std::free(p);
+}
 
 size_t allocation_count() { return g_allocations.load(std::memory_order_relaxed); }
+size_t allocated_bytes() { return g_live_bytes.load(std::memory_order_relaxed); }
+size_t peak_allocated_bytes() { return g_peak_bytes.load(std::memory_order_relaxed); }
+void reset_peak_allocated_bytes() {
+  g_peak_bytes.store(g_live_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
 
 }  // namespace lockstep

@@ -49,7 +49,10 @@ measure() {  # system workload dtype
              --model "$model" --dtype "$dt" --threads "$THREADS" --seq-len "$seq" "${batch[@]}" \
              2>/dev/null | tail -n 1) ;;
   esac
-  echo "{\"round\": $round, \"workload\": \"$wl\", \"result\": $line}" | tee -a "$log" >&2
+  local load
+  load=$(cut -d' ' -f1 /proc/loadavg)  # the machine's 1-minute load after it (others' work too)
+  echo "{\"round\": $round, \"workload\": \"$wl\", \"load\": $load, \"result\": $line}" |
+    tee -a "$log" >&2
 }
 IFS=, read -ra systems <<<"$SYSTEMS"
 for round in $(seq 1 "$ROUNDS"); do
@@ -83,6 +86,8 @@ for wl in dict.fromkeys(r["workload"] for r in rows):
         cells = " ".join(f"{m.get(s, float('nan')):10.1f}" for s in ("lockstep", "pytorch", "keras"))
         print(f"{wl:10} {dt:15} {cells}  {ratio:.2f}x  ({unit}/s, median of "
               f"{len(med.get((wl, dt, 'lockstep'), []))})" if ratio else f"{wl:10} {dt:15} {cells}")
+        for s in m:
+            print(f"    {s}: {sorted(med[(wl, dt, s)])}")
         out[f"{wl}/{dt}"] = {"medians": m, "ratio_to_best_peer": ratio}
 for dt in ("float32", "mixed_bfloat16"):
     for s in ("lockstep", "pytorch", "keras"):
@@ -91,5 +96,9 @@ for dt in ("float32", "mixed_bfloat16"):
             c = statistics.median(a) / statistics.median(b)
             print(f"per-token cost T=2048 / T=256, {s} {dt}: {c:.2f}x")
             out[f"per_token_2048_over_256/{dt}/{s}"] = c
+loads = [r["load"] for r in rows if "load" in r]
+if loads:
+    print(f"1-minute load average after the measurements: median {statistics.median(loads):.1f}, "
+          f"max {max(loads):.1f} ({len(loads)} measurements)")
 print(json.dumps(out))
 PY

@@ -2,7 +2,8 @@
 """Peer side of bench/run_transformer_bench.sh: PyTorch, or Keras 3 on JAX, on CPU.
 
 One process measures one training workload of one system, in the shape of
-build/bin/transformer_bench for Lockstep:
+build/bin/transformer_bench for Lockstep (--steps timed steps after --warmup ones; ViT: 10
+after 2, GPT: 3 after 1):
   --model vit   the Vision Transformer of examples/vit_model.h without augmentation: 64x64x3
                 images, patches of 8 embedded by a stride-8 conv to 128 features, a learned
                 position table, 4 pre-norm blocks (4 heads, GELU MLP of 256, LayerNorm eps
@@ -120,7 +121,7 @@ def run_torch(args):
     t0 = time.perf_counter()
     for i in range(args.warmup, args.warmup + args.steps):
         loss = step(x[i * bs:(i + 1) * bs], y[i * bs:(i + 1) * bs])
-    loss = float(loss)
+    loss = float(loss.detach())
     return params, time.perf_counter() - t0, loss, compile_s, torch.__version__, \
         "torch.compile" if args.compile else "eager"
 
@@ -190,12 +191,13 @@ def main():
     p.add_argument("--batch-size", type=int, default=0)
     p.add_argument("--seq-len", type=int, default=256)
     p.add_argument("--steps", type=int, default=0)
-    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--warmup", type=int, default=0)
     p.add_argument("--compile", type=int, default=0)
     args = p.parse_args()
     vit = args.model == "vit"
     args.batch_size = args.batch_size or (32 if vit else 8)
-    args.steps = args.steps or (20 if vit else 6)
+    args.steps = args.steps or (10 if vit else 3)
+    args.warmup = args.warmup or (2 if vit else 1)
     params, seconds, loss, compile_s, version, config = (
         run_torch if args.system == "pytorch" else run_keras)(args)
     items = args.batch_size * args.steps * (1 if vit else args.seq_len)

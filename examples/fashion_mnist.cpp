@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
                      .backend = ls::cli::backend_for_device(args.device),
                      .verbose_compile = args.verbose_compile});
     }
-    model.summary();
+    model.summary(args.batch_size);  // with the train step's planned memory at this batch
     double test_acc = 0, best_acc = 0;
     int best_epoch = 0;
     std::vector<double> test_losses, test_accs;  // per epoch, for curves.png

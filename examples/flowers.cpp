@@ -447,7 +447,7 @@ int main(int argc, char** argv) {
       }
       compile(model, 1e-3);
     }
-    model.summary();
+    model.summary(args.batch_size);  // and the train step's planned peak memory
     // docs: end compile
     // --fine-tune-at, checked before the first phase trains: in the backbone's layers, or the
     // model's.

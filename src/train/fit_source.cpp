@@ -68,11 +68,29 @@ Tensor check_target(const Model& m, size_t o, const Tensor& y, int64_t rows, con
   LS_CHECK(loss, fn, ": model '", m.name(), "' was compiled without a loss");
   const Shape& out = m.outputs()[o].shape();
   if (loss->label_dtype() == DType::i32) {
-    Tensor yi = y.dtype() == DType::i32 ? y : Tensor::empty(Shape{y.dim(0)}, DType::i32);
-    LS_CHECK(y.numel() == y.dim(0), fn, ": ", loss->name(),
-             " expects integer class labels of shape (N,), got ", y.shape().str(),
-             m.outputs().size() > 1 ? " for " + what : std::string(),
-             " (use CategoricalCrossentropy for one-hot labels)");
+    // One label per sample (N,), or, for a sequence output (N, T, C), one per step (N, T) as
+    // Keras takes them (a language model's next-token targets).
+    const bool per_step = out.rank() > 2;
+    bool steps_match = per_step && y.rank() == out.rank() - 1;
+    for (int d = 1; steps_match && d < y.rank(); ++d)
+      steps_match = out[d] < 0 || out[d] == y.dim(d);
+    Tensor yi = y.dtype() == DType::i32 ? y
+                : per_step              ? Tensor::empty(y.shape(), DType::i32)
+                                        : Tensor::empty(Shape{y.dim(0)}, DType::i32);
+    if (per_step) {
+      Shape want = out;
+      want[0] = -1;
+      LS_CHECK(steps_match, fn, ": ", loss->name(), " on the sequence output ", out.str(),
+               " expects integer labels of shape ",
+               Shape(std::vector<int64_t>(want.begin(), want.end() - 1)).str(),
+               " (one per step), got ", y.shape().str(),
+               m.outputs().size() > 1 ? " for " + what : std::string());
+    } else {
+      LS_CHECK(y.numel() == y.dim(0), fn, ": ", loss->name(),
+               " expects integer class labels of shape (N,), got ", y.shape().str(),
+               m.outputs().size() > 1 ? " for " + what : std::string(),
+               " (use CategoricalCrossentropy for one-hot labels)");
+    }
     std::vector<float> v = y.to_vector();
     int64_t classes = out[out.rank() - 1];
     const std::string of = m.outputs().size() > 1 ? " of " + what : std::string();

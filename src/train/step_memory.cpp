@@ -1,9 +1,12 @@
 // Model::step_memory and Model::summary's memory line: what fit's compiled train step holds (the
 // memory planner's arenas, the kernels' workspaces, the variables), read from its Executables:
 // one program, or one per replica when fit splits each batch over thread replicas.
+#include <algorithm>
 #include <iostream>
 #include <set>
 
+#include "distribute/internal/strategy_runtime.h"
+#include "lockstep/graph/backend.h"
 #include "lockstep/train/model.h"
 #include "train/fit_loop.h"
 #include "train/model_runtime.h"
@@ -52,9 +55,12 @@ StepMemory Model::step_memory(int64_t batch_size) {
                                                     batch_size));
   const Replication* r = runtime_->train_replication();
   const int parts = r ? r->local_replicas() : 1;
+  // Under several workers the batch is global: this worker steps on its share.
+  const int workers = strategy_ ? std::max(1, strategy_->num_workers) : 1;
+  const int64_t rows = replica_rows(batch_size, workers, 0).second;
   std::vector<const Program*> programs;
   for (int p = 0; p < parts; ++p) {
-    auto [begin, end] = replica_rows(batch_size, parts, p);
+    auto [begin, end] = replica_rows(rows, parts, p);
     programs.push_back(&runtime_->program(*this, ModelRuntime::ProgramKind::train, end - begin, p));
   }
   return memory_of(programs);
@@ -66,15 +72,22 @@ std::optional<StepMemory> Model::compiled_step_memory() const {
   return memory_of(programs);
 }
 
-void Model::summary(std::ostream& os) const {
+void Model::summary(std::ostream& os, int64_t batch_size) const {
   Network::summary(os);
   if (!runtime_->compiled()) return;
   std::optional<StepMemory> m = compiled_step_memory();
+  if (!m && !find_backend(runtime_->resolved().config.backend).plans_memory()) {
+    os << " Train step: its memory is planned by the " << runtime_->resolved().config.backend
+       << " backend's compiler\n";
+    return;
+  }
+  for (const VariablePtr& v : weights())
+    if (!m && !v->value.defined()) return;  // shapes only (a config without weights)
   if (!m) {
-    try {  // plan the step fit would run at Keras's default batch size
-      m = const_cast<Model*>(this)->step_memory(32);
+    try {  // plan the step fit would run at this batch size
+      m = const_cast<Model*>(this)->step_memory(batch_size);
     } catch (const std::exception& e) {
-      os << " Train step (batch 32): not compiled: " << e.what() << "\n";
+      os << " Train step (batch " << batch_size << "): not compiled: " << e.what() << "\n";
       return;
     }
   }
@@ -89,6 +102,6 @@ void Model::summary(std::ostream& os) const {
     os << " of weights and optimizer state (the XLA plugin plans the intermediates)\n";
 }
 
-void Model::summary() const { summary(std::cout); }
+void Model::summary(int64_t batch_size) const { summary(std::cout, batch_size); }
 
 }  // namespace lockstep

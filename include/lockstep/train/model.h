@@ -340,10 +340,11 @@ class Model : public Network {
   bool stop_training = false;
 
   /// Keras's model.summary() table, and after compile() the train step's planned peak memory
-  /// (step_memory) on a last line: of the largest train step fit has compiled, else of one
-  /// compiled here for 32 rows (Keras's default batch size; fit reuses it at that size).
-  void summary(std::ostream& os) const;
-  void summary() const;  ///< ... on stdout
+  /// (step_memory) on a last line: of the largest train step fit has compiled, else of the one
+  /// for `batch_size` rows, compiled here (fit then reuses it at that batch size). A
+  /// whole-graph backend (xla) plans its own memory: no step is compiled for the line.
+  void summary(std::ostream& os, int64_t batch_size = 32) const;
+  void summary(int64_t batch_size = 32) const;  ///< ... on stdout
   /// The train step's memory for `batch_size` rows, as the memory planner laid it out:
   /// compiles that step (the programs fit then runs at this batch size, one per thread replica
   /// when fit splits the batch over them) if it is not yet. Needs compile(). A step whose

@@ -447,7 +447,8 @@ int main(int argc, char** argv) {
       }
       compile(model, 1e-3);
     }
-    model.summary(args.batch_size);  // and the train step's planned peak memory
+    model.step_memory(args.batch_size);  // compiles the train step fit runs: its peak memory
+    model.summary();                     // ... shows on the summary's last line
     // docs: end compile
     // --fine-tune-at, checked before the first phase trains: in the backbone's layers, or the
     // model's.

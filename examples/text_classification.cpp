@@ -195,7 +195,7 @@ int main(int argc, char** argv) {
     model.compile({.optimizer = ls::optimizers::Adam(1e-3),
                    .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
                    .metrics = {"accuracy"}});
-    model.summary(args.batch_size);
+    model.summary();
 
     std::vector<ls::CallbackPtr> callbacks;
     if (!args.report.empty())

@@ -250,7 +250,7 @@ inline int run_train(const std::vector<std::string>& argv) {
   auto [train, val] = image_datasets(t, in);
   check_model_fits_data(m, t.model, train.class_names().size());
   check_class_names(t.model, train.class_names());
-  m.summary(t.batch_size);
+  m.summary();
   FitConfig fit{
       .epochs = t.epochs, .callbacks = log_callbacks(t, strategy.is_chief()), .seed = t.seed};
   if (val.valid()) fit.validation_data = val.cache().prefetch(data::AUTOTUNE);

@@ -6,7 +6,6 @@
 #include <set>
 
 #include "distribute/internal/strategy_runtime.h"
-#include "lockstep/graph/backend.h"
 #include "lockstep/train/model.h"
 #include "train/fit_loop.h"
 #include "train/model_runtime.h"
@@ -72,24 +71,14 @@ std::optional<StepMemory> Model::compiled_step_memory() const {
   return memory_of(programs);
 }
 
-void Model::summary(std::ostream& os, int64_t batch_size) const {
+void Model::summary(std::ostream& os) const {
   Network::summary(os);
   if (!runtime_->compiled()) return;
-  std::optional<StepMemory> m = compiled_step_memory();
-  if (!m && !find_backend(runtime_->resolved().config.backend).plans_memory()) {
-    os << " Train step: its memory is planned by the " << runtime_->resolved().config.backend
-       << " backend's compiler\n";
-    return;
-  }
-  for (const VariablePtr& v : weights())
-    if (!m && !v->value.defined()) return;  // shapes only (a config without weights)
+  const std::optional<StepMemory> m = compiled_step_memory();
   if (!m) {
-    try {  // plan the step fit would run at this batch size
-      m = const_cast<Model*>(this)->step_memory(batch_size);
-    } catch (const std::exception& e) {
-      os << " Train step (batch " << batch_size << "): not compiled: " << e.what() << "\n";
-      return;
-    }
+    os << " Train step: not compiled yet (step_memory(batch_size) compiles it and shows its "
+          "planned memory here; so does fit)\n";
+    return;
   }
   os << " Train step (batch " << m->batch_size;
   if (m->replicas > 1) os << ", " << m->replicas << " thread replicas";
@@ -99,9 +88,9 @@ void Model::summary(std::ostream& os, int64_t batch_size) const {
        << " + scratch " << human_bytes(double(m->workspace_bytes))
        << " + weights and optimizer state " << human_bytes(double(m->variable_bytes)) << "\n";
   else
-    os << " of weights and optimizer state (the XLA plugin plans the intermediates)\n";
+    os << " of weights and optimizer state (the backend's compiler plans the intermediates)\n";
 }
 
-void Model::summary(int64_t batch_size) const { summary(std::cout, batch_size); }
+void Model::summary() const { summary(std::cout); }
 
 }  // namespace lockstep

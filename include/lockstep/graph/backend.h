@@ -73,10 +73,6 @@ class Backend {
   virtual bool splits_batch_over_host_threads() const = 0;
   /// Whether compile() takes CompileOptions::steps > 1 (several steps in one program).
   virtual bool runs_steps_per_call() const { return false; }
-  /// Whether its programs' memory is Lockstep's planner's (CompiledGraph::arena_bytes); false
-  /// for a whole-graph backend, whose compiler plans the device memory (and which is slow to
-  /// compile just to ask).
-  virtual bool plans_memory() const { return true; }
   /// Builds the program for `g` (after the passes). `step` outlives the program and holds the
   /// step counter, seed and replica its random ops read.
   virtual std::unique_ptr<CompiledGraph> compile(Graph g, std::vector<Value> inputs,

@@ -339,12 +339,11 @@ class Model : public Network {
   /// stops after the current batch; fit clears it when it starts.
   bool stop_training = false;
 
-  /// Keras's model.summary() table, and after compile() the train step's planned peak memory
-  /// (step_memory) on a last line: of the largest train step fit has compiled, else of the one
-  /// for `batch_size` rows, compiled here (fit then reuses it at that batch size). A
-  /// whole-graph backend (xla) plans its own memory: no step is compiled for the line.
-  void summary(std::ostream& os, int64_t batch_size = 32) const;
-  void summary(int64_t batch_size = 32) const;  ///< ... on stdout
+  /// Keras's model.summary() table and, once a train step is compiled (step_memory(batch) before
+  /// fit, or fit), that step's planned peak memory on a last line (compiled_step_memory; the
+  /// largest step so far). It compiles nothing itself: call step_memory(batch) first to see it.
+  void summary(std::ostream& os) const;
+  void summary() const;  ///< ... on stdout
   /// The train step's memory for `batch_size` rows, as the memory planner laid it out:
   /// compiles that step (the programs fit then runs at this batch size, one per thread replica
   /// when fit splits the batch over them) if it is not yet. Needs compile(). A step whose

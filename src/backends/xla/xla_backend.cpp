@@ -389,7 +389,6 @@ class XlaBackend final : public Backend {
   void run_passes(Graph&, std::vector<Value>&, std::vector<std::string>&) const override {}
   bool splits_batch_over_host_threads() const override { return false; }
   bool runs_steps_per_call() const override { return true; }  // see lower_graph.h
-  bool plans_memory() const override { return false; }         // the plugin's compiler does
   std::unique_ptr<CompiledGraph> compile(Graph g, std::vector<Value> inputs,
                                          std::vector<Value> outputs, const CompileOptions& options,
                                          const StepInfo* step) const override {

@@ -46,9 +46,10 @@ TEST(StepMemory, GrowsWithSequenceLengthAndMatchesTheAllocator) {
     EXPECT_EQ(s.batch_size, 8);
     EXPECT_EQ(s.peak_bytes, s.arena_bytes + s.workspace_bytes + s.variable_bytes);
     // Compiling allocates the arena and the workspace (the weights were there before; Adam's
-    // slots are made here): the allocator saw at least those, and not much more.
+    // slots are made here): the allocator saw at least those, and not much more than the whole
+    // peak (it rounds a block of 4 MiB or more up to whole 2 MiB huge pages).
     EXPECT_GE(measured, s.arena_bytes + s.workspace_bytes);
-    EXPECT_LE(double(measured), 1.1 * double(s.peak_bytes) + 262144.0);
+    EXPECT_LE(double(measured), 1.25 * double(s.peak_bytes) + 262144.0);
     at.push_back(s);
   }
   // The weights do not depend on T; the activations grow with it (linearly: no T x T matrix).

@@ -10,9 +10,11 @@
 #   bench/run_transformer_bench.sh [ROUNDS=3] [THREADS=2]
 # Environment:
 #   BUILD=build                  the Lockstep build with bin/transformer_bench
-#   TORCH_PY, JAX_PY             the peers' interpreters (default: .venv-bench-torch and
-#                                .venv-bench-jax of this repository; torch 2.15.0, and keras
-#                                3.15.1 with jax[cpu])
+#   TORCH_PY, JAX_PY             the peers' interpreters (default: .venv-bench-torch of
+#                                this repository, made by LOCKSTEP_VENV=$PWD/.venv-bench-torch
+#                                bench/setup_venv.sh (torch 2.15.0), and .venv-bench-jax:
+#                                python3 -m venv .venv-bench-jax && .venv-bench-jax/bin/pip
+#                                install keras==3.15.1 'jax[cpu]' numpy)
 #   SYSTEMS=lockstep,pytorch,keras   WORKLOADS=vit,gpt,gpt2048   DTYPES=float32,bfloat16
 #   TORCH_COMPILE=0              1: PyTorch under torch.compile (inductor) instead of eager
 #   OUT_DIR=(temp dir)           measurements.jsonl and the report

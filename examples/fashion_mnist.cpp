@@ -259,6 +259,7 @@ int main(int argc, char** argv) {
                      .backend = ls::cli::backend_for_device(args.device),
                      .verbose_compile = args.verbose_compile});
     }
+    model.step_memory(args.batch_size);  // the train step, compiled: its memory in the summary
     model.summary();
     double test_acc = 0, best_acc = 0;
     int best_epoch = 0;

@@ -11,6 +11,13 @@
 //                     [--backbone mobilenet_v2|resnet50|efficientnet_b0] [--weights FILE]
 //                     [--fine-tune-at LAYER --fine-tune-epochs N] [--save-backbone PREFIX]
 //                     [--backup-dir DIR] [--wait-for-signal-at K]
+//                     [--model cnn|vit] [--patch-size N]
+//
+// --model vit trains a small Vision Transformer from scratch instead of the CNN
+// (examples/vit_model.h): patches of --patch-size (default 8) pixels embedded by a strided
+// Conv2D, learned position embeddings, 4 pre-norm transformer encoder blocks (d = 128, 4 heads,
+// GELU MLP of 256; the fused attention op), a last layer norm, the mean over the patches and a
+// Dense head, after the CNN's augmentation layers.
 //
 // Transfer learning (--backbone): a keras.applications backbone (include_top=false, pooling
 // "avg", at --image-size) with its preprocessing, frozen, under a new head (Dropout + Dense).
@@ -64,6 +71,7 @@
 #include "lockstep/distribute/strategy.h"
 #include "lockstep/lockstep.h"
 #include "lockstep/tools/export.h"
+#include "vit_model.h"
 
 namespace ls = lockstep;
 namespace fs = std::filesystem;
@@ -87,6 +95,8 @@ struct Args {
   int wait_for_signal_at = 0;  // the preemption test's hook
   std::string backbone;        // --backbone NAME: transfer learning on a keras.applications model
   std::string save_backbone;   // --save-backbone PREFIX
+  std::string model = "cnn";   // --model cnn|vit
+  int patch_size = 8;          // --patch-size: the ViT's patches
 };
 
 static void usage() {
@@ -101,6 +111,7 @@ static void usage() {
       "       [--fine-tune-at LAYER --fine-tune-epochs N] [--save-backbone PREFIX]\n"
       "       [--prices FILE.json --machine NAME]\n"
       "       [--backup-dir DIR] [--wait-for-signal-at K]\n"
+      "       [--model cnn|vit] [--patch-size N]\n"
       "SIGTERM/SIGINT: stops after the running step, writes the --backup-dir backup, exits with "
       "status 75\n(run the same command again to resume).\n");
 }
@@ -173,12 +184,21 @@ static Args parse(int argc, char** argv) {
       a.backbone = v;
     } else if (k == "--save-backbone")
       a.save_backbone = v;
+    else if (k == "--model") {
+      if (v != "cnn" && v != "vit") fail("--model must be cnn or vit, got '" + v + "'");
+      a.model = v;
+    } else if (k == "--patch-size")
+      a.patch_size = int(num(1, 4096));
     else
       fail("unknown argument '" + k + "'");
   }
   if (a.fine_tune_at.empty() != (a.fine_tune_epochs == 0))
     fail("--fine-tune-at and --fine-tune-epochs go together");
   if (!a.save_backbone.empty() && a.backbone.empty()) fail("--save-backbone needs --backbone");
+  if (a.model == "vit" && !a.backbone.empty()) fail("--model vit and --backbone exclude each other");
+  if (a.model == "vit" && a.image_size % a.patch_size != 0)
+    fail("--model vit: --image-size " + std::to_string(a.image_size) +
+         " is not a multiple of --patch-size " + std::to_string(a.patch_size));
   return a;
 }
 
@@ -416,13 +436,19 @@ int main(int argc, char** argv) {
         model = transfer_model(base, args.backbone, args.image_size, classes, args.seed);
         base.set_trainable(false);  // phase "head": the backbone frozen (BatchNorm in inference)
       } else {
-        model = flowers_cnn(args.image_size, 3, classes, args.seed);
+        model = args.model == "vit"
+                    ? vision_transformer({.image_size = args.image_size,
+                                          .classes = classes,
+                                          .patch = args.patch_size,
+                                          .seed = args.seed})
+                    : flowers_cnn(args.image_size, 3, classes, args.seed);
         if (!args.weights.empty()) load_pretrained(model, args.weights);
         if (args.fine_tune_epochs > 0) freeze_before(model, head_index(model));  // train the head
       }
       compile(model, 1e-3);
     }
-    model.summary();
+    model.step_memory(args.batch_size);  // compiles the train step fit runs: its peak memory
+    model.summary();                     // ... shows on the summary's last line
     // docs: end compile
     // --fine-tune-at, checked before the first phase trains: in the backbone's layers, or the
     // model's.
@@ -551,7 +577,9 @@ int main(int argc, char** argv) {
     if (args.epochs + args.fine_tune_epochs > 0) {
       std::string curves = (fs::path(args.out_dir) / "curves.png").string();
       ls::viz::HistoryPlotOptions plot{.title = transfer ? "Transfer learning: " + args.backbone
-                                                         : "Image folder CNN"};
+                                                         : args.model == "vit"
+                                                             ? "Image folder ViT"
+                                                             : "Image folder CNN"};
       if (phased && args.epochs > 0) plot.phases.push_back({0, "head"});
       if (fine_tune && int(hist.epoch.size()) > args.epochs)
         plot.phases.push_back({args.epochs, "fine-tune"});
@@ -567,6 +595,7 @@ int main(int argc, char** argv) {
       if (fine_tune) replicas += ", \"fine-tune\"";
       replicas += "]";
     }
+    if (args.model != "cnn") replicas += ", \"model\": \"" + args.model + "\"";
     if (transfer)
       replicas += ", \"backbone\": \"" + args.backbone +
                   "\", \"pretrained\": " + (args.weights.empty() ? "false" : "true");

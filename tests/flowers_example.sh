@@ -29,6 +29,13 @@ last=$("$bin" --data-dir "$out/fashion_mnist_images" --out-dir "$out/tl" --epoch
 [[ "$last" == *'"epochs": 2,'* ]] || { echo "transfer mode did not run both phases"; exit 1; }
 [ -s "$out/tl/curves.png" ] || { echo "transfer mode did not write curves.png"; exit 1; }
 
+# --model vit: the Vision Transformer on the same folder, tiny (16x16 images, 4x4 patches: 16
+# tokens; one epoch): it trains end to end, and the summary shows the train step's planned memory.
+log=$("$bin" --model vit --data-dir "$out/fashion_mnist_images" --out-dir "$out/vit" --epochs 1 \
+  --image-size 16 --patch-size 4 --batch-size 32 | tee /dev/stderr)
+[[ "$log" == *'Train step (batch 32'*'peak memory'* ]] || { echo "vit: no step memory in the summary"; exit 1; }
+[[ "$(tail -n 1 <<<"$log")" == *'"model": "vit"}' ]] || { echo "vit: no JSON line"; exit 1; }
+
 # --strategy multi_worker: two workers on loopback (TF_CONFIG) share the exported folder; fit
 # shards its files, only the chief writes pictures and prints the JSON line (with workers: 2).
 if [ -n "$(ldd "$bin" | grep -i gloo)" ]; then

@@ -1,11 +1,16 @@
-// Aligned host allocation with a counter tests can read.
+// Aligned host allocation with counters tests can read: blocks allocated, bytes live and their
+// peak.
 #include "lockstep/core/allocator.h"
 
+#include <malloc.h>
 #include <sys/mman.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
+#include <mutex>
 #include <new>
+#include <unordered_map>
 
 #include "lockstep/core/config.h"
 #include "lockstep/core/env.h"
@@ -14,6 +19,19 @@
 namespace lockstep {
 
 static std::atomic<size_t> g_allocations{0};
+static std::atomic<size_t> g_live_bytes{0}, g_peak_bytes{0};
+// The sizes of the huge-page blocks: glibc keeps such a block in a mapping of its own whose
+// usable size (malloc_usable_size) runs up to one alignment past the request, so they are
+// counted at their requested size, looked up here on free (few: arenas and large tensors).
+static std::mutex g_huge_mutex;
+static std::unordered_map<const void*, size_t> g_huge_sizes;
+
+static void count_allocated(size_t bytes) {
+  const size_t live = g_live_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  size_t peak = g_peak_bytes.load(std::memory_order_relaxed);
+  while (live > peak && !g_peak_bytes.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
+}
 
 // Transparent huge pages for the large blocks (executable arenas, big tensors). Debian's kernel
 // gives them only to memory that asks (transparent_hugepage/enabled = madvise), and a train
@@ -35,11 +53,33 @@ void* aligned_alloc_bytes(size_t bytes) {
   if (!p) throw std::bad_alloc();
   if (huge) madvise(p, rounded, MADV_HUGEPAGE);  // a hint: without huge pages all works the same
   g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (huge) {
+    std::lock_guard<std::mutex> lock(g_huge_mutex);
+    g_huge_sizes[p] = rounded;
+  }
+  count_allocated(huge ? rounded : malloc_usable_size(p));
   return p;
 }
 
-void aligned_free(void* p) { std::free(p); }
+void aligned_free(void* p) {
+  if (!p) return;
+  size_t bytes = 0;
+  if (reinterpret_cast<uintptr_t>(p) % kHugePage == 0) {
+    std::lock_guard<std::mutex> lock(g_huge_mutex);
+    if (auto it = g_huge_sizes.find(p); it != g_huge_sizes.end()) {
+      bytes = it->second;
+      g_huge_sizes.erase(it);
+    }
+  }
+  g_live_bytes.fetch_sub(bytes ? bytes : malloc_usable_size(p), std::memory_order_relaxed);
+  std::free(p);
+}
 
 size_t allocation_count() { return g_allocations.load(std::memory_order_relaxed); }
+size_t allocated_bytes() { return g_live_bytes.load(std::memory_order_relaxed); }
+size_t peak_allocated_bytes() { return g_peak_bytes.load(std::memory_order_relaxed); }
+void reset_peak_allocated_bytes() {
+  g_peak_bytes.store(g_live_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
 
 }  // namespace lockstep

@@ -39,8 +39,13 @@ std::vector<Value> gradients(Graph& g, Value loss, const std::vector<Value>& wrt
   std::vector<char> depends(last + 1, 0);
   for (Value w : wrt)
     if (w.node <= last) depends[w.node] = 1;
+  // stop_gradient passes none by definition, and zeros_like / ones_like read their input's shape
+  // alone (a position table broadcast to x's shape as zeros_like(x) + table).
   for (int i = 0; i <= last; ++i) {
-    if (depends[i] || !needed[i]) continue;
+    const OpId op = g.node(i).op;
+    if (depends[i] || !needed[i] || op == op::stop_gradient || op == op::zeros_like ||
+        op == op::ones_like)
+      continue;
     for (Value v : g.node(i).inputs) depends[i] |= depends[v.node];
   }
   for (int i = 0; i <= last; ++i) needed[i] &= depends[i];

@@ -6,6 +6,8 @@
 //   run_eager()          op by op with fresh buffers (run_eagerly, the test oracle)
 #include "graph/internal/kernel_program.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -140,6 +142,7 @@ class KernelProgram final : public CompiledGraph {
   void run() override;
   size_t arena_bytes() const override { return arena_bytes_; }
   size_t unplanned_bytes() const override { return unplanned_bytes_; }
+  size_t workspace_bytes() const override { return workspace_bytes_; }
   int num_scheduled() const override { return int(schedule_.size()); }
   const Graph& graph() const override { return graph_; }
   const std::vector<std::string>& report() const override { return report_; }
@@ -266,6 +269,16 @@ void KernelProgram::plan_arena() {
   const MemoryPlan plan = plan_memory(bufs, kAlignment);
   arena_bytes_ = plan.arena_bytes;
   unplanned_bytes_ = plan.unplanned_bytes;
+  // A step bigger than the machine: say so with the planner's figure, before the allocation
+  // (which the kernel would grant lazily and the step would then die touching).
+  if (allocator_->host_accessible()) {
+    const double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+    LS_CHECK(ram <= 0 || double(arena_bytes_) <= ram, "the compiled step's intermediates need ",
+             arena_bytes_ >> 20, " MiB (the memory planner's arena; ", unplanned_bytes_ >> 20,
+             " MiB without reuse) and this machine has ", int64_t(ram) >> 20,
+             " MiB: lower the batch size or the sequence length (Model::step_memory(batch) "
+             "shows the peak before fit)");
+  }
   arena_ = allocator_->allocate(std::max<size_t>(arena_bytes_, kAlignment));
   allocator_->zero(arena_, arena_bytes_);
   values_.assign(size_t(graph_.size()), {});

@@ -169,6 +169,7 @@ class CostReportCb : public CostReportCallback {
   // totals that the running one adds to.
   std::string next_phase_;
   json phases_ = json::array();
+  mutable json step_memory_;  // the last train step memory report() saw (kept after fit)
   bool in_fit_ = false;
   double train_seconds_before_ = 0, compile_seconds_before_ = 0;
   int64_t samples_before_ = 0;
@@ -284,6 +285,17 @@ json CostReportCb::report() const {
     r["total_cost"] = cost_of(wall);
     r["cost_per_epoch"] = epochs_.empty() ? 0.0 : cost_of(wall) / double(epochs_.size());
   }
+  if (std::optional<StepMemory> m = model ? model->compiled_step_memory() : std::nullopt) {
+    r["step_memory"] = {{"batch_size", m->batch_size},
+                        {"arena_bytes", m->arena_bytes},
+                        {"workspace_bytes", m->workspace_bytes},
+                        {"variable_bytes", m->variable_bytes},
+                        {"peak_bytes", m->peak_bytes},
+                        {"planned", m->planned}};
+    step_memory_ = r["step_memory"];
+  } else if (!step_memory_.is_null()) {
+    r["step_memory"] = step_memory_;  // the model is gone (report() after fit): the last one
+  }
   if (!phases_.empty()) {
     json phases = json::array();
     for (json ph : phases_) {
@@ -313,6 +325,17 @@ void CostReportCb::print_summary() const {
               r["wall_seconds"].get<double>(), r["train_seconds"].get<double>(),
               r["compile_seconds"].get<double>(), r["images_per_second"].get<double>(),
               r["peak_rss_mb"].get<double>());
+  if (r.contains("step_memory")) {
+    const json& m = r["step_memory"];
+    const double mb = 1.0 / (1 << 20);
+    std::printf(
+        "  train step (batch %lld): peak memory %.1f MB = intermediates %.1f MB (the planner's "
+        "arena) + scratch %.1f MB + weights and optimizer state %.1f MB\n",
+        (long long)m["batch_size"].get<int64_t>(), double(m["peak_bytes"].get<size_t>()) * mb,
+        double(m["arena_bytes"].get<size_t>()) * mb,
+        double(m["workspace_bytes"].get<size_t>()) * mb,
+        double(m["variable_bytes"].get<size_t>()) * mb);
+  }
   const bool priced = o_.price_per_hour > 0;
   for (const json& t : r["time_to_threshold"]) {
     if (!t["reached"].get<bool>()) {

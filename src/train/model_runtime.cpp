@@ -1,6 +1,8 @@
 // A Model's compiled state (src/train/model_runtime.h).
 #include "train/model_runtime.h"
 
+#include <algorithm>
+
 #include "distribute/internal/strategy_runtime.h"
 #include "lockstep/distribute/strategy.h"
 
@@ -35,6 +37,19 @@ Program& ModelRuntime::program(const Network& network, ProgramKind kind, int64_t
                                      weighted);
   compile_seconds_ += p->compile_seconds();
   return *(programs_[key] = std::move(p));
+}
+
+std::vector<const Program*> ModelRuntime::largest_train_programs() const {
+  std::vector<const Program*> best;
+  for (const auto& [key, p] : programs_) {
+    if (std::get<0>(key) != ProgramKind::train) continue;
+    const size_t replica = size_t(std::get<2>(key));
+    if (best.size() <= replica) best.resize(replica + 1, nullptr);
+    if (!best[replica] || p->batch() > best[replica]->batch()) best[replica] = p.get();
+  }
+  const auto gap = std::find(best.begin(), best.end(), nullptr);
+  best.erase(gap, best.end());
+  return best;
 }
 
 void ModelRuntime::set_thread_replicas(int k) {

@@ -34,6 +34,9 @@ class ModelRuntime {
   // output. Train and eval programs need compile().
   Program& program(const Network& network, ProgramKind kind, int64_t batch, int replica = 0,
                    int weighted = 0);
+  // Per local replica 0, 1, ...: its train program with the most rows compiled so far (the
+  // list ends at the first replica with none; empty when no train program was compiled).
+  std::vector<const Program*> largest_train_programs() const;
   double compile_seconds() const { return compile_seconds_; }
   int programs_compiled() const { return int(programs_.size()); }
 

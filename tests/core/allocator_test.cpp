@@ -1,5 +1,5 @@
 // The host allocator: 64-byte alignment, and blocks of 4 MiB or more on 2 MiB boundaries, whole
-// 2 MiB pages, advised for transparent huge pages (src/core/allocator.cpp).
+// 2 MiB pages, advised for transparent huge pages (src/core/allocator.cpp); its byte counters.
 #include "lockstep/core/allocator.h"
 
 #include <gtest/gtest.h>
@@ -30,6 +30,24 @@ TEST(Allocator, LargeBlocksStartOnHugePageBoundariesAndAreUsable) {
     aligned_free(p);
   }
   EXPECT_EQ(allocation_count(), before + 2);
+}
+
+TEST(Allocator, CountsLiveBytesAndTheirPeak) {
+  const size_t base = allocated_bytes();
+  reset_peak_allocated_bytes();
+  EXPECT_EQ(peak_allocated_bytes(), base);
+  void* a = aligned_alloc_bytes(size_t(3) << 20);
+  void* b = aligned_alloc_bytes(1000);
+  const size_t both = allocated_bytes() - base;
+  EXPECT_GE(both, (size_t(3) << 20) + 1000);
+  EXPECT_LE(both, (size_t(3) << 20) + 1000 + 4096);  // malloc's rounding, not a page more
+  aligned_free(a);
+  EXPECT_LT(allocated_bytes() - base, size_t(4096));  // b alone
+  EXPECT_EQ(peak_allocated_bytes(), base + both);     // the peak stays where both were live
+  aligned_free(b);
+  EXPECT_EQ(allocated_bytes(), base);
+  aligned_free(nullptr);
+  EXPECT_EQ(allocated_bytes(), base);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // The fused attention op's memory (the cpu kernel's bytes grow linearly in the sequence length,
-// by the bytes its program allocates: the planned arena and the kernels' workspace) and the
+// by the allocator's count and by the program's plan: arena and kernels' workspace) and the
 // attention layers: a transformer classifier trains, the mixed_bfloat16 path runs attention in bf16
 // with f32 softmax statistics, a config round-trips, and bad input is refused naming the layer and
 // the argument.
@@ -9,6 +9,8 @@
 
 #include <cmath>
 
+#include "lockstep/core/allocator.h"
+#include "lockstep/core/env.h"
 #include "lockstep/graph/autodiff.h"
 #include "lockstep/graph/executable.h"
 #include "lockstep/graph/op_registry.h"
@@ -36,10 +38,23 @@ void expect_has(const std::string& e, std::initializer_list<const char*> parts) 
 }
 
 // Bytes a train step of one causal attention node (forward and gradient) over sequences of
-// length T takes, as its program allocates them: the planned arena (inputs, outputs,
-// intermediates, Executable::arena_bytes) plus the one workspace, the largest any of its
-// kernels asks for (Kernel::workspace_bytes, built here as the program builds them).
-size_t step_bytes(int64_t T, const std::string& backend) {
+// length T takes, counted twice: `planned`, as its program lays them out (the planned arena of
+// inputs, outputs and intermediates, plus the one workspace, the largest any of its kernels asks
+// for), and `measured`, by the allocator's count: the peak of live bytes over compiling the step
+// and running it, above what was live before (lockstep/core/allocator.h).
+struct StepBytes {
+  size_t planned = 0, measured = 0;
+  size_t blocks = 0;  // the arena and the workspace as the allocator hands them out (rounded)
+};
+
+// A block of `bytes` as aligned_alloc_bytes rounds it: to 64 bytes, and from 4 MiB up to whole
+// 2 MiB huge pages (LOCKSTEP_HUGE_PAGES, on by default).
+size_t allocator_block(size_t bytes) {
+  const size_t huge = size_t(2) << 20;
+  if (bytes >= (size_t(4) << 20) && env::flag(env::huge_pages)) return (bytes + huge - 1) / huge * huge;
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+StepBytes step_bytes(int64_t T, const std::string& backend) {
   const int64_t B = 1, H = 2, D = 32;
   Graph g;
   Value q = g.input({DType::f32, Shape{B, T, H, D}}, "q");
@@ -49,21 +64,22 @@ size_t step_bytes(int64_t T, const std::string& backend) {
   Value loss = g.add(op::reduce_sum, {g.add(op::square, {y})},
                      Attrs{{"axes", std::vector<int64_t>{0, 1, 2, 3}}, {"keepdims", false}});
   std::vector<Value> grads = gradients(g, loss, {q, k, v});
-  Executable exe(g, {q, k, v}, {loss, grads[0], grads[1], grads[2]}, {.backend = backend});
+  std::vector<Tensor> inputs;
   for (int i = 0; i < 3; ++i)
-    exe.input(i).copy_from(test_util::lcg_inputs(Shape{B, T, H, D}, uint64_t(i + 1)));
-  exe.run();
-  size_t workspace = 0;
-  const Graph& cg = exe.graph();
-  for (const Node& n : cg.nodes()) {
-    const KernelFactory* f = OpRegistry::get().kernel(n.op, backend);
-    if (!f) f = OpRegistry::get().kernel(n.op, "reference");
-    if (!f || OpRegistry::get().op(n.op).source != Source::none) continue;
-    std::vector<TensorType> in;
-    for (Value v : n.inputs) in.push_back(cg.type(v));
-    workspace = std::max(workspace, (*f)(n, in)->workspace_bytes());
+    inputs.push_back(test_util::lcg_inputs(Shape{B, T, H, D}, uint64_t(i + 1)));
+  const size_t before = allocated_bytes();
+  reset_peak_allocated_bytes();
+  StepBytes bytes;
+  {
+    Executable exe(g, {q, k, v}, {loss, grads[0], grads[1], grads[2]}, {.backend = backend});
+    for (int i = 0; i < 3; ++i) exe.copy_input_from_host(i, inputs[size_t(i)]);
+    exe.run();
+    bytes.planned = exe.arena_bytes() + exe.workspace_bytes();
+    bytes.blocks = allocator_block(exe.arena_bytes()) +
+                   (exe.workspace_bytes() ? allocator_block(exe.workspace_bytes()) : 0);
   }
-  return exe.arena_bytes() + workspace;
+  bytes.measured = peak_allocated_bytes() - before;
+  return bytes;
 }
 
 }  // namespace
@@ -71,17 +87,26 @@ size_t step_bytes(int64_t T, const std::string& backend) {
 TEST(AttentionMemory, CpuKernelBytesGrowLinearlyInSequenceLength) {
   // The tiled kernel keeps no T x T matrix: doubling T doubles the step's bytes (inputs,
   // outputs, the per-row logsumexp and fixed tile scratch), and at T = 2048 the whole step
-  // takes less than one f32 T x T weight matrix would.
-  const size_t b512 = step_bytes(512, "cpu"), b1024 = step_bytes(1024, "cpu"),
-               b2048 = step_bytes(2048, "cpu");
-  std::printf("cpu attention step bytes: T=512 %zu, T=1024 %zu, T=2048 %zu\n", b512, b1024, b2048);
-  EXPECT_LE(double(b1024), 2.2 * double(b512));
-  EXPECT_LE(double(b2048), 2.2 * double(b1024));
-  EXPECT_GE(double(b2048), 1.8 * double(b1024));  // it is linear, not constant (the tensors)
-  EXPECT_LT(b2048, size_t(2048) * 2048 * sizeof(float));
+  // takes less than one f32 T x T weight matrix would. The allocator's count agrees with the
+  // plan: nothing the program allocates escapes it (beyond the allocator's rounding of the two
+  // blocks, to whole huge pages from 4 MiB on).
+  const StepBytes b512 = step_bytes(512, "cpu"), b1024 = step_bytes(1024, "cpu"),
+                  b2048 = step_bytes(2048, "cpu");
+  std::printf("cpu attention step bytes (allocator's peak / planned): T=512 %zu / %zu, "
+              "T=1024 %zu / %zu, T=2048 %zu / %zu\n",
+              b512.measured, b512.planned, b1024.measured, b1024.planned, b2048.measured,
+              b2048.planned);
+  for (const StepBytes& b : {b512, b1024, b2048}) {
+    EXPECT_GE(b.measured, b.blocks);
+    EXPECT_LE(b.measured, b.blocks + 65536);
+  }
+  EXPECT_LE(double(b1024.planned), 2.2 * double(b512.planned));
+  EXPECT_LE(double(b2048.planned), 2.2 * double(b1024.planned));
+  EXPECT_GE(double(b2048.planned), 1.8 * double(b1024.planned));  // linear, not constant
+  EXPECT_LT(b2048.measured, size_t(2048) * 2048 * sizeof(float));
   // The reference kernel holds the whole T x T matrix (in double): quadratic.
-  const size_t r512 = step_bytes(512, "reference"), r1024 = step_bytes(1024, "reference");
-  EXPECT_GE(double(r1024), 3.0 * double(r512));
+  const StepBytes r512 = step_bytes(512, "reference"), r1024 = step_bytes(1024, "reference");
+  EXPECT_GE(double(r1024.planned), 3.0 * double(r512.planned));
 }
 
 TEST(AttentionDropout, GradientMatchesFiniteDifferencesAtAFixedStep) {

@@ -245,6 +245,25 @@ TEST(KerasHubTraining, TransformerEncoderClassifierLossFalls) {
   EXPECT_LT(loss.back(), 0.6 * loss.front());
 }
 
+TEST(KerasHubTraining, PositionEmbeddingPassesGradientsToTheLayersBeforeIt) {
+  // The table is broadcast to x's shape as zeros_like(x) + table, and zeros_like reads x's shape
+  // alone: a trained layer in front of it (a ViT's patch embedding) trains.
+  reset_layer_names();
+  set_random_seed(2);
+  auto in = L::Input({4, 3});
+  auto h = L::Dense(8, {.name = "before"})(in);
+  h = L::Add()({h, H::PositionEmbedding(4)(h)})[0];
+  Model m(in, L::Dense(1)(L::Flatten()(h)));
+  m.compile({.optimizer = optimizers::SGD(0.1), .loss = losses::get("mse")});
+  const Tensor before = m.get_layer("before")->weights()[0]->value.clone();
+  m.train_on_batch(Tensor::full({2, 4, 3}, 1.f), Tensor::full({2, 1}, 1.f));
+  const Tensor after = m.get_layer("before")->weights()[0]->value;
+  double moved = 0;
+  for (int64_t i = 0; i < after.numel(); ++i)
+    moved += std::fabs(after.data<float>()[i] - before.data<float>()[i]);
+  EXPECT_GT(moved, 1e-4);
+}
+
 // A .keras file with a KerasHub class Lockstep does not have: the error names the file too.
 TEST(KerasHubLayers, AnUnknownKerasHubLayerInAFileNamesTheFileAndTheClass) {
   reset_layer_names();

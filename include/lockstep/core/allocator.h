@@ -15,5 +15,13 @@ void* aligned_alloc_bytes(size_t bytes);
 void aligned_free(void* p);
 /// Bytes allocated so far through this allocator (for tests that check "no per-step allocation").
 size_t allocation_count();
+/// Bytes of the blocks from aligned_alloc_bytes not yet freed (huge-page blocks at their size,
+/// others as malloc_usable_size counts them), over all threads: what tensors and arenas hold.
+size_t allocated_bytes();
+/// The most allocated_bytes() has been since the process started or the last
+/// reset_peak_allocated_bytes(): a compiled step's peak, measured rather than planned.
+size_t peak_allocated_bytes();
+/// Restarts peak_allocated_bytes() from allocated_bytes() now.
+void reset_peak_allocated_bytes();
 
 }  // namespace lockstep

@@ -40,6 +40,8 @@ class CompiledGraph {
   virtual void run() = 0;
   virtual size_t arena_bytes() const = 0;      ///< device memory of the intermediates
   virtual size_t unplanned_bytes() const = 0;  ///< their sum without reuse
+  /// The one scratch block its kernels share (the largest any kernel asks for), beside the arena.
+  virtual size_t workspace_bytes() const { return 0; }
   virtual int num_scheduled() const = 0;       ///< nodes that run
   virtual const Graph& graph() const = 0;      ///< the graph after every pass
   virtual const std::vector<std::string>& report() const = 0;  ///< one line per pass result

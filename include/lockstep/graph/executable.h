@@ -85,6 +85,8 @@ class Executable {
   size_t arena_bytes() const { return program_->arena_bytes(); }
   /// What the intermediates would take without reuse (arena_bytes() / this = the planner's gain).
   size_t unplanned_bytes() const { return program_->unplanned_bytes(); }  // sum without reuse
+  /// Bytes of the kernels' shared scratch block (allocated beside the arena; 0 when none).
+  size_t workspace_bytes() const { return program_->workspace_bytes(); }
   double compile_seconds() const { return compile_seconds_; }  ///< Time the constructor took.
   /// Where a whole-graph backend runs the step ("xla:cpu"), empty for the kernel backends (whose
   /// compile is quick); fit reports a compile on such a target.

@@ -11,7 +11,9 @@
 // training time (the steps only, as History::train_seconds), images/s and `monitor` (default
 // val_accuracy); the first epoch at which the monitor reaches each threshold gives the time
 // (and, with a price, the cost) to that threshold. Cost is price_per_hour × wall hours. It
-// also records the compile time, peak resident memory (getrusage) and the hardware: CPU model
+// also records the compile time, peak resident memory (getrusage), the compiled train step's
+// planned peak memory ("step_memory": Model::compiled_step_memory, the memory planner's arena,
+// the kernels' scratch, weights and optimizer state) and the hardware: CPU model
 // (/proc/cpuinfo), cores, replicas and workers. The JSON is rewritten atomically at every epoch
 // end (a stopped run keeps its report); the PNG (accuracy against time and against dollars)
 // and a printed summary come at the end of training. Under several workers only the chief

@@ -5,6 +5,7 @@
 #include <functional>
 #include <initializer_list>
 #include <map>
+#include <optional>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -228,6 +229,20 @@ class ModelRuntime;  ///< compiled state: programs, replication, fit progress (s
 ///
 /// (docs/examples/quickstart.cpp is this program in full.) /// Created inside a distribute
 /// strategy's scope(), it trains replicated under that strategy. Move-only.
+/// What one compiled train step holds in memory while it runs, from the memory planner
+/// (Model::step_memory): the number that says whether a batch size or a sequence length fits.
+struct StepMemory {
+  int64_t batch_size = 0;      ///< the rows the step was compiled for
+  size_t arena_bytes = 0;      ///< the intermediates (activations, gradients), planned with reuse
+  size_t workspace_bytes = 0;  ///< the kernels' shared scratch block
+  size_t variable_bytes = 0;   ///< weights, optimizer slots and metric accumulators
+  size_t peak_bytes = 0;       ///< their sum: the step's peak
+  int replicas = 1;  ///< programs the batch is split over (thread replicas), summed here
+  /// False on a whole-graph backend (xla): its plugin plans the device memory, so the arena is
+  /// unknown here and peak_bytes counts the variables alone.
+  bool planned = true;
+};
+
 class Model : public Network {
  public:
   Model();  ///< An empty model (to assign or load into).
@@ -323,6 +338,19 @@ class Model : public Network {
   /// Keras's model.stop_training: a callback sets it (EarlyStopping, TerminateOnNaN) and fit
   /// stops after the current batch; fit clears it when it starts.
   bool stop_training = false;
+
+  /// Keras's model.summary() table and, once a train step is compiled (step_memory(batch) before
+  /// fit, or fit), that step's planned peak memory on a last line (compiled_step_memory; the
+  /// largest step so far). It compiles nothing itself: call step_memory(batch) first to see it.
+  void summary(std::ostream& os) const;
+  void summary() const;  ///< ... on stdout
+  /// The train step's memory for `batch_size` rows, as the memory planner laid it out:
+  /// compiles that step (the programs fit then runs at this batch size, one per thread replica
+  /// when fit splits the batch over them) if it is not yet. Needs compile(). A step whose
+  /// intermediates exceed the machine's memory fails here, naming them, before fit runs.
+  StepMemory step_memory(int64_t batch_size);
+  /// The memory of the largest train step compiled so far (by fit or step_memory), else nullopt.
+  std::optional<StepMemory> compiled_step_memory() const;
 
   /// The configuration compile() got, its per-output arguments in the list form.
   const CompileConfig& compile_config() const;

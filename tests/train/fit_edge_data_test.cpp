@@ -97,4 +97,7 @@ TEST(FitEdgeData, ANaNInTheInputStopsFitThroughMaxPooling) {
   x.data<float>()[3 * 64 + 27] = std::numeric_limits<float>::quiet_NaN();  // sample 3
   History hist = m.fit(x, y, {.batch_size = 8, .epochs = 3, .verbose = 0, .shuffle = false});
   EXPECT_TRUE(hist.stopped_on_nan) << "fit went on with a NaN input";
+  // On the step that read the NaN: before, its loss was finite, and only the conv's kernel,
+  // updated from the NaN pixel, made the next step's NaN.
+  EXPECT_NE(hist.stop_reason.find("epoch 1, step 1"), std::string::npos) << hist.stop_reason;
 }

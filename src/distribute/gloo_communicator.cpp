@@ -23,10 +23,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "distribute/backends.h"
 #include "distribute/bf16_reduce.h"
@@ -99,6 +104,52 @@ std::string engine_message(const std::exception& e) {
   }
   return msg;
 }
+
+// Notices when the process stops running (SIGSTOP, Ctrl-Z, a suspended VM): a thread ticks
+// every 100 ms, and the longest gap between ticks since restart() is how long the process was
+// not running (a stopped process's threads all stop). Costs one sleeping thread.
+class PauseWatch {
+ public:
+  PauseWatch() : thread_([this] { tick(); }) {}
+  ~PauseWatch() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void restart() { longest_ms_.store(0, std::memory_order_relaxed); }
+  // Includes the time since the last tick: the failing call can run before the ticker, on
+  // resuming, gets the CPU back.
+  double longest_seconds() const {
+    const int64_t since = now_ms() - last_tick_ms_.load(std::memory_order_relaxed);
+    return 1e-3 * double(std::max(longest_ms_.load(std::memory_order_relaxed), since));
+  }
+
+ private:
+  static int64_t now_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  void tick() {
+    std::unique_lock lock(mu_);
+    while (!cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return stop_; })) {
+      const int64_t now = now_ms();
+      const int64_t gap = now - last_tick_ms_.load(std::memory_order_relaxed);
+      if (gap > longest_ms_.load(std::memory_order_relaxed))
+        longest_ms_.store(gap, std::memory_order_relaxed);
+      last_tick_ms_.store(now, std::memory_order_relaxed);
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::atomic<int64_t> last_tick_ms_{now_ms()};
+  std::atomic<int64_t> longest_ms_{0};
+  std::thread thread_;  // last: starts after the rest is set up
+};
 
 class GlooCommunicator final : public Communicator {
  public:
@@ -389,6 +440,25 @@ class GlooCommunicator final : public Communicator {
     } catch (const std::exception& e) {
       fail(op, e);
     }
+    pauses_.restart();
+  }
+
+  // When this worker itself was not running (stopped with SIGSTOP or Ctrl-Z, suspended) for a
+  // good part of the timeout since its last collective, the others gave up waiting for it, and
+  // what it sees on resuming (their closed connections, the store gone) would blame them: a
+  // worker stopped and resumed said worker 0 was lost. Says so first; "" otherwise.
+  std::string own_pause() const {
+    const double paused = pauses_.longest_seconds();
+    const double limit = std::chrono::duration<double>(options_.timeout).count();
+    if (paused < std::max(1.0, 0.5 * limit)) return "";
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f s", paused);
+    return "this worker (" + std::to_string(rank_) + ") was not running for " + text +
+           " (stopped with SIGSTOP or Ctrl-Z, suspended, or starved of CPU) against a " +
+           format_duration(options_.timeout) +
+           " collective timeout, so the other workers most likely gave up waiting for it: the "
+           "failure below follows from that pause, not from a fault of theirs; rerun the job "
+           "(from its backup, if it keeps one) and keep every worker running; then: ";
   }
 
   [[noreturn]] void fail(const std::string& op, const std::exception& e) {
@@ -440,7 +510,7 @@ class GlooCommunicator final : public Communicator {
                 " during " + op + " and no worker's connection has closed, so one of the " +
                 std::to_string(size_ - 1) + " other workers is hung or partitioned";
     }
-    message += " [gloo: " + engine + "]";
+    message = own_pause() + message + " [gloo: " + engine + "]";
     failed_ = message;
     throw PeerLostError(message, lost_rank, lost_rank >= 0 ? addresses_[lost_rank] : "");
   }
@@ -461,6 +531,7 @@ class GlooCommunicator final : public Communicator {
   std::vector<bf16> bf16_send_, bf16_recv_, bf16_mine_;  // allreduce_sum_bf16 staging
   std::string failed_;
   bool closed_ = false;
+  PauseWatch pauses_;  // since the last collective that succeeded
 };
 
 std::string rank_list(const std::vector<int>& ranks, const std::vector<std::string>& addresses) {

@@ -238,6 +238,15 @@ std::string job_token_from_environment(const std::string& host) {
   return job_token_from_environment(host, process_environment());
 }
 
+// The numeric host of an accepted peer ("127.0.0.1", "::1"); "" when unknown.
+std::string peer_host(const sockaddr_storage& a) {
+  char host[NI_MAXHOST] = "";
+  if (::getnameinfo(reinterpret_cast<const sockaddr*>(&a), sizeof a, host, sizeof host, nullptr, 0,
+                    NI_NUMERICHOST) != 0)
+    return "";
+  return host;
+}
+
 // ---- server ----------------------------------------------------------------------------------
 
 struct StoreServer::Impl {
@@ -257,9 +266,16 @@ struct StoreServer::Impl {
   std::map<uint64_t, std::thread> connections;  // running
   std::vector<std::thread> finished;            // ended, to be joined by the acceptor
   std::set<int> connection_fds;                 // open server-side sockets
-  // Connections that have not yet presented the token (id -> socket), oldest first: when the
-  // store is full, the oldest of these is cut to make room (a real worker always can join).
-  std::map<uint64_t, int> unauthenticated;
+  // Strangers: connections that have not yet shown they belong to the job (id -> socket and
+  // peer address), oldest first. With a token, a stranger has not presented it yet; without
+  // one, it has not completed a first request. When the store is full, the oldest stranger is
+  // cut to make room, and one peer address holds at most max_strangers_per_peer of them (its
+  // oldest is cut first), so idle connections can never keep a worker of the job out.
+  struct Stranger {
+    int fd;
+    std::string peer;
+  };
+  std::map<uint64_t, Stranger> unauthenticated;
 
   // Sleeps `d` unless shutdown is requested first; returns false on shutdown.
   bool pause(milliseconds d) {
@@ -283,7 +299,10 @@ struct StoreServer::Impl {
       const int n = ::poll(fds, 2, -1);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 || (fds[1].revents & POLLIN)) return;
-      const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      sockaddr_storage peer_addr{};
+      socklen_t peer_len = sizeof peer_addr;
+      const int fd =
+          ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer_addr), &peer_len, SOCK_CLOEXEC);
       if (fd < 0) {
         const int err = errno;
         if (err == EINTR || err == EAGAIN || err == ECONNABORTED || err == EPROTO) continue;
@@ -299,15 +318,17 @@ struct StoreServer::Impl {
         ::close(fd);
         return;
       }
+      const std::string peer = peer_host(peer_addr);
+      evict_strangers_of(peer, options.max_strangers_per_peer - 1);
       if (int(connections.size()) >= options.max_connections && !evict_one_stranger()) {
-        ::close(fd);  // over the bound, every connection authenticated: refused at once
+        ::close(fd);  // over the bound, every connection a member: refused at once
         continue;
       }
       const uint64_t id = next_id++;
       try {
         std::thread& slot = connections[id];  // the slot first: a thread is never dropped
         connection_fds.insert(fd);
-        if (!options.token.empty()) unauthenticated[id] = fd;
+        unauthenticated[id] = Stranger{fd, peer};
         slot = std::thread([this, fd, id] { serve(fd, id); });
       } catch (const std::exception&) {  // no more threads or memory: like EMFILE
         connections.erase(id);
@@ -322,9 +343,25 @@ struct StoreServer::Impl {
   // the socket shut and ends). False when there is none.
   bool evict_one_stranger() {
     if (unauthenticated.empty()) return false;
-    ::shutdown(unauthenticated.begin()->second, SHUT_RDWR);
+    ::shutdown(unauthenticated.begin()->second.fd, SHUT_RDWR);
     unauthenticated.erase(unauthenticated.begin());
     return true;
+  }
+
+  // Holding `mu`: cuts the oldest strangers from `peer` until it holds at most `keep`.
+  void evict_strangers_of(const std::string& peer, int keep) {
+    int held = 0;
+    for (const auto& [id, s] : unauthenticated) held += s.peer == peer;
+    for (auto it = unauthenticated.begin();
+         held > std::max(keep, 0) && it != unauthenticated.end();) {
+      if (it->second.peer != peer) {
+        ++it;
+        continue;
+      }
+      ::shutdown(it->second.fd, SHUT_RDWR);
+      it = unauthenticated.erase(it);
+      --held;
+    }
   }
 
   // Waits (holding `lock`) until pred() or timeout or shutdown; returns pred().
@@ -359,11 +396,8 @@ struct StoreServer::Impl {
 
   enum class Next { kReply, kClose };
 
-  // One request after the hello: reads its arguments (each capped), fills the reply. kClose on
-  // a protocol error or a broken connection.
-  Next handle(uint8_t op, Reader& in, Writer& out, int& rank) {
-    Request request;
-    if (op == kHello || op == kBye || !read_request(op, in, request)) return Next::kClose;
+  // One request after the hello (its arguments read, each capped): fills the reply.
+  Next handle(uint8_t op, Request& request, Writer& out, int& rank) {
     if (op == kSet) {
       {
         std::lock_guard lock(mu);
@@ -431,7 +465,7 @@ struct StoreServer::Impl {
   }
 
   // The hello: checks the token (when the server has one). False closes the connection.
-  bool hello(int fd, uint64_t id, Reader& in, Writer& out, bool& authenticated) {
+  bool hello(int fd, Reader& in, Writer& out, bool& authenticated) {
     Request request;
     if (!read_request(kHello, in, request)) return false;
     const std::string& token = request.token;
@@ -440,25 +474,31 @@ struct StoreServer::Impl {
       write_all(fd, out.buf.data(), out.buf.size());
       return false;
     }
-    if (!authenticated) {
-      set_socket_timeout(fd, milliseconds(0));  // workers idle for hours
-      std::lock_guard lock(mu);
-      unauthenticated.erase(id);  // a member now: never evicted
-    }
     authenticated = true;
     out.pod(kOk);
     return true;
+  }
+
+  // The connection has shown it belongs to the job (the token, or without one its first
+  // complete request): a member from now on, never evicted, with no deadline on its reads.
+  void admit(int fd, uint64_t id, bool& member) {
+    set_socket_timeout(fd, milliseconds(0));  // workers idle for hours
+    std::lock_guard lock(mu);
+    unauthenticated.erase(id);
+    member = true;
   }
 
   // Serves one connection until it leaves, breaks the protocol or the server stops. Returns
   // true when the client said goodbye.
   bool serve_requests(int fd, uint64_t id, int& rank) {
     bool authenticated = options.token.empty();
+    bool member = false;
     // The handshake is bounded as a whole: a client dripping one byte every few seconds
-    // (each read within a per-read timeout) is cut at the deadline all the same.
+    // (each read within a per-read timeout) is cut at the deadline all the same. Without a
+    // token the first request is the handshake: an idle connection holds no slot for long.
     const auto deadline = Clock::now() + options.handshake_timeout;
     Reader in{[&](void* data, size_t size) {
-      return authenticated ? read_all(fd, data, size) : read_before(fd, data, size, deadline);
+      return member ? read_all(fd, data, size) : read_before(fd, data, size, deadline);
     }};
     for (;;) {
       const uint8_t op = in.pod<uint8_t>();
@@ -466,12 +506,18 @@ struct StoreServer::Impl {
       if (op == kBye) return true;
       Writer out;
       if (op == kHello) {
-        if (!hello(fd, id, in, out, authenticated)) return false;
+        if (!hello(fd, in, out, authenticated)) return false;
       } else if (!authenticated) {
         return false;  // a stranger: say nothing, close
-      } else if (handle(op, in, out, rank) == Next::kClose) {
-        return false;
+      } else {
+        // Read whole (within the deadline while a stranger) before it is served: a blocking
+        // get or wait of a member then waits with no deadline.
+        Request request;
+        if (!read_request(op, in, request)) return false;
+        if (!member) admit(fd, id, member);
+        if (handle(op, request, out, rank) == Next::kClose) return false;
       }
+      if (!member) admit(fd, id, member);
       if (!write_all(fd, out.buf.data(), out.buf.size())) return false;
     }
   }

@@ -35,6 +35,7 @@ struct VisitState {
   uint64_t stored_bytes = 0;   // bytes the datasets read so far occupy (must fit in the file)
   uint64_t budget = 0;         // decoded bytes allowed in all (0: no budget beyond the file's)
   uint64_t decoded_bytes = 0;  // decoded so far
+  uint64_t text_bytes = 0;     // names read from attributes so far (legacy .h5)
 };
 
 // HDF5's own error printing off (each failure becomes one lockstep::Error in our words).

@@ -17,14 +17,63 @@ using namespace h5;
 constexpr size_t kAttributeChunkBytes = 64000;
 // No list attribute of a weights file comes near this (ResNet152: ~500 names).
 constexpr hssize_t kMaxNames = 1 << 20;
-// Nor this much text in one list (bytes).
-constexpr size_t kMaxListBytes = 64u << 20;
+// Nor this much text in all its names (bytes, counted before they are decoded).
+constexpr uint64_t kMaxTextBytes = 64u << 20;
 
 bool has_attribute(hid_t loc, const std::string& name) { return H5Aexists(loc, name.c_str()) > 0; }
 
+// Variable-length strings are stored as (length, heap object) records, and many records can
+// name one heap object: 4,000 records of one 1 MB object decode to 4 GB (std::bad_alloc, with
+// no file named, before any check could run). HDF5 1.10 decodes an attribute whole, with no way
+// to size it first, so a probe read converts it to a fixed-length type of kProbeSize through
+// this conversion, which only adds up the records' lengths (the first 4 bytes of each record,
+// little-endian, in HDF5's file format) and decodes nothing.
+constexpr size_t kProbeSize = 61;  // a size no other conversion asks for
+uint64_t g_probed_bytes = 0;       // the reader process reads one file at a time
+
+herr_t sum_lengths(hid_t src, hid_t dst, H5T_cdata_t* cdata, size_t n, size_t stride, size_t,
+                   void* buf, void*, hid_t) {
+  if (cdata->command == H5T_CONV_INIT) {
+    cdata->need_bkg = H5T_BKG_NO;
+    const bool ours = H5Tis_variable_str(src) > 0 && H5Tget_class(dst) == H5T_STRING &&
+                      H5Tis_variable_str(dst) <= 0 && H5Tget_size(dst) == kProbeSize;
+    return ours ? 0 : -1;
+  }
+  if (cdata->command != H5T_CONV_CONV) return 0;
+  const size_t record = stride ? stride : H5Tget_size(src);
+  const auto* bytes = static_cast<const unsigned char*>(buf);
+  uint64_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char* r = bytes + i * record;
+    total += uint64_t(r[0]) | uint64_t(r[1]) << 8 | uint64_t(r[2]) << 16 | uint64_t(r[3]) << 24;
+  }
+  g_probed_bytes += total;
+  std::memset(buf, 0, n * std::max(record, kProbeSize));
+  return 0;
+}
+
+// The bytes the variable-length strings of `attr` decode to (terminators not counted), or -1
+// when the probe cannot tell.
+int64_t probe_text_bytes(hid_t attr, hssize_t n) {
+  static const bool registered = [] {
+    H5Handle vlen(H5Tcopy(H5T_C_S1), H5Tclose), fixed(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(vlen, H5T_VARIABLE);
+    H5Tset_size(fixed, kProbeSize);
+    return H5Tregister(H5T_PERS_SOFT, "lockstep_vlen_lengths", vlen, fixed, sum_lengths) >= 0;
+  }();
+  if (!registered) return -1;
+  H5Handle probe(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(probe, kProbeSize);
+  std::vector<char> sink(size_t(n) * kProbeSize);
+  g_probed_bytes = 0;
+  if (H5Aread(attr, probe, sink.data()) < 0) return -1;
+  return int64_t(g_probed_bytes);
+}
+
 // Attribute `name` of `loc` as strings (fixed or variable length; an empty list of any type).
-std::vector<std::string> read_strings(hid_t loc, const std::string& name,
-                                      const std::string& where) {
+// Their bytes are added to *text and refused past kMaxTextBytes for the file, before decoding.
+std::vector<std::string> read_strings(hid_t loc, const std::string& name, const std::string& where,
+                                      uint64_t* text) {
   H5Handle attr(H5Aopen(loc, name.c_str(), H5P_DEFAULT), H5Aclose);
   LS_CHECK(attr.id >= 0, where, ": cannot open the attribute '", name, "'");
   H5Handle type(H5Aget_type(attr), H5Tclose);
@@ -36,27 +85,35 @@ std::vector<std::string> read_strings(hid_t loc, const std::string& name,
   LS_CHECK(H5Tget_class(type) == H5T_STRING, where, ": attribute '", name,
            "' is not a list of strings (not a Keras weights file?)");
   std::vector<std::string> out;
+  auto count = [&](uint64_t bytes) {
+    *text += bytes;
+    LS_CHECK(*text <= kMaxTextBytes, where, ": attribute '", name, "' brings the names read to ",
+             *text, " bytes of text, more than the limit of ", kMaxTextBytes,
+             " for a weights file (Keras's hold kilobytes; many names sharing one stored string "
+             "can claim gigabytes: the file is damaged or crafted)");
+  };
   if (H5Tis_variable_str(type) > 0) {
+    const int64_t probed = probe_text_bytes(attr, n);
+    if (probed >= 0) count(uint64_t(probed) + uint64_t(n));
     std::vector<char*> ptrs(static_cast<size_t>(n), nullptr);
     H5Handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
     H5Tset_size(mem, H5T_VARIABLE);
     H5Tset_cset(mem, H5Tget_cset(type));
     LS_CHECK(H5Aread(attr, mem, ptrs.data()) >= 0, where, ": cannot read the attribute '", name,
              "'");
-    // Many entries can share one heap object: a small file can name gigabytes of text.
-    size_t total = 0;
-    for (char* p : ptrs) total += p ? std::strlen(p) : 0;
-    if (total <= kMaxListBytes)
+    // Counted again as decoded when the probe could not tell (the strings are then in memory).
+    uint64_t total = 0;
+    for (char* p : ptrs) total += p ? std::strlen(p) + 1 : 1;
+    if (probed >= 0 || *text + total <= kMaxTextBytes)
       for (char* p : ptrs) out.push_back(p ? p : "");
     H5Dvlen_reclaim(mem, space, H5P_DEFAULT, ptrs.data());
-    LS_CHECK(total <= kMaxListBytes, where, ": attribute '", name, "' holds ", total,
-             " bytes of text, more than the limit of ", kMaxListBytes,
-             " (the file is damaged or crafted)");
+    if (probed < 0) count(total);
     return out;
   }
   const size_t len = H5Tget_size(type);
-  LS_CHECK(len > 0 && len * size_t(n) <= kMaxListBytes, where, ": attribute '", name,
+  LS_CHECK(len > 0 && len <= kMaxTextBytes, where, ": attribute '", name,
            "' is too large (the file is damaged)");
+  count(uint64_t(len) * uint64_t(n));
   std::string buf(len * size_t(n), '\0');
   LS_CHECK(H5Aread(attr, type, buf.data()) >= 0, where, ": cannot read the attribute '", name, "'");
   for (hssize_t i = 0; i < n; ++i) {
@@ -69,11 +126,12 @@ std::vector<std::string> read_strings(hid_t loc, const std::string& name,
 }
 
 // A list attribute, whole or in Keras's chunks (name0, name1, ...); [] when absent.
-std::vector<std::string> read_list(hid_t loc, const std::string& name, const std::string& where) {
-  if (has_attribute(loc, name)) return read_strings(loc, name, where);
+std::vector<std::string> read_list(hid_t loc, const std::string& name, const std::string& where,
+                                   uint64_t* text) {
+  if (has_attribute(loc, name)) return read_strings(loc, name, where, text);
   std::vector<std::string> out;
   for (int k = 0; has_attribute(loc, name + std::to_string(k)); ++k)
-    for (auto& s : read_strings(loc, name + std::to_string(k), where)) out.push_back(s);
+    for (auto& s : read_strings(loc, name + std::to_string(k), where, text)) out.push_back(s);
   return out;
 }
 
@@ -134,7 +192,7 @@ LegacyLayerWeights read_layer(hid_t root, const std::string& layer, VisitState* 
   H5Handle g(H5Gopen2(root, layer.c_str(), H5P_DEFAULT), H5Gclose);
   LS_CHECK(g.id >= 0, where, ": cannot open it");
   LegacyLayerWeights out{layer, {}};
-  for (auto& w : read_list(g, "weight_names", where)) {
+  for (auto& w : read_list(g, "weight_names", where, &st->text_bytes)) {
     try {
       out.weights.push_back({w, read_dataset(g, w.c_str(), st)});
     } catch (const Error& e) {
@@ -149,9 +207,10 @@ LegacyLayerWeights read_layer(hid_t root, const std::string& layer, VisitState* 
 namespace {
 
 // One string attribute (Keras writes keras_version and backend as one string); "" when absent.
-std::string read_one_string(hid_t loc, const std::string& name, const std::string& path) {
+std::string read_one_string(hid_t loc, const std::string& name, const std::string& path,
+                            uint64_t* text) {
   if (!has_attribute(loc, name)) return "";
-  const auto values = read_strings(loc, name, "'" + path + "'");
+  const auto values = read_strings(loc, name, "'" + path + "'", text);
   LS_CHECK(values.size() == 1, "'", path, "': attribute '", name, "' holds ", values.size(),
            " strings; Keras writes it as one (the file is damaged)");
   return values[0];
@@ -165,12 +224,12 @@ LegacyWeightsFile read_legacy_h5_here(const std::string& path, uint64_t budget) 
            "': not in Keras's legacy .h5 layout (no layer_names attribute at the root or under "
            "model_weights/)");
   LegacyWeightsFile out;
-  out.keras_version = read_one_string(root, "keras_version", path);
-  out.backend = read_one_string(root, "backend", path);
   std::vector<NamedTensor> sink;
   VisitState st{path, &sink, "", bytes};
   st.budget = budget;
-  for (auto& layer : read_list(root, "layer_names", "'" + path + "'"))
+  out.keras_version = read_one_string(root, "keras_version", path, &st.text_bytes);
+  out.backend = read_one_string(root, "backend", path, &st.text_bytes);
+  for (auto& layer : read_list(root, "layer_names", "'" + path + "'", &st.text_bytes))
     out.layers.push_back(read_layer(root, layer, &st));
   return out;
 }

@@ -1,9 +1,13 @@
 // Gloo backend over loopback: forked worker processes all-reduce real values (ring,
 // halving-doubling, auto; sizes not divisible by 2), buckets, broadcast, all-gather; a killed
-// or hung peer makes the survivor throw within the timeout naming the lost worker; connect()
-// names workers that never arrive.
+// or hung peer makes the survivor throw within the timeout naming the lost worker, and a worker
+// stopped past the timeout and resumed says it was stopped; connect() names workers that never
+// arrive.
 #ifdef LOCKSTEP_HAVE_GLOO
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -232,6 +236,48 @@ TEST(GlooFaults, HungPeerTimesOutNamingIt) {
   std::printf("waiting worker's error: %s\n", results[0].message.c_str());
 }
 
+// Worker 1 is stopped (SIGSTOP, from a helper process of its own) for 3 s against a 2 s timeout
+// and then resumed (SIGCONT). Worker 0 rightly names worker 1 as not answering and leaves; on
+// resuming, worker 1 found worker 0's connections and store gone and blamed worker 0 ("worker 0
+// was lost"). Now worker 1's error says first that it was itself not running.
+TEST(GlooFaults, AStoppedAndResumedWorkerSaysItWasStoppedNotThatTheOtherFailed) {
+  const int port = ld::testing::free_port();
+  auto results = run_workers(2, [&](int rank, std::string& message) {
+    auto c = ld::connect(loopback_cluster(2, rank, port), {.timeout = 2s});
+    std::vector<float> x(1000, 1.0f);
+    c->allreduce_sum(x.data(), x.size());
+    pid_t helper = -1;
+    if (rank == 1) {
+      const pid_t me = ::getpid();
+      helper = ::fork();
+      if (helper == 0) {
+        ::kill(me, SIGSTOP);
+        ::usleep(3000 * 1000);
+        ::kill(me, SIGCONT);
+        ::_exit(0);
+      }
+      ::usleep(300 * 1000);  // stopped in here, then into the all-reduce on resuming
+    }
+    try {
+      c->allreduce_sum(x.data(), x.size());
+      message = "no error";
+    } catch (const ld::PeerLostError& e) {
+      message = e.what();
+    }
+    if (helper > 0) ::waitpid(helper, nullptr, 0);
+    return 0;
+  });
+  const std::string& m0 = results[0].message;
+  const std::string& m1 = results[1].message;
+  std::printf("worker 0: %s\nworker 1: %s\n", m0.c_str(), m1.c_str());
+  EXPECT_NE(m0.find("worker 1 (127.0.0.1:" + std::to_string(port + 1) + ") did not answer"),
+            std::string::npos)
+      << m0;
+  EXPECT_EQ(m0.find("was not running"), std::string::npos) << m0;
+  EXPECT_EQ(m1.rfind("this worker (1) was not running for ", 0), 0u) << m1;
+  EXPECT_NE(m1.find("not from a fault of theirs"), std::string::npos) << m1;
+}
+
 TEST(GlooConnect, MissingWorkerIsNamedWithStoreAddress) {
   const int port = ld::testing::free_port();
   auto results = run_workers(1, [&](int, std::string& message) {
@@ -318,6 +364,7 @@ LOCKSTEP_NO_GLOO_TEST(GlooAllreduce, TwoOrThreeProcessesOverLoopback)
 LOCKSTEP_NO_GLOO_TEST(GlooFaults, KilledWorker1IsNamedBySurvivor)
 LOCKSTEP_NO_GLOO_TEST(GlooFaults, KilledWorker0IsNamedBySurvivor)
 LOCKSTEP_NO_GLOO_TEST(GlooFaults, HungPeerTimesOutNamingIt)
+LOCKSTEP_NO_GLOO_TEST(GlooFaults, AStoppedAndResumedWorkerSaysItWasStoppedNotThatTheOtherFailed)
 LOCKSTEP_NO_GLOO_TEST(GlooConnect, MissingWorkerIsNamedWithStoreAddress)
 LOCKSTEP_NO_GLOO_TEST(GlooConnect, UnreachableChiefIsNamed)
 LOCKSTEP_NO_GLOO_TEST(GlooConnect, InvalidClustersAreRejectedBeforeConnecting)

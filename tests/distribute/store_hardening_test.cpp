@@ -1,8 +1,9 @@
 // The rendezvous store as an attacker and a careless network see it: a stranger without the
 // job token is refused while the job completes; oversized lengths and garbage close only that
 // connection and allocate nothing up front; a thousand open-and-close connections and a low
-// descriptor limit leave the store able to serve (and the acceptor does not spin); worker 0's
-// store listens only on the address the cluster names.
+// descriptor limit leave the store able to serve (and the acceptor does not spin); idle
+// connections, with a token or without, are cut first when the store is full, and one peer holds
+// a bounded number of them; worker 0's store listens only on the address the cluster names.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -657,4 +658,57 @@ TEST(StoreHardening, AWorkerShutOutOfAFullStoreIsToldItIsFull) {
   EXPECT_EQ(error.find("check that worker 0"), std::string::npos) << error;
   EXPECT_NE(error.find("127.0.0.1:" + std::to_string(server.port())), std::string::npos) << error;
   for (int i = 0; i < 2; ++i) EXPECT_EQ(members[size_t(i)]->get_string("m1"), "joined");
+}
+
+// Without LOCKSTEP_JOB_TOKEN (loopback), idle connections that never sent a request held every
+// slot until the job's timeout (about 1,100 did it at the default bound): a worker could not
+// join. Now a connection without a token is a stranger until it completes a first request, so
+// strangers are cut first when the store is full, and workers join and are never cut.
+TEST(StoreHardening, IdleConnectionsWithoutATokenAreEvictedFirstWhenTheStoreIsFull) {
+  NoTokenEnv env;
+  ld::StoreServerOptions options;
+  options.max_connections = 4;
+  options.handshake_timeout = 60s;  // the idle ones would hold their slots for a minute
+  ld::StoreServer server("127.0.0.1", 0, options);
+  std::vector<int> idle;
+  for (int i = 0; i < 4; ++i) {
+    idle.push_back(raw_connect("127.0.0.1", server.port()));
+    ASSERT_GE(idle.back(), 0);
+  }
+  std::vector<std::unique_ptr<ld::StoreClient>> workers;
+  for (int i = 0; i < 4; ++i) {
+    workers.push_back(std::make_unique<ld::StoreClient>("127.0.0.1", server.port(), 5s));
+    workers.back()->set("w" + std::to_string(i), "joined");
+  }
+  for (int fd : idle) {
+    EXPECT_TRUE(closed_by_server(fd, 20s)) << "an idle connection kept its slot";
+    ::close(fd);
+  }
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(workers[size_t(i)]->get_string("w3"), "joined");
+}
+
+// One peer address holds at most max_strangers_per_peer connections that have not shown they
+// belong to the job: past it, that peer's oldest is cut (so one host cannot hold the slots).
+TEST(StoreHardening, StrangersPerPeerAreBounded) {
+  NoTokenEnv env;
+  ld::StoreServerOptions options;
+  options.max_connections = 64;
+  options.max_strangers_per_peer = 3;
+  options.handshake_timeout = 60s;
+  ld::StoreServer server("127.0.0.1", 0, options);
+  std::vector<int> idle;
+  for (int i = 0; i < 5; ++i) {
+    idle.push_back(raw_connect("127.0.0.1", server.port()));
+    ASSERT_GE(idle.back(), 0);
+  }
+  // The fifth accept cuts the second: then all five were accepted and the newest three kept.
+  EXPECT_TRUE(closed_by_server(idle[0], 20s)) << "the oldest of 5 strangers from one peer stayed";
+  EXPECT_TRUE(closed_by_server(idle[1], 20s));
+  for (size_t i = 2; i < 5; ++i) EXPECT_FALSE(closed_by_server(idle[i], 200ms)) << i;
+  // A worker from the same peer joins (its connection cuts the oldest stranger left) and works.
+  ld::StoreClient worker("127.0.0.1", server.port(), 5s);
+  worker.set("k", "v");
+  EXPECT_EQ(worker.get_string("k"), "v");
+  EXPECT_TRUE(closed_by_server(idle[2], 20s));
+  for (int fd : idle) ::close(fd);
 }

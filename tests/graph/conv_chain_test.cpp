@@ -7,6 +7,7 @@
 // one that needs no gradient through it (a frozen backbone under a trained head) fuses it; the
 // size threshold and LOCKSTEP_DW_FUSION_BYTES=-1 keep small pairs apart. A swish pair stays
 // apart unless oneDNN runs the convs' swish (LOCKSTEP_CONV_SWISH=onednn), and matches either way.
+// A NaN in x or in a filter channel comes out of the fused pair where the reference puts it.
 // Whether a pair fuses is oneDNN's answer on the machine at hand (cpu::fused_pair_impl: a Zen 4/5
 // gets jit_1x1, a 2-core Xeon with AMX only ref_fused_convolution), so each test asks it, names
 // the answer and the CPU in its output, and runs again with the answer forced to "none"
@@ -15,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -164,6 +166,41 @@ TEST(ConvChainFusion, OnlyAPairNoGradientGoesThroughFuses) {
       EXPECT_LE(worst(got[0], want[0], 1e-4, 1e-5), 1.0);
       EXPECT_LE(worst(got[1], want[1], 1e-5, 1e-5), 1.0);
     }
+  }
+}
+
+// oneDNN's relu / relu6 post-ops inside the fused pair turn NaN into 0; TensorFlow and PyTorch
+// keep it, and so do the unfused convs (Lockstep's own relu pass). A NaN pixel of x, then a NaN
+// in one channel of the 1x1 filter: the fused program's output is NaN exactly where the
+// reference backend's is, and equal elsewhere.
+TEST(ConvChainFusion, NaNGoesThroughTheFusedPairAsThroughTheUnfusedConvs) {
+  FusionBytes always("0");
+  const bool offered = onednn_fuses_pair(16, 32, "relu6");
+  for (int where : {0, 1}) {
+    Block b = expansion_block(16, 32);
+    Executable fused(b.g, b.feeds, {b.out});
+    Executable reference(b.g, b.feeds, {b.out}, CompileOptions{.backend = "reference"});
+    EXPECT_EQ(fused_pairs(fused), offered ? 1 : 0);
+    auto in = inputs(b.g, b.feeds, 13);
+    if (where == 0)
+      in[0][size_t(((3 * 48 + 10) * 48 + 20) * 16 + 5)] = std::nanf("");  // image 3, (10, 20)
+    else
+      in[1][size_t(3 * 32 + 7)] = std::nanf("");  // w1[0, 0, 3, 7]: channel 7
+    const auto got = test_util::run_once(fused, in)[0];
+    const auto want = test_util::run_once(reference, in)[0];
+    ASSERT_EQ(got.size(), want.size());
+    size_t nans = 0, mismatched = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      nans += std::isnan(want[i]);
+      mismatched += std::isnan(got[i]) != std::isnan(want[i]);
+    }
+    EXPECT_EQ(nans, where == 0 ? size_t(2 * 2 * 32) : size_t(8 * 24 * 24)) << where;
+    EXPECT_EQ(mismatched, 0u) << (where == 0 ? "a NaN pixel" : "a NaN filter channel")
+                              << (offered ? " (fused)" : " (apart)");
+    std::vector<float> g2 = got, w2 = want;
+    for (size_t i = 0; i < g2.size(); ++i)
+      if (std::isnan(w2[i])) g2[i] = w2[i] = 0.f;
+    EXPECT_LE(worst(g2, w2, 1e-5, 1e-5), 1.0);
   }
 }
 

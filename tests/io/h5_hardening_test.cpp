@@ -6,7 +6,8 @@
 //  - HDF5 features that reach outside the file (external storage, virtual datasets, external
 //    links) are refused, naming the dataset; /etc/passwd's bytes never come back;
 //  - one compressed dataset referenced many times (hard links, a repeated weight name) is not
-//    decoded over and over;
+//    decoded over and over, and variable-length names sharing one stored string are counted
+//    before they are decoded;
 //  - legacy files that would load nothing, non-object JSON, metadata of the wrong type, an empty
 //    keras_version, a NaN learning rate: errors naming the file and the field;
 //  - a Keras 3 file saved after compile() but before fit() (optimizer/vars: iteration and
@@ -397,6 +398,43 @@ TEST(H5Hardening, LegacyFileWithAnEmptyKerasVersionIsAnErrorNamingTheAttribute) 
   const std::string e = error_of([&] { io::read_legacy_h5(path); });
   expect_has(e, {path, "'keras_version'", "0 strings"});
   EXPECT_EQ(e.find("_M_range_check"), std::string::npos) << e;
+}
+
+// A variable-length string list whose records all name one stored string: 3,500 names of one
+// 20 KB string are 70 MB of text from a 100 KB file (and 4,000 of one 1 MB string, 4 GB:
+// std::bad_alloc, with no file named). The names' bytes are counted from the records before any
+// is decoded, against one budget for the file, and the error names the file.
+TEST(H5Hardening, VariableLengthNamesSharingOneStoredStringAreCountedBeforeDecoding) {
+  const std::string path = tmp("shared_vlen_names.h5");
+  io::write_legacy_h5(path, one_dense_legacy());
+  constexpr uint32_t kBig = 20011;  // bytes of the one stored string
+  constexpr size_t kNames = 3500;
+  edit_h5(path, [&](hid_t f) {
+    H5Adelete(f, "layer_names");
+    hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, H5T_VARIABLE);
+    const hsize_t n = kNames;
+    hid_t space = H5Screate_simple(1, &n, nullptr);
+    hid_t attr = H5Acreate2(f, "layer_names", type, space, H5P_DEFAULT, H5P_DEFAULT);
+    const std::string big(kBig, 'L');
+    std::vector<const char*> names(kNames, "d");
+    names[0] = big.c_str();
+    H5Awrite(attr, type, names.data());
+    H5Aclose(attr), H5Sclose(space), H5Tclose(type);
+  });
+  // Every record (length u32, heap collection address u64, object index u32) now names the
+  // first one's string.
+  std::string bytes = test_util::read_text_file(path);
+  const std::string first_len(reinterpret_cast<const char*>(&kBig), 4);
+  size_t at = bytes.find(first_len);
+  while (at != std::string::npos && bytes.compare(at + 16, 4, std::string("\1\0\0\0", 4)) != 0)
+    at = bytes.find(first_len, at + 1);
+  ASSERT_NE(at, std::string::npos) << "the records of layer_names were not found";
+  for (size_t i = 1; i < kNames; ++i) bytes.replace(at + 16 * i, 16, bytes.substr(at, 16));
+  test_util::write_binary(path, bytes);
+  const std::string e = error_of([&] { io::read_legacy_h5(path); });
+  expect_has(e, {path, "'layer_names'", "brings the names read to 7004", "bytes of text",
+                 "more than the limit of 67108864", "damaged or crafted"});
 }
 
 TEST(H5Hardening, JsonMembersOfTheWrongShapeNameTheFileAndTheField) {

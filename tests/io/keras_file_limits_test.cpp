@@ -11,6 +11,7 @@
 
 #include <filesystem>
 
+#include "core/internal/json_values.h"
 #include "io/hostile_files_util.h"
 #include "lockstep/io/keras_file.h"
 #include "lockstep/lockstep.h"
@@ -115,6 +116,31 @@ TEST(KerasFileLimits, DeeplyNestedJsonIsAnErrorNotAStackOverflow) {
   EXPECT_EQ(parse_json(R"({"a": "[[[[[[", "b": [[[1]]]})", "t", 4)["b"][0][0][0], 1);
   expect_has(error_of([] { parse_json("[[[[[1]]]]]", "tiny", 4); }),
              {"tiny", "nested more than 4"});
+}
+
+// A 368 KB .keras whose 63 MB config.json is empty objects (under the 64 MiB member cap) took
+// 2.1 GB to parse: nlohmann spends about 100 bytes on each 3-byte `{},`. The values are counted
+// before parsing; past kMaxJsonValues the file is refused, naming it, with nothing built.
+TEST(KerasFileLimits, JsonOfMillionsOfEmptyObjectsIsRefusedBeforeParsing) {
+  std::string spam = "{\"class_name\": \"Sequential\", \"x\": [";
+  spam.reserve(size_t(kMaxJsonValues) * 3 + 64);
+  for (int64_t i = 0; i < kMaxJsonValues; ++i) spam += "{},";
+  spam += "{}]}";
+  const std::string path = tmp("empty_objects.keras");
+  test_util::write_binary(
+      path, test_util::make_zip(
+                {{"config.json", spam, true}, {"metadata.json", "{}"}, {"model.weights.h5", ""}}));
+  spam = std::string();
+  expect_has(error_of([&] { load_model(path); }),
+             {path, "config.json", "more than " + std::to_string(kMaxJsonValues) + " values",
+              "damaged or crafted"});
+  // What is counted: objects, arrays, strings (keys too) and literals, none inside strings.
+  const std::string seven = R"({"a": [1, true, null, "x,[{1"]})";
+  EXPECT_EQ(json_values(seven, 100), 7);
+  EXPECT_EQ(parse_json_within(seven, "t", kMaxJsonDepth, 7)["a"][1], true);
+  expect_has(error_of([&] { parse_json_within(seven, "tiny", kMaxJsonDepth, 6); }),
+             {"tiny", "more than 6 values"});
+  EXPECT_EQ(json_values(R"([-1.5e+3, 2 , {"k" : false}])", 100), 6);
 }
 
 TEST(KerasFileLimits, LoadingAKerasFileWritesNothingBesideIt) {

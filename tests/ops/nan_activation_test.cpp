@@ -3,13 +3,15 @@
 // host backend and in every fused form: the elementwise ops, conv2d with a fused relu / relu6
 // (oneDNN's post-op on cpu), batch_norm_train / batch_norm_infer with a fused relu / relu6.
 // Their gradients give 0 where the activation's output is NaN, as both peers' do
-// (threshold_backward: dy * (y > 0)).
+// (threshold_backward: dy * (y > 0)). Max pooling keeps a NaN of its window too.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "lockstep/graph/backends.h"
+#include "lockstep/graph/executable.h"
 #include "ops/op_harness.h"
 
 namespace lockstep::testing {
@@ -84,6 +86,38 @@ TEST_P(NanActivation, BatchNormWithAFusedReluOrRelu6KeepsNaN) {
       EXPECT_TRUE(std::isnan(yt[size_t(r * 3 + 1)]))
           << "batch_norm_train + " << act << " on " << GetParam() << ": row " << r << " is "
           << yt[size_t(r * 3 + 1)];
+  }
+}
+
+// A NaN in a window makes its maximum NaN, as TensorFlow's and PyTorch's max pooling do (the
+// cpu kernels kept the other values' maximum): 3 channels run the scalar loop, 16 the vector one,
+// in f32 and (cpu) bf16. The windows without the NaN keep their maximum.
+TEST_P(NanActivation, MaxPoolKeepsNaN) {
+  for (int64_t c : {3, 16}) {
+    for (DType dt : {DType::f32, DType::bf16}) {
+      if (dt == DType::bf16 && GetParam() != "cpu") continue;
+      Graph g;
+      Value x = g.input({DType::f32, Shape{1, 4, 4, c}}, "x");
+      Value xs = dt == DType::f32 ? x : g.add(op::cast, {x}, Attrs{{"dtype", "bfloat16"}});
+      Value y = g.add(op::max_pool2d, {xs},
+                      Attrs{{"pool_size", std::vector<int64_t>{2, 2}},
+                            {"strides", std::vector<int64_t>{2, 2}}});
+      if (dt != DType::f32) y = g.add(op::cast, {y}, Attrs{{"dtype", "float32"}});
+      Executable exe(g, {x}, {y}, CompileOptions{.backend = GetParam()});
+      const Tensor xv = values({1, 4, 4, c}, {0.25f, -0.5f, 0.75f, 1.f, -1.f, 3.f, 2.f});
+      std::copy_n(xv.data<float>(), xv.numel(), exe.input(0).data<float>());
+      exe.input(0).data<float>()[(1 * 4 + 1) * c + 0] = kNaN;  // top-left window, channel 0
+      exe.input(0).data<float>()[(2 * 4 + 3) * c + 1] = kNaN;  // bottom-right window, channel 1
+      exe.run();
+      const std::vector<float> v = exe.output(0).to_vector();
+      ASSERT_EQ(v.size(), size_t(4 * c));
+      const std::string what =
+          "max_pool2d on " + GetParam() + ", " + std::to_string(c) + " channels, " + dtype_name(dt);
+      EXPECT_TRUE(std::isnan(v[0])) << what << ": window 0, channel 0 is " << v[0];
+      EXPECT_TRUE(std::isnan(v[size_t(3 * c + 1)])) << what << ": window 3, channel 1";
+      for (int64_t i = 0; i < 4 * c; ++i)
+        if (i != 0 && i != 3 * c + 1) EXPECT_FALSE(std::isnan(v[size_t(i)])) << what << ": " << i;
+    }
   }
 }
 

@@ -103,4 +103,26 @@ TEST(FitEdgeData, SequenceOutputsTakeOneSparseLabelPerStep) {
   test_util::expect_has(
       test_util::error_of([&] { m.fit(x, Tensor::zeros(Shape{n}, DType::i32), {.verbose = 0}); }),
       {"SparseCategoricalCrossentropy", "(None, 5, 3)", "(None, 5)", "one per step", "got (16"});
+
+// Max pooling kept the other values' maximum of a window holding a NaN, on cpu in every layout
+// (NHWC, and nChw16c after a conv the layout pass keeps blocked), so the NaN never reached the
+// loss and fit went on.
+TEST(FitEdgeData, ANaNInTheInputStopsFitThroughMaxPooling) {
+  KTensor in = Input({8, 8, 1}, "image");
+  // A 1x1 conv: the NaN stays one pixel of a window whose other three are finite.
+  KTensor h = Conv2D(16, 1, {.activation = "relu", .name = "conv"})(in);
+  h = MaxPooling2D({2, 2})(h);
+  h = Flatten()(h);
+  Model m(in, Dense(3, {.name = "logits"})(h), "pool_edge");
+  m.compile({.optimizer = optimizers::SGD(0.01),
+             .loss = losses::SparseCategoricalCrossentropy({.from_logits = true})});
+  Tensor x = Tensor::empty(Shape{32, 8, 8, 1}, DType::f32),
+         y = Tensor::zeros(Shape{32}, DType::i32);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float(i % 13) / 13.f;
+  x.data<float>()[3 * 64 + 27] = std::numeric_limits<float>::quiet_NaN();  // sample 3
+  History hist = m.fit(x, y, {.batch_size = 8, .epochs = 3, .verbose = 0, .shuffle = false});
+  EXPECT_TRUE(hist.stopped_on_nan) << "fit went on with a NaN input";
+  // On the step that read the NaN: before, its loss was finite, and only the conv's kernel,
+  // updated from the NaN pixel, made the next step's NaN.
+  EXPECT_NE(hist.stop_reason.find("epoch 1, step 1"), std::string::npos) << hist.stop_reason;
 }

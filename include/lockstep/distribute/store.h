@@ -21,8 +21,11 @@
 //     the protocol closes that connection and nothing else.
 //   - Connections are closed as soon as their client leaves; their number is bounded
 //     (StoreServerOptions::max_connections, more are closed at once); a connection must present
-//     its token within handshake_timeout; accept() backs off when the process is out of file
-//     descriptors (EMFILE/ENFILE) instead of spinning, and resumes when they free up.
+//     its token (without a token: complete a first request) within handshake_timeout; when
+//     the store is full, connections that have not yet done so are cut first, oldest first, and
+//     one peer address holds at most max_strangers_per_peer of them, so idle connections, with
+//     a token or without, cannot keep a worker out; accept() backs off when the process is out
+//     of file descriptors (EMFILE/ENFILE) instead of spinning, and resumes when they free up.
 #pragma once
 #include <chrono>
 #include <cstddef>
@@ -55,7 +58,11 @@ bool is_loopback_host(const std::string& host);
 struct StoreServerOptions {
   std::string token;           ///< "" = no token required (loopback or opted-out jobs)
   int max_connections = 1024;  ///< connections served at once; more wait
-  std::chrono::milliseconds handshake_timeout{5000};  ///< to present the token (token set only)
+  /// Connections one peer address may hold before they show they belong to the job (the
+  /// token, or without one a first complete request); past it that peer's oldest is cut.
+  int max_strangers_per_peer = 64;
+  /// To present the token, or without a token to complete a first request.
+  std::chrono::milliseconds handshake_timeout{5000};
 };
 
 /// Listens on host:port (port 0 = pick a free one; see port()). Serves clients on background

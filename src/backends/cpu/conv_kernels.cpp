@@ -13,9 +13,14 @@
 // the direct algorithm (up to ~1.4e-6 of a tensor's largest value on unit-scale data,
 // tests/graph/conv_algorithm_test.cpp).
 // config::set_conv_algorithm(kDirect) or LOCKSTEP_CONV_ALGORITHM=direct turns it off.
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "lockstep/core/env.h"
 
@@ -343,10 +348,97 @@ class ConvFwd final : public ConvKernel {
   int64_t y_numel_ = 0;
 };
 
+// NaN through the fused pair. oneDNN 2.6's eltwise post-ops for relu and relu6 (relu, clip and
+// clip_v2 alike) turn NaN into 0, and the pair has no point between its two convs where a pass
+// of Lockstep's could run (as ConvFwd's does). So after the pair, the outputs TensorFlow and
+// PyTorch make NaN are made NaN here: a NaN anywhere in pixel p of x makes every channel of the
+// 1x1 conv's output at p NaN, and so every output whose 3x3 window covers p; a NaN in channel o
+// of w, b, wd or bd makes channel o NaN everywhere. One pass over x and the weights finds
+// nothing in a run without NaN. (An infinity that the 1x1 conv turns into NaN, inf * 0, is not
+// followed: it still reads as 0.)
+class PairNaN {
+ public:
+  PairNaN(const ops::PointwiseDepthwise& g, const ConvTypes& t)
+      : g_(g), x_blocked_(t.x_blocked), y_blocked_(t.y_blocked) {
+    nan_channel_.resize(size_t(g.pw.O));
+    nan_pixel_.resize(size_t(g.pw.H * g.pw.W));
+  }
+  static bool needed(const ops::PointwiseDepthwise& g) {
+    auto eats = [](FusedActivation a) {
+      return a == FusedActivation::relu || a == FusedActivation::relu6;
+    };
+    return eats(g.pw.act) || eats(g.dw.act);
+  }
+  void apply(const KernelArgs& a) {
+    const int64_t M = g_.pw.O;
+    bool any_channel = false;
+    std::fill(nan_channel_.begin(), nan_channel_.end(), uint8_t(0));
+    const float* w = a.in(1).data<float>();  // [1, 1, C, M]
+    for (int64_t c = 0; c < g_.pw.C; ++c)
+      for (int64_t o = 0; o < M; ++o)
+        if (std::isnan(w[c * M + o])) nan_channel_[size_t(o)] = 1, any_channel = true;
+    const float* b = a.in(2).data<float>();
+    const float* wd = a.in(3).data<float>();  // [KH, KW, 1, M]
+    const float* bd = a.in(4).data<float>();
+    for (int64_t o = 0; o < M; ++o) {
+      bool nan = std::isnan(b[o]) || std::isnan(bd[o]);
+      for (int64_t k = 0; k < g_.dw.KH * g_.dw.KW; ++k) nan |= std::isnan(wd[k * M + o]);
+      if (nan) nan_channel_[size_t(o)] = 1, any_channel = true;
+    }
+    const float* x = a.in(0).data<float>();
+    const int64_t x_numel = a.in(0).numel();
+    bool any_x = false;
+    for (int64_t i = 0; i < x_numel; ++i) any_x |= x[i] != x[i];
+    if (!any_x && !any_channel) return;
+    float* y = a.out(0).data<float>();
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const ops::ConvGeom& d = g_.dw;
+    const int64_t HW = d.H * d.W, CB = (g_.pw.C + 15) / 16, MB = (M + 15) / 16;
+    auto y_at = [&](int64_t n, int64_t oh, int64_t ow, int64_t o) -> float& {
+      return y_blocked_ ? y[(((n * MB + o / 16) * d.OH + oh) * d.OW + ow) * 16 + o % 16]
+                        : y[((n * d.OH + oh) * d.OW + ow) * M + o];
+    };
+    for (int64_t n = 0; n < d.N; ++n) {
+      for (int64_t p = 0; p < HW; ++p) {
+        bool found = false;
+        if (x_blocked_)
+          for (int64_t cb = 0; cb < CB && !found; ++cb)
+            for (int64_t c = 0; c < 16; ++c)
+              found |= std::isnan(x[((n * CB + cb) * HW + p) * 16 + c]);
+        else
+          for (int64_t c = 0; c < g_.pw.C; ++c) found |= std::isnan(x[(n * HW + p) * g_.pw.C + c]);
+        nan_pixel_[size_t(p)] = found;
+      }
+      for (int64_t oh = 0; oh < d.OH; ++oh)
+        for (int64_t ow = 0; ow < d.OW; ++ow) {
+          bool covered = false;
+          for (int64_t kh = 0; kh < d.KH && !covered; ++kh)
+            for (int64_t kw = 0; kw < d.KW && !covered; ++kw) {
+              const int64_t h = oh * d.SH - d.PT + kh, w_ = ow * d.SW - d.PL + kw;
+              covered =
+                  h >= 0 && h < d.H && w_ >= 0 && w_ < d.W && nan_pixel_[size_t(h * d.W + w_)];
+            }
+          for (int64_t o = 0; o < M; ++o)
+            if (covered || nan_channel_[size_t(o)]) y_at(n, oh, ow, o) = nan;
+        }
+    }
+  }
+
+ private:
+  ops::PointwiseDepthwise g_;
+  bool x_blocked_, y_blocked_;
+  std::vector<uint8_t> nan_channel_, nan_pixel_;  // sized once: run() does not allocate
+};
+
 // x -> dw_conv(conv1x1(x)) in one primitive (the depthwise post-op): inputs x, w, b, wd, bd.
 class PointwiseDepthwiseFwd final : public ConvKernel {
  public:
+  void run(const KernelArgs& a) override {
+    ConvKernel::run(a);
+    if (nan_) nan_->apply(a);
+  }
   PointwiseDepthwiseFwd(const ops::PointwiseDepthwise& g, const ConvTypes& t) {
+    if (PairNaN::needed(g)) nan_.emplace(g, t);
     const Mds m = user_mds(g.pw, t), d = user_mds(g.dw, t);  // the pair's output is d.y
     auto pd = pointwise_depthwise_pd(g, m);
     n_args_ = 5;
@@ -368,6 +460,9 @@ class PointwiseDepthwiseFwd final : public ConvKernel {
     exec_.arg(DNNL_ARG_DST, out_.prim);
     finish(pd);
   }
+
+ private:
+  std::optional<PairNaN> nan_;
 };
 
 // (dy, w) -> dx

@@ -57,6 +57,11 @@ void for_each_output(const ConvGeom& g, F&& f) {
         f(n, ((n * g.OH + oh) * g.OW + ow) * g.C, pool_window(g, oh, ow));
 }
 
+// The window maximum so far, m, after x: a NaN in the window makes the maximum NaN, as
+// TensorFlow's and PyTorch's max pooling do (std::max(m, x) dropped it, so a NaN input left the
+// loss finite and fit's NaN stop silent); of equal values (+0 and -0) the first stays.
+inline float max_keep_nan(float m, float x) { return x > m || x != x ? x : m; }
+
 #ifdef LOCKSTEP_POOL_VECTORS
 // GCC 12 warns about its own intrinsics' _mm512_undefined_* placeholders (GCC bug 105593).
 #pragma GCC diagnostic push
@@ -82,15 +87,17 @@ inline void store_masked16(bf16* p, __mmask16 keep, const bf16* dy) {
 }
 
 // One window's 16 channels: x points at its first row and column, `row` and `col` step to the
-// next input row and column (NHWC: W*C and C; nChw16c: W*16 and 16). std::max(y, x) keeps y when
-// x is NaN and the first of equal zeros, and so does _mm512_max_ps(x, y) (it returns its second
-// operand then).
+// next input row and column (NHWC: W*C and C; nChw16c: W*16 and 16). As max_keep_nan:
+// _mm512_max_ps(x, m) returns its second operand m when either is NaN or both are zeros (so the
+// first of equal zeros stays), and a NaN x is then put in by its mask.
 template <class T>
 inline __m512 window_max16(const T* x, const Window& wd, int64_t row, int64_t col) {
   __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
-    for (int64_t iw = wd.w0; iw < wd.w1; ++iw)
-      m = _mm512_max_ps(load16(x + ih * row + iw * col), m);
+    for (int64_t iw = wd.w0; iw < wd.w1; ++iw) {
+      const __m512 v = load16(x + ih * row + iw * col);
+      m = _mm512_mask_mov_ps(_mm512_max_ps(v, m), _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
+    }
   return m;
 }
 
@@ -157,7 +164,7 @@ void max_fwd(const ConvGeom& g, const T* x, T* y) {
     for (int64_t ih = wd.h0; ih < wd.h1; ++ih)
       for (int64_t iw = wd.w0; iw < wd.w1; ++iw) {
         const T* __restrict xp = x + ((n * g.H + ih) * g.W + iw) * C;
-        for (int64_t c = 0; c < C; ++c) yp[c] = st<T>(std::max(ld(yp[c]), ld(xp[c])));
+        for (int64_t c = 0; c < C; ++c) yp[c] = st<T>(max_keep_nan(ld(yp[c]), ld(xp[c])));
       }
   });
 }
@@ -186,7 +193,7 @@ void max_fwd_blocked(const ConvGeom& g, const float* x, float* y) {
             for (int64_t iw = wd.w0; iw < wd.w1; ++iw) {
               const float* __restrict xp = xb + (ih * g.W + iw) * 16;
 #pragma omp simd
-              for (int c = 0; c < 16; ++c) m[c] = std::max(m[c], xp[c]);
+              for (int c = 0; c < 16; ++c) m[c] = max_keep_nan(m[c], xp[c]);
             }
           for (int c = 0; c < 16; ++c) yp[c] = m[c];
         }

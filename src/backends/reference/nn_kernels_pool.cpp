@@ -33,7 +33,8 @@ int64_t nx(const ConvGeom& g) { return g.N * g.H * g.W * g.C; }
 void max_fwd(const ConvGeom& g, const float* x, float* y) {
   for (int64_t i = 0; i < ny(g); ++i) y[i] = -std::numeric_limits<float>::infinity();
   for_each_window(g, [&](int64_t yi, int64_t xi) {
-    if (x[xi] > y[yi]) y[yi] = x[xi];
+    // A NaN in the window makes the maximum NaN (TensorFlow and PyTorch); the first one stays.
+    if (x[xi] > y[yi] || (x[xi] != x[xi] && y[yi] == y[yi])) y[yi] = x[xi];
   });
 }
 

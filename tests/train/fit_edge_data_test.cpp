@@ -103,6 +103,7 @@ TEST(FitEdgeData, SequenceOutputsTakeOneSparseLabelPerStep) {
   test_util::expect_has(
       test_util::error_of([&] { m.fit(x, Tensor::zeros(Shape{n}, DType::i32), {.verbose = 0}); }),
       {"SparseCategoricalCrossentropy", "(None, 5, 3)", "(None, 5)", "one per step", "got (16"});
+}
 
 // Max pooling kept the other values' maximum of a window holding a NaN, on cpu in every layout
 // (NHWC, and nChw16c after a conv the layout pass keeps blocked), so the NaN never reached the

@@ -38,7 +38,7 @@ test-under-load: build
 test-asan: setup
 	@cmake --preset asan >/dev/null
 	@cmake --build build-asan -j $(JOBS) --target lockstep_tests
-	ctest --preset asan -j $(JOBS) -LE slow
+	ctest --preset asan -j $(JOBS) -LE 'slow|interop'
 
 fuzz-build: setup
 	@cmake --preset fuzz >/dev/null

@@ -5,8 +5,8 @@
 #include <functional>
 #include <initializer_list>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <tuple>
@@ -217,18 +217,6 @@ struct LoadWeightsReport {
 
 class ModelRuntime;  ///< compiled state: programs, replication, fit progress (src/train)
 
-/// keras.Model: a Network (its layers and graph) that can be compiled, trained, evaluated, used
-/// to predict, and saved. Build it from the symbolic tensors of a functional model or with
-/// Sequential(); then compile(), fit(), evaluate(), predict().
-///
-///   ls::Model model = ls::Sequential({Input({28, 28, 1}), Flatten(), Dense(10)});
-///   model.compile({.optimizer = ls::optimizers::Adam(1e-3),
-///                  .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
-///                  .metrics = {"accuracy"}});
-///   model.fit(x_train, y_train, {.batch_size = 128, .epochs = 5, .validation_split = 0.1});
-///
-/// (docs/examples/quickstart.cpp is this program in full.) /// Created inside a distribute
-/// strategy's scope(), it trains replicated under that strategy. Move-only.
 /// What one compiled train step holds in memory while it runs, from the memory planner
 /// (Model::step_memory): the number that says whether a batch size or a sequence length fits.
 struct StepMemory {
@@ -243,6 +231,18 @@ struct StepMemory {
   bool planned = true;
 };
 
+/// keras.Model: a Network (its layers and graph) that can be compiled, trained, evaluated, used
+/// to predict, and saved. Build it from the symbolic tensors of a functional model or with
+/// Sequential(); then compile(), fit(), evaluate(), predict().
+///
+///   ls::Model model = ls::Sequential({Input({28, 28, 1}), Flatten(), Dense(10)});
+///   model.compile({.optimizer = ls::optimizers::Adam(1e-3),
+///                  .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true}),
+///                  .metrics = {"accuracy"}});
+///   model.fit(x_train, y_train, {.batch_size = 128, .epochs = 5, .validation_split = 0.1});
+///
+/// (docs/examples/quickstart.cpp is this program in full.) Created inside a distribute
+/// strategy's scope(), it trains replicated under that strategy. Move-only.
 class Model : public Network {
  public:
   Model();  ///< An empty model (to assign or load into).

@@ -225,6 +225,17 @@ void KernelProgram::plan_weight_cache() {
                     " nodes computed from unwritten weights run only when they change");
 }
 
+// A step bigger than the machine: say so with the planner's figure, before the allocation
+// (which the kernel would grant lazily and the step would then die touching).
+static void check_fits_in_memory(size_t arena_bytes, size_t unplanned_bytes) {
+  const double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  LS_CHECK(ram <= 0 || double(arena_bytes) <= ram, "the compiled step's intermediates need ",
+           arena_bytes >> 20, " MiB (the memory planner's arena; ", unplanned_bytes >> 20,
+           " MiB without reuse) and this machine has ", int64_t(ram) >> 20,
+           " MiB: lower the batch size or the sequence length (Model::step_memory(batch) "
+           "shows the peak before fit)");
+}
+
 void KernelProgram::plan_arena() {
   const OpRegistry& registry = OpRegistry::get();
   std::vector<int> pos(size_t(graph_.size()), -1);
@@ -269,16 +280,7 @@ void KernelProgram::plan_arena() {
   const MemoryPlan plan = plan_memory(bufs, kAlignment);
   arena_bytes_ = plan.arena_bytes;
   unplanned_bytes_ = plan.unplanned_bytes;
-  // A step bigger than the machine: say so with the planner's figure, before the allocation
-  // (which the kernel would grant lazily and the step would then die touching).
-  if (allocator_->host_accessible()) {
-    const double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
-    LS_CHECK(ram <= 0 || double(arena_bytes_) <= ram, "the compiled step's intermediates need ",
-             arena_bytes_ >> 20, " MiB (the memory planner's arena; ", unplanned_bytes_ >> 20,
-             " MiB without reuse) and this machine has ", int64_t(ram) >> 20,
-             " MiB: lower the batch size or the sequence length (Model::step_memory(batch) "
-             "shows the peak before fit)");
-  }
+  if (allocator_->host_accessible()) check_fits_in_memory(arena_bytes_, unplanned_bytes_);
   arena_ = allocator_->allocate(std::max<size_t>(arena_bytes_, kAlignment));
   allocator_->zero(arena_, arena_bytes_);
   values_.assign(size_t(graph_.size()), {});

@@ -35,10 +35,10 @@ double seconds_since(Clock::time_point t) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const auto a = ls::tools::parse_example_args(
-      argc, argv, kUsage,
-      {"--preset", "--dtype-policy", "--threads", "--batch-size", "--train-steps", "--warmup",
-       "--gen-tokens", "--mode"});
+  const auto a =
+      ls::tools::parse_example_args(argc, argv, kUsage,
+                                    {"--preset", "--dtype-policy", "--threads", "--batch-size",
+                                     "--train-steps", "--warmup", "--gen-tokens", "--mode"});
   try {
     const std::string preset = a.value_or("--preset", "10m"), mode = a.value_or("--mode", "both");
     const std::string policy = a.value_or("--dtype-policy", "float32");
@@ -47,8 +47,8 @@ int main(int argc, char** argv) {
     const int64_t steps = a.integer("--train-steps", 5, 1, 1 << 20);
     const int64_t warmup = a.integer("--warmup", 2, 1, 1 << 20);
     const GptConfig cfg = gpt_preset(preset);
-    const int64_t gen_tokens = a.integer("--gen-tokens", std::min<int64_t>(cfg.seq_len - 1, 128),
-                                         1, 1 << 20);
+    const int64_t gen_tokens =
+        a.integer("--gen-tokens", std::min<int64_t>(cfg.seq_len - 1, 128), 1, 1 << 20);
     if (threads > 0) ls::set_num_threads(threads);
     ls::mixed_precision::set_global_policy(policy);
     ls::set_random_seed(1);
@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
     double train_tps = 0, loss = 0, compile_s = 0;
     if (mode != "generate") {
       const ByteCorpus corpus = load_fortunes_corpus();
-      const auto [x, y] = byte_windows(corpus.train, (warmup + steps) * batch, cfg.seq_len, true, 9);
+      const auto [x, y] =
+          byte_windows(corpus.train, (warmup + steps) * batch, cfg.seq_len, true, 9);
       auto rows = [&](const ls::Tensor& t, int64_t i) {
         return t.slice(i * batch, (i + 1) * batch).contiguous();
       };
@@ -74,8 +75,8 @@ int main(int argc, char** argv) {
     if (mode != "train") {
       ls::GptGenerator gen(model);
       for (bool cache : {true, false}) {
-        const ls::GenerateOptions o{.max_new_tokens = gen_tokens, .temperature = 1.0, .seed = 1,
-                                    .use_cache = cache};
+        const ls::GenerateOptions o{
+            .max_new_tokens = gen_tokens, .temperature = 1.0, .seed = 1, .use_cache = cache};
         gen.generate({int32_t('T')}, o);  // compiles
         double best = 0;
         for (int r = 0; r < 2; ++r) {

@@ -125,8 +125,8 @@ int main(int argc, char** argv) {
     ls::set_num_threads(a.threads);
     ls::set_random_seed(1);
     ls::mixed_precision::set_global_policy(a.policy);  // before the layers are made
-    ls::Model model = vit ? vision_transformer({.image_size = kVitSize, .augment = false})
-                          : gpt(a.seq_len);
+    ls::Model model =
+        vit ? vision_transformer({.image_size = kVitSize, .augment = false}) : gpt(a.seq_len);
     model.compile({.optimizer = ls::optimizers::Adam(vit ? 1e-3 : 3e-4),
                    .loss = ls::losses::SparseCategoricalCrossentropy({.from_logits = true})});
     const int64_t n = int64_t(a.batch) * (a.warmup + a.steps);
@@ -155,8 +155,8 @@ int main(int argc, char** argv) {
     const int64_t w = int64_t(a.warmup) * a.batch;
     model.fit(x.slice(0, w), y.slice(0, w), {.batch_size = a.batch, .epochs = 1, .verbose = 0});
     const auto t0 = Clock::now();
-    auto hist = model.fit(x.slice(w, n), y.slice(w, n),
-                          {.batch_size = a.batch, .epochs = 1, .verbose = 0});
+    auto hist =
+        model.fit(x.slice(w, n), y.slice(w, n), {.batch_size = a.batch, .epochs = 1, .verbose = 0});
     const double seconds = seconds_since(t0);
     const double items = double(n - w) * (vit ? 1.0 : double(a.seq_len));
     struct rusage ru;

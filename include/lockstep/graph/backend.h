@@ -42,8 +42,8 @@ class CompiledGraph {
   virtual size_t unplanned_bytes() const = 0;  ///< their sum without reuse
   /// The one scratch block its kernels share (the largest any kernel asks for), beside the arena.
   virtual size_t workspace_bytes() const { return 0; }
-  virtual int num_scheduled() const = 0;       ///< nodes that run
-  virtual const Graph& graph() const = 0;      ///< the graph after every pass
+  virtual int num_scheduled() const = 0;                       ///< nodes that run
+  virtual const Graph& graph() const = 0;                      ///< the graph after every pass
   virtual const std::vector<std::string>& report() const = 0;  ///< one line per pass result
   /// Where a whole-graph backend runs the step ("xla:cpu"); empty for kernel backends.
   virtual std::string target() const { return {}; }

@@ -41,8 +41,8 @@ struct GenerateOptions {
   int64_t max_new_tokens = 100;  ///< tokens generated after the prompt
   /// Logits are divided by it before the softmax; 0: greedy (the most likely token).
   double temperature = 1.0;
-  int64_t top_k = 0;   ///< sample among the k most likely tokens (0: all)
-  uint64_t seed = 0;   ///< the sampling seed: the same seed, prompt and model give the same text
+  int64_t top_k = 0;      ///< sample among the k most likely tokens (0: all)
+  uint64_t seed = 0;      ///< the sampling seed: the same seed, prompt and model give the same text
   bool use_cache = true;  ///< false: recompute the whole context for every token (the oracle)
 };
 
@@ -74,9 +74,9 @@ class GptGenerator {
   std::vector<int32_t> generate(const std::vector<int32_t>& prompt,
                                 const GenerateOptions& options = {});
 
-  int64_t context_length() const;   ///< T: the model's sequence length
-  int64_t vocabulary_size() const;  ///< the logits' width
-  int64_t num_layers() const;       ///< the transformer blocks
+  int64_t context_length() const;      ///< T: the model's sequence length
+  int64_t vocabulary_size() const;     ///< the logits' width
+  int64_t num_layers() const;          ///< the transformer blocks
   const GenerateStats& stats() const;  ///< the last generate() call's timings
 
  private:

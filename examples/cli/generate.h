@@ -28,17 +28,16 @@ inline const char* kGenerateUsage =
     "  --threads N        compute threads (default: all cores)\n";
 
 inline int run_generate(const std::vector<std::string>& argv) {
-  CommandSpec spec{
-      "generate",
-      kGenerateUsage,
-      {"--model", "--prompt", "--max-tokens", "--temperature", "--top-k", "--seed", "--threads"},
-      {"--no-cache"},
-      0,
-      0};
+  CommandSpec spec{"generate",
+                   kGenerateUsage,
+                   {"--model", "--prompt", "--max-tokens", "--temperature", "--top-k", "--seed",
+                    "--threads"},
+                   {"--no-cache"},
+                   0,
+                   0};
   Args a = parse_args(spec, argv);
   if (a.help) return std::fputs(kGenerateUsage, stdout), 0;
-  LS_CHECK(a.has("--model"),
-           "generate: --model FILE.keras is required (see lockstep generate --help)");
+  LS_CHECK(a.has("--model"), "generate: --model FILE.keras is required (see lockstep generate --help)");
   LS_CHECK(a.has("--prompt"), "generate: --prompt TEXT is required (see lockstep generate --help)");
   const std::string path = a.get("--model");
   LS_CHECK(ends_with(path, ".keras"), "generate: '", tools::printable(path),

@@ -49,11 +49,10 @@ struct Args {
 Args parse(int argc, char** argv) {
   const auto e = ls::tools::parse_example_args(
       argc, argv, kUsage,
-      {"--preset",        "--layers",  "--d-model",      "--heads",
-       "--seq-len",       "--epochs",  "--steps",        "--batch-size",
-       "--learning-rate", "--dropout", "--dtype-policy", "--threads",
-       "--seed",          "--out",     "--prompt",       "--max-tokens",
-       "--temperature",   "--top-k",   "--fortunes-dir", "--validation-windows"});
+      {"--preset", "--layers", "--d-model", "--heads", "--seq-len", "--epochs", "--steps",
+       "--batch-size", "--learning-rate", "--dropout", "--dtype-policy", "--threads", "--seed",
+       "--out", "--prompt", "--max-tokens", "--temperature", "--top-k", "--fortunes-dir",
+       "--validation-windows"});
   Args a;
   a.preset = e.value_or("--preset", "small");
   try {
@@ -72,8 +71,8 @@ Args parse(int argc, char** argv) {
   a.epochs = int(e.integer("--epochs", ten_m ? 1 : 3, 0, 1000000));
   a.steps = int(e.integer("--steps", ten_m ? 10 : 100, 1, 1 << 30));
   a.batch = int(e.integer("--batch-size", ten_m ? 16 : 32, 1, 1 << 20));
-  a.learning_rate =
-      ls::parse_double("--learning-rate", e.value_or("--learning-rate", "0.002"), 1e-9, 10.0);
+  a.learning_rate = ls::parse_double("--learning-rate", e.value_or("--learning-rate", "0.002"),
+                                     1e-9, 10.0);
   a.policy = e.value_or("--dtype-policy", "float32");
   a.threads = int(e.integer("--threads", 0, 0, 4096));
   a.seed = uint64_t(e.integer("--seed", 42, 0, INT64_MAX));
@@ -116,8 +115,7 @@ std::string shown(const std::string& text) {
 // compiles, so it runs twice and reports the second.
 double generation_rate(ls::GptGenerator& gen, const std::vector<int32_t>& prompt, int64_t tokens,
                        bool cache) {
-  ls::GenerateOptions o{
-      .max_new_tokens = tokens, .temperature = 1.0, .seed = 1, .use_cache = cache};
+  ls::GenerateOptions o{.max_new_tokens = tokens, .temperature = 1.0, .seed = 1, .use_cache = cache};
   gen.generate(prompt, o);
   gen.generate(prompt, o);
   return double(tokens) / gen.stats().decode_seconds;
@@ -148,11 +146,8 @@ int main(int argc, char** argv) {
       // Fresh random windows each epoch: --steps batches of --batch-size.
       const auto [x, y] = byte_windows(corpus.train, int64_t(args.steps) * args.batch, T, true,
                                        args.seed * 1000003 + uint64_t(epoch));
-      ls::History h = model.fit(x, y,
-                                {.batch_size = args.batch,
-                                 .epochs = epoch + 1,
-                                 .shuffle = false,
-                                 .initial_epoch = epoch});
+      ls::History h = model.fit(x, y, {.batch_size = args.batch, .epochs = epoch + 1,
+                                       .shuffle = false, .initial_epoch = epoch});
       train_tokens += double(h.samples) * double(T);
       train_seconds += h.train_seconds;
       val_loss = model.evaluate(x_val, y_val, {.batch_size = args.batch, .verbose = 0})["loss"];

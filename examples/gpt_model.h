@@ -43,9 +43,10 @@ inline lockstep::Model gpt_model(const GptConfig& c) {
   auto ids = ls::layers::Input({c.seq_len}, "token_ids", ls::DType::i32);
   ls::KTensor x = hub::TokenAndPositionEmbedding(c.vocab, c.seq_len, c.d_model)(ids);
   for (int64_t i = 0; i < c.layers; ++i)
-    x = hub::TransformerDecoder(
-        c.ff_dim > 0 ? c.ff_dim : 4 * c.d_model, c.heads,
-        {.dropout = c.dropout, .activation = "gelu_approximate", .normalize_first = true})(x);
+    x = hub::TransformerDecoder(c.ff_dim > 0 ? c.ff_dim : 4 * c.d_model, c.heads,
+                                {.dropout = c.dropout,
+                                 .activation = "gelu_approximate",
+                                 .normalize_first = true})(x);
   x = ls::layers::LayerNormalization({.epsilon = 1e-5})(x);
   ls::KTensor logits = ls::layers::Dense(c.vocab)(x);  // next-byte logits [batch, T, 256]
   return ls::Model(ids, logits, "gpt");
@@ -78,8 +79,7 @@ inline ByteCorpus load_fortunes_corpus(const std::string& dir = lockstep::tools:
   std::sort(names.begin(), names.end());
   std::vector<std::string> quotes;
   for (const auto& f : names)
-    for (auto& q : lockstep::tools::split_fortunes(
-             lockstep::read_regular_file(f, uint64_t(64) << 20, "fortune file")))
+    for (auto& q : lockstep::tools::split_fortunes(lockstep::read_regular_file(f, uint64_t(64) << 20, "fortune file")))
       quotes.push_back(std::move(q));
   if (quotes.size() < 10) throw lockstep::Error("gpt: fewer than 10 quotes under '" + dir + "'");
   std::mt19937_64 rng(seed);  // Fisher-Yates with the standard's engine: the same on any libc++

@@ -29,7 +29,8 @@ static std::unordered_map<const void*, size_t> g_huge_sizes;
 static void count_allocated(size_t bytes) {
   const size_t live = g_live_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
   size_t peak = g_peak_bytes.load(std::memory_order_relaxed);
-  while (live > peak && !g_peak_bytes.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  while (live > peak &&
+         !g_peak_bytes.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
   }
 }
 

@@ -225,7 +225,7 @@ struct StepMemory {
   size_t workspace_bytes = 0;  ///< the kernels' shared scratch block
   size_t variable_bytes = 0;   ///< weights, optimizer slots and metric accumulators
   size_t peak_bytes = 0;       ///< their sum: the step's peak
-  int replicas = 1;  ///< programs the batch is split over (thread replicas), summed here
+  int replicas = 1;            ///< programs the batch is split over (thread replicas), summed here
   /// False on a whole-graph backend (xla): its plugin plans the device memory, so the arena is
   /// unknown here and peak_bytes counts the variables alone.
   bool planned = true;

@@ -26,11 +26,10 @@
 // Executable (side effects run after every pure node). An op without a lowering is an error
 // naming the op and the node; so is a graph input or variable with an unknown dim.
 #pragma once
-#include <string>
-#include <vector>
-
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "backends/xla/stablehlo_emitter.h"
 #include "lockstep/graph/graph.h"

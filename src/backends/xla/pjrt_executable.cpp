@@ -64,8 +64,9 @@ Shape PjrtBuffer::shape() const {
 }
 
 int64_t PjrtBuffer::on_device_bytes() const {
-  LS_CHECK(buffer_, "PjrtBuffer::on_device_bytes: the buffer is empty (moved from, reset or "
-                    "donated)");
+  LS_CHECK(buffer_,
+           "PjrtBuffer::on_device_bytes: the buffer is empty (moved from, reset or "
+           "donated)");
   if (client_->plugin->has_entry(offsetof(PJRT_Api, PJRT_Buffer_OnDeviceSizeInBytes))) {
     PJRT_Buffer_OnDeviceSizeInBytes_Args a{};
     a.struct_size = PJRT_Buffer_OnDeviceSizeInBytes_Args_STRUCT_SIZE;

@@ -275,15 +275,18 @@ std::pair<Tensor, Tensor> brightness_data(int64_t n, uint64_t seed) {
 }  // namespace
 
 TEST(Preprocessing, ModelWithAugmentationLayersTrains) {
+  // Inputs centred on zero and 8 filters: with inputs in [0, 1] and 4 filters, 9 of 40 weight
+  // seeds let every ReLU die and the loss stay at ln 3. Here the last epoch's loss is at most
+  // 0.36 of the first over 300 seeds (--gtest_repeat=300, each repeat a new layer-name seed).
   using namespace layers;
   set_random_seed(3);
   Model m = Sequential({Input({8, 8, 3}), RandomFlip("horizontal"), RandomRotation(0.1),
-                        RandomZoom(0.1), Rescaling(1.0 / 255), Conv2D(4, 3, {.activation = "relu"}),
-                        GlobalAveragePooling2D(), Dense(3)});
+                        RandomZoom(0.1), Rescaling(1.0 / 127.5, -1),
+                        Conv2D(8, 3, {.activation = "relu"}), GlobalAveragePooling2D(), Dense(3)});
   m.compile({.optimizer = optimizers::Adam(2e-2),
              .loss = losses::SparseCategoricalCrossentropy({.from_logits = true})});
   auto [x, y] = brightness_data(128, 1);
-  auto h = m.fit(x, y, {.batch_size = 16, .epochs = 6, .verbose = 0});
+  auto h = m.fit(x, y, {.batch_size = 16, .epochs = 8, .verbose = 0});
   auto& loss = h.history["loss"];
   for (double l : loss) EXPECT_TRUE(std::isfinite(l));
   EXPECT_LT(loss.back(), 0.8 * loss.front());

@@ -148,7 +148,14 @@ TEST_F(LockstepCliProbe, SummaryOfAConfigBuildsShapesOnly) {
   const size_t at = r.out.find("peak_rss_kb=");
   if (!timed || at == std::string::npos) return;
   const long kb = std::stol(r.out.substr(at + 12));
-  EXPECT_LT(kb, 512 * 1024) << "summary touched the weights' memory:\n" << r.out;
+  // Under ASan the allocator poisons the reservation's shadow (1/8 of it, 250 MB here) and the
+  // runtime itself is larger: 530 MB measured. Touching the weights would still cost 2 GB more.
+#if defined(__SANITIZE_ADDRESS__)
+  const long limit_kb = 1024 * 1024;
+#else
+  const long limit_kb = 512 * 1024;
+#endif
+  EXPECT_LT(kb, limit_kb) << "summary touched the weights' memory:\n" << r.out;
 }
 
 // export-image-folder under a file-size limit (ulimit -f: a full disk in miniature) fails naming

@@ -12,7 +12,10 @@
 // of a process with other threads (libFuzzer's, the input pipeline's, the sanitizers') copies
 // whatever locks those threads held at that instant, and a child that needs one waits forever
 // (keras_file_fuzz hung so under `make test`). A reader that sends nothing for
-// kReaderSilenceSeconds is killed (a deadlock we did not foresee becomes an error, not a hang).
+// reader_silence_seconds() is killed: a deadlock we did not foresee, or a crafted file that
+// keeps libhdf5 busy for minutes (keras_weights_fuzz found a 10 KB one: 3 CPU-minutes under
+// ASan), becomes an error naming the file, not a hang. The reader also dies with the thread that
+// started it (PR_SET_PDEATHSIG): a caller killed mid-read leaves no reader running.
 //
 // The program is $LOCKSTEP_H5_READER when set, else looked for in this order:
 // lockstep/lockstep_h5_reader and
@@ -24,6 +27,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,11 +42,16 @@
 #include "io/h5_util.h"
 #include "lockstep/core/env.h"
 #include "lockstep/core/file_io.h"
+#include "lockstep/core/parse.h"
 
 namespace lockstep::io::h5 {
 namespace {
 
-constexpr int kReaderSilenceSeconds = 300;
+// How long the reader may send nothing ($LOCKSTEP_H5_READER_SILENCE, default 300 s).
+int reader_silence_seconds() {
+  auto v = env::text(env::h5_reader_silence);
+  return v ? int(parse_int("LOCKSTEP_H5_READER_SILENCE", *v, 1, 86400)) : 300;
+}
 
 // ----- the reader's side: records written to the pipe ---------------------------------------
 // 'S' u64 length, bytes              a string
@@ -117,7 +126,8 @@ void serve(int fd, const ReadRequest& request) {
 
 class PipeReader {
  public:
-  PipeReader(int fd, pid_t child) : fd_(fd), child_(child) {}
+  PipeReader(int fd, pid_t child, int silence_seconds)
+      : fd_(fd), child_(child), silence_ms_(silence_seconds * 1000) {}
   // Reads n bytes; false at the end of the stream (the reader exited or died).
   bool read(void* p, size_t n) {
     char* c = static_cast<char*>(p);
@@ -145,9 +155,9 @@ class PipeReader {
   bool fill() {
     for (;;) {
       pollfd p{fd_, POLLIN, 0};
-      const int rc = ::poll(&p, 1, kReaderSilenceSeconds * 1000);
+      const int rc = ::poll(&p, 1, silence_ms_);
       if (rc < 0 && errno == EINTR) continue;
-      if (rc == 0) {  // no byte for minutes: a stuck reader
+      if (rc == 0) {  // no byte for that long: a stuck reader
         silent_ = true;
         ::kill(child_, SIGKILL);
         return false;
@@ -161,6 +171,7 @@ class PipeReader {
   }
   int fd_;
   pid_t child_;
+  int silence_ms_;
   char buf_[1 << 16];
   size_t pos_ = 0, len_ = 0;
   bool silent_ = false;
@@ -298,9 +309,11 @@ pid_t spawn_reader(const ReadRequest& request, const std::string& what, int out_
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   const std::string kind = kKindNames[int(request.kind)];
   const std::string budget = std::to_string(request.budget);
-  std::vector<char*> argv{const_cast<char*>(program.c_str()), const_cast<char*>(kind.c_str()),
-                          const_cast<char*>(request.path.c_str()),
-                          const_cast<char*>(budget.c_str()), nullptr};
+  const std::string parent = std::to_string(::getpid());
+  std::vector<char*> argv{
+      const_cast<char*>(program.c_str()),      const_cast<char*>(kind.c_str()),
+      const_cast<char*>(request.path.c_str()), const_cast<char*>(budget.c_str()),
+      const_cast<char*>(parent.c_str()),       nullptr};
   pid_t pid = -1;
   const int rc = ::posix_spawn(&pid, program.c_str(), &actions, &attr, argv.data(), environ);
   posix_spawnattr_destroy(&attr);
@@ -330,15 +343,19 @@ int reader_main(int argc, char** argv) {
   // about libhdf5, and no core file from a damaged input).
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGPIPE}) ::signal(sig, SIG_DFL);
   int kind = -1;
-  for (int k = 0; argc == 4 && k < 4; ++k)
+  for (int k = 0; argc == 5 && k < 4; ++k)
     if (std::strcmp(argv[1], kKindNames[k]) == 0) kind = k;
   if (kind < 0) {
     std::fprintf(stderr,
                  "usage: lockstep_h5_reader tensors|keras-weights|legacy-probe|legacy PATH "
-                 "BUDGET\n(Lockstep's HDF5 reader: the library starts it; it writes binary "
-                 "records to standard output)\n");
+                 "BUDGET PARENT_PID\n(Lockstep's HDF5 reader: the library starts it; it writes "
+                 "binary records to standard output)\n");
     return 2;
   }
+  // Die with the caller (a fuzzer's timeout, a kill): no orphaned reader keeps parsing. The
+  // parent check closes the race where the caller died before the prctl.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != pid_t(std::strtol(argv[4], nullptr, 10))) ::_exit(4);
   // The records go to the original standard output; anything else that prints to it (a
   // library's message) goes to standard error instead of into the stream.
   const int out = ::dup(1);
@@ -362,6 +379,7 @@ IsolatedResult read_isolated(const ReadRequest& request, const std::string& what
     return r;
   }
   const std::string& path = request.path;
+  const int silence = reader_silence_seconds();
   int fds[2];
   LS_CHECK(::pipe2(fds, O_CLOEXEC) == 0, "'", path, "': cannot create a pipe to read the ", what,
            " in a separate process: ", std::strerror(errno));
@@ -377,7 +395,7 @@ IsolatedResult read_isolated(const ReadRequest& request, const std::string& what
   std::string error;
   bool complete = false, silent = false, foreign = false;
   try {
-    PipeReader in(fds[0], pid);
+    PipeReader in(fds[0], pid, silence);
     complete = receive(in, &r, &error, &foreign);
     silent = in.silent();
   } catch (...) {
@@ -394,8 +412,8 @@ IsolatedResult read_isolated(const ReadRequest& request, const std::string& what
   if (complete)  // std::bad_alloc and the like name no file: this names it
     LS_FAIL("'", path, "': the ", what, " could not be read: ", error,
             " (the file is damaged or crafted)");
-  LS_CHECK(!silent, "'", path, "': reading the ", what, " made no progress for ",
-           kReaderSilenceSeconds, " s; stopped it (the file may be damaged)");
+  LS_CHECK(!silent, "'", path, "': reading the ", what, " made no progress for ", silence,
+           " s; stopped it (the file may be damaged; LOCKSTEP_H5_READER_SILENCE sets the limit)");
   if (WIFSIGNALED(status))
     LS_FAIL("'", path, "': the ", what, " is damaged: the HDF5 library crashed reading it (",
             signal_name(WTERMSIG(status)),

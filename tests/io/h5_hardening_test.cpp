@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -249,6 +250,39 @@ TEST(H5Hardening, AReaderThatDiesOrIsMissingIsAnErrorNamingTheFile) {
   expect_has(oom, {path, "could not be read: std::bad_alloc"});
   // Unset, the reader is found (beside the library) and reads the file.
   EXPECT_EQ(io::read_h5_tensors(path).size(), 1u);
+}
+
+// A reader that sends nothing (libhdf5 busy for minutes on a crafted file: keras_weights_fuzz
+// found a 10 KB one) is stopped after LOCKSTEP_H5_READER_SILENCE seconds, with an error naming
+// the file; and the reader refuses to run for a parent that is not its own (it dies with the
+// caller through PR_SET_PDEATHSIG, and checks that the caller is still there).
+TEST(H5Hardening, ASilentReaderIsStoppedAndAReaderWithoutItsCallerEnds) {
+  const std::string path = tmp("fine_silent.weights.h5");
+  io::write_h5_tensors(path, {{"a", Tensor::full(Shape{3}, 2.f)}});
+  const std::string script = tmp("silent_reader.sh");
+  {
+    std::ofstream f(script);
+    f << "#!/bin/sh\nexec sleep 60\n";
+  }
+  fs::permissions(script, fs::perms::owner_all);
+  const std::string e = test_util::in_child([&] {
+    ::setenv("LOCKSTEP_H5_READER", script.c_str(), 1);
+    ::setenv("LOCKSTEP_H5_READER_SILENCE", "1", 1);
+    return error_of([&] { io::read_h5_tensors(path); });
+  });
+  expect_has(e, {path, "made no progress for 1 s", "LOCKSTEP_H5_READER_SILENCE"});
+  const std::string bad = test_util::in_child([&] {
+    ::setenv("LOCKSTEP_H5_READER_SILENCE", "0", 1);
+    return error_of([&] { io::read_h5_tensors(path); });
+  });
+  expect_has(bad, {"LOCKSTEP_H5_READER_SILENCE"});
+  const std::string reader = std::string(LOCKSTEP_BINARY_DIR) + "/lib/lockstep/lockstep_h5_reader";
+  if (!fs::exists(reader)) GTEST_SKIP() << reader << " is not built";
+  // PARENT_PID 1 is not this shell: the reader ends at once with status 4, reading nothing.
+  const std::string cmd = reader + " tensors " + path + " 0 1 >/dev/null 2>&1";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 4);
 }
 
 // External storage made `lockstep convert` copy /etc/passwd into a model's kernel.

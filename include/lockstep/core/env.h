@@ -52,6 +52,9 @@ enum class Kind : uint8_t { flag, value };
   X(h5_reader, "LOCKSTEP_H5_READER", value, "", "files",                                           \
     "the lockstep_h5_reader program that parses HDF5 files in a separate process (default: next "  \
     "to the library, then the installed one)")                                                     \
+  X(h5_reader_silence, "LOCKSTEP_H5_READER_SILENCE", value, "300", "files",                        \
+    "seconds the HDF5 reader process may send nothing before it is stopped as stuck on a damaged " \
+    "file, 1 to 86400 (the fuzz targets use 3)")                                                   \
   X(hdf5_in_process, "LOCKSTEP_HDF5_IN_PROCESS", flag, "0", "files",                               \
     "parse HDF5 files in this process, without the reader process's protection from libhdf5's "    \
     "crashes")                                                                                     \

@@ -29,4 +29,5 @@ function(lockstep_optimize target role)
 endfunction()
 
 # The modules whose run time is small next to the kernels they call (src/modules.txt names).
-set(LOCKSTEP_GLUE_MODULES backend_xla io distribute nn viz train onnx tools)
+set(LOCKSTEP_GLUE_MODULES backend_xla io distribute nn viz losses metrics optimizers trainers saving
+    callbacks applications onnx tools)

@@ -8,7 +8,7 @@
 //       [--all-reduce-dtype float32|bfloat16] [--steps-per-execution N] [--xla-devices N]
 // multi_worker reads the cluster from TF_CONFIG, or the MPI / Slurm environment. SIGTERM or
 // SIGINT stops training after the running step, writes the --backup-dir backup and exits with
-// status 75 (lockstep/train/preemption.h); a rerun resumes.
+// status 75 (lockstep/trainers/preemption.h); a rerun resumes.
 #include <signal.h>
 
 #include <chrono>
@@ -24,8 +24,8 @@
 #include "lockstep/distribute/xla_strategy.h"
 #include "lockstep/io/checkpoint.h"
 #include "lockstep/lockstep.h"
-#include "lockstep/train/checkpoint.h"
-#include "lockstep/train/preemption.h"
+#include "lockstep/saving/checkpoint.h"
+#include "lockstep/trainers/preemption.h"
 
 namespace ls = lockstep;
 namespace dist = lockstep::distribute;

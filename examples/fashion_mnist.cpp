@@ -16,7 +16,7 @@
 // TF_CONFIG, or the MPI (mpirun) or Slurm (srun) environment; only the chief prints the JSON line.
 // SIGTERM or SIGINT (a preemptible machine going away, Ctrl-C) stops training after the running
 // step; with --backup-dir DIR the BackupAndRestore state is written there (at every epoch end
-// too), and the program exits with status 75 (lockstep/train/preemption.h): the same command
+// too), and the program exits with status 75 (lockstep/trainers/preemption.h): the same command
 // again resumes from DIR. --train-samples / --test-samples use the first N images (quick runs);
 // --wait-for-signal-at K waits after training step K until a signal arrives (the preemption
 // test's way to signal mid-epoch at a known step).

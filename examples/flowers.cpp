@@ -36,7 +36,7 @@
 //
 // SIGTERM or SIGINT (a preemptible machine going away, Ctrl-C) stops training after the running
 // step; with --backup-dir DIR the BackupAndRestore state is written there (at every epoch end
-// too), and the program exits with status 75 (lockstep/train/preemption.h): the same command
+// too), and the program exits with status 75 (lockstep/trainers/preemption.h): the same command
 // again resumes from DIR. (With --fine-tune-at, each phase has its own backup under DIR.)
 // --wait-for-signal-at K waits after training step K until a signal arrives (the preemption
 // test's way to signal mid-epoch at a known step).

@@ -26,7 +26,7 @@ inline void write_text_atomic(const std::string& path, const std::string& text) 
 }
 
 // "applications.NAME" or "applications.NAME:SIZE": a keras.applications backbone
-// (lockstep/train/applications.h) with a SIZE x SIZE x 3 input (default 224).
+// (lockstep/applications/applications.h) with a SIZE x SIZE x 3 input (default 224).
 inline bool is_application(const std::string& spec) { return spec.rfind("applications.", 0) == 0; }
 
 // The backbone `spec` names, with `classes` outputs (random initial weights, Keras's

@@ -9,7 +9,7 @@
 
 #include "device_flag.h"
 #include "lockstep/distribute/strategy.h"
-#include "lockstep/train/preemption.h"
+#include "lockstep/trainers/preemption.h"
 #include "mesh_flag.h"
 #include "model_files.h"
 
@@ -252,7 +252,7 @@ inline int run_train(const std::vector<std::string>& argv) {
   Args a = parse_args(spec, argv);
   if (a.help) return std::fputs(kTrainUsage, stdout), 0;
   const TrainArgs t = parse_train_args(a);
-  if (!t.backup_dir.empty()) install_preemption_handler();  // lockstep/train/preemption.h
+  if (!t.backup_dir.empty()) install_preemption_handler();  // lockstep/trainers/preemption.h
   if (t.threads > 0) set_num_threads(t.threads);
   set_random_seed(t.seed);
   distribute::Strategy strategy = t.replicas > 1 ? replica_strategy(t.device, t.replicas)

@@ -1,5 +1,5 @@
 // Keras 3 files (.weights.h5, .keras) as named tensors + JSON, through HDF5's C library and
-// libzip. No model knowledge here: lockstep/train/saving.h maps Models onto these.
+// libzip. No model knowledge here: lockstep/saving/saving.h maps Models onto these.
 #include "lockstep/io/keras_file.h"
 
 #include <hdf5.h>

@@ -1,6 +1,6 @@
 // Keras 2's legacy HDF5 weights layout (the published keras.applications files): layer groups
 // listed by the attribute `layer_names`, each listing its datasets in `weight_names`. Read and
-// written through HDF5's C library (io/h5_util.h); lockstep/train/saving.h maps Models onto it.
+// written through HDF5's C library (io/h5_util.h); lockstep/saving/saving.h maps Models onto it.
 #include <algorithm>
 #include <cstring>
 

@@ -4,7 +4,7 @@
 #include "lockstep/core/parse.h"
 #include "lockstep/core/strings.h"
 #include "lockstep/onnx/export.h"
-#include "lockstep/train/saving.h"
+#include "lockstep/saving/saving.h"
 
 namespace lockstep::onnx {
 namespace {

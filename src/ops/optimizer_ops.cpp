@@ -98,7 +98,7 @@ void register_lr_schedule() {
          {.name = op::lr_schedule,
           .signature = "(iterations[]) -> lr[]",
           .doc = "The learning rate of a Keras schedule at step `iterations` "
-                 "(lockstep/train/schedules.h builds the attributes).",
+                 "(lockstep/optimizers/schedule.h builds the attributes).",
           .attrs = {{"kind", str, required,
                      "constant, exponential_decay, cosine_decay, piecewise_constant_decay, "
                      "polynomial_decay, inverse_time_decay or cosine_decay_restarts"},

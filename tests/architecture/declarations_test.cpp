@@ -97,8 +97,8 @@ TEST(Declarations, AnActivationComparedAsAStringFails) {
 
 TEST(Declarations, ABackendNamedInTrainFails) {
   fs::path root = fixture("backend");
-  write(root / "src/train/program.cpp", "  const bool host = cfg.backend == \"cpu\";\n");
+  write(root / "src/trainers/program.cpp", "  const bool host = cfg.backend == \"cpu\";\n");
   auto v = declaration_violations(root);
   ASSERT_EQ(v.size(), 1u) << joined(v);
-  EXPECT_NE(v[0].find("src/train/program.cpp:1"), std::string::npos) << v[0];
+  EXPECT_NE(v[0].find("src/trainers/program.cpp:1"), std::string::npos) << v[0];
 }

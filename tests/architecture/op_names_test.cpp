@@ -59,7 +59,7 @@ fs::path fixture(const std::string& name) {
   fs::remove_all(root);
   write(root / "src/graph/passes/fine.cpp", "// reads OpDef::fusion\nint f() { return 0; }\n");
   write(root / "src/graph/graph.cpp", "Value v = add(op::input, {});\n");
-  write(root / "src/train/loss.cpp", "Value y = g.add(op::relu, {x});  // g.add(\"relu\")\n");
+  write(root / "src/losses/loss.cpp", "Value y = g.add(op::relu, {x});  // g.add(\"relu\")\n");
   return root;
 }
 
@@ -87,8 +87,8 @@ TEST(OpNames, APassThatNamesAnOpFails) {
 
 TEST(OpNames, AnOpNameAsAStringFails) {
   fs::path root = fixture("string");
-  write(root / "src/train/metric.cpp", "Value y = g.add(\"softmax\", {x});\n");
+  write(root / "src/metrics/metric.cpp", "Value y = g.add(\"softmax\", {x});\n");
   auto v = op_name_violations(root);
   ASSERT_EQ(v.size(), 1u) << joined(v);
-  EXPECT_NE(v[0].find("src/train/metric.cpp:1"), std::string::npos) << v[0];
+  EXPECT_NE(v[0].find("src/metrics/metric.cpp:1"), std::string::npos) << v[0];
 }

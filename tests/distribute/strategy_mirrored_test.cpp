@@ -9,7 +9,7 @@
 #include "lockstep/distribute/strategy.h"
 #include "lockstep/io/checkpoint.h"
 #include "lockstep/lockstep.h"
-#include "lockstep/train/checkpoint.h"
+#include "lockstep/saving/checkpoint.h"
 #include "test_util.h"
 
 using namespace lockstep;

@@ -24,7 +24,7 @@
 
 #include "lockstep/io/checkpoint.h"
 #include "lockstep/lockstep.h"
-#include "lockstep/train/preemption.h"
+#include "lockstep/trainers/preemption.h"
 
 extern char** environ;
 using namespace lockstep;
@@ -422,7 +422,7 @@ TEST_F(MultiWorker, KilledWorkerIsNamedAndBackupResumes) {
   EXPECT_FALSE(fs::exists(backup + "/checkpoint.lsckpt"));
 }
 
-// Graceful preemption across workers (lockstep/train/preemption.h): SIGTERM to worker 0 alone,
+// Graceful preemption across workers (lockstep/trainers/preemption.h): SIGTERM to worker 0 alone,
 // mid-epoch; the workers agree after every step, so both stop after the same step with exit
 // status 75 (worker 1 says another worker was signalled), the chief writes the backup, and the
 // rerun ends with the uninterrupted pair's weights.

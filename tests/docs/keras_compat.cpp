@@ -14,7 +14,8 @@
 //     InputLayer (which network_from_config reads itself); a "no" row is not registered.
 //   * every "yes" C++ cell names a factory declared in the header (lockstep/nn/layers.h,
 //     text_layers.h, keras_hub.h (KerasHub's, rows named by registered name: keras_hub>X),
-//     lockstep/train/loss.h, metric.h, optimizer.h, schedule.h, callback.h), and every factory
+//     lockstep/losses/loss.h, metrics/metric.h,
+//     optimizers/optimizer.h, optimizers/schedule.h, callbacks/callback.h), and every factory
 //     declared there has a "yes" row;
 //   * Losses, Metrics, Optimizers: each string ("mse") of a row whose C++ cell is not "no" is
 //     accepted by losses::get / metrics::get / optimizers::get, each string of a "no" row is
@@ -318,21 +319,21 @@ int main(int argc, char** argv) {
        2,
        -1,
        nullptr},
-      {"Losses", "loss", {"train/loss.h"}, 2, 1, [](const std::string& n) { ls::losses::get(n); }},
+      {"Losses", "loss", {"losses/loss.h"}, 2, 1, [](const std::string& n) { ls::losses::get(n); }},
       {"Metrics",
        "metric",
-       {"train/metric.h"},
+       {"metrics/metric.h"},
        2,
        1,
        [](const std::string& n) { ls::metrics::get(n, "sparse_categorical_crossentropy"); }},
       {"Optimizers",
        "optimizer",
-       {"train/optimizer.h"},
+       {"optimizers/optimizer.h"},
        2,
        1,
        [](const std::string& n) { ls::optimizers::get(n); }},
-      {"Learning-rate schedules", "schedule", {"train/schedule.h"}, 1, -1, nullptr},
-      {"Callbacks", "callback", {"train/callback.h"}, 1, -1, nullptr},
+      {"Learning-rate schedules", "schedule", {"optimizers/schedule.h"}, 1, -1, nullptr},
+      {"Callbacks", "callback", {"callbacks/callback.h"}, 1, -1, nullptr},
   };
   const std::string page = read_text(source_dir + "/docs/keras_compat.md");
 

@@ -11,8 +11,8 @@
 #include "lockstep/distribute/xla_strategy.h"
 #include "lockstep/io/checkpoint.h"
 #include "lockstep/lockstep.h"
+#include "lockstep/saving/checkpoint.h"
 #include "lockstep/tools/export.h"
-#include "lockstep/train/checkpoint.h"
 
 namespace ls = lockstep;
 namespace dist = lockstep::distribute;

@@ -4,7 +4,7 @@
 //   weights=None, seeded, with non-trivial BatchNormalization (and EfficientNet's Normalization)
 //   statistics, and saves .keras; Lockstep loads each and
 //   predicts within 1e-4 of Keras on the same batch.
-// - Lockstep's own build of each (lockstep/train/applications.h) has Keras's layer names,
+// - Lockstep's own build of each (lockstep/applications/applications.h) has Keras's layer names,
 //   classes and weight shapes, and model.weights' paths, position by position; its .keras
 //   file (random weights) loads in Keras, whose predictions agree within 1e-4 and whose layers'
 //   configs equal a fresh keras.applications build's.

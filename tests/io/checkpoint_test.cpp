@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "lockstep/lockstep.h"
-#include "lockstep/train/checkpoint.h"
+#include "lockstep/saving/checkpoint.h"
 #include "test_util.h"
 
 using namespace lockstep;

@@ -9,7 +9,7 @@
 #include "lockstep/nn/config.h"
 #include "lockstep/nn/layers.h"
 #include "lockstep/nn/mixed_precision.h"
-#include "lockstep/train/model.h"
+#include "lockstep/trainers/model.h"
 #include "test_util.h"
 
 using namespace lockstep;

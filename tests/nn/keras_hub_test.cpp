@@ -15,8 +15,8 @@
 #include "lockstep/nn/layers.h"
 #include "lockstep/nn/layers_1d.h"
 #include "lockstep/nn/mixed_precision.h"
-#include "lockstep/train/model.h"
-#include "lockstep/train/saving.h"
+#include "lockstep/saving/saving.h"
+#include "lockstep/trainers/model.h"
 #include "test_util.h"
 #ifdef LOCKSTEP_XLA
 #include "backends/xla_test_util.h"

@@ -1,8 +1,8 @@
-// compile()'s resolution as a pure function (src/train/compile_resolution.h): a CompileConfig
+// compile()'s resolution as a pure function (src/trainers/compile_resolution.h): a CompileConfig
 // and a model's output names in, each output's loss, loss weight and metrics with their log
 // names out; the list and dict forms of the per-output arguments (PerOutput) give the same
 // result, and every error names the argument, the model and its outputs.
-#include "train/compile_resolution.h"
+#include "trainers/compile_resolution.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Losses against hand-computed values: logits/probability paths, label smoothing, clipping.
-#include "lockstep/train/loss.h"
+#include "lockstep/losses/loss.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Metrics accumulate total/count across batches through assign_add side effects.
-#include "lockstep/train/metric.h"
+#include "lockstep/metrics/metric.h"
 
 #include <gtest/gtest.h>
 

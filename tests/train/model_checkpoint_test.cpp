@@ -6,9 +6,9 @@
 
 #include <filesystem>
 
+#include "callbacks/python_format.h"
 #include "lockstep/lockstep.h"
 #include "test_util.h"
-#include "train/python_format.h"
 
 using namespace lockstep;
 using namespace lockstep::layers;

@@ -8,7 +8,7 @@
 #include "lockstep/core/allocator.h"
 #include "lockstep/lockstep.h"
 #include "test_util.h"
-#include "train/program.h"
+#include "trainers/program.h"
 
 using namespace lockstep;
 

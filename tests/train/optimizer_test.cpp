@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "lockstep/graph/executable.h"
-#include "lockstep/train/optimizer.h"
+#include "lockstep/optimizers/optimizer.h"
 
 using namespace lockstep;
 

@@ -1,11 +1,11 @@
-// Predict in row tiles (src/train/predict_tiles.h): the row-independence analysis accepts the
+// Predict in row tiles (src/trainers/predict_tiles.h): the row-independence analysis accepts the
 // graphs of Keras layers in inference mode and refuses each way of mixing rows; a tiled predict
 // program (tiles plus a tail of another size) gives the untiled program's predictions, with
 // one step per execution and with staged steps, in float32 and mixed_bfloat16, and allocates
 // nothing per step; a model whose layer mixes rows is not tiled. Thread tiles (one tile per
 // OpenMP thread, at once, each through its own single-threaded program) give the untiled
 // predictions too, on the test CNN and on EfficientNetB0, and apply only where they should.
-#include "train/predict_tiles.h"
+#include "trainers/predict_tiles.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -16,7 +16,7 @@
 #include "lockstep/distribute/strategy.h"
 #include "lockstep/lockstep.h"
 #include "test_util.h"
-#include "train/program.h"
+#include "trainers/program.h"
 
 using namespace lockstep;
 using I = std::vector<int64_t>;

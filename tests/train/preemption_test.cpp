@@ -1,11 +1,11 @@
-// Graceful preemption (lockstep/train/preemption.h, issue 25): a real SIGTERM to a training
+// Graceful preemption (lockstep/trainers/preemption.h, issue 25): a real SIGTERM to a training
 // process mid-epoch stops it after the running step with its BackupAndRestore backup written
 // and exit status 75; running it again resumes and ends with the uninterrupted run's weights,
 // byte for byte (op determinism). The process is examples/distributed_train, which waits after
 // a given step until a signal arrives (no timing decides where it stops). The examples
 // fashion_mnist and flowers install the same handler: signalled mid-epoch they exit 75 with
 // their --backup-dir written, and the same command again resumes there and finishes.
-#include "lockstep/train/preemption.h"
+#include "lockstep/trainers/preemption.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -8,12 +8,13 @@
 #include <regex>
 #include <thread>
 
+#include "lockstep/callbacks/callback.h"
+#include "lockstep/losses/loss.h"
 #include "lockstep/nn/layers.h"
-#include "lockstep/train/loss.h"
-#include "lockstep/train/model.h"
-#include "lockstep/train/optimizer.h"
-#include "lockstep/train/progress.h"
-#include "train/progress_clock.h"
+#include "lockstep/optimizers/optimizer.h"
+#include "lockstep/trainers/model.h"
+#include "lockstep/trainers/progress.h"
+#include "trainers/progress_clock.h"
 
 using namespace lockstep;
 

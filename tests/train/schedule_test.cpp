@@ -1,5 +1,5 @@
 // Learning-rate schedules at chosen steps against Keras's formulas (numbers written out).
-#include "lockstep/train/schedule.h"
+#include "lockstep/optimizers/schedule.h"
 
 #include <gtest/gtest.h>
 

@@ -12,7 +12,7 @@
 #include "lockstep/distribute/strategy.h"
 #include "lockstep/lockstep.h"
 #include "test_util.h"
-#include "train/program.h"
+#include "trainers/program.h"
 
 using namespace lockstep;
 namespace ds = lockstep::distribute;

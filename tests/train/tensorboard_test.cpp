@@ -10,8 +10,8 @@
 #include <fstream>
 #include <regex>
 
+#include "lockstep/callbacks/summary_writer.h"
 #include "lockstep/lockstep.h"
-#include "lockstep/train/summary_writer.h"
 #include "test_util.h"
 
 using namespace lockstep;

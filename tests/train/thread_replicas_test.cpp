@@ -1,4 +1,4 @@
-// Thread replicas (lockstep/core/config.h set_thread_replicas, src/train/thread_replicas.h): a
+// Thread replicas (lockstep/core/config.h set_thread_replicas, src/trainers/thread_replicas.h): a
 // model with BatchNormalization fits as 2 in-process replicas of one core each, every batch split
 // between them and the statistics pooled, and ends where one program on the whole batches ends:
 // weights, moving statistics, per-epoch losses and metrics; with a last batch of one row (run

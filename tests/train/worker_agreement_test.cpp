@@ -1,6 +1,6 @@
 // The fingerprint check behind the multi-worker agreement before fit (the end-to-end cases,
 // two worker processes that disagree, are in tests/distribute/strategy_multiworker_test.cpp).
-#include "train/worker_agreement.h"
+#include "trainers/worker_agreement.h"
 
 #include <gtest/gtest.h>
 

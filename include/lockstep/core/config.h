@@ -100,7 +100,7 @@ ConvAlgorithm conv_algorithm();
 /// Thread replicas: fit() on the cpu backend may run a training step as one replica per OpenMP
 /// thread, each on its share of the batch with a team of one, gradients summed in process and
 /// BatchNormalization's statistics pooled over all of them (the same step, up to the order of
-/// floating-point sums; when it does: src/train/thread_replicas.h). kAutoThreadReplicas (the
+/// floating-point sums; when it does: src/trainers/thread_replicas.h). kAutoThreadReplicas (the
 /// default): as many as OpenMP threads, where it applies; 1: never; N >= 2: N replicas, where it
 /// applies. LOCKSTEP_TRAIN_THREAD_REPLICAS=N in the environment sets the start-up value (auto
 /// when unset or empty; anything but a number in 0..1024 is an error on first use; 0 = auto).

@@ -12,7 +12,7 @@
 //               u8 dtype (DType enum value), u8 rank, i64 dims[rank], u64 data_bytes, data
 //   u32 CRC-32 (zlib) of every byte before it, then "LSCKEND\0"
 //
-// This module knows files of named tensors, not models: lockstep/train/checkpoint.h maps a
+// This module knows files of named tensors, not models: lockstep/saving/checkpoint.h maps a
 // Model's weights and optimizer state onto them.
 #pragma once
 #include <string>

@@ -1,5 +1,5 @@
 // Keras 3 files as files of named tensors + JSON (this module knows no models:
-// lockstep/train/saving.h maps a Model onto them).
+// lockstep/saving/saving.h maps a Model onto them).
 //
 //   .weights.h5  an HDF5 file whose datasets are the tensors, at their names as HDF5 paths
 //                ("layers/dense/vars/0"); groups are created as the paths need them.

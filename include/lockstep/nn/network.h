@@ -1,5 +1,5 @@
 // Network: a graph of layer calls from inputs to outputs (the functional API), or a Sequential
-// list — the structure and weights of a model. Training lives one layer up: lockstep/train/
+// list — the structure and weights of a model. Training lives one layer up: lockstep/trainers/
 // model.h's Model is a Network plus compile/fit/evaluate/predict.
 #pragma once
 #include <memory>
@@ -31,7 +31,7 @@ struct SequentialItem {
 };
 
 /// The structure and weights of a model: a graph of layer calls from Inputs to outputs (the
-/// functional API) or a Sequential list. Model adds training (lockstep/train/model.h).
+/// functional API) or a Sequential list. Model adds training (lockstep/trainers/model.h).
 class Network {
  public:
   Network() = default;  ///< empty

@@ -60,7 +60,7 @@ Tensor render_confusion_matrix(const Tensor& counts, const std::vector<std::stri
 void save_confusion_matrix(const Tensor& counts, const std::vector<std::string>& class_names,
                            const std::string& path, const ConfusionMatrixOptions& options = {});
 
-/// The time-and-cost chart of CostReport JSON reports (lockstep/train/cost_report.h): one line
+/// The time-and-cost chart of CostReport JSON reports (lockstep/callbacks/cost_report.h): one line
 /// per report, its monitored accuracy against training seconds (left) and against dollars (right,
 /// when every report has a price), with the reports' thresholds as dashed lines. A report's
 /// legend entry is its "label" (else its hardware line).

@@ -1,5 +1,5 @@
 // Learning-rate schedule formulas keyed by lr_schedule attrs {"kind": ..., params}; shared by
-// the lr_schedule kernels (backends) and lockstep/train/schedule.h's schedule objects.
+// the lr_schedule kernels (backends) and lockstep/optimizers/schedule.h's schedule objects.
 #pragma once
 #include <cstdint>
 #include <functional>

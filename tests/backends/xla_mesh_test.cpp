@@ -329,27 +329,10 @@ TEST(XlaMesh, DenseMlpUnderModelParallelMatchesOneDeviceFor20Steps) {
 }
 
 // The small GPT of examples/gpt_model.h ("tiny": 2 pre-norm TransformerDecoders of 32 with 2
-// heads, T = 16, next-byte logits over 256) under ModelParallel on the 2x2 mesh, with the rules
-// Keras's own model-parallel guides give a transformer: the attention's query, key and value
-// kernels [d_model, heads, head_dim] split on their heads, the output projection [heads,
-// head_dim, d_model] on its heads, the feed-forward kernels on the model axis (the first's
-// columns, the second's rows: Megatron's pairing), the embeddings and the logits' kernel on their
-// feature dim. 20 Adam steps against one device, from the same weights.
-ld::LayoutMap gpt_rules() {
-  ld::LayoutMap map(ld::DeviceMesh({2, 2}, {"batch", "model"}));
-  map["embeddings$"] = {std::nullopt, "model"};
-  // (Keras 3 names them ".../self_attention/query/kernel", Lockstep ".../query_dense/kernel")
-  map["attention/(query|key|value)[a-z_]*/kernel$"] = {std::nullopt, "model", std::nullopt};
-  map["attention/(query|key|value)[a-z_]*/bias$"] = {"model", std::nullopt};
-  map["attention/(attention_output|output_dense)/kernel$"] = {"model", std::nullopt, std::nullopt};
-  map["feedforward_intermediate_dense/kernel$"] = {std::nullopt, "model"};
-  map["feedforward_intermediate_dense/bias$"] = {"model"};
-  map["feedforward_output_dense/kernel$"] = {"model", std::nullopt};
-  map["^dense[_0-9]*/kernel$"] = {std::nullopt, "model"};
-  map["^dense[_0-9]*/bias$"] = {"model"};
-  return map;
-}
-
+// heads, T = 16, next-byte logits over 256) under ModelParallel on the 2x2 mesh with
+// gpt_layout_map's rules (query, key, value and the output projection split on their heads, the
+// feed-forward kernels on the model axis): 20 Adam steps against one device, from the same
+// weights.
 Model tiny_gpt() {
   reset_layer_names();  // the same paths for every build (the rules and the file name them)
   return gpt_model(gpt_preset("tiny"));
@@ -380,7 +363,8 @@ TEST(XlaMesh, SmallGptUnderModelParallelMatchesOneDeviceFor20Steps) {
   single.fit(x, y, f1);
   std::vector<Tensor> w2;
   {
-    DistributionGuard guard(ld::ModelParallel(gpt_rules(), "batch"));
+    DistributionGuard guard(
+        ld::ModelParallel(gpt_layout_map(ld::DeviceMesh({2, 2}, {"batch", "model"})), "batch"));
     Model sharded = tiny_gpt();
     sharded.set_weights(initial);
     sharded.compile(config());

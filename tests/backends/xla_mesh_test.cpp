@@ -12,6 +12,7 @@ TEST(XlaMesh, NeedsTheXlaBuild) { GTEST_SKIP() << "built without LOCKSTEP_XLA"; 
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <sstream>
 
 #include "../../examples/gpt_model.h"
 #include "backends/xla/sharding_lowering.h"
@@ -283,6 +284,50 @@ TEST(XlaMesh, AnOutputRuleConstrainsTheLayersOutput) {
       << err;
 }
 
+// What the compiler made of the partitioned MLP step, read back from the CPU plugin: the
+// shardings XLA settled on for @main's arguments and results (the partitioned module's
+// spmd_parameters_shardings / spmd_output_sharding) are the annotated ones, the step runs
+// collectives, and the compiled memory per device counts each argument's shard: the arguments
+// of one device are the sum of their blocks' bytes, not of the whole tensors.
+TEST(XlaMesh, TheCompilersShardingsAndPerDeviceMemoryAreReadBack) {
+  FOUR_DEVICES_OR_SKIP();
+  std::shared_ptr<xla::PjrtClient> client = xla::connected_client();
+  ld::LayoutMap map(ld::DeviceMesh({2, 2}, {"batch", "model"}));
+  map["kernel"] = {std::nullopt, "model"};
+  map["bias"] = {"model"};
+  xla_test::Step s = xla_test::build_step(xla_test::Model::mlp, xla_test::Optimizer::sgd);
+  xla::XlaProgram spmd(client, s.g, s.feeds, {s.loss},
+                       {.sharding = ld::ModelParallel(map, "batch").plan()});
+  const xla::CompiledModule& m = spmd.compiled_module();
+  ASSERT_TRUE(m.read) << "format '" << m.format << "'";
+  const std::string line = spmd.chosen_layouts_line();
+  std::printf("[ measured ] %s (%d instructions, format %s)\n", line.c_str(), m.instructions,
+              m.format.c_str());
+  const size_t args = spmd.lowered().arguments.size(), results = spmd.lowered().results.size();
+  EXPECT_NE(line.find("kept " + std::to_string(args) + " of " + std::to_string(args) +
+                      " argument and " + std::to_string(results) + " of " +
+                      std::to_string(results) + " result layouts as annotated"),
+            std::string::npos)
+      << line;
+  EXPECT_FALSE(m.collectives.empty()) << line;  // the kernels' split sums meet
+  ASSERT_TRUE(spmd.memory_stats()) << "the CPU plugin gives compiled memory stats";
+  int64_t block_bytes = 0;
+  for (size_t i = 0; i < args; ++i) {
+    const xla::LoweredArgument& a = spmd.lowered().arguments[i];
+    block_bytes +=
+        shard_shape(Shape(a.type.dims), *spmd.lowered().mesh, spmd.lowered().argument_layouts[i])
+            .numel() *
+        int64_t(dtype_size(xla::dtype_of_elem(a.type.elem)));
+  }
+  const auto& stats = *spmd.memory_stats();
+  std::printf(
+      "[ measured ] per device: arguments %lld B (their blocks: %lld B), outputs %lld B, "
+      "aliased %lld B, temporaries %lld B, peak %lld B\n",
+      (long long)stats.arguments, (long long)block_bytes, (long long)stats.outputs,
+      (long long)stats.aliased, (long long)stats.temporaries, (long long)stats.peak);
+  EXPECT_EQ(stats.arguments, block_bytes);
+}
+
 // Model::fit on backend "xla" under ModelParallel on the 2x2 mesh against fit on one device,
 // from the same weights: 320 rows, batch 16, one epoch (20 steps), Adam.
 TEST(XlaMesh, DenseMlpUnderModelParallelMatchesOneDeviceFor20Steps) {
@@ -310,6 +355,20 @@ TEST(XlaMesh, DenseMlpUnderModelParallelMatchesOneDeviceFor20Steps) {
     h2 = sharded.fit(x, y, fit);
     w2 = sharded.get_weights();
     sharded.save((dir / "model_parallel.keras").string());
+    // summary(): the weights, the optimizer's state and the compiled step per device. Every
+    // kernel and bias is split in two, so Adam's m and v take half of theirs per device (plus
+    // the step count and learning rate, whole: 4 bytes each).
+    std::ostringstream os;
+    sharded.summary(os);
+    const std::string text = os.str();
+    std::printf("%s", text.c_str());
+    int64_t trainable = 0;
+    for (const VariablePtr& w : sharded.trainable_weights()) trainable += w->value.nbytes();
+    char want[128];
+    std::snprintf(want, sizeof want, " Optimizer state per device: %.2f KB of %.2f KB",
+                  (trainable + 8) / 1024.0, (2 * trainable + 8) / 1024.0);
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+    EXPECT_NE(text.find(" Per device (4 devices, as compiled): peak "), std::string::npos) << text;
   }
   const Difference d = difference(w2, w1);
   std::printf(

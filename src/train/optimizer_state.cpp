@@ -7,7 +7,7 @@
 #include <set>
 
 #include "lockstep/nn/config.h"
-#include "nn/layers/keras_layer_hooks.h"
+#include "nn/internal/keras_variable_order.h"
 #include "train/compile_config.h"
 
 namespace lockstep::train {
@@ -32,23 +32,6 @@ void ensure_slots(const Model& model) {
   std::vector<Value> grads;
   for (auto& w : weights) grads.push_back(g.variable(w));
   opt->apply(g, grads, weights);
-}
-
-// A layer's weights in Keras's trainable_variables order: its own, then its sublayers' in the
-// order Keras tracks them (a KerasHub TransformerDecoder: the attention, its norm, the two
-// feed-forward dense layers, then their norm), which need not be the order Lockstep made them.
-std::vector<VariablePtr> keras_variable_order(const Layer& layer) {
-  const KerasLayerHooks* hooks = keras_hooks(layer);
-  const auto subs = hooks ? hooks->sublayer_weights() : decltype(hooks->sublayer_weights()){};
-  if (subs.empty()) return layer.weights();
-  std::set<const Variable*> in_sub;
-  for (auto& [path, ws] : subs)
-    for (auto& w : ws) in_sub.insert(w.get());
-  std::vector<VariablePtr> out;
-  for (auto& w : layer.weights())
-    if (!in_sub.count(w.get())) out.push_back(w);
-  for (auto& [path, ws] : subs) out.insert(out.end(), ws.begin(), ws.end());
-  return out;
 }
 
 std::vector<VariablePtr> keras_ordered_variables(const Model& model, const std::string& where) {

@@ -252,7 +252,11 @@ class XlaCompiledGraph final : public CompiledGraph {
              ? std::string()
              : "; split around the host all-reduce of " + std::to_string(split_.buckets.size()) +
                    " gradient bucket(s) (forward runs twice a step)"));
-    if (program_.partitioned()) report_.push_back("xla: " + program_.chosen_layouts_line());
+    // (before the "whole graph" line, which stays the last: what the compile came to)
+    const auto before_last = [this](std::string line) {
+      report_.insert(report_.end() - 1, std::move(line));
+    };
+    if (program_.partitioned()) before_last("xla: " + program_.chosen_layouts_line());
     if (const DeviceMemory m = device_memory(); m.devices > 0) {
       char line[256];
       std::snprintf(line, sizeof line,
@@ -261,7 +265,7 @@ class XlaCompiledGraph final : public CompiledGraph {
                     m.devices, (long long)m.arguments, (long long)m.outputs, (long long)m.aliased,
                     (long long)m.temporaries, (long long)m.peak,
                     m.peak_from_compiler ? "the compiler's" : "their sum, an upper bound");
-      report_.push_back(line);
+      before_last(line);
     }
   }
 

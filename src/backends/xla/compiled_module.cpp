@@ -159,11 +159,9 @@ CompiledModule read_compiled_module(const std::string& bytes, const std::string&
   }
   Reader r(module);
   Reader::Field f;
-  uint64_t entry_id = 0;
   std::vector<std::string_view> computations;
   while (r.next(f)) {
     if (f.number == 3 && f.wire == 2) computations.push_back(f.bytes);
-    if (f.number == 6 && f.wire == 0) entry_id = f.value;
     if (f.number == 12 && f.wire == 2) {  // spmd_output_sharding: a tuple for several results
       std::vector<std::string> tuple;
       const std::string text = sharding_text(f.bytes, &tuple);
@@ -173,7 +171,6 @@ CompiledModule read_compiled_module(const std::string& bytes, const std::string&
       m.parameter_shardings.push_back(sharding_text(f.bytes, nullptr));
   }
   if (!r.ok()) return m;
-  (void)entry_id;
   for (std::string_view c : computations) {  // HloComputationProto: instructions = 2
     Reader cr(c);
     Reader::Field cf;

@@ -7,6 +7,7 @@
 // the fields named here are decoded, the rest skipped.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 

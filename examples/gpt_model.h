@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "lockstep/core/file_io.h"
+#include "lockstep/distribute/distribution.h"
 #include "lockstep/lockstep.h"
 #include "lockstep/nn/keras_hub.h"
 #include "lockstep/tools/text_export.h"
@@ -51,6 +52,30 @@ inline lockstep::Model gpt_model(const GptConfig& c) {
   ls::KTensor logits = ls::layers::Dense(c.vocab)(x);  // next-byte logits [batch, T, 256]
   return ls::Model(ids, logits, "gpt");
   // docs: end model
+}
+
+/// The GPT's model-parallel layout over a mesh with a "model" axis (keras.distribution's
+/// LayoutMap, as Keras's guides lay out a transformer): the attention's query, key and value
+/// kernels [d_model, heads, head_dim] split on their heads, the output projection [heads,
+/// head_dim, d_model] on its heads, the feed-forward kernels on the model axis (the first's
+/// columns, the second's rows: each device computes its share of the hidden units), the
+/// embeddings and the logits' kernel on their feature dim. The rules match Keras 3's paths too
+/// (".../self_attention/query/kernel"; Lockstep's are ".../query_dense/kernel"). Needs heads,
+/// d_model and 4 d_model to divide by the model axis.
+inline lockstep::distribution::LayoutMap gpt_layout_map(
+    const lockstep::distribution::DeviceMesh& mesh) {
+  lockstep::distribution::LayoutMap map(mesh);
+  const auto none = std::nullopt;
+  map["embeddings$"] = {none, "model"};
+  map["attention/(query|key|value)[a-z_]*/kernel$"] = {none, "model", none};
+  map["attention/(query|key|value)[a-z_]*/bias$"] = {"model", none};
+  map["attention/(attention_output|output_dense)/kernel$"] = {"model", none, none};
+  map["feedforward_intermediate_dense/kernel$"] = {none, "model"};
+  map["feedforward_intermediate_dense/bias$"] = {"model"};
+  map["feedforward_output_dense/kernel$"] = {"model", none};
+  map["^dense[_0-9]*/kernel$"] = {none, "model"};
+  map["^dense[_0-9]*/bias$"] = {"model"};
+  return map;
 }
 
 /// The fortunes as bytes: training and validation text.

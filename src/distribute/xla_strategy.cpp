@@ -1,11 +1,13 @@
 // XlaClusterResolver and XlaStrategy (lockstep/distribute/xla_strategy.h): the strategy is one
-// host replica whose programs run as device replicas (StrategyImpl::device_replicas) on backend
-// "xla"; the replication itself happens inside the compiled program.
+// host replica whose programs run on every device on backend "xla": on one worker as
+// DataParallel over a one-axis mesh (StrategyImpl::sharding: one SPMD program), across workers
+// as device replicas (StrategyImpl::device_replicas) around the host all-reduce.
 #include "lockstep/distribute/xla_strategy.h"
 
 #include <cstdio>
 
 #include "distribute/internal/strategy_runtime.h"
+#include "lockstep/distribute/distribution.h"
 
 namespace lockstep::distribute {
 
@@ -36,6 +38,13 @@ Strategy make(const XlaClusterResolver& resolver, const ClusterResolver& cluster
   impl->device_replicas = resolver.num_devices();
   impl->devices = resolver.system().devices;
   impl->backend = resolver.system().backend;
+  // One worker: DataParallel on a one-axis mesh over the devices (one SPMD program; XLA's
+  // partitioner inserts the gradient all-reduce). Across workers the step runs around the
+  // workers' host all-reduce, as replicas (xla_backend.cpp).
+  if (!workers)
+    impl->sharding =
+        distribution::DataParallel(distribution::DeviceMesh({resolver.num_devices()}, {"batch"}))
+            .plan();
   return Strategy(impl);
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 #include "lockstep/core/error.h"
 
@@ -121,9 +122,34 @@ void set_sharding_plan(std::shared_ptr<const ShardingPlan> plan) {
   plan_slot() = std::move(plan);
 }
 
+namespace {
+thread_local std::shared_ptr<const ShardingPlan> t_scoped_plan;
+}  // namespace
+
 std::shared_ptr<const ShardingPlan> sharding_plan() {
+  if (t_scoped_plan) return t_scoped_plan;
   std::lock_guard<std::mutex> lock(plan_mutex());
   return plan_slot();
+}
+
+ShardingPlanScope::ShardingPlanScope(std::shared_ptr<const ShardingPlan> plan) {
+  if (!plan) return;
+  std::shared_ptr<const ShardingPlan> installed;
+  {
+    std::lock_guard<std::mutex> lock(plan_mutex());
+    installed = plan_slot();
+  }
+  LS_CHECK(!installed, "a distribution is set (", installed->describe(),
+           ") and the program also compiles under a strategy that partitions it itself (",
+           plan->describe(),
+           "); use one: clear the distribution (distribution::clear_distribution) or leave the "
+           "strategy's scope");
+  previous_ = std::exchange(t_scoped_plan, std::move(plan));
+  active_ = true;
+}
+
+ShardingPlanScope::~ShardingPlanScope() {
+  if (active_) t_scoped_plan = std::move(previous_);
 }
 
 Shape shard_shape(const Shape& shape, const MeshShape& mesh, const DimAxes& axes) {

@@ -12,6 +12,7 @@
 #include "lockstep/nn/initializers.h"
 #include "lockstep/nn/layers.h"
 #include "lockstep/nn/text_layers.h"
+#include "nn/internal/keras_variable_order.h"
 #include "nn/layers/keras_calls.h"
 #include "nn/layers/keras_layer_hooks.h"
 #include "nn/layers/recurrent_slots.h"
@@ -406,6 +407,21 @@ static std::vector<KerasWeightSlot> keras_sublayer_slots(const LayerPtr& l,
   std::vector<KerasWeightSlot> slots{{path, l, own}};
   for (auto& [p, ws] : subs) slots.push_back({path + "/" + p, l, ws});
   return slots;
+}
+
+std::vector<VariablePtr> keras_variable_order(const Layer& layer) {
+  const KerasLayerHooks* hooks = keras_hooks(layer);
+  const auto subs = hooks ? hooks->sublayer_weights()
+                          : std::vector<std::pair<std::string, std::vector<VariablePtr>>>{};
+  if (subs.empty()) return layer.weights();
+  std::set<const Variable*> in_sub;
+  for (auto& [path, ws] : subs)
+    for (auto& w : ws) in_sub.insert(w.get());
+  std::vector<VariablePtr> out;
+  for (auto& w : layer.weights())
+    if (!in_sub.count(w.get())) out.push_back(w);
+  for (auto& [path, ws] : subs) out.insert(out.end(), ws.begin(), ws.end());
+  return out;
 }
 
 std::vector<KerasWeightSlot> keras_weight_slots(const Network& net, const std::string& prefix) {

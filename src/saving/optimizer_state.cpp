@@ -7,6 +7,7 @@
 #include <set>
 
 #include "lockstep/nn/config.h"
+#include "nn/internal/keras_variable_order.h"
 #include "saving/compile_config.h"
 
 namespace lockstep::train {
@@ -44,7 +45,7 @@ std::vector<VariablePtr> keras_ordered_variables(const Model& model, const std::
   for (auto& w : model.trainable_weights()) trained.insert(w.get());
   std::vector<VariablePtr> trainable;
   for (auto& layer : keras_layer_order(model))
-    for (auto& w : layer->weights())
+    for (auto& w : keras_variable_order(*layer))
       if (trained.count(w.get())) trainable.push_back(w);
   std::vector<VariablePtr> out{opt->iterations()};
   if (!opt->has_schedule()) out.push_back(opt->learning_rate_variable());

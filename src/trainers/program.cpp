@@ -13,6 +13,7 @@
 #include "lockstep/graph/autodiff.h"
 #include "lockstep/graph/backend.h"
 #include "lockstep/graph/device_system.h"
+#include "lockstep/graph/sharding.h"
 #include "trainers/predict_tiles.h"
 
 namespace lockstep {
@@ -175,6 +176,7 @@ std::unique_ptr<Executable> Program::compile(const CompileConfig& cfg, Built& b,
   if (replication && !replication->strategy().backend.empty())
     opts.backend = replication->strategy().backend;
   DeviceReplicasScope devices(device_replicas_);
+  ShardingPlanScope partitioned(replication ? replication->strategy().sharding : nullptr);
   opts.eager = cfg.run_eagerly;
   opts.seed = random_seed();
   if (!cfg.run_eagerly) opts.residence = residence_;
@@ -231,7 +233,9 @@ namespace {
 int device_replicas_for(const Network& model, Program::Kind kind, int64_t batch,
                         const Replication* replication) {
   const int devices = replication ? replication->strategy().device_replicas : 1;
-  if (devices == 1 || batch % devices == 0) return devices;
+  // (a strategy that partitions its programs itself compiles one program on the whole batch)
+  const bool spmd = replication && replication->strategy().sharding;
+  if (devices == 1 || batch % devices == 0) return spmd ? 1 : devices;
   const int64_t below = batch / devices * devices, above = below + devices;
   LS_CHECK(kind != Program::Kind::train, "model '", model.name(), "': a training batch of ", batch,
            " rows does not divide among the ", devices, " devices of ",

@@ -12,7 +12,9 @@ TEST(XlaMesh, NeedsTheXlaBuild) { GTEST_SKIP() << "built without LOCKSTEP_XLA"; 
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <sstream>
 
+#include "../../examples/gpt_model.h"
 #include "backends/xla/sharding_lowering.h"
 #include "backends/xla/xla_connect.h"
 #include "backends/xla/xla_program.h"
@@ -69,9 +71,12 @@ ld::LayoutMap dense_rules() {
   return map;
 }
 
-// The largest |a - b| / (1 + |b|), and the largest |a - b| / |b| over elements with |b| > 1e-3.
+// The largest |a - b| / (1 + |b|), the largest |a - b| / |b| over elements with |b| > 1e-3, and
+// the largest ||a - b|| / ||b|| over the tensors of RMS > 1e-3 (the norm-wise relative
+// difference; a tensor that stays near zero, as the keys' bias, whose gradient softmax cancels,
+// is left to the first figure).
 struct Difference {
-  double mixed = 0, relative = 0;
+  double mixed = 0, relative = 0, norm = 0;
 };
 Difference difference(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
   Difference d;
@@ -79,11 +84,14 @@ Difference difference(const std::vector<Tensor>& a, const std::vector<Tensor>& b
   for (size_t k = 0; k < a.size() && k < b.size(); ++k) {
     const auto x = a[k].to_vector(), y = b[k].to_vector();
     EXPECT_EQ(x.size(), y.size());
+    double diff2 = 0, norm2 = 0;
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
       const double diff = std::fabs(double(x[i]) - y[i]);
       d.mixed = std::max(d.mixed, diff / (1 + std::fabs(double(y[i]))));
       if (std::fabs(y[i]) > 1e-3) d.relative = std::max(d.relative, diff / std::fabs(y[i]));
+      diff2 += diff * diff, norm2 += double(y[i]) * y[i];
     }
+    if (norm2 > 1e-6 * double(y.size())) d.norm = std::max(d.norm, std::sqrt(diff2 / norm2));
   }
   return d;
 }
@@ -276,6 +284,50 @@ TEST(XlaMesh, AnOutputRuleConstrainsTheLayersOutput) {
       << err;
 }
 
+// What the compiler made of the partitioned MLP step, read back from the CPU plugin: the
+// shardings XLA settled on for @main's arguments and results (the partitioned module's
+// spmd_parameters_shardings / spmd_output_sharding) are the annotated ones, the step runs
+// collectives, and the compiled memory per device counts each argument's shard: the arguments
+// of one device are the sum of their blocks' bytes, not of the whole tensors.
+TEST(XlaMesh, TheCompilersShardingsAndPerDeviceMemoryAreReadBack) {
+  FOUR_DEVICES_OR_SKIP();
+  std::shared_ptr<xla::PjrtClient> client = xla::connected_client();
+  ld::LayoutMap map(ld::DeviceMesh({2, 2}, {"batch", "model"}));
+  map["kernel"] = {std::nullopt, "model"};
+  map["bias"] = {"model"};
+  xla_test::Step s = xla_test::build_step(xla_test::Model::mlp, xla_test::Optimizer::sgd);
+  xla::XlaProgram spmd(client, s.g, s.feeds, {s.loss},
+                       {.sharding = ld::ModelParallel(map, "batch").plan()});
+  const xla::CompiledModule& m = spmd.compiled_module();
+  ASSERT_TRUE(m.read) << "format '" << m.format << "'";
+  const std::string line = spmd.chosen_layouts_line();
+  std::printf("[ measured ] %s (%d instructions, format %s)\n", line.c_str(), m.instructions,
+              m.format.c_str());
+  const size_t args = spmd.lowered().arguments.size(), results = spmd.lowered().results.size();
+  EXPECT_NE(line.find("kept " + std::to_string(args) + " of " + std::to_string(args) +
+                      " argument and " + std::to_string(results) + " of " +
+                      std::to_string(results) + " result layouts as annotated"),
+            std::string::npos)
+      << line;
+  EXPECT_FALSE(m.collectives.empty()) << line;  // the kernels' split sums meet
+  ASSERT_TRUE(spmd.memory_stats()) << "the CPU plugin gives compiled memory stats";
+  int64_t block_bytes = 0;
+  for (size_t i = 0; i < args; ++i) {
+    const xla::LoweredArgument& a = spmd.lowered().arguments[i];
+    block_bytes +=
+        shard_shape(Shape(a.type.dims), *spmd.lowered().mesh, spmd.lowered().argument_layouts[i])
+            .numel() *
+        int64_t(dtype_size(xla::dtype_of_elem(a.type.elem)));
+  }
+  const auto& stats = *spmd.memory_stats();
+  std::printf(
+      "[ measured ] per device: arguments %lld B (their blocks: %lld B), outputs %lld B, "
+      "aliased %lld B, temporaries %lld B, peak %lld B\n",
+      (long long)stats.arguments, (long long)block_bytes, (long long)stats.outputs,
+      (long long)stats.aliased, (long long)stats.temporaries, (long long)stats.peak);
+  EXPECT_EQ(stats.arguments, block_bytes);
+}
+
 // Model::fit on backend "xla" under ModelParallel on the 2x2 mesh against fit on one device,
 // from the same weights: 320 rows, batch 16, one epoch (20 steps), Adam.
 TEST(XlaMesh, DenseMlpUnderModelParallelMatchesOneDeviceFor20Steps) {
@@ -303,6 +355,20 @@ TEST(XlaMesh, DenseMlpUnderModelParallelMatchesOneDeviceFor20Steps) {
     h2 = sharded.fit(x, y, fit);
     w2 = sharded.get_weights();
     sharded.save((dir / "model_parallel.keras").string());
+    // summary(): the weights, the optimizer's state and the compiled step per device. Every
+    // kernel and bias is split in two, so Adam's m and v take half of theirs per device (plus
+    // the step count and learning rate, whole: 4 bytes each).
+    std::ostringstream os;
+    sharded.summary(os);
+    const std::string text = os.str();
+    std::printf("%s", text.c_str());
+    int64_t trainable = 0;
+    for (const VariablePtr& w : sharded.trainable_weights()) trainable += w->value.nbytes();
+    char want[128];
+    std::snprintf(want, sizeof want, " Optimizer state per device: %.2f KB of %.2f KB",
+                  (trainable + 8) / 1024.0, (2 * trainable + 8) / 1024.0);
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+    EXPECT_NE(text.find(" Per device (4 devices, as compiled): peak "), std::string::npos) << text;
   }
   const Difference d = difference(w2, w1);
   std::printf(
@@ -319,6 +385,72 @@ TEST(XlaMesh, DenseMlpUnderModelParallelMatchesOneDeviceFor20Steps) {
   Model loaded = load_model((dir / "model_parallel.keras").string(), false);
   const std::vector<Tensor> w3 = loaded.get_weights();
   EXPECT_EQ(difference(w3, w2).mixed, 0.0);
+}
+
+// The small GPT of examples/gpt_model.h ("tiny": 2 pre-norm TransformerDecoders of 32 with 2
+// heads, T = 16, next-byte logits over 256) under ModelParallel on the 2x2 mesh with
+// gpt_layout_map's rules (query, key, value and the output projection split on their heads, the
+// feed-forward kernels on the model axis): 20 Adam steps against one device, from the same
+// weights.
+Model tiny_gpt() {
+  reset_layer_names();  // the same paths for every build (the rules and the file name them)
+  return gpt_model(gpt_preset("tiny"));
+}
+
+TEST(XlaMesh, SmallGptUnderModelParallelMatchesOneDeviceFor20Steps) {
+  FOUR_DEVICES_OR_SKIP();
+  const std::string text = test_util::read_text_file(std::string(tools::kFortunesDir) + "/science");
+  const auto [x, y] = byte_windows(text, 160, 16, true, 7);
+  set_random_seed(21);
+  const std::vector<Tensor> initial = tiny_gpt().get_weights();
+  auto config = [] {
+    return CompileConfig{.optimizer = optimizers::Adam(3e-3),
+                         .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}),
+                         .backend = "xla"};
+  };
+  const FitConfig fit{.batch_size = 8, .epochs = 1, .verbose = 0, .shuffle = false};
+  std::vector<double> want, got;
+  auto record = [](std::vector<double>* l) {
+    return callbacks::LambdaCallback(
+        LambdaHooks{.on_train_batch_end = [l](int, const Logs& g) { l->push_back(g.at("loss")); }});
+  };
+  Model single = tiny_gpt();
+  single.set_weights(initial);
+  single.compile(config());
+  FitConfig f1 = fit;
+  f1.callbacks = {record(&want)};
+  single.fit(x, y, f1);
+  std::vector<Tensor> w2;
+  {
+    DistributionGuard guard(
+        ld::ModelParallel(gpt_layout_map(ld::DeviceMesh({2, 2}, {"batch", "model"})), "batch"));
+    Model sharded = tiny_gpt();
+    sharded.set_weights(initial);
+    sharded.compile(config());
+    FitConfig f2 = fit;
+    f2.callbacks = {record(&got)};
+    sharded.fit(x, y, f2);
+    w2 = sharded.get_weights();
+  }
+  ASSERT_EQ(want.size(), 20u);
+  ASSERT_EQ(got.size(), 20u);
+  double worst_loss = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    worst_loss = std::max(worst_loss, std::fabs(got[i] - want[i]) / std::fabs(want[i]));
+  const Difference d = difference(w2, single.get_weights());
+  std::printf(
+      "[ measured ] GPT tiny, ModelParallel 2x2 vs one device, 20 Adam steps: losses %.4f -> "
+      "%.4f, worst loss %.3g relative; weights within %.3g relative (per tensor, norm-wise), "
+      "%.3g relative + absolute, %.3g relative per element (|b| > 1e-3)\n",
+      want.front(), want.back(), worst_loss, d.norm, d.mixed, d.relative);
+  EXPECT_LE(worst_loss, 1e-5);
+  EXPECT_LE(d.norm, 1e-5);
+  EXPECT_LE(d.mixed, 1e-5);
+  // (Per element, a weight near 1e-3 whose gradient is near zero (the keys' kernels: softmax
+  // cancels most of it) moves by Adam's g / sqrt(v), which turns the partitioned sums' float
+  // rounding into a few 1e-4 of that weight; the norm-wise figure above is the 1e-5 one.)
+  EXPECT_LE(d.relative, 1e-3);
+  EXPECT_LT(want.back(), want.front() - 0.5);  // it learns (from ln 256 = 5.5)
 }
 
 // A .keras file written under ModelParallel on the 2x2 mesh (weights and Adam's state, gathered)

@@ -18,6 +18,7 @@ TEST(XlaStrategy, NeedsTheXlaBuild) { GTEST_SKIP() << "built without LOCKSTEP_XL
 #include "backends/xla_dense_model.h"
 #include "backends/xla_test_util.h"
 #include "lockstep/core/rng.h"
+#include "lockstep/distribute/distribution.h"
 #include "lockstep/distribute/xla_strategy.h"
 #include "lockstep/lockstep.h"
 #include "test_util.h"
@@ -242,6 +243,43 @@ TEST(XlaStrategy, DropoutDrawsPerReplicaAndTrains) {
   ASSERT_EQ(h.history.at("loss").size(), 3u);
   EXPECT_TRUE(std::isfinite(h.history.at("loss").back()));
   EXPECT_LT(h.history.at("loss").back(), h.history.at("loss").front());
+}
+
+// On one worker XlaStrategy is DataParallel on a one-axis mesh: its train step compiles as one
+// SPMD program over the devices (the compile report says so, and that XLA kept the batch
+// split and the weights whole), and a distribution set beside it is refused by name.
+TEST(XlaStrategy, IsDataParallelOnAOneAxisMesh) {
+  TWO_DEVICES_OR_SKIP();
+  ld::Strategy strategy = ld::XlaStrategy(*resolver);
+  auto [x, y] = xla_test::dense_data(5);
+  {
+    auto scope = strategy.scope();
+    Model m = xla_test::dense_model();
+    CompileConfig c = xla_test::adam_config("xla");
+    c.verbose_compile = true;
+    m.compile(c);
+    testing::internal::CaptureStderr();
+    m.fit(x, y, {.batch_size = 32, .epochs = 1, .verbose = 0});
+    const std::string report = testing::internal::GetCapturedStderr();
+    EXPECT_NE(report.find("SPMD over 2 devices (DataParallel on mesh (batch=2), batch split over "
+                          "'batch')"),
+              std::string::npos)
+        << report;
+    EXPECT_NE(report.find("result layouts as annotated; collectives per step: all-reduce"),
+              std::string::npos)
+        << report;
+  }
+  namespace dist = lockstep::distribution;
+  dist::set_distribution(dist::DataParallel({"xla:0", "xla:1"}));
+  auto scope = strategy.scope();
+  Model m = xla_test::dense_model();
+  m.compile(xla_test::adam_config("xla"));
+  const std::string err =
+      test_util::error_of([&] { m.fit(x, y, {.batch_size = 32, .epochs = 1, .verbose = 0}); });
+  dist::clear_distribution();
+  EXPECT_NE(err.find("a distribution is set (DataParallel on mesh (batch=2)"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("use one"), std::string::npos) << err;
 }
 
 // The writes of a replicated program: a metric total's increments are summed (all_reduce), a

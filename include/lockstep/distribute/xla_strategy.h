@@ -8,18 +8,21 @@
 //   { auto scope = strategy.scope(); model = build(); model.compile(...); }
 //   model.fit(x, y, {.batch_size = 64});  // 2 replicas x 32 rows, one program, one call a step
 //
-// Every program of a model in scope compiles for backend "xla" on the connected devices: the
-// graph is one replica's step; the train step averages the gradients over the replicas before
-// the optimizer update, sums the metric totals, and averages BatchNormalization's moving
-// statistics (each variable write says how: op assign / assign_add's `aggregation`), so the
-// replicas stay equal and N replicas x B/N rows match 1 replica x B. Synchronized
-// BatchNormalization normalises with the whole batch's statistics. A training batch must divide
-// among the devices (the error says what to do); an evaluate or predict batch that does not (a
-// last, partial one) runs on one device.
+// Every program of a model in scope compiles for backend "xla" on the connected devices. On
+// one worker XlaStrategy is Keras 3's DataParallel on a one-axis mesh "batch" over the devices
+// (lockstep/distribute/distribution.h): one SPMD program on the whole batch, each device fed its
+// share of the rows and holding every variable whole, XLA's partitioner inserting the gradient
+// all-reduce; so N devices x B/N rows compute what 1 device does with B, and BatchNormalization
+// (synchronized or not) normalises with the whole batch's statistics, as under JAX. A training
+// batch must divide among the devices (the error says what to do); an evaluate or predict batch
+// that does not (a last, partial one) runs with the batch whole on every device.
 //
 // Across workers (XlaStrategy(resolver, cluster)): every worker process connects to its own
 // local devices, and the gradient is the mean over every device of every worker: the devices'
-// mean inside the program, then the workers' sum by the cluster's Gloo / MPI communicator
+// mean inside the program (there, one replica's step per device: the graph is one replica's
+// step; the train step averages the gradients over the replicas, sums the metric totals, and
+// averages BatchNormalization's moving statistics, each variable write saying how: op assign /
+// assign_add's `aggregation`), then the workers' sum by the cluster's Gloo / MPI communicator
 // (MultiWorkerMirroredStrategy's). The xla backend then runs a train step as two executables
 // around that host all-reduce (docs/accelerator.md: the forward runs twice a step, and the
 // weights go through the host every step). Synchronized BatchNormalization is refused there.

@@ -21,6 +21,21 @@ namespace lockstep {
 struct CompileOptions;
 struct StepInfo;
 
+/// What a compiled program holds on each device it runs on, as its compiler planned it: per
+/// device bytes (a partitioned program runs the same one on every device of its mesh).
+struct DeviceMemory {
+  int devices = 0;          ///< devices the program runs on; 0: the backend does not say
+  int64_t arguments = 0;    ///< its arguments: weights, optimizer slots, the batch's shard
+  int64_t outputs = 0;      ///< its results (the variables' new values among them)
+  int64_t aliased = 0;      ///< results written over a donated argument (in-place updates)
+  int64_t temporaries = 0;  ///< the intermediates (activations, gradients), planned by it
+  int64_t code = 0;         ///< its generated code
+  /// The peak: the compiler's own figure where it gives one, else arguments + outputs -
+  /// aliased + temporaries (everything live at once: an upper bound).
+  int64_t peak = 0;
+  bool peak_from_compiler = false;  ///< whether `peak` is the compiler's figure
+};
+
 /// A graph compiled by a backend: the buffers of its inputs and outputs, and one step.
 class CompiledGraph {
  public:
@@ -47,6 +62,9 @@ class CompiledGraph {
   virtual const std::vector<std::string>& report() const = 0;  ///< one line per pass result
   /// Where a whole-graph backend runs the step ("xla:cpu"); empty for kernel backends.
   virtual std::string target() const { return {}; }
+  /// Its per-device memory as its compiler planned it (devices = 0: not known; the kernel
+  /// backends say it through arena_bytes and workspace_bytes instead).
+  virtual DeviceMemory device_memory() const { return {}; }
 };
 
 /// A way to run graphs (reference, cpu, xla): implement it and register_backend() an instance to

@@ -87,6 +87,9 @@ class Executable {
   size_t unplanned_bytes() const { return program_->unplanned_bytes(); }  // sum without reuse
   /// Bytes of the kernels' shared scratch block (allocated beside the arena; 0 when none).
   size_t workspace_bytes() const { return program_->workspace_bytes(); }
+  /// What the program holds on each device it runs on, as its compiler planned it (a
+  /// whole-graph backend that can say; devices = 0 otherwise).
+  DeviceMemory device_memory() const { return program_->device_memory(); }
   double compile_seconds() const { return compile_seconds_; }  ///< Time the constructor took.
   /// Where a whole-graph backend runs the step ("xla:cpu"), empty for the kernel backends (whose
   /// compile is quick); fit reports a compile on such a target.

@@ -74,8 +74,26 @@ class ShardingPlan {
 /// Installs `plan` for the process: programs compiled from now on by a backend that partitions
 /// (xla) are sharded by it. nullptr removes it.
 void set_sharding_plan(std::shared_ptr<const ShardingPlan> plan);
-/// The installed plan, or nullptr.
+/// The plan programs compiled now on this thread are partitioned by: a ShardingPlanScope's,
+/// else the installed one, else nullptr.
 std::shared_ptr<const ShardingPlan> sharding_plan();
+
+/// While it lives, programs compiled on this thread are partitioned by `plan` (a strategy's
+/// own: XlaStrategy compiles its models' programs as DataParallel over its devices). nullptr
+/// changes nothing. A plan installed by set_sharding_plan at the same time is an error naming
+/// both (use one of them).
+class ShardingPlanScope {
+ public:
+  /// Installs `plan` for this thread.
+  explicit ShardingPlanScope(std::shared_ptr<const ShardingPlan> plan);
+  ~ShardingPlanScope();  ///< Restores the previous one.
+  ShardingPlanScope(const ShardingPlanScope&) = delete;
+  ShardingPlanScope& operator=(const ShardingPlanScope&) = delete;
+
+ private:
+  std::shared_ptr<const ShardingPlan> previous_;
+  bool active_ = false;
+};
 
 /// The shape of the shard of a tensor of `shape` under `axes` on `mesh` (each split dim divided
 /// by its axis's size). Throws when a dim does not divide.

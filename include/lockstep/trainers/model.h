@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "lockstep/data/dataset.h"
+#include "lockstep/graph/backend.h"
 #include "lockstep/losses/loss.h"
 #include "lockstep/metrics/metric.h"
 #include "lockstep/nn/network.h"
@@ -229,6 +230,9 @@ struct StepMemory {
   /// False on a whole-graph backend (xla): its plugin plans the device memory, so the arena is
   /// unknown here and peak_bytes counts the variables alone.
   bool planned = true;
+  /// Per device, as the backend's compiler planned the step (xla: the PJRT plugin's compiled
+  /// memory stats; under a distribution, one device's share); device.devices = 0 when unknown.
+  DeviceMemory device;
 };
 
 /// keras.Model: a Network (its layers and graph) that can be compiled, trained, evaluated, used
@@ -342,6 +346,9 @@ class Model : public Network {
   /// Keras's model.summary() table and, once a train step is compiled (step_memory(batch) before
   /// fit, or fit), that step's planned peak memory on a last line (compiled_step_memory; the
   /// largest step so far). It compiles nothing itself: call step_memory(batch) first to see it.
+  /// Under a distribution it also shows each weight's layout and its bytes per device, the
+  /// optimizer state per device, and, on a backend whose compiler says (xla), the step's
+  /// per-device memory as compiled: arguments, intermediates, outputs and the peak.
   void summary(std::ostream& os) const;
   void summary() const;  ///< ... on stdout
   /// The train step's memory for `batch_size` rows, as the memory planner laid it out:

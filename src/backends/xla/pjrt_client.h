@@ -159,6 +159,19 @@ class PjrtExecutable {
   std::vector<PjrtBuffer> execute(const std::vector<PjrtBuffer*>& args,
                                   const std::vector<bool>& donate = {});
 
+  // What the compiler planned for one device's program (PJRT_Executable_GetCompiledMemoryStats,
+  // xla::CompiledMemoryStats), in bytes; under SPMD every partition runs the same program, so
+  // these are per device. nullopt where the plugin does not say.
+  struct MemoryStats {
+    int64_t arguments = 0, outputs = 0, aliased = 0, temporaries = 0, code = 0;
+    int64_t peak = 0;  // 0 where the plugin leaves it out (the CPU plugin: see xla_program.cpp)
+  };
+  std::optional<MemoryStats> memory_stats() const;
+  // The compiled (optimized, partitioned) module as the plugin serializes it
+  // (PJRT_Executable_OptimizedProgram): *format says how ("hlo": an HloModuleProto;
+  // "hlo_with_config": one wrapped with its config). Empty where the plugin does not offer it.
+  std::string optimized_program(std::string* format) const;
+
  private:
   friend class PjrtClient;
   void release();

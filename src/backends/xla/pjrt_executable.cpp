@@ -133,6 +133,95 @@ void PjrtExecutable::release() {
   client_.reset();  // the last user of a client destroys it
 }
 
+namespace {
+
+// The PJRT_Executable of a loaded one, destroyed with the holder; null where the plugin lacks
+// PJRT_LoadedExecutable_GetExecutable.
+struct ExecutableView {
+  const ClientState* client = nullptr;
+  PJRT_Executable* exe = nullptr;
+  ExecutableView(const ClientState& c, PJRT_LoadedExecutable* loaded) : client(&c) {
+    if (!c.plugin->has_entry(offsetof(PJRT_Api, PJRT_LoadedExecutable_GetExecutable))) return;
+    PJRT_LoadedExecutable_GetExecutable_Args a{};
+    a.struct_size = PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE;
+    a.loaded_executable = loaded;
+    c.check(c.api()->PJRT_LoadedExecutable_GetExecutable(&a),
+            "PJRT_LoadedExecutable_GetExecutable");
+    exe = a.executable;
+  }
+  ~ExecutableView() {
+    if (!exe) return;
+    PJRT_Executable_Destroy_Args d{};
+    d.struct_size = PJRT_Executable_Destroy_Args_STRUCT_SIZE;
+    d.executable = exe;
+    if (PJRT_Error* err = client->api()->PJRT_Executable_Destroy(&d)) {
+      PJRT_Error_Destroy_Args e{PJRT_Error_Destroy_Args_STRUCT_SIZE, nullptr, err};
+      client->api()->PJRT_Error_Destroy(&e);
+    }
+  }
+  ExecutableView(const ExecutableView&) = delete;
+  ExecutableView& operator=(const ExecutableView&) = delete;
+};
+
+// The error's message, destroyed; "" for none.
+std::string take_error(const ClientState& c, PJRT_Error* err) {
+  if (!err) return {};
+  PJRT_Error_Message_Args m{};
+  m.struct_size = PJRT_Error_Message_Args_STRUCT_SIZE;
+  m.error = err;
+  c.api()->PJRT_Error_Message(&m);
+  std::string text(m.message, m.message_size);
+  PJRT_Error_Destroy_Args d{PJRT_Error_Destroy_Args_STRUCT_SIZE, nullptr, err};
+  c.api()->PJRT_Error_Destroy(&d);
+  return text.empty() ? "error" : text;
+}
+
+}  // namespace
+
+std::optional<PjrtExecutable::MemoryStats> PjrtExecutable::memory_stats() const {
+  if (!exe_ || !client_->client ||
+      !client_->plugin->has_entry(offsetof(PJRT_Api, PJRT_Executable_GetCompiledMemoryStats)))
+    return std::nullopt;
+  ExecutableView view(*client_, exe_);
+  if (!view.exe) return std::nullopt;
+  PJRT_Executable_GetCompiledMemoryStats_Args a{};
+  a.struct_size = PJRT_Executable_GetCompiledMemoryStats_Args_STRUCT_SIZE;
+  a.executable = view.exe;
+  // (a plugin that does not compute them answers with an error: the stats are then unknown)
+  if (!take_error(*client_, client_->api()->PJRT_Executable_GetCompiledMemoryStats(&a)).empty())
+    return std::nullopt;
+  MemoryStats m;
+  m.arguments = a.argument_size_in_bytes;
+  m.outputs = a.output_size_in_bytes;
+  m.aliased = a.alias_size_in_bytes;
+  m.temporaries = a.temp_size_in_bytes;
+  m.code = a.generated_code_size_in_bytes;
+  m.peak = a.peak_memory_in_bytes;
+  return m;
+}
+
+std::string PjrtExecutable::optimized_program(std::string* format) const {
+  if (!exe_ || !client_->client ||
+      !client_->plugin->has_entry(offsetof(PJRT_Api, PJRT_Executable_OptimizedProgram)))
+    return {};
+  ExecutableView view(*client_, exe_);
+  if (!view.exe) return {};
+  PJRT_Program program{};
+  program.struct_size = PJRT_Program_STRUCT_SIZE;
+  PJRT_Executable_OptimizedProgram_Args a{};
+  a.struct_size = PJRT_Executable_OptimizedProgram_Args_STRUCT_SIZE;
+  a.executable = view.exe;
+  a.program = &program;
+  if (!take_error(*client_, client_->api()->PJRT_Executable_OptimizedProgram(&a)).empty())
+    return {};
+  std::string code(program.code_size, '\0');
+  program.code = code.data();
+  if (!take_error(*client_, client_->api()->PJRT_Executable_OptimizedProgram(&a)).empty())
+    return {};
+  if (format) *format = std::string(program.format, program.format_size);
+  return code;
+}
+
 void PjrtExecutable::check_argument(size_t i, const PjrtBuffer& buffer) const {
   const ArgumentType& want = argument_types_[i];
   const DType dtype = buffer.dtype();

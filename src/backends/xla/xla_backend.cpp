@@ -252,6 +252,36 @@ class XlaCompiledGraph final : public CompiledGraph {
              ? std::string()
              : "; split around the host all-reduce of " + std::to_string(split_.buckets.size()) +
                    " gradient bucket(s) (forward runs twice a step)"));
+    // (before the "whole graph" line, which stays the last: what the compile came to)
+    const auto before_last = [this](std::string line) {
+      report_.insert(report_.end() - 1, std::move(line));
+    };
+    if (program_.partitioned()) before_last("xla: " + program_.chosen_layouts_line());
+    if (const DeviceMemory m = device_memory(); m.devices > 0) {
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "xla: per device (%d): arguments %lld B, outputs %lld B (%lld B of them "
+                    "written in place), temporaries %lld B; peak %lld B (%s)",
+                    m.devices, (long long)m.arguments, (long long)m.outputs, (long long)m.aliased,
+                    (long long)m.temporaries, (long long)m.peak,
+                    m.peak_from_compiler ? "the compiler's" : "their sum, an upper bound");
+      before_last(line);
+    }
+  }
+
+  DeviceMemory device_memory() const override {
+    const std::optional<PjrtExecutable::MemoryStats>& s = program_.memory_stats();
+    if (!s) return {};
+    DeviceMemory m;
+    m.devices = program_.partitioned() ? program_.num_partitions() : replicas_;
+    m.arguments = s->arguments;
+    m.outputs = s->outputs;
+    m.aliased = s->aliased;
+    m.temporaries = s->temporaries;
+    m.code = s->code;
+    m.peak_from_compiler = s->peak > 0;
+    m.peak = s->peak > 0 ? s->peak : s->arguments + s->outputs - s->aliased + s->temporaries;
+    return m;
   }
 
   Tensor& input(int i) override { return inputs_[size_t(i)]; }

@@ -3,6 +3,7 @@
 #include "backends/xla/xla_program.h"
 
 #include <chrono>
+#include <cstdio>
 
 #include "lockstep/core/error.h"
 
@@ -47,8 +48,72 @@ XlaProgram::XlaProgram(std::shared_ptr<PjrtClient> client, const Graph& graph,
                "XlaProgram: the plugin put partition ", p, " on device ", exe_.device_of_replica(p),
                ", the mesh on device ", lowered_.mesh->devices[size_t(p)]);
   compile_seconds_ = seconds_since(t0);
+  memory_ = exe_.memory_stats();
+  if (partitioned()) {
+    std::string format;
+    const std::string program = exe_.optimized_program(&format);
+    if (!program.empty()) compiled_ = read_compiled_module(program, format);
+  }
   variables_.resize(size_t(exe_.num_replicas()));
   for (auto& v : variables_) v.resize(lowered_.arguments.size());
+}
+
+std::string XlaProgram::chosen_layouts_line() const {
+  if (!partitioned()) return {};
+  if (!compiled_.read)
+    return "the plugin does not give back the partitioned program, so the compiler's shardings "
+           "are not known (the annotated ones are used)";
+  const MeshShape& mesh = *lowered_.mesh;
+  std::string changed;
+  auto compare = [&](const std::vector<std::string>& chosen, const std::vector<DimAxes>& asked,
+                     auto type_of, auto name_of, int& kept, int& known) {
+    for (size_t i = 0; i < chosen.size() && i < asked.size(); ++i) {
+      ++known;
+      const std::optional<DimAxes> got = layout_of_sharding(chosen[i], mesh, type_of(i));
+      if (got && *got == asked[i]) {
+        ++kept;
+      } else if (changed.empty()) {
+        changed = name_of(i) + ": asked " + dim_axes_str(asked[i]) + ", compiled " +
+                  (got ? dim_axes_str(*got) : chosen[i]);
+      }
+    }
+  };
+  int args_kept = 0, args_known = 0, results_kept = 0, results_known = 0;
+  compare(
+      compiled_.parameter_shardings, lowered_.argument_layouts,
+      [&](size_t i) { return lowered_.arguments[i].type.rank(); },
+      [&](size_t i) {
+        const LoweredArgument& a = lowered_.arguments[i];
+        return a.kind == LoweredArgument::Kind::variable ? "variable '" + a.variable->name + "'"
+                                                         : "argument " + std::to_string(i);
+      },
+      args_kept, args_known);
+  compare(
+      compiled_.result_shardings, lowered_.result_layouts,
+      [&](size_t i) { return lowered_.results[i].type.rank(); },
+      [&](size_t i) {
+        const LoweredResult& r = lowered_.results[i];
+        return r.kind == LoweredResult::Kind::variable
+                   ? "the new value of '" + r.variable->name + "'"
+                   : "output " + std::to_string(r.output);
+      },
+      results_kept, results_known);
+  std::string line;
+  if (args_known + results_known == 0)
+    line = "the compiled module records no entry shardings";
+  else
+    line = "the compiler kept " + std::to_string(args_kept) + " of " + std::to_string(args_known) +
+           " argument and " + std::to_string(results_kept) + " of " +
+           std::to_string(results_known) + " result layouts as annotated" +
+           (changed.empty() ? "" : " (first change: " + changed + ")");
+  line += "; collectives per step:";
+  if (compiled_.collectives.empty()) line += " none";
+  bool first = true;
+  for (const auto& [op, count] : compiled_.collectives) {
+    line += std::string(first ? " " : ", ") + op + " x" + std::to_string(count);
+    first = false;
+  }
+  return line;
 }
 
 XlaProgram::Transfers& XlaProgram::transfers() {

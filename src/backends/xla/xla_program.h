@@ -17,6 +17,7 @@
 #include <memory>
 #include <vector>
 
+#include "backends/xla/compiled_module.h"
 #include "backends/xla/lower_graph.h"
 #include "backends/xla/pjrt_client.h"
 
@@ -45,6 +46,16 @@ class XlaProgram {
   // The bytes variable `v`'s buffer takes on each device (read from the device buffers; empty
   // before the first upload or for a variable the program does not take).
   std::vector<int64_t> variable_device_bytes(const Variable* v) const;
+
+  // What the compiler planned per device (the plugin's compiled memory stats), or nullopt.
+  const std::optional<PjrtExecutable::MemoryStats>& memory_stats() const { return memory_; }
+  // The partitioned program read back (partitioned programs only; read = false where the
+  // plugin does not offer it): the shardings the compiler settled on and its collectives.
+  const CompiledModule& compiled_module() const { return compiled_; }
+  // One line on what the compiler chose: how many argument and result layouts it kept as
+  // annotated (and the first it changed, named), and the collectives per step. Empty when not
+  // partitioned.
+  std::string chosen_layouts_line() const;
 
   // The variables' device values (replica 0's) copied into their Variable::value host tensors.
   void sync_variables_to_host();
@@ -103,6 +114,8 @@ class XlaProgram {
   bool variables_loaded_ = false;
   std::vector<bool> held_;  // [argument]: a variable the caller keeps on the device
   bool holds_any_ = false, updates_held_ = false;
+  std::optional<PjrtExecutable::MemoryStats> memory_;
+  CompiledModule compiled_;
   double lower_seconds_ = 0, compile_seconds_ = 0;
   int64_t runs_ = 0;
   uint64_t step_ = 0;

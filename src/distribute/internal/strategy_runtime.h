@@ -14,6 +14,7 @@
 #include "lockstep/distribute/strategy.h"
 #include "lockstep/graph/graph.h"
 #include "lockstep/graph/replica_exchange.h"
+#include "lockstep/graph/sharding.h"
 
 namespace lockstep::distribute {
 
@@ -85,6 +86,11 @@ class StrategyImpl {
   // many replicas, one per device of the connected PJRT client, splitting its batch among them
   // and all-reducing inside the program (lockstep/graph/device_system.h). 1 otherwise.
   int device_replicas = 1;
+  // XlaStrategy on one worker: its programs are one SPMD program over its devices, partitioned
+  // by this plan (DataParallel on a one-axis mesh "batch", lockstep/distribute/distribution.h),
+  // instead of a replica per device; device_replicas still counts the devices (the replicas
+  // in sync that batches are split among). nullptr otherwise.
+  std::shared_ptr<const ShardingPlan> sharding;
   // The backend the programs of models in this strategy's scope compile for ("": the model's
   // compile() choice). XlaStrategy: "xla".
   std::string backend;

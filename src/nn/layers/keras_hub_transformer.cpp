@@ -194,10 +194,12 @@ class TransformerBase : public HubLayer {
                             std::pair{"value_dense", m.v}, std::pair{"output_dense", m.o}})
       s.push_back({path + "/" + what, {p.kernel, p.bias}});
   }
+  // (In KerasHub's build order, which is the order of its trainable_variables and so of a
+  // saved optimizer's slots: the two dense layers, then the norm.)
   void add_feedforward_slots(Slots& s) const {
-    s.push_back({"_feedforward_layer_norm", {ff_norm_.gamma, ff_norm_.beta}});
     s.push_back({"_feedforward_intermediate_dense", {ff1_.kernel, ff1_.bias}});
     s.push_back({"_feedforward_output_dense", {ff2_.kernel, ff2_.bias}});
+    s.push_back({"_feedforward_layer_norm", {ff_norm_.gamma, ff_norm_.beta}});
   }
   // One residual block: x + f(norm(x)) (normalize_first) or norm(x + f(x)).
   template <class F>

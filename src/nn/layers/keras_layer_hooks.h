@@ -40,7 +40,9 @@ class KerasLayerHooks {
   /// The spec of `call` (a call of this layer).
   virtual CallSpec call_spec(const LayerCall& call) const = 0;
   /// Weights kept below the layer's own path, by sublayer path relative to it
-  /// ("_self_attention_layer/query_dense"). Empty: all weights are the layer's own "vars".
+  /// ("_self_attention_layer/query_dense"), in the order Keras tracks the sublayers (its
+  /// trainable_variables: a saved optimizer's slots follow it). Empty: all weights are the
+  /// layer's own "vars".
   virtual std::vector<std::pair<std::string, std::vector<VariablePtr>>> sublayer_weights() const {
     return {};
   }

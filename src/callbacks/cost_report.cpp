@@ -1,4 +1,5 @@
-// CostReport: time, memory, hardware and dollars of a training run (lockstep/callbacks/cost_report.h).
+// CostReport: time, memory, hardware and dollars of a training run
+// (lockstep/callbacks/cost_report.h).
 #include "lockstep/callbacks/cost_report.h"
 
 #include <sys/resource.h>
@@ -286,12 +287,10 @@ json CostReportCb::report() const {
     r["cost_per_epoch"] = epochs_.empty() ? 0.0 : cost_of(wall) / double(epochs_.size());
   }
   if (std::optional<StepMemory> m = model ? model->compiled_step_memory() : std::nullopt) {
-    r["step_memory"] = {{"batch_size", m->batch_size},
-                        {"arena_bytes", m->arena_bytes},
-                        {"workspace_bytes", m->workspace_bytes},
-                        {"variable_bytes", m->variable_bytes},
-                        {"peak_bytes", m->peak_bytes},
-                        {"planned", m->planned}};
+    r["step_memory"] = {
+        {"batch_size", m->batch_size},           {"arena_bytes", m->arena_bytes},
+        {"workspace_bytes", m->workspace_bytes}, {"variable_bytes", m->variable_bytes},
+        {"peak_bytes", m->peak_bytes},           {"planned", m->planned}};
     step_memory_ = r["step_memory"];
   } else if (!step_memory_.is_null()) {
     r["step_memory"] = step_memory_;  // the model is gone (report() after fit): the last one

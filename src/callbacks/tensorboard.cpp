@@ -114,7 +114,7 @@ class TensorBoardCb : public Callback {
     train_->keras_model("keras", model->to_json(), 0);
     std::ostringstream summary;
     model->Network::summary(summary);  // Keras's table (no train step compiled for it)
-    std::string text, line;  // a Markdown code block: four spaces before each line
+    std::string text, line;            // a Markdown code block: four spaces before each line
     for (std::istringstream in(summary.str()); std::getline(in, line);)
       text += "    " + line + "\n";
     train_->text("model_summary", text, 0);

@@ -1,5 +1,5 @@
-// keras.applications backbones built by Lockstep (lockstep/applications/applications.h): layer counts,
-// parameter counts, model names and output shapes as Keras 3.15 reports them for the same
+// keras.applications backbones built by Lockstep (lockstep/applications/applications.h): layer
+// counts, parameter counts, model names and output shapes as Keras 3.15 reports them for the same
 // arguments (printed by keras.applications.*(weights=None, ...): len(model.layers),
 // model.count_params(), model.name, model.output.shape), and a forward pass on small inputs.
 // tests/interop/applications_interop_test.cpp compares layer by layer against real Keras.

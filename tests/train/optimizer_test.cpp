@@ -1,11 +1,12 @@
 // Optimizers: three compiled steps against hand-written Keras 3 update loops, clipping,
 // schedules, slots and config.
+#include "lockstep/optimizers/optimizer.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "lockstep/graph/executable.h"
-#include "lockstep/optimizers/optimizer.h"
 
 using namespace lockstep;
 
@@ -39,7 +40,8 @@ const std::vector<float> kW0 = {1.f, -2.f, 0.5f, 3.f};
 const std::vector<std::vector<float>> kGrads = {
     {0.5f, -1.f, 0.25f, 2.f}, {0.1f, 0.3f, -0.7f, 1.f}, {-0.4f, 0.2f, 0.9f, -3.f}};
 
-void expect_close(const std::vector<float>& got, const std::vector<double>& want, double tol = 1e-6) {
+void expect_close(const std::vector<float>& got, const std::vector<double>& want,
+                  double tol = 1e-6) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)
     EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::fabs(want[i]))) << "element " << i;
@@ -50,7 +52,10 @@ std::vector<double> ref_sgd(double lr, double mom, bool nesterov, double wd) {
   for (auto& g : kGrads)
     for (size_t i = 0; i < w.size(); ++i) {
       w[i] -= w[i] * wd * lr;
-      if (mom == 0) { w[i] -= lr * g[i]; continue; }
+      if (mom == 0) {
+        w[i] -= lr * g[i];
+        continue;
+      }
       m[i] = mom * m[i] - lr * g[i];
       w[i] += nesterov ? mom * m[i] - lr * g[i] : m[i];
     }
@@ -94,12 +99,16 @@ std::vector<double> ref_rmsprop(double lr, double rho, double mom, double eps) {
 TEST(Optim, SGDMatchesReference) {
   for (std::string backend : {"reference", "cpu"}) {
     expect_close(run_opt(optimizers::SGD(0.1), kW0, kGrads, backend), ref_sgd(0.1, 0, false, 0));
-    expect_close(run_opt(optimizers::SGD(0.1, 0.9), kW0, kGrads, backend), ref_sgd(0.1, 0.9, false, 0));
-    expect_close(run_opt(optimizers::SGD(0.1, 0.9, true), kW0, kGrads, backend), ref_sgd(0.1, 0.9, true, 0));
-    expect_close(run_opt(optimizers::SGD(0.1, 0.9, false, {.weight_decay = 0.01}), kW0, kGrads, backend),
-                 ref_sgd(0.1, 0.9, false, 0.01));
+    expect_close(run_opt(optimizers::SGD(0.1, 0.9), kW0, kGrads, backend),
+                 ref_sgd(0.1, 0.9, false, 0));
+    expect_close(run_opt(optimizers::SGD(0.1, 0.9, true), kW0, kGrads, backend),
+                 ref_sgd(0.1, 0.9, true, 0));
+    expect_close(
+        run_opt(optimizers::SGD(0.1, 0.9, false, {.weight_decay = 0.01}), kW0, kGrads, backend),
+        ref_sgd(0.1, 0.9, false, 0.01));
   }
-  // Hand-computed: w = 1, g = 1, lr 0.1, momentum 0.9 -> 0.9, 0.71, 0.439 (nesterov 0.81, 0.539, 0.1951).
+  // Hand-computed: w = 1, g = 1, lr 0.1, momentum 0.9 -> 0.9, 0.71, 0.439 (nesterov 0.81, 0.539,
+  // 0.1951).
   std::vector<std::vector<float>> ones(3, {1.f});
   expect_close(run_opt(optimizers::SGD(0.1, 0.9), {1.f}, ones), {0.439});
   expect_close(run_opt(optimizers::SGD(0.1, 0.9, true), {1.f}, ones), {0.1951});
@@ -121,7 +130,8 @@ TEST(Optim, AdamAndAdamWMatchReference) {
 
 TEST(Optim, RMSpropMatchesReference) {
   for (std::string backend : {"reference", "cpu"}) {
-    expect_close(run_opt(optimizers::RMSprop(0.01), kW0, kGrads, backend), ref_rmsprop(0.01, 0.9, 0, 1e-7));
+    expect_close(run_opt(optimizers::RMSprop(0.01), kW0, kGrads, backend),
+                 ref_rmsprop(0.01, 0.9, 0, 1e-7));
     expect_close(run_opt(optimizers::RMSprop(0.01, 0.8, 0.5), kW0, kGrads, backend),
                  ref_rmsprop(0.01, 0.8, 0.5, 1e-7));
   }
@@ -134,8 +144,9 @@ TEST(Optim, ParallelCpuKernelMatchesReferenceOnLargeVariable) {
     g[i] = std::cos(float(i) * 0.37f);
   }
   std::vector<std::vector<float>> grads(3, g);
-  for (auto make : {+[] { return optimizers::Adam(0.01); }, +[] { return optimizers::SGD(0.1, 0.9); },
-                    +[] { return optimizers::RMSprop(0.01, 0.9, 0.5); }}) {
+  for (auto make :
+       {+[] { return optimizers::Adam(0.01); }, +[] { return optimizers::SGD(0.1, 0.9); },
+        +[] { return optimizers::RMSprop(0.01, 0.9, 0.5); }}) {
     auto a = run_opt(make(), w0, grads, "reference");
     auto b = run_opt(make(), w0, grads, "cpu");
     for (size_t i = 0; i < a.size(); i += 997) EXPECT_NEAR(a[i], b[i], 1e-6) << i;
@@ -144,7 +155,8 @@ TEST(Optim, ParallelCpuKernelMatchesReferenceOnLargeVariable) {
 
 TEST(Optim, ScheduleDrivesLearningRate) {
   // lr = 0.1 * 0.5^step: steps use 0.1, 0.05, 0.025 -> w = 1 - 0.175.
-  auto opt = optimizers::SGD(0.0, 0.0, false, {.schedule = schedules::ExponentialDecay(0.1, 1, 0.5)});
+  auto opt =
+      optimizers::SGD(0.0, 0.0, false, {.schedule = schedules::ExponentialDecay(0.1, 1, 0.5)});
   EXPECT_DOUBLE_EQ(opt->current_learning_rate(), 0.1);
   std::vector<std::vector<float>> ones(3, {1.f});
   expect_close(run_opt(opt, {1.f}, ones), {0.825});
@@ -153,9 +165,12 @@ TEST(Optim, ScheduleDrivesLearningRate) {
 }
 
 TEST(Optim, ClipnormAndGlobalClipnorm) {
-  expect_close(run_opt(optimizers::SGD(1.0, 0, false, {.clipnorm = 1.0}), {0, 0}, {{3, 4}}), {-0.6, -0.8});
-  expect_close(run_opt(optimizers::SGD(1.0, 0, false, {.clipnorm = 1.0}), {0, 0}, {{0.3f, 0.4f}}), {-0.3, -0.4});
-  expect_close(run_opt(optimizers::SGD(1.0, 0, false, {.clipnorm = 1.0}), {0, 0}, {{0, 0}}), {0, 0});
+  expect_close(run_opt(optimizers::SGD(1.0, 0, false, {.clipnorm = 1.0}), {0, 0}, {{3, 4}}),
+               {-0.6, -0.8});
+  expect_close(run_opt(optimizers::SGD(1.0, 0, false, {.clipnorm = 1.0}), {0, 0}, {{0.3f, 0.4f}}),
+               {-0.3, -0.4});
+  expect_close(run_opt(optimizers::SGD(1.0, 0, false, {.clipnorm = 1.0}), {0, 0}, {{0, 0}}),
+               {0, 0});
   // Global norm over two variables: |(3, 4)| = 5 -> scale 0.2.
   auto a = make_var("a", {0}), b = make_var("b", {0});
   auto opt = optimizers::SGD(1.0, 0, false, {.global_clipnorm = 1.0});
